@@ -1,0 +1,62 @@
+/* dp/train_util.h - what a training loop reports: metrics as JSON lines, a
+ * progress bar, and the seed's Animator as a PNG or SVG plot. */
+#ifndef DP_TRAIN_UTIL_H
+#define DP_TRAIN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One epoch's figures. */
+typedef struct dp_epoch_stats {
+    int epoch;                 /* from 1 */
+    double train_loss;         /* mean cross-entropy per sample */
+    double train_acc;          /* fraction correct on the training batches */
+    double test_acc;           /* fraction correct on the test set */
+    double epoch_seconds;      /* training time only, as the seed's Timer */
+    double samples_per_second; /* training samples / epoch_seconds */
+    const char *devices;       /* "[cpu:0, cpu:1]" */
+    int64_t batch_size;
+    double lr;
+    double peak_rss_mb;        /* peak resident memory so far; < 0 = unknown */
+} dp_epoch_stats;
+
+/* ---- metrics: one JSON object per line ---------------------------------- */
+typedef struct dp_metrics dp_metrics_t;
+/* Creates (truncates) `path`. */
+int dp_metrics_open(dp_metrics_t **out, const char *path);
+int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s);
+/* {"step": 12, "epoch": 1, "loss": 0.6931} */
+int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss);
+/* Flushes and closes; reports a failed write. NULL is accepted. */
+int dp_metrics_close(dp_metrics_t *m);
+
+/* ---- progress bar on stderr ---------------------------------------------- */
+typedef struct dp_progress dp_progress_t;
+/* `enabled` false makes every call a no-op (stderr not a terminal). */
+int dp_progress_init(dp_progress_t **out, bool enabled);
+/* Redraws at most ~10 times a second:
+ * "epoch 3/10 [#####.....] 120/235 loss 0.4123 25310 samples/s ETA 0:04" */
+void dp_progress_update(dp_progress_t *p, int epoch, int epochs, int64_t batch, int64_t batches,
+                        double loss, double samples_per_second);
+/* Clears the line. */
+void dp_progress_done(dp_progress_t *p);
+void dp_progress_close(dp_progress_t *p);
+
+/* ---- the seed's Animator, written to a file --------------------------------
+ * Draws test accuracy, train accuracy and train loss against epoch (x from 1
+ * to `num_epochs`), with a legend, like d2l's plot of train(). The format is
+ * chosen by the extension: .png (cairo) or .svg. */
+int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats, int count);
+
+/* Peak resident set size of this process in MiB (-1 if unknown). */
+double dp_peak_rss_mb(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DP_TRAIN_UTIL_H */

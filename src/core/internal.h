@@ -1,0 +1,51 @@
+/* Internal helpers shared by every layer: logging macros, assertions,
+ * checked allocation. Nothing here is part of the public API. */
+#ifndef DP_CORE_INTERNAL_H
+#define DP_CORE_INTERNAL_H
+
+#include "dp/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#if defined(__GNUC__)
+#define DP__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DP__PRINTF(a, b)
+#endif
+
+void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...)
+    DP__PRINTF(4, 5);
+
+/* DP_ERROR logs the detail of a failure; the returned code says what kind. */
+#define DP_ERROR(...) dp__log(DP_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define DP_WARN(...) dp__log(DP_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define DP_INFO(...) dp__log(DP_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+
+/* Programmer errors only, never bad input: prints and aborts. */
+_Noreturn void dp__abort(const char *file, int line, const char *expr);
+#define DP_ASSERT(x)                                                                               \
+    do {                                                                                           \
+        if (!(x))                                                                                  \
+            dp__abort(__FILE__, __LINE__, #x);                                                     \
+    } while (0)
+
+/* Propagate a failing status. */
+#define DP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        int dp__rc = (expr);                                                                       \
+        if (dp__rc < 0)                                                                            \
+            return dp__rc;                                                                         \
+    } while (0)
+
+/* Aligned (64-byte) allocation that logs on failure; free with dp__free. */
+void *dp__malloc(size_t bytes);
+void *dp__calloc(size_t count, size_t size);
+void dp__free(void *p);
+char *dp__strdup(const char *s);
+
+#define DP_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DP_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DP_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* DP_CORE_INTERNAL_H */

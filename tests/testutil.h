@@ -1,0 +1,35 @@
+/* Helpers shared by the cmocka tests. */
+#ifndef DP_TESTUTIL_H
+#define DP_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+
+/* A fresh directory under the test's working directory; the caller frees
+ * the returned string. */
+char *tu_tempdir(const char *name);
+/* Writes `n` bytes to `path`; returns 0 or -1. */
+int tu_write_file(const char *path, const void *data, size_t n);
+/* Whether Debian's Fashion-MNIST files are present (tests that need them
+ * say so and skip otherwise). */
+bool tu_have_fashion_mnist(void);
+/* Silences the library's log (errors are still kept for dp_last_error). */
+void tu_quiet_log(void);
+
+#define tu_assert_close(a, b, rtol, atol)                                                          \
+    do {                                                                                           \
+        double tu_a = (a), tu_b = (b);                                                             \
+        double tu_d = tu_a > tu_b ? tu_a - tu_b : tu_b - tu_a;                                     \
+        double tu_m = (tu_a < 0 ? -tu_a : tu_a) > (tu_b < 0 ? -tu_b : tu_b)                        \
+                          ? (tu_a < 0 ? -tu_a : tu_a)                                              \
+                          : (tu_b < 0 ? -tu_b : tu_b);                                             \
+        if (!(tu_d <= (atol) + (rtol)*tu_m))                                                       \
+            fail_msg("%s = %.9g vs %s = %.9g (diff %.3g)", #a, tu_a, #b, tu_b, tu_d);              \
+    } while (0)
+
+#endif

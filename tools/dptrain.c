@@ -1,0 +1,5 @@
+/* Placeholder: replaced by the real command line. */
+int main(void)
+{
+    return 0;
+}
