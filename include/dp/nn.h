@@ -1,0 +1,63 @@
+/* dp/nn.h - parameters and models.
+ *
+ * A model's parameters live in one contiguous buffer on its device and their
+ * gradients in another, so that an optimizer step or an allreduce is one
+ * call over one buffer; each named parameter is a view into both. */
+#ifndef DP_NN_H
+#define DP_NN_H
+
+#include "dp/ops.h"
+#include "dp/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dp_params dp_params_t;
+
+typedef struct dp_param_spec {
+    const char *name; /* PyTorch state_dict name, e.g. "W1" or "0.weight" */
+    int ndim;
+    int64_t shape[DP_MAX_DIMS];
+    float init_std; /* weights ~ N(0, init_std^2); 0: zeros */
+} dp_param_spec;
+
+int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n);
+void dp_params_close(dp_params_t *p);
+int dp_params_count(const dp_params_t *p);
+dp_tensor_t *dp_params_get(const dp_params_t *p, int i);
+const char *dp_params_name(const dp_params_t *p, int i);
+/* The whole value and gradient buffers as 1-D tensors. */
+dp_tensor_t *dp_params_values(const dp_params_t *p);
+dp_tensor_t *dp_params_grads(const dp_params_t *p);
+int64_t dp_params_numel(const dp_params_t *p);
+/* Draws every parameter from its spec with the counter-based RNG: the same
+ * seed gives the same weights on every device and every rank. */
+int dp_params_init_random(dp_params_t *p, uint64_t seed);
+/* Copies all values in / out (dp_params_numel floats, spec order). */
+int dp_params_set(dp_params_t *p, const float *values);
+int dp_params_get_all(const dp_params_t *p, float *values);
+/* Starts a step: the first gradient contribution of each parameter writes. */
+void dp_params_zero_grad(dp_params_t *p);
+/* Ends a backward pass: zeroes the gradient of parameters that got none. */
+int dp_params_finish_grad(dp_params_t *p);
+
+/* ---- models ----------------------------------------------------------------- */
+typedef struct dp_model dp_model_t;
+
+/* Names of the models dp_model_create knows: "lenet". */
+const char *const *dp_model_names(void);
+/* Builds `name` on `dev` with weights drawn from `seed`. */
+int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
+void dp_model_close(dp_model_t *m);
+const char *dp_model_name(const dp_model_t *m);
+dp_params_t *dp_model_params(dp_model_t *m);
+dp_device_t *dp_model_device(const dp_model_t *m);
+/* logits (N, 10) from images x (N, 1, 28, 28); `train` selects training
+ * behaviour (batch statistics) where a model has any. */
+int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

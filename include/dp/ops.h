@@ -1,0 +1,76 @@
+/* dp/ops.h - the functional API. Each op enqueues its kernel on the device
+ * of its inputs and returns at once with the output tensor, which belongs to
+ * the active tape (dp/autograd.h). When the tape records and an input needs
+ * a gradient, the op also records how to compute its backward.
+ *
+ * Shapes use fixed letters: N batch, C channels in, K channels out, H x W
+ * input size, R x S kernel, P x Q output size, D features. */
+#ifndef DP_OPS_H
+#define DP_OPS_H
+
+#include "dp/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dp_conv2d_params {
+    int stride_h, stride_w; /* 0 means 1 */
+    int pad_h, pad_w;
+    bool relu; /* fuse a ReLU after the convolution */
+} dp_conv2d_params;
+
+/* y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)) + b (K) [then ReLU];
+ * b may be NULL. */
+int dp_conv2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+              const dp_conv2d_params *p);
+
+typedef struct dp_pool2d_params {
+    int kernel_h, kernel_w;
+    int stride_h, stride_w; /* 0 means the kernel size, as PyTorch */
+    int pad_h, pad_w;
+} dp_pool2d_params;
+
+/* y (N, C, P, Q): mean (padding counted, as PyTorch's default) or max over
+ * each window of x (N, C, H, W). */
+int dp_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
+int dp_max_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
+
+/* y = max(x, 0), any shape. */
+int dp_relu(dp_tensor_t **y, dp_tensor_t *x);
+
+/* z = a + b, same shapes. */
+int dp_add(dp_tensor_t **z, dp_tensor_t *a, dp_tensor_t *b);
+
+typedef enum dp_weight_layout {
+    DP_WEIGHT_OUT_IN = 0, /* nn.Linear: w (D_out, D_in), y = x w^T + b */
+    DP_WEIGHT_IN_OUT = 1, /* the seed's torch.mm(x, w) + b: w (D_in, D_out) */
+} dp_weight_layout;
+
+/* y (N, D_out) = x (N, D_in) times w, plus b (D_out) (b may be NULL). */
+int dp_linear(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+              dp_weight_layout layout);
+
+/* y (N, C*H*W...) = x (N, ...) in logical order. */
+int dp_flatten(dp_tensor_t **y, dp_tensor_t *x);
+/* y = x with another shape of the same element count, logical order. */
+int dp_reshape(dp_tensor_t **y, dp_tensor_t *x, int ndim, const int64_t *shape);
+
+typedef enum dp_reduction { DP_REDUCE_SUM = 0, DP_REDUCE_MEAN = 1 } dp_reduction;
+
+/* loss (1) = sum or mean over rows of -log softmax(logits (N, K))[labels]
+ * with int32 labels (N). */
+int dp_cross_entropy(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *labels,
+                     dp_reduction reduction);
+
+/* correct (1) += number of rows of logits (N, K) whose argmax is the label.
+ * Not differentiable; `correct` is a float tensor the caller owns. */
+int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels);
+
+/* dst += src (same element count), enqueued; not recorded for autograd. */
+int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* dp/tensor.h - devices, their streams, and tensors.
+ *
+ * A device owns a stream: a FIFO of commands that the device's worker runs in
+ * order. Every op is enqueued and returns at once (MXNet's front end / back
+ * end split); only reading a value blocks: dp_tensor_wait (MXNet's
+ * wait_to_read), dp_tensor_to_host, dp_device_sync and dp_waitall.
+ *
+ * Tensors are float32 (or int32 labels) with PyTorch's logical shapes: a
+ * batch of images is (N, C, H, W) whatever physical layout the kernels
+ * prefer. dp_tensor_to_host always returns the logical (row-major) order.
+ */
+#ifndef DP_TENSOR_H
+#define DP_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DP_MAX_DIMS 4
+#define DP_MAX_DEVICES 64
+
+typedef struct dp_device dp_device_t;
+typedef struct dp_tensor dp_tensor_t;
+
+typedef enum dp_dtype { DP_F32 = 0, DP_I32 = 1 } dp_dtype;
+
+/* ---- devices ------------------------------------------------------------ */
+
+/* Opens a device by name: "cpu:0", "cpu:1", ... (each CPU device is a worker
+ * thread with `threads` kernel threads; 0 = all cores). */
+int dp_device_open(dp_device_t **out, const char *name, int threads);
+void dp_device_close(dp_device_t *dev);
+const char *dp_device_name(const dp_device_t *dev);
+int dp_device_threads(const dp_device_t *dev);
+/* Blocks until every command enqueued on the device so far has run; returns
+ * the first error a command hit (sticky). */
+int dp_device_sync(dp_device_t *dev);
+/* dp_device_sync on every open device. */
+int dp_waitall(void);
+
+/* An event marks a point in a device's stream. */
+typedef struct dp_event {
+    dp_device_t *dev;
+    uint64_t seq;
+} dp_event;
+/* Marks "everything enqueued on dev so far". */
+dp_event dp_event_record(dp_device_t *dev);
+/* Makes later commands of `dev` wait until `ev` has passed (no host wait). */
+int dp_stream_wait_event(dp_device_t *dev, dp_event ev);
+/* Blocks the caller until `ev` has passed. */
+int dp_event_wait(dp_event ev);
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* A new uninitialised tensor on `dev`. */
+int dp_tensor_new(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                  const int64_t *shape);
+/* A new tensor holding a copy of `src` (logical row-major order). */
+int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                        const int64_t *shape, const void *src);
+/* Releases the tensor once every command already enqueued that uses it has
+ * run. NULL is accepted. Tensors made by ops while a tape is active belong
+ * to that tape and must not be freed by hand. */
+void dp_tensor_free(dp_tensor_t *t);
+
+/* Blocks until the last command writing `t` has run (MXNet's wait_to_read). */
+int dp_tensor_wait(const dp_tensor_t *t);
+/* Waits, then copies the values in logical row-major order. */
+int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes);
+/* Enqueues a copy of host data into `t` (logical order); `src` must stay
+ * valid until dp_tensor_wait(t). */
+int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes);
+/* Enqueues t = value. */
+int dp_tensor_fill(dp_tensor_t *t, float value);
+
+int dp_tensor_ndim(const dp_tensor_t *t);
+int64_t dp_tensor_dim(const dp_tensor_t *t, int i);
+int64_t dp_tensor_numel(const dp_tensor_t *t);
+dp_device_t *dp_tensor_device(const dp_tensor_t *t);
+dp_dtype dp_tensor_dtype(const dp_tensor_t *t);
+/* The gradient accumulated by dp_backward, or NULL. */
+dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t);
+/* "[256, 1, 28, 28]" into buf. */
+const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DP_TENSOR_H */

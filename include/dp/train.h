@@ -1,0 +1,51 @@
+/* dp/train.h - the training loop of the seeds' train(): epochs over
+ * Fashion-MNIST, evaluation on the test set after each, the Timer that
+ * counts training time only, metrics, progress and the Animator's plot. */
+#ifndef DP_TRAIN_H
+#define DP_TRAIN_H
+
+#include "dp/train_util.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dp_train_options {
+    const char *model;       /* "lenet" */
+    const char *devices;     /* "1", "cpu:0", "auto" */
+    int threads;             /* kernel threads per device; 0 = cores / devices */
+    int64_t batch_size;      /* global batch */
+    float lr, momentum, weight_decay;
+    int epochs;
+    uint64_t seed;
+    const char *data_dir;    /* NULL: Debian's Fashion-MNIST */
+    const char *metrics_path; /* NULL: none */
+    const char *plot_path;   /* NULL: none */
+    bool log_steps;
+    bool shuffle;
+    int64_t limit_train, limit_test; /* 0 = all */
+    bool progress;           /* draw the progress bar on stderr */
+    int max_steps_in_flight; /* 0 = 2 */
+} dp_train_options;
+
+/* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,
+ * shuffle on. */
+void dp_train_options_default(dp_train_options *o);
+
+typedef struct dp_train_result {
+    double test_acc;       /* after the last epoch */
+    double sec_per_epoch;  /* mean training time per epoch, evaluation excluded */
+    double train_loss, train_acc;
+    char devices[256];     /* "[cpu:0]" */
+    int epochs_done;
+} dp_train_result;
+
+int dp_train(const dp_train_options *o, dp_train_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

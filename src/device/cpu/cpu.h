@@ -1,0 +1,73 @@
+/* The CPU device: a worker thread (the stream) whose kernels run on its own
+ * OpenMP team of dev->threads threads. oneDNN (built on OpenMP in Debian)
+ * runs convolution and pooling on that same team, and matrix products go
+ * through oneDNN's sgemm, so one thread pool serves everything and no
+ * second pool (OpenBLAS's) competes for the cores. */
+#ifndef DP_DEVICE_CPU_H
+#define DP_DEVICE_CPU_H
+
+#include "core/internal.h"
+#include "device/device.h"
+
+#include <dnnl.h>
+
+#define DP_DNNL_CHECK(call)                                                                        \
+    do {                                                                                           \
+        dnnl_status_t dp__st = (call);                                                             \
+        if (dp__st != dnnl_success) {                                                              \
+            DP_ERROR("oneDNN: %s failed: status %d", #call, (int)dp__st);                          \
+            return DP_EDEVICE;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+/* Primitives are made once per shape and kept here. Only the worker thread
+ * touches the cache. */
+typedef struct dp__cpu_prim {
+    unsigned char key[128];
+    size_t key_size;
+    void *value;
+    void (*destroy)(void *value);
+} dp__cpu_prim;
+
+typedef struct dp__cpu {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dp__cpu_prim *prims;
+    size_t nprims, cap_prims;
+    int threads;
+} dp__cpu;
+
+/* The cached value for `key`, or NULL. */
+void *dp__cpu_prim_find(dp__cpu *cpu, const void *key, size_t key_size);
+/* Stores `value` under `key` (taking ownership). */
+int dp__cpu_prim_put(dp__cpu *cpu, const void *key, size_t key_size, void *value,
+                     void (*destroy)(void *value));
+
+/* Enqueues `fn(args, dev)` on the device's worker. */
+static inline int dp__cpu_push(dp_device_t *dev, dp__cmd_fn fn, const void *args, size_t size)
+{
+    dp__stream_push(dev->stream, fn, args, size);
+    return 0;
+}
+
+/* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
+void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);
+
+/* Kernel entries, one file per op family. */
+int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cpu_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cpu_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cpu_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
+int dp__cpu_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
+int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a);
+int dp__cpu_gemm(dp_device_t *dev, const dp__gemm_args *a);
+int dp__cpu_bias_add(dp_device_t *dev, const dp__bias_args *a);
+int dp__cpu_bias_grad(dp_device_t *dev, const dp__bias_args *a);
+int dp__cpu_relayout(dp_device_t *dev, const dp__relayout_args *a);
+int dp__cpu_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
+int dp__cpu_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
+int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a);
+int dp__cpu_sgd(dp_device_t *dev, const dp__sgd_args *a);
+int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a);
+
+#endif

@@ -1,0 +1,189 @@
+/* The CPU device table: lifetime, memory, copies, and the primitive cache. */
+#include "device/cpu/cpu.h"
+
+#include <omp.h>
+#include <string.h>
+#include <unistd.h>
+
+int dp__cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void worker_init(void *ctx)
+{
+    dp_device_t *dev = ctx;
+    /* The worker's own OpenMP team: oneDNN and our loops both use it. */
+    omp_set_num_threads(dev->threads);
+}
+
+static int cpu_open(dp_device_t *dev)
+{
+    dp__cpu *cpu = dp__calloc(1, sizeof *cpu);
+    if (!cpu)
+        return DP_ENOMEM;
+    cpu->threads = dev->threads;
+    if (dnnl_engine_create(&cpu->engine, dnnl_cpu, 0) != dnnl_success) {
+        DP_ERROR("%s: oneDNN CPU engine cannot be created", dev->name);
+        dp__free(cpu);
+        return DP_EDEVICE;
+    }
+    if (dnnl_stream_create(&cpu->stream, cpu->engine, dnnl_stream_default_flags) !=
+        dnnl_success) {
+        DP_ERROR("%s: oneDNN stream cannot be created", dev->name);
+        dnnl_engine_destroy(cpu->engine);
+        dp__free(cpu);
+        return DP_EDEVICE;
+    }
+    dev->impl = cpu;
+    int rc = dp__stream_init(&dev->stream, dev->name, worker_init, dev);
+    if (rc < 0) {
+        dnnl_stream_destroy(cpu->stream);
+        dnnl_engine_destroy(cpu->engine);
+        dp__free(cpu);
+        dev->impl = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+static void cpu_close(dp_device_t *dev)
+{
+    dp__cpu *cpu = dev->impl;
+    dp__stream_close(dev->stream);
+    for (size_t i = 0; i < cpu->nprims; i++)
+        cpu->prims[i].destroy(cpu->prims[i].value);
+    dp__free(cpu->prims);
+    dnnl_stream_destroy(cpu->stream);
+    dnnl_engine_destroy(cpu->engine);
+    dp__free(cpu);
+}
+
+void *dp__cpu_prim_find(dp__cpu *cpu, const void *key, size_t key_size)
+{
+    for (size_t i = 0; i < cpu->nprims; i++)
+        if (cpu->prims[i].key_size == key_size && memcmp(cpu->prims[i].key, key, key_size) == 0)
+            return cpu->prims[i].value;
+    return NULL;
+}
+
+int dp__cpu_prim_put(dp__cpu *cpu, const void *key, size_t key_size, void *value,
+                     void (*destroy)(void *value))
+{
+    DP_ASSERT(key_size <= sizeof cpu->prims[0].key);
+    if (cpu->nprims == cpu->cap_prims) {
+        size_t cap = cpu->cap_prims ? 2 * cpu->cap_prims : 32;
+        dp__cpu_prim *p = realloc(cpu->prims, cap * sizeof *p);
+        if (!p) {
+            destroy(value);
+            return DP_ENOMEM;
+        }
+        cpu->prims = p;
+        cpu->cap_prims = cap;
+    }
+    dp__cpu_prim *e = &cpu->prims[cpu->nprims++];
+    memset(e->key, 0, sizeof e->key);
+    memcpy(e->key, key, key_size);
+    e->key_size = key_size;
+    e->value = value;
+    e->destroy = destroy;
+    return 0;
+}
+
+void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t)
+{
+    dnnl_dims_t dims;
+    for (int i = 0; i < t->ndim; i++)
+        dims[i] = t->shape[i];
+    static const dnnl_format_tag_t rowmajor[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd};
+    dnnl_format_tag_t tag = t->ndim == 4 && t->nhwc ? dnnl_acdb : rowmajor[t->ndim];
+    int nd = t->ndim ? t->ndim : 1;
+    if (!t->ndim)
+        dims[0] = 1;
+    dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, tag);
+}
+
+static void *cpu_alloc(dp_device_t *dev, size_t bytes)
+{
+    (void)dev;
+    return dp__malloc(bytes);
+}
+
+static void cpu_free(dp_device_t *dev, void *p)
+{
+    (void)dev;
+    dp__free(p);
+}
+
+static int cpu_upload_fresh(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    (void)dev;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+typedef struct copy_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_args;
+
+static int run_copy(void *p, void *ctx)
+{
+    copy_args *a = p;
+    (void)ctx;
+    memcpy(a->dst, a->src, a->bytes);
+    return 0;
+}
+
+static int cpu_copy(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    copy_args a = {dst, src, bytes};
+    return dp__cpu_push(dev, run_copy, &a, sizeof a);
+}
+
+static int run_fill(void *p, void *ctx)
+{
+    dp__fill_args *a = p;
+    (void)ctx;
+    float *d = a->data;
+    int64_t n = a->n;
+    float v = a->value;
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+        d[i] = v;
+    return 0;
+}
+
+int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a)
+{
+    return dp__cpu_push(dev, run_fill, a, sizeof *a);
+}
+
+const dp__device_ops dp__cpu_ops = {
+    .kind = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload_fresh = cpu_upload_fresh,
+    .copy_from_host = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .copy_device = cpu_copy,
+    .fill = dp__cpu_fill,
+    .conv2d_forward = dp__cpu_conv2d_forward,
+    .conv2d_backward_data = dp__cpu_conv2d_backward_data,
+    .conv2d_backward_weights = dp__cpu_conv2d_backward_weights,
+    .pool2d_forward = dp__cpu_pool2d_forward,
+    .pool2d_backward = dp__cpu_pool2d_backward,
+    .eltwise = dp__cpu_eltwise,
+    .gemm = dp__cpu_gemm,
+    .bias_add = dp__cpu_bias_add,
+    .bias_grad = dp__cpu_bias_grad,
+    .relayout = dp__cpu_relayout,
+    .cross_entropy_forward = dp__cpu_cross_entropy_forward,
+    .cross_entropy_backward = dp__cpu_cross_entropy_backward,
+    .accuracy = dp__cpu_accuracy,
+    .sgd = dp__cpu_sgd,
+};

@@ -1,0 +1,87 @@
+/* Softmax cross-entropy and argmax accuracy on the CPU. The loss is summed in
+ * double so that a sum over a large batch does not lose small terms. */
+#include "device/cpu/cpu.h"
+
+#include <math.h>
+
+static double row_logsumexp(const float *z, int64_t k)
+{
+    float m = z[0];
+    for (int64_t j = 1; j < k; j++)
+        m = z[j] > m ? z[j] : m;
+    double s = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        s += exp((double)(z[j] - m));
+    return (double)m + log(s);
+}
+
+static int run_xent_forward(void *p, void *ctx)
+{
+    dp__xent_args *a = p;
+    (void)ctx;
+    double total = 0.0;
+    for (int64_t i = 0; i < a->n; i++) {
+        const float *z = a->logits + i * a->k;
+        int32_t y = a->labels[i];
+        if (y < 0 || y >= a->k) {
+            DP_ERROR("cross_entropy: label %d of row %lld is outside 0..%lld", y, (long long)i,
+                     (long long)a->k - 1);
+            return DP_EINVAL;
+        }
+        total += row_logsumexp(z, a->k) - (double)z[y];
+    }
+    if (a->mean && a->n > 0)
+        total /= (double)a->n;
+    a->loss[0] = (float)total;
+    return 0;
+}
+
+int dp__cpu_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a)
+{
+    return dp__cpu_push(dev, run_xent_forward, a, sizeof *a);
+}
+
+static int run_xent_backward(void *p, void *ctx)
+{
+    dp__xent_args *a = p;
+    (void)ctx;
+    float g = a->dloss[0];
+    if (a->mean && a->n > 0)
+        g /= (float)a->n;
+    for (int64_t i = 0; i < a->n; i++) {
+        const float *z = a->logits + i * a->k;
+        float *dz = a->dlogits + i * a->k;
+        double lse = row_logsumexp(z, a->k);
+        for (int64_t j = 0; j < a->k; j++)
+            dz[j] = g * (float)exp((double)z[j] - lse);
+        dz[a->labels[i]] -= g;
+    }
+    return 0;
+}
+
+int dp__cpu_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a)
+{
+    return dp__cpu_push(dev, run_xent_backward, a, sizeof *a);
+}
+
+static int run_accuracy(void *p, void *ctx)
+{
+    dp__accuracy_args *a = p;
+    (void)ctx;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < a->n; i++) {
+        const float *z = a->logits + i * a->k;
+        int64_t best = 0;
+        for (int64_t j = 1; j < a->k; j++)
+            if (z[j] > z[best])
+                best = j;
+        correct += best == a->labels[i];
+    }
+    a->correct[0] += (float)correct;
+    return 0;
+}
+
+int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a)
+{
+    return dp__cpu_push(dev, run_accuracy, a, sizeof *a);
+}

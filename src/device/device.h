@@ -1,0 +1,125 @@
+/* The device interface every backend implements, and the tensor struct.
+ *
+ * A backend is a table of function pointers (dp__device_ops). Kernel entries
+ * do not run the kernel: they enqueue it on the device's stream and return,
+ * so the front end never waits for a device. Each kernel takes a typed
+ * argument struct (src/device/kernels.h). */
+#ifndef DP_DEVICE_DEVICE_H
+#define DP_DEVICE_DEVICE_H
+
+#include "dp/tensor.h"
+#include "device/kernels.h"
+#include "engine/stream.h"
+
+#include <pthread.h>
+
+typedef struct dp__device_ops {
+    const char *kind; /* "cpu", "cuda" */
+
+    /* Lifetime: open fills dev->impl and dev->stream. */
+    int (*open)(dp_device_t *dev);
+    void (*close)(dp_device_t *dev);
+
+    /* Device memory, called from the front end. */
+    void *(*alloc)(dp_device_t *dev, size_t bytes);
+    void (*free)(dp_device_t *dev, void *p);
+
+    /* Writes host data into a block no queued command uses; returns once
+     * `src` may be reused. */
+    int (*upload_fresh)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+    /* Enqueued copies (host memory must outlive the command). */
+    int (*copy_from_host)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+    int (*copy_to_host)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+    int (*copy_device)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+
+    /* Kernels, each enqueued on dev's stream (see device/kernels.h). */
+    int (*fill)(dp_device_t *dev, const dp__fill_args *a);
+    int (*conv2d_forward)(dp_device_t *dev, const dp__conv2d_args *a);
+    int (*conv2d_backward_data)(dp_device_t *dev, const dp__conv2d_args *a);
+    int (*conv2d_backward_weights)(dp_device_t *dev, const dp__conv2d_args *a);
+    int (*pool2d_forward)(dp_device_t *dev, const dp__pool2d_args *a);
+    int (*pool2d_backward)(dp_device_t *dev, const dp__pool2d_args *a);
+    int (*eltwise)(dp_device_t *dev, const dp__eltwise_args *a);
+    int (*gemm)(dp_device_t *dev, const dp__gemm_args *a);
+    int (*bias_add)(dp_device_t *dev, const dp__bias_args *a);
+    int (*bias_grad)(dp_device_t *dev, const dp__bias_args *a);
+    int (*relayout)(dp_device_t *dev, const dp__relayout_args *a);
+    int (*cross_entropy_forward)(dp_device_t *dev, const dp__xent_args *a);
+    int (*cross_entropy_backward)(dp_device_t *dev, const dp__xent_args *a);
+    int (*accuracy)(dp_device_t *dev, const dp__accuracy_args *a);
+    int (*sgd)(dp_device_t *dev, const dp__sgd_args *a);
+} dp__device_ops;
+
+/* The caching allocator keeps freed blocks by size: every training step asks
+ * for the same sizes, so after the first step nothing reaches the system
+ * allocator (glibc maps and unmaps large blocks, page faults each time). */
+typedef struct dp__block_cache {
+    pthread_mutex_t mu;
+    size_t nsizes;
+    struct dp__block_list {
+        size_t bytes;
+        size_t count, cap;
+        void **blocks;
+    } lists[128];
+    size_t cached_bytes;
+} dp__block_cache;
+
+struct dp_device {
+    const dp__device_ops *ops;
+    char name[32];
+    int index;   /* cpu:<index> */
+    int threads; /* kernel threads */
+    dp__stream *stream;
+    void *impl;
+    dp__block_cache cache;
+};
+
+struct dp__node;
+
+struct dp_tensor {
+    dp_device_t *dev;
+    dp_dtype dtype;
+    int ndim;
+    int64_t shape[DP_MAX_DIMS]; /* logical, PyTorch's order */
+    int nhwc;                   /* 4-D only: physical order is N, H, W, C */
+    void *data;
+    size_t bytes;
+    int owns_data;      /* 0 for views into a parameter buffer */
+    uint64_t write_seq; /* stream seq of the last command writing it */
+    /* autograd */
+    int requires_grad;
+    int grad_written; /* the step's first gradient contribution is issued */
+    dp_tensor_t *grad;
+    struct dp__node *node; /* the tape node that made it; NULL for leaves */
+    struct dp__tape *tape; /* the tape that owns it; NULL if the user does */
+    const char *name;
+};
+
+/* Device memory through the block cache. */
+void *dp__device_alloc(dp_device_t *dev, size_t bytes);
+/* Returns a block to the cache at once: only for memory no queued command
+ * uses. */
+void dp__device_release(dp_device_t *dev, void *p, size_t bytes);
+/* Returns a block to the cache once the stream has run every queued command. */
+void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes);
+
+/* A tensor whose memory the caller provides (a view). */
+dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
+                             void *data);
+/* A new tensor in the given layout; owned by the active tape if there is one. */
+int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                     const int64_t *shape, int nhwc);
+/* A tensor of the same shape, layout and device as `like`. */
+int dp__tensor_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
+int64_t dp__numel(int ndim, const int64_t *shape);
+/* The tensor described for a kernel. */
+dp__tdesc dp__desc(const dp_tensor_t *t);
+/* Records that the last command pushed on t's device writes t. */
+void dp__tensor_written(dp_tensor_t *t);
+
+/* CPU backend table (src/device/cpu/). */
+extern const dp__device_ops dp__cpu_ops;
+/* Core count of this machine. */
+int dp__cpu_count(void);
+
+#endif

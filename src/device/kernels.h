@@ -1,0 +1,124 @@
+/* Argument structs of the device kernels. Every backend implements the same
+ * kernels with these arguments; the op layer (src/ops/) fills them.
+ *
+ * A dp__tdesc describes a tensor for a kernel: its memory and logical shape,
+ * and whether a 4-D tensor is stored N, H, W, C (nhwc) or N, C, H, W. */
+#ifndef DP_DEVICE_KERNELS_H
+#define DP_DEVICE_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct dp__tdesc {
+    void *data;
+    int ndim;
+    int nhwc;
+    int64_t shape[4];
+} dp__tdesc;
+
+/* t[0..n) = value (f32 or i32 bits as given). */
+typedef struct dp__fill_args {
+    void *data;
+    int64_t n;
+    float value;
+} dp__fill_args;
+
+/* Convolution, groups 1, no dilation.
+ * x (N, C, H, W), w (K, C, R, S) in logical OIHW, b (K) or NULL,
+ * y (N, K, P, Q) with P = (H + 2 pad_h - R) / stride_h + 1.
+ * forward:          y = conv(x, w) + b, then relu if fuse_relu
+ * backward_data:    dx = conv_transpose(dy, w)                 (written, =)
+ * backward_weights: dw = corr(x, dy), db = sum dy              (written, =) */
+typedef struct dp__conv2d_args {
+    dp__tdesc x, w, b, y;
+    dp__tdesc dx, dw, db, dy;
+    int stride_h, stride_w, pad_h, pad_w;
+    bool fuse_relu;
+} dp__conv2d_args;
+
+typedef enum dp__pool_kind { DP__POOL_AVG = 0, DP__POOL_MAX = 1 } dp__pool_kind;
+
+/* Pooling: x (N, C, H, W) -> y (N, C, P, Q); max keeps its argmax in the
+ * workspace for the backward pass. dx is written (=). Average pooling counts
+ * padding in the divisor, as PyTorch's default count_include_pad=True. */
+typedef struct dp__pool2d_args {
+    dp__tdesc x, y, dx, dy;
+    void *workspace;
+    dp__pool_kind kind;
+    int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+} dp__pool2d_args;
+
+typedef enum dp__eltwise_op {
+    DP__ELT_RELU,         /* out = max(a, 0) */
+    DP__ELT_RELU_BACKWARD, /* out = b > 0 ? a : 0   (a = dy, b = y) */
+    DP__ELT_ADD,          /* out = a + b */
+    DP__ELT_ACCUMULATE,   /* out += a */
+    DP__ELT_SCALE,        /* out = alpha * a */
+    DP__ELT_COPY,         /* out = a */
+} dp__eltwise_op;
+
+typedef struct dp__eltwise_args {
+    dp__eltwise_op op;
+    const float *a, *b;
+    float *out;
+    int64_t n;
+    float alpha;
+} dp__eltwise_args;
+
+/* Row-major C (M x N) = alpha op(A) op(B) + beta C, op = transpose if set. */
+typedef struct dp__gemm_args {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+} dp__gemm_args;
+
+/* y (rows x cols) += b (cols), or db (cols) = sum over rows of dy. */
+typedef struct dp__bias_args {
+    float *y;
+    const float *dy;
+    float *b;
+    int64_t rows, cols;
+} dp__bias_args;
+
+/* Copies a 4-D tensor between layouts: dst is src with nhwc flipped. */
+typedef struct dp__relayout_args {
+    dp__tdesc src, dst;
+} dp__relayout_args;
+
+/* Softmax cross-entropy over logits (N, K) and int32 labels (N).
+ * forward:  loss[0] = sum_i or mean_i of -log softmax(logits_i)[label_i]
+ * backward: dlogits = (softmax(logits) - onehot) * dloss[0] (/N for mean) (=) */
+typedef struct dp__xent_args {
+    const float *logits;
+    const int32_t *labels;
+    float *loss;
+    const float *dloss;
+    float *dlogits;
+    int64_t n, k;
+    bool mean;
+} dp__xent_args;
+
+/* correct[0] += number of rows whose argmax equals the label (as float). */
+typedef struct dp__accuracy_args {
+    const float *logits;
+    const int32_t *labels;
+    float *correct;
+    int64_t n, k;
+} dp__accuracy_args;
+
+/* SGD over one contiguous buffer of n parameters:
+ *   g = grad * grad_scale + weight_decay * p
+ *   v = momentum * v + g;  g = v        (when momentum != 0)
+ *   p -= lr * g */
+typedef struct dp__sgd_args {
+    float *params;
+    const float *grads;
+    float *velocity; /* n floats, or NULL when momentum == 0 */
+    int64_t n;
+    float lr, grad_scale, momentum, weight_decay;
+} dp__sgd_args;
+
+#endif

@@ -1,0 +1,234 @@
+/* Tensors: metadata on the front end, memory on the device. Commands copy
+ * what they need (pointers, shapes) when they are enqueued, so a tensor's
+ * struct can go as soon as the front end drops it; its memory goes back to
+ * the device's cache only after the commands queued before have run. */
+#include "autograd/tape.h"
+#include "core/internal.h"
+#include "device/device.h"
+
+#include <string.h>
+
+int64_t dp__numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+static int check_shape(int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > DP_MAX_DIMS) {
+        DP_ERROR("tensor rank %d is not supported (0..%d)", ndim, DP_MAX_DIMS);
+        return DP_EINVAL;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || shape[i] > ((int64_t)1 << 40)) {
+            DP_ERROR("bad tensor size %lld in dimension %d", (long long)shape[i], i);
+            return DP_EINVAL;
+        }
+    }
+    return 0;
+}
+
+dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
+                             void *data)
+{
+    dp_tensor_t *t = dp__calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->dev = dev;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->bytes = (size_t)dp__numel(ndim, shape) * 4;
+    t->data = data;
+    return t;
+}
+
+int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                     const int64_t *shape, int nhwc)
+{
+    DP_TRY(check_shape(ndim, shape));
+    dp_tensor_t *t = dp__tensor_view(dev, dtype, ndim, shape, NULL);
+    if (!t)
+        return DP_ENOMEM;
+    t->nhwc = ndim == 4 ? nhwc : 0;
+    t->owns_data = 1;
+    t->data = dp__device_alloc(dev, t->bytes ? t->bytes : 4);
+    if (!t->data) {
+        dp__free(t);
+        return DP_ENOMEM;
+    }
+    int rc = dp__tape_own(t);
+    if (rc < 0) {
+        dp__device_release(dev, t->data, t->bytes ? t->bytes : 4);
+        dp__free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+int dp__tensor_alloc_like(dp_tensor_t **out, const dp_tensor_t *like)
+{
+    return dp__tensor_alloc(out, like->dev, like->dtype, like->ndim, like->shape, like->nhwc);
+}
+
+dp__tdesc dp__desc(const dp_tensor_t *t)
+{
+    dp__tdesc d;
+    memset(&d, 0, sizeof d);
+    if (!t)
+        return d;
+    d.data = t->data;
+    d.ndim = t->ndim;
+    d.nhwc = t->nhwc;
+    memcpy(d.shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    return d;
+}
+
+void dp__tensor_written(dp_tensor_t *t)
+{
+    t->write_seq = dp__stream_last(t->dev->stream);
+}
+
+int dp_tensor_new(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                  const int64_t *shape)
+{
+    /* User tensors are the user's, even while a tape is active. */
+    dp__tape *saved = dp__tape_current();
+    if (saved)
+        dp_tape_end(saved);
+    int rc = dp__tensor_alloc(out, dev, dtype, ndim, shape, 0);
+    if (saved)
+        dp_tape_begin(saved);
+    return rc;
+}
+
+int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                        const int64_t *shape, const void *src)
+{
+    dp_tensor_t *t;
+    DP_TRY(dp_tensor_new(&t, dev, dtype, ndim, shape));
+    /* A fresh block has no queued users, so it is written at once. */
+    int rc = dev->ops->upload_fresh(dev, t->data, src, t->bytes);
+    if (rc < 0) {
+        dp_tensor_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+void dp_tensor_free(dp_tensor_t *t)
+{
+    if (!t)
+        return;
+    if (t->grad && t->grad->tape == NULL && t->grad != t)
+        dp_tensor_free(t->grad);
+    if (t->owns_data)
+        dp__device_release_later(t->dev, t->data, t->bytes ? t->bytes : 4);
+    dp__free(t);
+}
+
+int dp_tensor_wait(const dp_tensor_t *t)
+{
+    return dp__stream_wait(t->dev->stream, t->write_seq);
+}
+
+/* NHWC -> NCHW on the host. */
+static void nhwc_to_nchw(float *dst, const float *src, const int64_t *s)
+{
+    int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    dst[((n * C + c) * H + h) * W + w] = src[((n * H + h) * W + w) * C + c];
+}
+
+int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes)
+{
+    if (bytes != t->bytes) {
+        DP_ERROR("dp_tensor_to_host: buffer of %zu bytes for a tensor of %zu", bytes, t->bytes);
+        return DP_EINVAL;
+    }
+    void *raw = dst;
+    if (t->nhwc) {
+        raw = dp__malloc(bytes);
+        if (!raw)
+            return DP_ENOMEM;
+    }
+    int rc = t->dev->ops->copy_to_host(t->dev, raw, t->data, bytes);
+    if (rc == 0)
+        rc = dp__stream_wait(t->dev->stream, dp__stream_last(t->dev->stream));
+    if (t->nhwc) {
+        if (rc == 0)
+            nhwc_to_nchw(dst, raw, t->shape);
+        dp__free(raw);
+    }
+    return rc;
+}
+
+int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes)
+{
+    if (bytes != t->bytes) {
+        DP_ERROR("dp_tensor_copy_from_host: %zu bytes for a tensor of %zu", bytes, t->bytes);
+        return DP_EINVAL;
+    }
+    t->nhwc = 0; /* the whole tensor is overwritten in logical order */
+    DP_TRY(t->dev->ops->copy_from_host(t->dev, t->data, src, bytes));
+    dp__tensor_written(t);
+    return 0;
+}
+
+int dp_tensor_fill(dp_tensor_t *t, float value)
+{
+    dp__fill_args a = {t->data, dp__numel(t->ndim, t->shape), value};
+    DP_TRY(t->dev->ops->fill(t->dev, &a));
+    dp__tensor_written(t);
+    return 0;
+}
+
+int dp_tensor_ndim(const dp_tensor_t *t)
+{
+    return t->ndim;
+}
+
+int64_t dp_tensor_dim(const dp_tensor_t *t, int i)
+{
+    return i >= 0 && i < t->ndim ? t->shape[i] : 1;
+}
+
+int64_t dp_tensor_numel(const dp_tensor_t *t)
+{
+    return dp__numel(t->ndim, t->shape);
+}
+
+dp_device_t *dp_tensor_device(const dp_tensor_t *t)
+{
+    return t->dev;
+}
+
+dp_dtype dp_tensor_dtype(const dp_tensor_t *t)
+{
+    return t->dtype;
+}
+
+dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
+{
+    return t->grad;
+}
+
+const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size)
+{
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, size - off, "[");
+    for (int i = 0; i < t->ndim && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%lld", i ? ", " : "",
+                                (long long)t->shape[i]);
+    if (off < size)
+        snprintf(buf + off, size - off, "]");
+    return buf;
+}

@@ -1,0 +1,169 @@
+/* The command stream: a bounded ring of commands and one worker thread. */
+#include "engine/stream.h"
+
+#include "core/internal.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* Commands in flight per stream. Bounded so that a front end far ahead of
+ * its devices blocks instead of growing memory. */
+#define RING_SLOTS 4096
+
+typedef struct slot {
+    dp__cmd_fn fn;
+    _Alignas(16) unsigned char args[DP__CMD_ARGS_MAX];
+} slot;
+
+struct dp__stream {
+    char name[32];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t nonempty; /* worker waits: head == tail */
+    pthread_cond_t done;     /* waiters on completed, and pushers on a full ring */
+    slot *ring;
+    uint64_t head;      /* next seq to push - 1 == pushed so far */
+    uint64_t completed; /* commands run so far */
+    int waiters;
+    int stop;
+    int error; /* sticky: first failure */
+    void (*worker_init)(void *);
+    void *ctx;
+};
+
+static void *worker_main(void *arg)
+{
+    dp__stream *s = arg;
+    if (s->worker_init)
+        s->worker_init(s->ctx);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->completed == s->head && !s->stop)
+            pthread_cond_wait(&s->nonempty, &s->mu);
+        if (s->completed == s->head && s->stop)
+            break;
+        slot *sl = &s->ring[s->completed % RING_SLOTS];
+        pthread_mutex_unlock(&s->mu);
+        /* The slot is not reused until `completed` moves past it. */
+        int rc = sl->fn(sl->args, s->ctx);
+        pthread_mutex_lock(&s->mu);
+        if (rc < 0 && s->error == 0)
+            s->error = rc;
+        s->completed++;
+        if (s->waiters)
+            pthread_cond_broadcast(&s->done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int dp__stream_init(dp__stream **out, const char *name, void (*worker_init)(void *ctx), void *ctx)
+{
+    dp__stream *s = dp__calloc(1, sizeof *s);
+    if (!s)
+        return DP_ENOMEM;
+    s->ring = dp__calloc(RING_SLOTS, sizeof *s->ring);
+    if (!s->ring) {
+        dp__free(s);
+        return DP_ENOMEM;
+    }
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->worker_init = worker_init;
+    s->ctx = ctx;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->nonempty, NULL);
+    pthread_cond_init(&s->done, NULL);
+    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+        DP_ERROR("%s: cannot start worker thread", name);
+        pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->nonempty);
+        pthread_mutex_destroy(&s->mu);
+        dp__free(s->ring);
+        dp__free(s);
+        return DP_EDEVICE;
+    }
+    *out = s;
+    return 0;
+}
+
+void dp__stream_close(dp__stream *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->nonempty);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->nonempty);
+    pthread_mutex_destroy(&s->mu);
+    dp__free(s->ring);
+    dp__free(s);
+}
+
+uint64_t dp__stream_push(dp__stream *s, dp__cmd_fn fn, const void *args, size_t size)
+{
+    DP_ASSERT(size <= DP__CMD_ARGS_MAX);
+    DP_ASSERT(!dp__stream_is_worker(s));
+    pthread_mutex_lock(&s->mu);
+    while (s->head - s->completed >= RING_SLOTS) {
+        s->waiters++;
+        pthread_cond_wait(&s->done, &s->mu);
+        s->waiters--;
+    }
+    slot *sl = &s->ring[s->head % RING_SLOTS];
+    sl->fn = fn;
+    if (size)
+        memcpy(sl->args, args, size);
+    uint64_t seq = ++s->head;
+    pthread_cond_signal(&s->nonempty);
+    pthread_mutex_unlock(&s->mu);
+    return seq;
+}
+
+uint64_t dp__stream_last(dp__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = s->head;
+    pthread_mutex_unlock(&s->mu);
+    return seq;
+}
+
+int dp__stream_wait(dp__stream *s, uint64_t seq)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->completed < seq) {
+        s->waiters++;
+        pthread_cond_wait(&s->done, &s->mu);
+        s->waiters--;
+    }
+    int rc = s->error;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+typedef struct wait_other_args {
+    dp__stream *other;
+    uint64_t seq;
+} wait_other_args;
+
+static int run_wait_other(void *p, void *ctx)
+{
+    wait_other_args *a = p;
+    (void)ctx;
+    return dp__stream_wait(a->other, a->seq);
+}
+
+void dp__stream_wait_other(dp__stream *s, dp__stream *other, uint64_t seq)
+{
+    if (s == other || seq == 0)
+        return;
+    wait_other_args a = {other, seq};
+    dp__stream_push(s, run_wait_other, &a, sizeof a);
+}
+
+int dp__stream_is_worker(const dp__stream *s)
+{
+    return pthread_equal(pthread_self(), s->thread);
+}

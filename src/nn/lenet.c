@@ -1,0 +1,49 @@
+/* LeNet as the seeds write it from scratch (d2l "Multiple GPUs"):
+ *
+ *   conv 1->20 3x3, relu, avgpool 2     (N, 1, 28, 28) -> (N, 20, 13, 13)
+ *   conv 20->50 5x5, relu, avgpool 2    -> (N, 50, 4, 4)
+ *   flatten, fc 800->128 (torch.mm), relu, fc 128->10
+ *
+ * Weights N(0, 0.01^2), biases 0; parameter names and shapes are the seed's
+ * W1..b4, so W3 is (800, 128) and used as torch.mm(h, W3) + b3. The ReLUs
+ * after the convolutions are fused into them. */
+#include "nn/model.h"
+
+#include "core/internal.h"
+
+static const dp_param_spec lenet_specs[] = {
+    {"W1", 4, {20, 1, 3, 3}, 0.01f}, {"b1", 1, {20}, 0.0f},
+    {"W2", 4, {50, 20, 5, 5}, 0.01f}, {"b2", 1, {50}, 0.0f},
+    {"W3", 2, {800, 128}, 0.01f},    {"b3", 1, {128}, 0.0f},
+    {"W4", 2, {128, 10}, 0.01f},     {"b4", 1, {10}, 0.0f},
+};
+
+static const dp_param_spec *lenet_param_specs(int *n)
+{
+    *n = (int)DP_COUNTOF(lenet_specs);
+    return lenet_specs;
+}
+
+static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
+{
+    (void)train;
+    dp_params_t *P = m->params;
+    const dp_conv2d_params conv_relu = {.relu = true};
+    const dp_pool2d_params pool2 = {.kernel_h = 2, .kernel_w = 2};
+    dp_tensor_t *h;
+    DP_TRY(dp_conv2d(&h, x, dp_params_get(P, 0), dp_params_get(P, 1), &conv_relu));
+    DP_TRY(dp_avg_pool2d(&h, h, &pool2));
+    DP_TRY(dp_conv2d(&h, h, dp_params_get(P, 2), dp_params_get(P, 3), &conv_relu));
+    DP_TRY(dp_avg_pool2d(&h, h, &pool2));
+    DP_TRY(dp_flatten(&h, h));
+    DP_TRY(dp_linear(&h, h, dp_params_get(P, 4), dp_params_get(P, 5), DP_WEIGHT_IN_OUT));
+    DP_TRY(dp_relu(&h, h));
+    DP_TRY(dp_linear(logits, h, dp_params_get(P, 6), dp_params_get(P, 7), DP_WEIGHT_IN_OUT));
+    return 0;
+}
+
+const dp__model_ops dp__lenet_ops = {
+    .name = "lenet",
+    .specs = lenet_param_specs,
+    .forward = lenet_forward,
+};

@@ -1,0 +1,71 @@
+/* Models by name. */
+#include "nn/model.h"
+
+#include "core/internal.h"
+
+#include <string.h>
+
+static const dp__model_ops *const models[] = {&dp__lenet_ops};
+static const char *const model_names[] = {"lenet", NULL};
+_Static_assert(DP_COUNTOF(models) + 1 == DP_COUNTOF(model_names), "one name per model");
+
+const char *const *dp_model_names(void)
+{
+    return model_names;
+}
+
+int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+{
+    const dp__model_ops *ops = NULL;
+    for (size_t i = 0; i < DP_COUNTOF(models); i++)
+        if (strcmp(models[i]->name, name) == 0)
+            ops = models[i];
+    if (!ops) {
+        DP_ERROR("unknown model '%s' (known: lenet)", name);
+        return DP_EINVAL;
+    }
+    dp_model_t *m = dp__calloc(1, sizeof *m);
+    if (!m)
+        return DP_ENOMEM;
+    m->ops = ops;
+    m->dev = dev;
+    int n;
+    const dp_param_spec *specs = ops->specs(&n);
+    int rc = dp_params_init(&m->params, dev, specs, n);
+    if (rc == 0)
+        rc = dp_params_init_random(m->params, seed);
+    if (rc < 0) {
+        dp_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void dp_model_close(dp_model_t *m)
+{
+    if (!m)
+        return;
+    dp_params_close(m->params);
+    dp__free(m);
+}
+
+const char *dp_model_name(const dp_model_t *m)
+{
+    return m->ops->name;
+}
+
+dp_params_t *dp_model_params(dp_model_t *m)
+{
+    return m->params;
+}
+
+dp_device_t *dp_model_device(const dp_model_t *m)
+{
+    return m->dev;
+}
+
+int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
+{
+    return m->ops->forward(m, x, train, logits);
+}

@@ -1,0 +1,22 @@
+/* The model table: each model file provides its parameter list and forward. */
+#ifndef DP_NN_MODEL_H
+#define DP_NN_MODEL_H
+
+#include "dp/nn.h"
+
+typedef struct dp__model_ops {
+    const char *name;
+    /* The parameter specs in state_dict order; *n receives the count. */
+    const dp_param_spec *(*specs)(int *n);
+    int (*forward)(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
+} dp__model_ops;
+
+struct dp_model {
+    const dp__model_ops *ops;
+    dp_device_t *dev;
+    dp_params_t *params;
+};
+
+extern const dp__model_ops dp__lenet_ops;
+
+#endif

@@ -1,0 +1,124 @@
+/* conv2d: y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)) + b (K),
+ * optionally followed by a fused ReLU.
+ * P = (H + 2 pad_h - R) / stride_h + 1, Q likewise.
+ * Backward: dx written (=) when x needs it; dw, db accumulated into the
+ * parameters' gradients (first use of a step writes, later uses add).
+ * The output is stored NHWC, the layout oneDNN and cuDNN run fastest. */
+#include "ops/op.h"
+
+#include <string.h>
+
+typedef struct conv_node {
+    dp_conv2d_params p;
+} conv_node;
+
+static int conv2d_backward(dp__node *node)
+{
+    const conv_node *cn = (const conv_node *)node->params;
+    dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
+    dp_tensor_t *y = node->output;
+    dp_device_t *dev = x->dev;
+    dp_tensor_t *dy = y->grad;
+    if (cn->p.relu) {
+        /* Through the fused ReLU first: dz = dy where y > 0. */
+        dp_tensor_t *dz;
+        DP_TRY(dp__tensor_alloc_like(&dz, dy));
+        dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
+                              .a = dy->data,
+                              .b = y->data,
+                              .out = dz->data,
+                              .n = dp__numel(y->ndim, y->shape)};
+        DP_TRY(dev->ops->eltwise(dev, &e));
+        dy = dz;
+    }
+    dp__conv2d_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dp__desc(x);
+    a.w = dp__desc(w);
+    a.dy = dp__desc(dy);
+    a.y = dp__desc(y);
+    a.stride_h = cn->p.stride_h;
+    a.stride_w = cn->p.stride_w;
+    a.pad_h = cn->p.pad_h;
+    a.pad_w = cn->p.pad_w;
+
+    dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
+    DP_TRY(dp__grad_begin(w, &dw));
+    DP_TRY(dp__grad_begin(b, &db));
+    if (dw || db) {
+        /* oneDNN computes dw and db together; a bias that needs no gradient
+         * still gets one, into a scratch tensor. */
+        dp_tensor_t *scratch_db = NULL;
+        if (!db && b)
+            DP_TRY(dp__tensor_alloc_like(&scratch_db, b));
+        dp_tensor_t *scratch_dw = NULL;
+        if (!dw)
+            DP_TRY(dp__tensor_alloc_like(&scratch_dw, w));
+        a.dw = dp__desc(dw ? dw : scratch_dw);
+        a.db = dp__desc(db ? db : scratch_db);
+        DP_TRY(dev->ops->conv2d_backward_weights(dev, &a));
+        DP_TRY(dp__grad_end(w, dw));
+        DP_TRY(dp__grad_end(b, db));
+    }
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (dx) {
+        a.dx = dp__desc(dx);
+        DP_TRY(dev->ops->conv2d_backward_data(dev, &a));
+        DP_TRY(dp__grad_end(x, dx));
+    }
+    return 0;
+}
+
+int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+              const dp_conv2d_params *params)
+{
+    static const char op[] = "conv2d";
+    char xs[64], ws[64];
+    dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
+    if (p.stride_h == 0)
+        p.stride_h = 1;
+    if (p.stride_w == 0)
+        p.stride_w = 1;
+    DP_TRY(dp__check_rank(op, "input", x, 4));
+    DP_TRY(dp__check_rank(op, "weight", w, 4));
+    if (b)
+        DP_TRY(dp__check_rank(op, "bias", b, 1));
+    dp_tensor_t *ts[] = {x, w, b};
+    DP_TRY(dp__check_same_device(op, ts, 3));
+    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0) {
+        DP_ERROR("%s: negative stride or padding", op);
+        return DP_EINVAL;
+    }
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
+    if (w->shape[1] != C || (b && b->shape[0] != K) || H + 2 * p.pad_h < R ||
+        W + 2 * p.pad_w < S) {
+        DP_ERROR("%s: input %s does not fit weight %s", op, dp_tensor_shape_str(x, xs, sizeof xs),
+                 dp_tensor_shape_str(w, ws, sizeof ws));
+        return DP_ESHAPE;
+    }
+    int64_t shape[4] = {N, K, (H + 2 * p.pad_h - R) / p.stride_h + 1,
+                        (W + 2 * p.pad_w - S) / p.stride_w + 1};
+    dp_tensor_t *y;
+    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 4, shape, 1));
+    dp__conv2d_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dp__desc(x);
+    a.w = dp__desc(w);
+    a.b = dp__desc(b);
+    a.y = dp__desc(y);
+    a.stride_h = p.stride_h;
+    a.stride_w = p.stride_w;
+    a.pad_h = p.pad_h;
+    a.pad_w = p.pad_w;
+    a.fuse_relu = p.relu;
+    if (N > 0)
+        DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(ts, 3)) {
+        conv_node cn = {p};
+        DP_TRY(dp__tape_record(op, conv2d_backward, ts, 3, y, &cn, sizeof cn));
+    }
+    *out = y;
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* cross_entropy: loss (1) = sum or mean over i of -log softmax(logits_i)[y_i]
+ * for logits (N, K) and int32 labels (N); backward writes dlogits (=).
+ * accuracy: correct (1) += count of rows whose argmax is the label. */
+#include "ops/op.h"
+
+typedef struct xent_node {
+    dp_reduction reduction;
+} xent_node;
+
+static int check_labels(const char *op, dp_tensor_t *logits, dp_tensor_t *labels)
+{
+    DP_TRY(dp__check_rank(op, "logits", logits, 2));
+    if (!labels || labels->dtype != DP_I32 || labels->ndim != 1 ||
+        labels->shape[0] != logits->shape[0]) {
+        DP_ERROR("%s: labels must be an int32 vector of %lld entries", op,
+                 (long long)logits->shape[0]);
+        return DP_ESHAPE;
+    }
+    dp_tensor_t *ts[] = {logits, labels};
+    return dp__check_same_device(op, ts, 2);
+}
+
+static int xent_backward(dp__node *node)
+{
+    const xent_node *xn = (const xent_node *)node->params;
+    dp_tensor_t *logits = node->inputs[0], *labels = node->inputs[1], *dz;
+    DP_TRY(dp__grad_begin(logits, &dz));
+    if (!dz)
+        return 0;
+    dp__xent_args a = {.logits = logits->data,
+                       .labels = labels->data,
+                       .dloss = node->output->grad->data,
+                       .dlogits = dz->data,
+                       .n = logits->shape[0],
+                       .k = logits->shape[1],
+                       .mean = xn->reduction == DP_REDUCE_MEAN};
+    DP_TRY(logits->dev->ops->cross_entropy_backward(logits->dev, &a));
+    return dp__grad_end(logits, dz);
+}
+
+int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels,
+                     dp_reduction reduction)
+{
+    DP_TRY(check_labels("cross_entropy", logits, labels));
+    int64_t one = 1;
+    dp_tensor_t *loss;
+    DP_TRY(dp__tensor_alloc(&loss, logits->dev, DP_F32, 1, &one, 0));
+    dp__xent_args a = {.logits = logits->data,
+                       .labels = labels->data,
+                       .loss = loss->data,
+                       .n = logits->shape[0],
+                       .k = logits->shape[1],
+                       .mean = reduction == DP_REDUCE_MEAN};
+    DP_TRY(logits->dev->ops->cross_entropy_forward(logits->dev, &a));
+    dp__tensor_written(loss);
+    dp_tensor_t *ts[] = {logits, labels};
+    if (dp__tape_needs_grad(ts, 1)) {
+        xent_node xn = {reduction};
+        DP_TRY(dp__tape_record("cross_entropy", xent_backward, ts, 2, loss, &xn, sizeof xn));
+    }
+    *out = loss;
+    return 0;
+}
+
+int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels)
+{
+    DP_TRY(check_labels("accuracy", logits, labels));
+    if (!correct || correct->dtype != DP_F32 || dp__numel(correct->ndim, correct->shape) != 1 ||
+        correct->dev != logits->dev) {
+        DP_ERROR("accuracy: the counter must be a one-element float tensor on the same device");
+        return DP_EINVAL;
+    }
+    dp__accuracy_args a = {.logits = logits->data,
+                           .labels = labels->data,
+                           .correct = correct->data,
+                           .n = logits->shape[0],
+                           .k = logits->shape[1]};
+    DP_TRY(logits->dev->ops->accuracy(logits->dev, &a));
+    dp__tensor_written(correct);
+    return 0;
+}

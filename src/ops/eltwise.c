@@ -1,0 +1,101 @@
+/* Elementwise ops: relu (y = max(x, 0)) and add (z = a + b), any shape.
+ * Outputs keep the input's layout; backward writes (=) each input's share. */
+#include "ops/op.h"
+
+static int relu_backward(dp__node *node)
+{
+    dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (!dx)
+        return 0;
+    dp__eltwise_args a = {.op = DP__ELT_RELU_BACKWARD,
+                          .a = y->grad->data,
+                          .b = y->data,
+                          .out = dx->data,
+                          .n = dp__numel(y->ndim, y->shape)};
+    DP_TRY(x->dev->ops->eltwise(x->dev, &a));
+    return dp__grad_end(x, dx);
+}
+
+int dp_relu(dp_tensor_t **out, dp_tensor_t *x)
+{
+    DP_TRY(dp__check_rank("relu", "input", x, -1));
+    dp_tensor_t *y;
+    DP_TRY(dp__tensor_alloc_like(&y, x));
+    dp__eltwise_args a = {
+        .op = DP__ELT_RELU, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
+    DP_TRY(x->dev->ops->eltwise(x->dev, &a));
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(&x, 1))
+        DP_TRY(dp__tape_record("relu", relu_backward, &x, 1, y, NULL, 0));
+    *out = y;
+    return 0;
+}
+
+/* Copies g into the gradient of x (same layout by construction). */
+static int pass_gradient(dp_tensor_t *x, dp_tensor_t *g)
+{
+    dp_tensor_t *dx;
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (!dx)
+        return 0;
+    dp__eltwise_args a = {
+        .op = DP__ELT_COPY, .a = g->data, .out = dx->data, .n = dp__numel(x->ndim, x->shape)};
+    DP_TRY(x->dev->ops->eltwise(x->dev, &a));
+    return dp__grad_end(x, dx);
+}
+
+static int add_backward(dp__node *node)
+{
+    DP_TRY(pass_gradient(node->inputs[0], node->output->grad));
+    return pass_gradient(node->inputs[1], node->output->grad);
+}
+
+int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
+{
+    char as[64], bs[64];
+    DP_TRY(dp__check_rank("add", "a", a, -1));
+    DP_TRY(dp__check_rank("add", "b", b, a->ndim));
+    dp_tensor_t *ts[] = {a, b};
+    DP_TRY(dp__check_same_device("add", ts, 2));
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->shape[i] != b->shape[i]) {
+            DP_ERROR("add: shapes %s and %s differ", dp_tensor_shape_str(a, as, sizeof as),
+                     dp_tensor_shape_str(b, bs, sizeof bs));
+            return DP_ESHAPE;
+        }
+    }
+    if (a->nhwc != b->nhwc) {
+        DP_ERROR("add: inputs are stored in different layouts");
+        return DP_EINVAL;
+    }
+    dp_tensor_t *z;
+    DP_TRY(dp__tensor_alloc_like(&z, a));
+    dp__eltwise_args e = {.op = DP__ELT_ADD,
+                          .a = a->data,
+                          .b = b->data,
+                          .out = z->data,
+                          .n = dp__numel(a->ndim, a->shape)};
+    DP_TRY(a->dev->ops->eltwise(a->dev, &e));
+    dp__tensor_written(z);
+    if (dp__tape_needs_grad(ts, 2))
+        DP_TRY(dp__tape_record("add", add_backward, ts, 2, z, NULL, 0));
+    *out = z;
+    return 0;
+}
+
+int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src)
+{
+    if (dp__numel(dst->ndim, dst->shape) != dp__numel(src->ndim, src->shape) ||
+        dst->dev != src->dev || dst->dtype != DP_F32 || src->dtype != DP_F32) {
+        DP_ERROR("accumulate: tensors differ in size, type or device");
+        return DP_EINVAL;
+    }
+    dp__eltwise_args e = {.op = DP__ELT_ACCUMULATE,
+                          .a = src->data,
+                          .out = dst->data,
+                          .n = dp__numel(dst->ndim, dst->shape)};
+    DP_TRY(dst->dev->ops->eltwise(dst->dev, &e));
+    dp__tensor_written(dst);
+    return 0;
+}

@@ -1,0 +1,106 @@
+/* linear: y (N, D_out) = x (N, D_in) w + b (D_out), with w stored either as
+ * nn.Linear does, (D_out, D_in) used transposed, or as the seed's torch.mm,
+ * (D_in, D_out). Backward: dx written (=); dw, db accumulated into the
+ * parameters' gradients. */
+#include "ops/op.h"
+
+typedef struct linear_node {
+    dp_weight_layout layout;
+} linear_node;
+
+static int linear_backward(dp__node *node)
+{
+    const linear_node *ln = (const linear_node *)node->params;
+    dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
+    dp_tensor_t *dy = node->output->grad;
+    dp_device_t *dev = x->dev;
+    int64_t N = x->shape[0], Din = x->shape[1], Dout = node->output->shape[1];
+    int out_in = ln->layout == DP_WEIGHT_OUT_IN;
+    dp_tensor_t *dx, *dw, *db;
+
+    DP_TRY(dp__grad_begin(w, &dw));
+    if (dw) {
+        dp__gemm_args g = {.trans_a = true, .alpha = 1.0f, .beta = 0.0f, .k = N, .c = dw->data};
+        if (out_in) { /* dw (Dout, Din) = dy^T x */
+            g.m = Dout, g.n = Din, g.a = dy->data, g.lda = Dout, g.b = x->data, g.ldb = Din;
+        } else { /* dw (Din, Dout) = x^T dy */
+            g.m = Din, g.n = Dout, g.a = x->data, g.lda = Din, g.b = dy->data, g.ldb = Dout;
+        }
+        g.ldc = g.n;
+        DP_TRY(dev->ops->gemm(dev, &g));
+        DP_TRY(dp__grad_end(w, dw));
+    }
+    DP_TRY(dp__grad_begin(b, &db));
+    if (db) {
+        dp__bias_args a = {.dy = dy->data, .b = db->data, .rows = N, .cols = Dout};
+        DP_TRY(dev->ops->bias_grad(dev, &a));
+        DP_TRY(dp__grad_end(b, db));
+    }
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (dx) { /* dx (N, Din) = dy w^T (in-out) or dy w (out-in) */
+        dp__gemm_args g = {.trans_b = !out_in,
+                           .m = N,
+                           .n = Din,
+                           .k = Dout,
+                           .alpha = 1.0f,
+                           .beta = 0.0f,
+                           .a = dy->data,
+                           .lda = Dout,
+                           .b = w->data,
+                           .ldb = out_in ? Din : Dout,
+                           .c = dx->data,
+                           .ldc = Din};
+        DP_TRY(dev->ops->gemm(dev, &g));
+        DP_TRY(dp__grad_end(x, dx));
+    }
+    return 0;
+}
+
+int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+              dp_weight_layout layout)
+{
+    static const char op[] = "linear";
+    char xs[64], ws[64];
+    DP_TRY(dp__check_rank(op, "input", x, 2));
+    DP_TRY(dp__check_rank(op, "weight", w, 2));
+    if (b)
+        DP_TRY(dp__check_rank(op, "bias", b, 1));
+    dp_tensor_t *ts[] = {x, w, b};
+    DP_TRY(dp__check_same_device(op, ts, 3));
+    int out_in = layout == DP_WEIGHT_OUT_IN;
+    int64_t N = x->shape[0], Din = x->shape[1];
+    int64_t w_in = out_in ? w->shape[1] : w->shape[0];
+    int64_t Dout = out_in ? w->shape[0] : w->shape[1];
+    if (w_in != Din || (b && b->shape[0] != Dout)) {
+        DP_ERROR("%s: input %s does not fit weight %s", op, dp_tensor_shape_str(x, xs, sizeof xs),
+                 dp_tensor_shape_str(w, ws, sizeof ws));
+        return DP_ESHAPE;
+    }
+    int64_t shape[2] = {N, Dout};
+    dp_tensor_t *y;
+    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 2, shape, 0));
+    dp__gemm_args g = {.trans_b = out_in,
+                       .m = N,
+                       .n = Dout,
+                       .k = Din,
+                       .alpha = 1.0f,
+                       .beta = 0.0f,
+                       .a = x->data,
+                       .lda = Din,
+                       .b = w->data,
+                       .ldb = out_in ? Din : Dout,
+                       .c = y->data,
+                       .ldc = Dout};
+    DP_TRY(x->dev->ops->gemm(x->dev, &g));
+    if (b) {
+        dp__bias_args a = {.y = y->data, .b = b->data, .rows = N, .cols = Dout};
+        DP_TRY(x->dev->ops->bias_add(x->dev, &a));
+    }
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(ts, 3)) {
+        linear_node ln = {layout};
+        DP_TRY(dp__tape_record(op, linear_backward, ts, 3, y, &ln, sizeof ln));
+    }
+    *out = y;
+    return 0;
+}

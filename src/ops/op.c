@@ -1,0 +1,32 @@
+#include "ops/op.h"
+
+int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int ndim)
+{
+    char buf[64];
+    if (!x) {
+        DP_ERROR("%s: %s is NULL", op, what);
+        return DP_EINVAL;
+    }
+    if (x->dtype != DP_F32) {
+        DP_ERROR("%s: %s must be a float tensor", op, what);
+        return DP_EINVAL;
+    }
+    if (ndim >= 0 && x->ndim != ndim) {
+        DP_ERROR("%s: %s must have %d dimensions, got %s", op, what, ndim,
+                 dp_tensor_shape_str(x, buf, sizeof buf));
+        return DP_ESHAPE;
+    }
+    return 0;
+}
+
+int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n)
+{
+    for (int i = 1; i < n; i++) {
+        if (ts[i] && ts[i]->dev != ts[0]->dev) {
+            DP_ERROR("%s: tensors on different devices (%s and %s)", op, ts[0]->dev->name,
+                     ts[i]->dev->name);
+            return DP_EINVAL;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* Helpers shared by the op files. */
+#ifndef DP_OPS_OP_H
+#define DP_OPS_OP_H
+
+#include "autograd/tape.h"
+#include "core/internal.h"
+#include "device/device.h"
+#include "dp/ops.h"
+
+/* Checks that x is a float tensor of rank `ndim` (logs `op` on failure). */
+int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int ndim);
+/* Checks that every non-NULL tensor is on the device of the first. */
+int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n);
+
+#endif

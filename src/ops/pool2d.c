@@ -1,0 +1,104 @@
+/* avg_pool2d and max_pool2d: y (N, C, P, Q) from x (N, C, H, W),
+ * P = (H + 2 pad_h - kernel_h) / stride_h + 1, Q likewise. The output keeps
+ * the input's physical layout. Backward writes dx (=); max pooling routes
+ * each gradient to its window's argmax, kept in a workspace of 4 bytes per
+ * output element. */
+#include "ops/op.h"
+
+#include <string.h>
+
+typedef struct pool_node {
+    dp__pool_kind kind;
+    dp_pool2d_params p;
+} pool_node;
+
+static void fill_args(dp__pool2d_args *a, dp__pool_kind kind, const dp_pool2d_params *p)
+{
+    a->kind = kind;
+    a->kernel_h = p->kernel_h;
+    a->kernel_w = p->kernel_w;
+    a->stride_h = p->stride_h;
+    a->stride_w = p->stride_w;
+    a->pad_h = p->pad_h;
+    a->pad_w = p->pad_w;
+}
+
+static int pool2d_backward(dp__node *node)
+{
+    const pool_node *pn = (const pool_node *)node->params;
+    dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (!dx)
+        return 0;
+    dp__pool2d_args a;
+    memset(&a, 0, sizeof a);
+    fill_args(&a, pn->kind, &pn->p);
+    a.x = dp__desc(x);
+    a.y = dp__desc(y);
+    a.dx = dp__desc(dx);
+    a.dy = dp__desc(y->grad);
+    a.dy.nhwc = y->grad->nhwc;
+    a.workspace = node->saved ? node->saved->data : NULL;
+    DP_TRY(x->dev->ops->pool2d_backward(x->dev, &a));
+    return dp__grad_end(x, dx);
+}
+
+static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *params,
+                  dp__pool_kind kind)
+{
+    const char *op = kind == DP__POOL_MAX ? "max_pool2d" : "avg_pool2d";
+    char xs[64];
+    DP_TRY(dp__check_rank(op, "input", x, 4));
+    if (!params || params->kernel_h <= 0 || params->kernel_w <= 0) {
+        DP_ERROR("%s: kernel size must be positive", op);
+        return DP_EINVAL;
+    }
+    dp_pool2d_params p = *params;
+    if (p.stride_h == 0)
+        p.stride_h = p.kernel_h;
+    if (p.stride_w == 0)
+        p.stride_w = p.kernel_w;
+    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0 ||
+        2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
+        DP_ERROR("%s: bad stride or padding (padding must be at most half the kernel)", op);
+        return DP_EINVAL;
+    }
+    int64_t H = x->shape[2], W = x->shape[3];
+    if (H + 2 * p.pad_h < p.kernel_h || W + 2 * p.pad_w < p.kernel_w) {
+        DP_ERROR("%s: input %s is smaller than the %dx%d window", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs), p.kernel_h, p.kernel_w);
+        return DP_ESHAPE;
+    }
+    int64_t shape[4] = {x->shape[0], x->shape[1], (H + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
+                        (W + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
+    dp_tensor_t *y, *ws = NULL;
+    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 4, shape, x->nhwc));
+    if (kind == DP__POOL_MAX)
+        DP_TRY(dp__tensor_alloc(&ws, x->dev, DP_I32, 4, shape, x->nhwc));
+    dp__pool2d_args a;
+    memset(&a, 0, sizeof a);
+    fill_args(&a, kind, &p);
+    a.x = dp__desc(x);
+    a.y = dp__desc(y);
+    a.workspace = ws ? ws->data : NULL;
+    if (shape[0] > 0)
+        DP_TRY(x->dev->ops->pool2d_forward(x->dev, &a));
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(&x, 1)) {
+        pool_node pn = {kind, p};
+        DP_TRY(dp__tape_record(op, pool2d_backward, &x, 1, y, &pn, sizeof pn));
+        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = ws;
+    }
+    *out = y;
+    return 0;
+}
+
+int dp_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p)
+{
+    return pool2d(y, x, p, DP__POOL_AVG);
+}
+
+int dp_max_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p)
+{
+    return pool2d(y, x, p, DP__POOL_MAX);
+}

@@ -1,0 +1,292 @@
+/* The training loop. The front end issues every step without waiting and
+ * blocks only on the step issued `max_steps_in_flight` before (which keeps
+ * memory flat), to read that step's loss for the progress bar, and at the
+ * end of an epoch to read the accumulated loss and accuracy. */
+#include "dp/train.h"
+
+#include "dp/autograd.h"
+#include "dp/data.h"
+#include "dp/nn.h"
+#include "dp/optim.h"
+
+#include "core/internal.h"
+#include "device/device.h"
+
+#include <string.h>
+#include <unistd.h>
+
+void dp_train_options_default(dp_train_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "lenet";
+    o->devices = "1";
+    o->batch_size = 256;
+    o->lr = 0.2f;
+    o->epochs = 10;
+    o->shuffle = true;
+}
+
+/* A tape-owned tensor holding a copy of host data. */
+static int upload(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                  const int64_t *shape, const void *src)
+{
+    dp_tensor_t *t;
+    DP_TRY(dp__tensor_alloc(&t, dev, dtype, ndim, shape, 0));
+    DP_TRY(dev->ops->upload_fresh(dev, t->data, src, t->bytes));
+    *out = t;
+    return 0;
+}
+
+typedef struct trainer {
+    const dp_train_options *o;
+    dp_device_t *dev;
+    dp_model_t *model;
+    dp_sgd_t *sgd;
+    dp_tape_t *tape, *eval_tape;
+    dp_dataset train, test;
+    dp_loader_t *train_loader, *test_loader;
+    dp_tensor_t *loss_sum, *correct; /* per-epoch accumulators on the device */
+    float *step_loss;                /* host copies of each step's loss */
+    dp_metrics_t *metrics;
+    dp_progress_t *progress;
+    dp_epoch_stats *stats;
+    char devices[256];
+} trainer;
+
+static int parse_devices(const dp_train_options *o, char *name, size_t size)
+{
+    const char *spec = o->devices ? o->devices : "1";
+    if (strcmp(spec, "auto") == 0 || strcmp(spec, "1") == 0) {
+        snprintf(name, size, "cpu:0");
+        return 0;
+    }
+    if (strchr(spec, ',') == NULL && strchr(spec, ':') != NULL) {
+        snprintf(name, size, "%s", spec);
+        return 0;
+    }
+    DP_ERROR("--devices %s: training on more than one device is not in this build yet; "
+             "use --devices 1",
+             spec);
+    return DP_ENOTSUP;
+}
+
+static int setup(trainer *t)
+{
+    const dp_train_options *o = t->o;
+    char name[32];
+    DP_TRY(parse_devices(o, name, sizeof name));
+    DP_TRY(dp_device_open(&t->dev, name, o->threads));
+    snprintf(t->devices, sizeof t->devices, "[%s]", dp_device_name(t->dev));
+    DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
+    DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
+    dp_loader_options lo = {.batch_size = o->batch_size,
+                            .shuffle = o->shuffle,
+                            .seed = o->seed,
+                            .limit = o->limit_train};
+    DP_TRY(dp_loader_init(&t->train_loader, &t->train, &lo));
+    lo.shuffle = false;
+    lo.limit = o->limit_test;
+    DP_TRY(dp_loader_init(&t->test_loader, &t->test, &lo));
+    DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
+    dp_sgd_options so = {o->lr, o->momentum, o->weight_decay};
+    DP_TRY(dp_sgd_init(&t->sgd, dp_model_params(t->model), &so));
+    DP_TRY(dp_tape_init(&t->tape, true));
+    DP_TRY(dp_tape_init(&t->eval_tape, false));
+    int64_t one = 1;
+    DP_TRY(dp_tensor_new(&t->loss_sum, t->dev, DP_F32, 1, &one));
+    DP_TRY(dp_tensor_new(&t->correct, t->dev, DP_F32, 1, &one));
+    t->step_loss = dp__calloc((size_t)dp_loader_num_batches(t->train_loader) + 1, sizeof(float));
+    t->stats = dp__calloc((size_t)o->epochs, sizeof *t->stats);
+    if (!t->step_loss || !t->stats)
+        return DP_ENOMEM;
+    if (o->metrics_path)
+        DP_TRY(dp_metrics_open(&t->metrics, o->metrics_path));
+    DP_TRY(dp_progress_init(&t->progress, o->progress));
+    return 0;
+}
+
+static void teardown(trainer *t)
+{
+    if (t->dev)
+        dp_device_sync(t->dev);
+    dp_progress_close(t->progress);
+    dp_metrics_close(t->metrics);
+    dp__free(t->stats);
+    dp__free(t->step_loss);
+    dp_tensor_free(t->loss_sum);
+    dp_tensor_free(t->correct);
+    dp_tape_close(t->tape);
+    dp_tape_close(t->eval_tape);
+    dp_sgd_close(t->sgd);
+    dp_model_close(t->model);
+    dp_loader_close(t->train_loader);
+    dp_loader_close(t->test_loader);
+    dp_dataset_close(&t->train);
+    dp_dataset_close(&t->test);
+    dp_device_close(t->dev);
+}
+
+/* Issues one training step on batch b; returns without waiting. */
+static int train_step(trainer *t, const dp_batch *b)
+{
+    dp_device_t *dev = t->dev;
+    dp_params_t *params = dp_model_params(t->model);
+    int64_t xs[4] = {b->n, 1, t->train.rows, t->train.cols}, ys[1] = {b->n};
+    dp_tensor_t *x, *y, *logits, *loss;
+    dp_tape_begin(t->tape);
+    int rc = upload(&x, dev, DP_F32, 4, xs, b->x);
+    if (rc == 0)
+        rc = upload(&y, dev, DP_I32, 1, ys, b->y);
+    if (rc == 0)
+        rc = dp_model_forward(t->model, x, true, &logits);
+    if (rc == 0)
+        rc = dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM);
+    if (rc == 0)
+        rc = dp_accuracy_accumulate(t->correct, logits, y);
+    if (rc == 0)
+        rc = dp_accumulate(t->loss_sum, loss);
+    if (rc == 0)
+        rc = dev->ops->copy_to_host(dev, &t->step_loss[b->index], loss->data, sizeof(float));
+    if (rc == 0) {
+        dp_params_zero_grad(params);
+        rc = dp_backward(loss);
+    }
+    if (rc == 0)
+        rc = dp_params_finish_grad(params);
+    /* The seed's sgd(params, lr, batch_size): the loss is summed over the
+     * batch, the update divides by the batch size. */
+    if (rc == 0)
+        rc = dp_sgd_step(t->sgd, 1.0f / (float)b->n);
+    dp_tape_end(t->tape);
+    dp_tape_reset(t->tape);
+    return rc;
+}
+
+static int evaluate(trainer *t, double *acc)
+{
+    dp_device_t *dev = t->dev;
+    DP_TRY(dp_tensor_fill(t->correct, 0.0f));
+    DP_TRY(dp_loader_start_epoch(t->test_loader, 0, 0));
+    dp_batch b;
+    int64_t seen = 0;
+    int rc = 0, more;
+    while (rc == 0 && (more = dp_loader_next(t->test_loader, &b)) > 0) {
+        int64_t xs[4] = {b.n, 1, t->test.rows, t->test.cols}, ys[1] = {b.n};
+        dp_tensor_t *x, *y, *logits;
+        dp_tape_begin(t->eval_tape);
+        rc = upload(&x, dev, DP_F32, 4, xs, b.x);
+        if (rc == 0)
+            rc = upload(&y, dev, DP_I32, 1, ys, b.y);
+        if (rc == 0)
+            rc = dp_model_forward(t->model, x, false, &logits);
+        if (rc == 0)
+            rc = dp_accuracy_accumulate(t->correct, logits, y);
+        dp_tape_end(t->eval_tape);
+        dp_tape_reset(t->eval_tape);
+        /* The loader reuses its buffer only after the next call, and the
+         * uploads above copied it already. */
+        seen += b.n;
+    }
+    float correct = 0;
+    if (rc == 0)
+        rc = dp_tensor_to_host(t->correct, &correct, sizeof correct);
+    *acc = seen ? correct / (double)seen : 0.0;
+    return rc;
+}
+
+static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
+{
+    const dp_train_options *o = t->o;
+    int depth = o->max_steps_in_flight > 0 ? o->max_steps_in_flight : 2;
+    dp_event ring[16];
+    if (depth > 16)
+        depth = 16;
+    int64_t batches = dp_loader_num_batches(t->train_loader);
+    int64_t samples = dp_loader_num_samples(t->train_loader);
+    int64_t logged = 0;
+    DP_TRY(dp_tensor_fill(t->loss_sum, 0.0f));
+    DP_TRY(dp_tensor_fill(t->correct, 0.0f));
+    DP_TRY(dp_loader_start_epoch(t->train_loader, epoch, 0));
+    double start = dp_time_seconds();
+    dp_batch b;
+    int more, rc = 0;
+    int64_t issued = 0, seen = 0;
+    while ((more = dp_loader_next(t->train_loader, &b)) > 0) {
+        DP_TRY(train_step(t, &b));
+        ring[issued % depth] = dp_event_record(t->dev);
+        issued++;
+        seen += b.n;
+        if (issued >= depth) {
+            /* Bound the steps in flight; step `done` has now finished. */
+            int64_t done = issued - depth;
+            DP_TRY(dp_event_wait(ring[done % depth]));
+            double el = dp_time_seconds() - start;
+            dp_progress_update(t->progress, epoch + 1, o->epochs, done + 1, batches,
+                               t->step_loss[done] / (double)o->batch_size, seen / el);
+            for (; t->metrics && o->log_steps && logged <= done; logged++)
+                DP_TRY(dp_metrics_write_step(t->metrics, epoch * batches + logged + 1, epoch + 1,
+                                             t->step_loss[logged] / (double)o->batch_size));
+        }
+    }
+    if (more < 0)
+        return more;
+    DP_TRY(dp_device_sync(t->dev));
+    double seconds = dp_time_seconds() - start;
+    dp_progress_done(t->progress);
+    for (; t->metrics && o->log_steps && logged < issued; logged++) {
+        int64_t n = logged == issued - 1 ? samples - (issued - 1) * o->batch_size : o->batch_size;
+        DP_TRY(dp_metrics_write_step(t->metrics, epoch * batches + logged + 1, epoch + 1,
+                                     t->step_loss[logged] / (double)n));
+    }
+    float loss_sum = 0, correct = 0;
+    DP_TRY(dp_tensor_to_host(t->loss_sum, &loss_sum, sizeof loss_sum));
+    DP_TRY(dp_tensor_to_host(t->correct, &correct, sizeof correct));
+    s->epoch = epoch + 1;
+    s->train_loss = samples ? loss_sum / (double)samples : 0.0;
+    s->train_acc = samples ? correct / (double)samples : 0.0;
+    s->epoch_seconds = seconds;
+    s->samples_per_second = seconds > 0 ? (double)samples / seconds : 0.0;
+    s->devices = t->devices;
+    s->batch_size = o->batch_size;
+    s->lr = o->lr;
+    rc = evaluate(t, &s->test_acc);
+    s->peak_rss_mb = dp_peak_rss_mb();
+    return rc;
+}
+
+int dp_train(const dp_train_options *o, dp_train_result *result)
+{
+    if (o->batch_size <= 0 || o->epochs <= 0 || !(o->lr > 0) || o->limit_train < 0 ||
+        o->limit_test < 0 || o->threads < 0) {
+        DP_ERROR("dp_train: batch size, epochs and lr must be positive");
+        return DP_EINVAL;
+    }
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.o = o;
+    memset(result, 0, sizeof *result);
+    int rc = setup(&t);
+    double total = 0;
+    for (int e = 0; rc == 0 && e < o->epochs; e++) {
+        rc = run_epoch(&t, e, &t.stats[e]);
+        if (rc < 0)
+            break;
+        total += t.stats[e].epoch_seconds;
+        if (t.metrics)
+            rc = dp_metrics_write_epoch(t.metrics, &t.stats[e]);
+        if (rc == 0 && o->plot_path)
+            rc = dp_plot_write(o->plot_path, o->epochs, t.stats, e + 1);
+        result->epochs_done = e + 1;
+        result->test_acc = t.stats[e].test_acc;
+        result->train_loss = t.stats[e].train_loss;
+        result->train_acc = t.stats[e].train_acc;
+        result->sec_per_epoch = total / (e + 1);
+    }
+    snprintf(result->devices, sizeof result->devices, "%s", t.devices);
+    if (rc == 0 && t.metrics) {
+        rc = dp_metrics_close(t.metrics);
+        t.metrics = NULL;
+    }
+    teardown(&t);
+    return rc;
+}

@@ -1,0 +1,803 @@
+/* IDX reading (plain, gzip, and every kind of broken file), Fashion-MNIST
+ * loading, and the prefetching batch loader. */
+#include "testutil.h"
+
+#include "dp/core.h"
+#include "dp/data.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* The temp directory of the running test, made by setup and removed by
+ * teardown. */
+static char *tmpdir;
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    tmpdir = tu_tempdir("data");
+    return tmpdir ? 0 : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int teardown_tmp(void **state)
+{
+    (void)state;
+    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tmpdir);
+    tmpdir = NULL;
+    return 0;
+}
+
+/* "<tmpdir>/<name>" in a static buffer (one of two, so two can be live). */
+static const char *tmp_path(const char *name)
+{
+    static char buf[2][512];
+    static int which;
+    which ^= 1;
+    snprintf(buf[which], sizeof buf[which], "%s/%s", tmpdir, name);
+    return buf[which];
+}
+
+/* An IDX image of unsigned bytes: header then `data`. Caller frees. */
+static uint8_t *make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len)
+{
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++)
+        n *= dims[i];
+    size_t len = 4 + 4 * (size_t)ndims + n;
+    uint8_t *buf = malloc(len);
+    buf[0] = 0, buf[1] = 0, buf[2] = 0x08, buf[3] = (uint8_t)ndims;
+    for (int i = 0; i < ndims; i++) {
+        uint8_t *b = buf + 4 + 4 * i;
+        b[0] = (uint8_t)(dims[i] >> 24), b[1] = (uint8_t)(dims[i] >> 16);
+        b[2] = (uint8_t)(dims[i] >> 8), b[3] = (uint8_t)dims[i];
+    }
+    memcpy(buf + 4 + 4 * ndims, data, n);
+    *out_len = len;
+    return buf;
+}
+
+static void write_gz(const char *path, const void *data, size_t n)
+{
+    gzFile f = gzopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
+    assert_int_equal(gzclose(f), Z_OK);
+}
+
+static uint8_t *read_whole(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)len);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+/* Bytes that deflate cannot shrink, so gzip stores them and a flipped byte
+ * is only caught by the CRC. */
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 0);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)dp_rng_u64(&rng);
+}
+
+static void assert_error_mentions(const char *what)
+{
+    const char *msg = dp_last_error();
+    if (!strstr(msg, what))
+        fail_msg("last error \"%s\" does not mention \"%s\"", msg, what);
+}
+
+/* Reads `path` expecting failure `want`, with the file's name in the log. */
+static void expect_idx_error(const char *path, int want)
+{
+    dp_idx idx;
+    int rc = dp_idx_read(path, &idx);
+    if (rc != want)
+        fail_msg("%s: got %d (%s), wanted %d (%s); log: %s", path, rc, dp_strerror(rc), want,
+                 dp_strerror(want), dp_last_error());
+    assert_null(idx.data);
+    assert_error_mentions(path);
+}
+
+/* ---- IDX ------------------------------------------------------------------ */
+
+static void check_idx(const char *path, int ndims, const uint32_t *dims, const uint8_t *data)
+{
+    dp_idx idx;
+    int rc = dp_idx_read(path, &idx);
+    if (rc != 0)
+        fail_msg("%s: %s: %s", path, dp_strerror(rc), dp_last_error());
+    assert_int_equal(idx.type, 0x08);
+    assert_int_equal(idx.ndims, ndims);
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++) {
+        assert_int_equal(idx.dims[i], dims[i]);
+        n *= dims[i];
+    }
+    assert_int_equal(idx.size, n);
+    assert_memory_equal(idx.data, data, n);
+    dp_idx_close(&idx);
+    assert_null(idx.data);
+    assert_int_equal(idx.size, 0);
+}
+
+static void test_idx_plain_roundtrip(void **state)
+{
+    (void)state;
+    uint8_t data[2 * 3 * 4];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 37 + 5);
+    const uint32_t dims3[] = {2, 3, 4};
+    size_t len;
+    uint8_t *file = make_idx(3, dims3, data, &len);
+    assert_int_equal(tu_write_file(tmp_path("a-idx3"), file, len), 0);
+    check_idx(tmp_path("a-idx3"), 3, dims3, data);
+    free(file);
+
+    const uint32_t dims1[] = {24};
+    file = make_idx(1, dims1, data, &len);
+    assert_int_equal(tu_write_file(tmp_path("a-idx1"), file, len), 0);
+    check_idx(tmp_path("a-idx1"), 1, dims1, data);
+    free(file);
+
+    const uint32_t dims4[] = {1, 2, 3, 4};
+    file = make_idx(4, dims4, data, &len);
+    assert_int_equal(tu_write_file(tmp_path("a-idx4"), file, len), 0);
+    check_idx(tmp_path("a-idx4"), 4, dims4, data);
+    free(file);
+}
+
+static void test_idx_gz_roundtrip(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    uint8_t *data = malloc(N);
+    fill_random(data, N, 1);
+    const uint32_t dims[] = {50, 10, 10};
+    size_t len;
+    uint8_t *file = make_idx(3, dims, data, &len);
+    write_gz(tmp_path("b-idx3.gz"), file, len);
+    check_idx(tmp_path("b-idx3.gz"), 3, dims, data);
+    /* Told apart by the magic, not the name. */
+    write_gz(tmp_path("b-noext"), file, len);
+    check_idx(tmp_path("b-noext"), 3, dims, data);
+    free(file);
+    free(data);
+}
+
+static void test_idx_truncated_plain(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    uint8_t data[24] = {0};
+    const uint32_t dims[] = {2, 3, 4};
+    size_t len;
+    uint8_t *file = make_idx(3, dims, data, &len);
+    assert_int_equal(tu_write_file(tmp_path("short-idx3"), file, len - 4), 0);
+    expect_idx_error(tmp_path("short-idx3"), DP_ETRUNC);
+    assert_error_mentions("expected 24");
+    assert_error_mentions("found 20");
+    /* Cut inside the sizes, and inside the magic. */
+    assert_int_equal(tu_write_file(tmp_path("short-hdr"), file, 9), 0);
+    expect_idx_error(tmp_path("short-hdr"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tmp_path("short-magic"), file, 2), 0);
+    expect_idx_error(tmp_path("short-magic"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tmp_path("empty"), file, 0), 0);
+    expect_idx_error(tmp_path("empty"), DP_ETRUNC);
+    free(file);
+}
+
+static void test_idx_truncated_gz(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    enum { N = 20000 };
+    uint8_t *data = malloc(N);
+    fill_random(data, N, 2);
+    const uint32_t dims[] = {N};
+    size_t len;
+    uint8_t *file = make_idx(1, dims, data, &len);
+    write_gz(tmp_path("full.gz"), file, len);
+    size_t gz_len;
+    uint8_t *gz = read_whole(tmp_path("full.gz"), &gz_len);
+
+    /* Cut in half. */
+    assert_int_equal(tu_write_file(tmp_path("half.gz"), gz, gz_len / 2), 0);
+    dp_idx idx;
+    int rc = dp_idx_read(tmp_path("half.gz"), &idx);
+    assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
+    assert_error_mentions("half.gz");
+    assert_null(idx.data);
+
+    /* Only the 8-byte trailer (CRC, length) missing: all data is there. */
+    assert_int_equal(tu_write_file(tmp_path("notrailer.gz"), gz, gz_len - 8), 0);
+    expect_idx_error(tmp_path("notrailer.gz"), DP_ETRUNC);
+
+    /* Cut inside the gzip header. */
+    assert_int_equal(tu_write_file(tmp_path("gzhdr.gz"), gz, 5), 0);
+    rc = dp_idx_read(tmp_path("gzhdr.gz"), &idx);
+    assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
+    assert_error_mentions("gzhdr.gz");
+
+    /* One byte flipped in the (stored) data: the CRC catches it. */
+    gz[gz_len / 2] ^= 0x5a;
+    assert_int_equal(tu_write_file(tmp_path("corrupt.gz"), gz, gz_len), 0);
+    expect_idx_error(tmp_path("corrupt.gz"), DP_EFORMAT);
+    assert_error_mentions("corrupt");
+
+    /* A gzip magic followed by garbage. */
+    const uint8_t junk[] = {0x1f, 0x8b, 0x77, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    assert_int_equal(tu_write_file(tmp_path("junk.gz"), junk, sizeof junk), 0);
+    rc = dp_idx_read(tmp_path("junk.gz"), &idx);
+    assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
+    assert_error_mentions("junk.gz");
+
+    free(gz);
+    free(file);
+    free(data);
+}
+
+static void test_idx_bad_header(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    const uint8_t wrong_magic[] = {0x01, 0x02, 0x08, 0x01, 0, 0, 0, 1, 7};
+    assert_int_equal(tu_write_file(tmp_path("magic"), wrong_magic, sizeof wrong_magic), 0);
+    expect_idx_error(tmp_path("magic"), DP_EFORMAT);
+    assert_error_mentions("magic");
+    assert_error_mentions("expected 00 00 08");
+    assert_error_mentions("found 01 02 08 01");
+
+    const uint8_t bad_type[] = {0, 0, 0x0d, 0x01, 0, 0, 0, 1, 7, 7, 7, 7};
+    assert_int_equal(tu_write_file(tmp_path("type"), bad_type, sizeof bad_type), 0);
+    expect_idx_error(tmp_path("type"), DP_EFORMAT);
+    assert_error_mentions("0x0d");
+
+    const uint8_t zero_dims[] = {0, 0, 0x08, 0x00, 7};
+    assert_int_equal(tu_write_file(tmp_path("dims0"), zero_dims, sizeof zero_dims), 0);
+    expect_idx_error(tmp_path("dims0"), DP_EFORMAT);
+    assert_error_mentions("dimensions");
+
+    const uint8_t five_dims[] = {0, 0, 0x08, 0x05, 0, 0, 0, 1, 0, 0, 0, 1, 0,
+                                 0, 0, 1,    0,    0, 0, 1, 0, 0, 0, 1, 7};
+    assert_int_equal(tu_write_file(tmp_path("dims5"), five_dims, sizeof five_dims), 0);
+    expect_idx_error(tmp_path("dims5"), DP_EFORMAT);
+
+    /* 2^32-1 squared: absurd, and must not overflow. */
+    const uint8_t huge[] = {0, 0, 0x08, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1};
+    assert_int_equal(tu_write_file(tmp_path("huge"), huge, sizeof huge), 0);
+    expect_idx_error(tmp_path("huge"), DP_EFORMAT);
+    /* 2 GiB in one dimension. */
+    const uint8_t big[] = {0, 0, 0x08, 0x01, 0x80, 0, 0, 0, 1};
+    assert_int_equal(tu_write_file(tmp_path("big"), big, sizeof big), 0);
+    expect_idx_error(tmp_path("big"), DP_EFORMAT);
+
+    const uint8_t trailing[] = {0, 0, 0x08, 0x01, 0, 0, 0, 2, 7, 8, 9};
+    assert_int_equal(tu_write_file(tmp_path("trailing"), trailing, sizeof trailing), 0);
+    expect_idx_error(tmp_path("trailing"), DP_EFORMAT);
+    assert_error_mentions("trailing");
+    write_gz(tmp_path("trailing.gz"), trailing, sizeof trailing);
+    expect_idx_error(tmp_path("trailing.gz"), DP_EFORMAT);
+
+    /* Wrong magic inside a valid gzip stream. */
+    write_gz(tmp_path("magic.gz"), wrong_magic, sizeof wrong_magic);
+    expect_idx_error(tmp_path("magic.gz"), DP_EFORMAT);
+    assert_error_mentions("found 01 02 08 01");
+}
+
+static void test_idx_missing(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    expect_idx_error(tmp_path("does-not-exist.gz"), DP_ENOENT);
+    expect_idx_error("/nonexistent-dir-dptrain/x-idx1-ubyte", DP_ENOENT);
+    dp_idx_close(NULL);
+}
+
+/* ---- Fashion-MNIST ---------------------------------------------------------- */
+
+static void write_split(const char *dir, const char *split, uint32_t n_images, uint32_t n_labels,
+                        const uint8_t *labels, bool gz)
+{
+    char path[512];
+    const uint32_t idims[] = {n_images, 2, 3};
+    uint8_t *pixels = malloc(n_images * 6);
+    for (uint32_t i = 0; i < n_images * 6; i++)
+        pixels[i] = (uint8_t)(i * 51);
+    size_t len;
+    uint8_t *file = make_idx(3, idims, pixels, &len);
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte%s", dir, split, gz ? ".gz" : "");
+    if (gz)
+        write_gz(path, file, len);
+    else
+        assert_int_equal(tu_write_file(path, file, len), 0);
+    free(file);
+    free(pixels);
+    const uint32_t ldims[] = {n_labels};
+    file = make_idx(1, ldims, labels, &len);
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split);
+    assert_int_equal(tu_write_file(path, file, len), 0);
+    free(file);
+}
+
+static void test_fashion_mnist_missing(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    dp_dataset ds;
+    assert_int_equal(dp_fashion_mnist_load("/nonexistent-dir-dptrain", true, &ds), DP_ENOENT);
+    assert_error_mentions("/nonexistent-dir-dptrain: no such directory");
+    assert_null(ds.images);
+    /* A directory without the files. */
+    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_ENOENT);
+    assert_error_mentions("train-images-idx3-ubyte");
+    assert_int_equal(dp_fashion_mnist_load(tmpdir, false, &ds), DP_ENOENT);
+    assert_error_mentions("t10k-images-idx3-ubyte");
+}
+
+static void test_fashion_mnist_synthetic(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    const uint8_t labels[] = {3, 0, 9, 1, 5};
+    write_split(tmpdir, "t10k", 5, 5, labels, false);
+    dp_dataset ds;
+    int rc = dp_fashion_mnist_load(tmpdir, false, &ds);
+    if (rc != 0)
+        fail_msg("%s", dp_last_error());
+    assert_int_equal(ds.n, 5);
+    assert_int_equal(ds.rows, 2);
+    assert_int_equal(ds.cols, 3);
+    for (int i = 0; i < 30; i++)
+        assert_true(ds.images[i] == (float)(uint8_t)(i * 51) / 255.0f);
+    assert_true(ds.images[5] == 1.0f);
+    assert_true(ds.images[0] == 0.0f);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ds.labels[i], labels[i]);
+    dp_dataset_close(&ds);
+    assert_null(ds.images);
+    assert_null(ds.labels);
+    dp_dataset_close(&ds);
+    dp_dataset_close(NULL);
+
+    /* Train split: images gzipped, labels plain; counts disagree. */
+    write_split(tmpdir, "train", 4, 5, labels, true);
+    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    assert_error_mentions("train-labels-idx1-ubyte");
+    assert_null(ds.images);
+
+    /* A label of 10. */
+    const uint8_t bad[] = {1, 2, 10, 3};
+    write_split(tmpdir, "train", 4, 4, bad, true);
+    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    assert_error_mentions("train-labels-idx1-ubyte");
+    assert_error_mentions("index 2");
+
+    /* Images with the wrong number of dimensions. */
+    const uint32_t dims[] = {4};
+    size_t len;
+    uint8_t *file = make_idx(1, dims, bad, &len);
+    write_gz(tmp_path("train-images-idx3-ubyte.gz"), file, len);
+    free(file);
+    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    assert_error_mentions("train-images-idx3-ubyte.gz");
+}
+
+static void test_fashion_mnist_labels(void **state)
+{
+    (void)state;
+    assert_string_equal(dp_fashion_mnist_label(0), "t-shirt");
+    assert_string_equal(dp_fashion_mnist_label(1), "trouser");
+    assert_string_equal(dp_fashion_mnist_label(2), "pullover");
+    assert_string_equal(dp_fashion_mnist_label(3), "dress");
+    assert_string_equal(dp_fashion_mnist_label(4), "coat");
+    assert_string_equal(dp_fashion_mnist_label(5), "sandal");
+    assert_string_equal(dp_fashion_mnist_label(6), "shirt");
+    assert_string_equal(dp_fashion_mnist_label(7), "sneaker");
+    assert_string_equal(dp_fashion_mnist_label(8), "bag");
+    assert_string_equal(dp_fashion_mnist_label(9), "ankle boot");
+    assert_non_null(dp_fashion_mnist_label(10));
+    assert_non_null(dp_fashion_mnist_label(-1));
+}
+
+static void test_fashion_mnist_real(void **state)
+{
+    (void)state;
+    if (!tu_have_fashion_mnist()) {
+        printf("SKIP: Fashion-MNIST not found in " DP_FASHION_MNIST_DIR
+               " (apt install dataset-fashion-mnist)\n");
+        skip();
+    }
+    const struct {
+        bool train;
+        int64_t n;
+    } splits[] = {{true, 60000}, {false, 10000}};
+    for (size_t s = 0; s < 2; s++) {
+        dp_dataset ds;
+        int rc = dp_fashion_mnist_load(NULL, splits[s].train, &ds);
+        if (rc != 0)
+            fail_msg("%s", dp_last_error());
+        assert_int_equal(ds.n, splits[s].n);
+        assert_int_equal(ds.rows, 28);
+        assert_int_equal(ds.cols, 28);
+        float lo = 1, hi = 0;
+        for (int64_t i = 0; i < ds.n * 28 * 28; i++) {
+            lo = ds.images[i] < lo ? ds.images[i] : lo;
+            hi = ds.images[i] > hi ? ds.images[i] : hi;
+        }
+        assert_true(lo == 0.0f);
+        assert_true(hi == 1.0f);
+        int64_t count[10] = {0};
+        for (int64_t i = 0; i < ds.n; i++) {
+            assert_in_range(ds.labels[i], 0, 9);
+            count[ds.labels[i]]++;
+        }
+        /* Fashion-MNIST is balanced. */
+        for (int c = 0; c < 10; c++)
+            assert_int_equal(count[c], ds.n / 10);
+
+        /* One shuffled epoch over the real data sees every sample once. */
+        dp_loader_t *l;
+        dp_loader_options opt = {.batch_size = 256, .shuffle = true, .seed = 7};
+        assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+        assert_int_equal(dp_loader_start_epoch(l, 0, 0), 0);
+        int64_t seen = 0, seen_count[10] = {0};
+        dp_batch b;
+        while (dp_loader_next(l, &b) == 1) {
+            seen += b.n;
+            for (int64_t i = 0; i < b.n; i++)
+                seen_count[b.y[i]]++;
+        }
+        assert_int_equal(seen, ds.n);
+        assert_memory_equal(seen_count, count, sizeof count);
+        dp_loader_close(l);
+        dp_dataset_close(&ds);
+    }
+}
+
+/* ---- loader ----------------------------------------------------------------- */
+
+enum { ROWS = 2, COLS = 3, PIX = ROWS * COLS };
+
+/* Sample i has pixels i * 100 + k and label i, so a batch row tells which
+ * sample it came from. */
+static dp_dataset make_ds(int64_t n)
+{
+    dp_dataset ds = {.n = n, .rows = ROWS, .cols = COLS};
+    ds.images = malloc((size_t)n * PIX * sizeof(float));
+    ds.labels = malloc((size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++) {
+        for (int k = 0; k < PIX; k++)
+            ds.images[i * PIX + k] = (float)(i * 100 + k);
+        ds.labels[i] = (int32_t)i;
+    }
+    return ds;
+}
+
+static void free_ds(dp_dataset *ds)
+{
+    free(ds->images);
+    free(ds->labels);
+}
+
+static void check_batch_rows(const dp_batch *b)
+{
+    for (int64_t r = 0; r < b->n; r++)
+        for (int k = 0; k < PIX; k++)
+            assert_true(b->x[r * PIX + k] == (float)(b->y[r] * 100 + k));
+}
+
+/* Runs epoch `epoch` from `first`; writes the sample ids in order to `ids`
+ * and the batch sizes to `sizes`; returns the number of batches. */
+static int64_t run_epoch(dp_loader_t *l, int64_t epoch, int64_t first, int32_t *ids, int64_t *sizes)
+{
+    assert_int_equal(dp_loader_start_epoch(l, epoch, first), 0);
+    dp_batch b;
+    int64_t nb = 0, pos = 0;
+    int rc;
+    while ((rc = dp_loader_next(l, &b)) == 1) {
+        assert_int_equal(b.index, first + nb);
+        check_batch_rows(&b);
+        memcpy(ids + pos, b.y, (size_t)b.n * sizeof *ids);
+        pos += b.n;
+        if (sizes)
+            sizes[nb] = b.n;
+        nb++;
+    }
+    assert_int_equal(rc, 0);
+    /* The end stays the end. */
+    assert_int_equal(dp_loader_next(l, &b), 0);
+    return nb;
+}
+
+static void test_loader_batches(void **state)
+{
+    (void)state;
+    dp_dataset ds = make_ds(10);
+    dp_loader_t *l;
+    dp_loader_options opt = {.batch_size = 4};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(dp_loader_num_batches(l), 3);
+    assert_int_equal(dp_loader_num_samples(l), 10);
+    int32_t ids[10];
+    int64_t sizes[3];
+    assert_int_equal(run_epoch(l, 0, 0, ids, sizes), 3);
+    assert_int_equal(sizes[0], 4);
+    assert_int_equal(sizes[1], 4);
+    assert_int_equal(sizes[2], 2);
+    /* No shuffle: file order, every epoch. */
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ids[i], i);
+    assert_int_equal(run_epoch(l, 5, 0, ids, NULL), 3);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ids[i], i);
+    dp_loader_close(l);
+
+    /* Exact multiple; and a batch larger than the data. */
+    opt.batch_size = 5;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(run_epoch(l, 0, 0, ids, sizes), 2);
+    assert_int_equal(sizes[1], 5);
+    dp_loader_close(l);
+    opt.batch_size = 64;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(run_epoch(l, 0, 0, ids, sizes), 1);
+    assert_int_equal(sizes[0], 10);
+    dp_loader_close(l);
+    free_ds(&ds);
+}
+
+static bool is_permutation(const int32_t *ids, int64_t n)
+{
+    bool *seen = calloc((size_t)n, 1);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= n || seen[ids[i]])
+            ok = false;
+        else
+            seen[ids[i]] = true;
+    }
+    free(seen);
+    return ok;
+}
+
+static void test_loader_shuffle(void **state)
+{
+    (void)state;
+    enum { N = 103 };
+    dp_dataset ds = make_ds(N);
+    dp_loader_t *l;
+    dp_loader_options opt = {.batch_size = 8, .shuffle = true, .seed = 42};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    int32_t e0[N], e1[N], e1_again[N], other[N];
+    assert_int_equal(run_epoch(l, 0, 0, e0, NULL), 13);
+    assert_int_equal(run_epoch(l, 1, 0, e1, NULL), 13);
+    assert_true(is_permutation(e0, N));
+    assert_true(is_permutation(e1, N));
+    assert_memory_not_equal(e0, e1, sizeof e0);
+    bool in_order = true;
+    for (int i = 0; i < N; i++)
+        in_order = in_order && e0[i] == i;
+    assert_false(in_order);
+    /* A pure function of (seed, epoch): again on this loader after another
+     * epoch, and on a new loader with another prefetch depth. */
+    run_epoch(l, 7, 0, other, NULL);
+    run_epoch(l, 1, 0, e1_again, NULL);
+    assert_memory_equal(e1, e1_again, sizeof e1);
+    dp_loader_close(l);
+
+    opt.prefetch = 5;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    run_epoch(l, 1, 0, e1_again, NULL);
+    assert_memory_equal(e1, e1_again, sizeof e1);
+    dp_loader_close(l);
+
+    /* Another seed, another order. */
+    opt.seed = 43;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    run_epoch(l, 1, 0, other, NULL);
+    assert_true(is_permutation(other, N));
+    assert_memory_not_equal(e1, other, sizeof e1);
+    dp_loader_close(l);
+    free_ds(&ds);
+}
+
+static void test_loader_limit(void **state)
+{
+    (void)state;
+    dp_dataset ds = make_ds(10);
+    dp_loader_t *l;
+    dp_loader_options opt = {.batch_size = 3, .shuffle = true, .seed = 1, .limit = 7};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(dp_loader_num_samples(l), 7);
+    assert_int_equal(dp_loader_num_batches(l), 3);
+    int32_t ids[10];
+    int64_t sizes[4];
+    assert_int_equal(run_epoch(l, 2, 0, ids, sizes), 3);
+    assert_int_equal(sizes[2], 1);
+    assert_true(is_permutation(ids, 7));
+    dp_loader_close(l);
+
+    opt.limit = 1000;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(dp_loader_num_samples(l), 10);
+    assert_int_equal(dp_loader_num_batches(l), 4);
+    dp_loader_close(l);
+    free_ds(&ds);
+}
+
+static void test_loader_first_batch(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    dp_dataset ds = make_ds(N);
+    dp_loader_t *l;
+    dp_loader_options opt = {.batch_size = 6, .shuffle = true, .seed = 9};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    int32_t full[N], rest[N];
+    int64_t nb = run_epoch(l, 3, 0, full, NULL);
+    assert_int_equal(nb, 9);
+    for (int64_t first = 1; first <= nb; first++) {
+        int64_t got = run_epoch(l, 3, first, rest, NULL);
+        assert_int_equal(got, nb - first);
+        int64_t left = first * 6 < N ? N - first * 6 : 0;
+        if (left > 0)
+            assert_memory_equal(rest, full + first * 6, (size_t)left * sizeof *rest);
+    }
+    tu_quiet_log();
+    assert_int_equal(dp_loader_start_epoch(l, 3, nb + 1), DP_EINVAL);
+    assert_int_equal(dp_loader_start_epoch(l, 3, -1), DP_EINVAL);
+    assert_int_equal(dp_loader_start_epoch(l, -1, 0), DP_EINVAL);
+    dp_loader_close(l);
+    free_ds(&ds);
+}
+
+static void test_loader_prefetch(void **state)
+{
+    (void)state;
+    enum { N = 97 };
+    dp_dataset ds = make_ds(N);
+    const int depths[] = {1, 0, 2, 3, 16};
+    int32_t want[N], got[N];
+    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+        dp_loader_t *l;
+        dp_loader_options opt = {
+            .batch_size = 4, .shuffle = true, .seed = 5, .prefetch = depths[d]};
+        assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+        assert_int_equal(dp_loader_start_epoch(l, 2, 0), 0);
+        dp_batch b;
+        int64_t pos = 0;
+        while (dp_loader_next(l, &b) == 1) {
+            /* Give the thread time to run ahead: the batch in hand must stay
+             * as it was handed out. */
+            int32_t copy[4];
+            memcpy(copy, b.y, (size_t)b.n * sizeof *copy);
+            if (b.index % 8 == 0)
+                usleep(2000);
+            assert_memory_equal(copy, b.y, (size_t)b.n * sizeof *copy);
+            check_batch_rows(&b);
+            memcpy(got + pos, b.y, (size_t)b.n * sizeof *got);
+            pos += b.n;
+        }
+        assert_int_equal(pos, N);
+        if (d == 0)
+            memcpy(want, got, sizeof want);
+        else
+            assert_memory_equal(want, got, sizeof want);
+        dp_loader_close(l);
+    }
+    free_ds(&ds);
+}
+
+static void test_loader_restart_and_close(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    dp_dataset ds = make_ds(N);
+    dp_loader_t *l;
+    dp_loader_options opt = {.batch_size = 3, .shuffle = true, .seed = 11, .prefetch = 4};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    int32_t full[N], again[N];
+    run_epoch(l, 4, 0, full, NULL);
+    /* Abandon epochs part-way, many times, while the thread is busy. */
+    dp_batch b;
+    for (int rep = 0; rep < 50; rep++) {
+        assert_int_equal(dp_loader_start_epoch(l, rep, 0), 0);
+        for (int k = 0; k < rep % 5; k++)
+            assert_int_equal(dp_loader_next(l, &b), 1);
+    }
+    run_epoch(l, 4, 0, again, NULL);
+    assert_memory_equal(full, again, sizeof full);
+    /* Close mid-epoch, with the ring full and the thread waiting. */
+    assert_int_equal(dp_loader_start_epoch(l, 0, 0), 0);
+    assert_int_equal(dp_loader_next(l, &b), 1);
+    usleep(2000);
+    dp_loader_close(l);
+    /* Close right after init, and after a start without reading. */
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    dp_loader_close(l);
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    assert_int_equal(dp_loader_start_epoch(l, 0, 0), 0);
+    dp_loader_close(l);
+    dp_loader_close(NULL);
+    free_ds(&ds);
+}
+
+static void test_loader_invalid(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    dp_dataset ds = make_ds(4);
+    dp_loader_t *l = (dp_loader_t *)&ds;
+    dp_loader_options opt = {.batch_size = 0};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
+    assert_null(l);
+    assert_error_mentions("batch size");
+    opt.batch_size = -3;
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
+    opt = (dp_loader_options){.batch_size = 2, .limit = -1};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
+    opt = (dp_loader_options){.batch_size = 2, .prefetch = -1};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
+
+    opt = (dp_loader_options){.batch_size = 2};
+    assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+    dp_batch b;
+    assert_int_equal(dp_loader_next(l, &b), DP_EINVAL);
+    dp_loader_close(l);
+
+    /* An empty data set has no batches. */
+    dp_dataset empty = {0};
+    assert_int_equal(dp_loader_init(&l, &empty, &opt), 0);
+    assert_int_equal(dp_loader_num_batches(l), 0);
+    assert_int_equal(dp_loader_start_epoch(l, 0, 0), 0);
+    assert_int_equal(dp_loader_next(l, &b), 0);
+    dp_loader_close(l);
+    free_ds(&ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_idx_plain_roundtrip, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_gz_roundtrip, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_truncated_plain, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_truncated_gz, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_bad_header, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_missing, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_missing, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_synthetic, setup_tmp, teardown_tmp),
+        cmocka_unit_test(test_fashion_mnist_labels),
+        cmocka_unit_test(test_fashion_mnist_real),
+        cmocka_unit_test(test_loader_batches),
+        cmocka_unit_test(test_loader_shuffle),
+        cmocka_unit_test(test_loader_limit),
+        cmocka_unit_test(test_loader_first_batch),
+        cmocka_unit_test(test_loader_prefetch),
+        cmocka_unit_test(test_loader_restart_and_close),
+        cmocka_unit_test(test_loader_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
