@@ -54,6 +54,8 @@ static void log_to_stderr(dp_log_level level, const char *msg, void *user)
     (void)user;
     if (level >= DP_LOG_WARN)
         fprintf(stderr, "dptrain: %s: %s\n", level == DP_LOG_ERROR ? "error" : "warning", msg);
+    else if (level == DP_LOG_INFO && getenv("DP_PROFILE"))
+        fprintf(stderr, "dptrain: %s\n", msg);
 }
 
 static int bad_value(const char *flag, const char *value, const char *want)

@@ -12,6 +12,7 @@
 
 typedef struct slot {
     dp__cmd_fn fn;
+    const char *name;
     _Alignas(16) unsigned char args[DP__CMD_ARGS_MAX];
 } slot;
 
@@ -29,7 +30,52 @@ struct dp__stream {
     int error; /* sticky: first failure */
     void (*worker_init)(void *);
     void *ctx;
+    /* DP_PROFILE: seconds and calls per command name (worker only). */
+    int profile;
+    struct prof {
+        const char *name;
+        double seconds;
+        uint64_t calls;
+    } prof[64];
+    int nprof;
 };
+
+static void profile_add(dp__stream *s, const char *name, double seconds)
+{
+    for (int i = 0; i < s->nprof; i++) {
+        if (s->prof[i].name == name) {
+            s->prof[i].seconds += seconds;
+            s->prof[i].calls++;
+            return;
+        }
+    }
+    if (s->nprof < (int)DP_COUNTOF(s->prof))
+        s->prof[s->nprof++] = (struct prof){name, seconds, 1};
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    double x = ((const struct prof *)a)->seconds, y = ((const struct prof *)b)->seconds;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void dp__stream_log_profile(dp__stream *s)
+{
+    if (!s || !s->profile)
+        return;
+    pthread_mutex_lock(&s->mu);
+    qsort(s->prof, (size_t)s->nprof, sizeof s->prof[0], prof_cmp);
+    double total = 0;
+    for (int i = 0; i < s->nprof; i++)
+        total += s->prof[i].seconds;
+    DP_INFO("profile of %s: %.3f s in commands", s->name, total);
+    for (int i = 0; i < s->nprof; i++)
+        DP_INFO("  %8.3f s %5.1f%% %8llu calls %8.1f us/call  %s", s->prof[i].seconds,
+                total > 0 ? 100 * s->prof[i].seconds / total : 0.0,
+                (unsigned long long)s->prof[i].calls,
+                1e6 * s->prof[i].seconds / (double)s->prof[i].calls, s->prof[i].name);
+    pthread_mutex_unlock(&s->mu);
+}
 
 static void *worker_main(void *arg)
 {
@@ -45,7 +91,10 @@ static void *worker_main(void *arg)
         slot *sl = &s->ring[s->completed % RING_SLOTS];
         pthread_mutex_unlock(&s->mu);
         /* The slot is not reused until `completed` moves past it. */
+        double t0 = s->profile ? dp_time_seconds() : 0;
         int rc = sl->fn(sl->args, s->ctx);
+        if (s->profile)
+            profile_add(s, sl->name, dp_time_seconds() - t0);
         pthread_mutex_lock(&s->mu);
         if (rc < 0 && s->error == 0)
             s->error = rc;
@@ -69,6 +118,8 @@ int dp__stream_init(dp__stream **out, const char *name, void (*worker_init)(void
     }
     snprintf(s->name, sizeof s->name, "%s", name);
     s->worker_init = worker_init;
+    const char *prof = getenv("DP_PROFILE");
+    s->profile = prof && *prof && strcmp(prof, "0") != 0;
     s->ctx = ctx;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->nonempty, NULL);
@@ -102,7 +153,8 @@ void dp__stream_close(dp__stream *s)
     dp__free(s);
 }
 
-uint64_t dp__stream_push(dp__stream *s, dp__cmd_fn fn, const void *args, size_t size)
+uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, const void *args,
+                               size_t size)
 {
     DP_ASSERT(size <= DP__CMD_ARGS_MAX);
     DP_ASSERT(!dp__stream_is_worker(s));
@@ -114,6 +166,7 @@ uint64_t dp__stream_push(dp__stream *s, dp__cmd_fn fn, const void *args, size_t 
     }
     slot *sl = &s->ring[s->head % RING_SLOTS];
     sl->fn = fn;
+    sl->name = name;
     if (size)
         memcpy(sl->args, args, size);
     uint64_t seq = ++s->head;

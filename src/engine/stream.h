@@ -29,7 +29,13 @@ void dp__stream_close(dp__stream *s);
 
 /* Copies `size` bytes of args into the queue (blocking while it is full) and
  * returns the command's sequence number (from 1). */
-uint64_t dp__stream_push(dp__stream *s, dp__cmd_fn fn, const void *args, size_t size);
+uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, const void *args,
+                               size_t size);
+#define dp__stream_push(s, fn, args, size) dp__stream_push_named(s, fn, #fn, args, size)
+
+/* With DP_PROFILE=1 in the environment each stream times its commands by
+ * name; this logs the table (at DP_LOG_INFO), slowest first. */
+void dp__stream_log_profile(dp__stream *s);
 /* Sequence number of the last command pushed (0: none). */
 uint64_t dp__stream_last(dp__stream *s);
 /* Blocks until command `seq` has run; returns the sticky error or 0. */

@@ -168,9 +168,15 @@ static int evaluate(trainer *t, double *acc)
     DP_TRY(dp_tensor_fill(t->correct, 0.0f));
     DP_TRY(dp_loader_start_epoch(t->test_loader, 0, 0));
     dp_batch b;
-    int64_t seen = 0;
+    int64_t seen = 0, issued = 0;
+    dp_event prev = {0};
     int rc = 0, more;
     while (rc == 0 && (more = dp_loader_next(t->test_loader, &b)) > 0) {
+        /* At most two batches in flight, as in training. */
+        if (issued++ > 0)
+            rc = dp_event_wait(prev);
+        if (rc < 0)
+            break;
         int64_t xs[4] = {b.n, 1, t->test.rows, t->test.cols}, ys[1] = {b.n};
         dp_tensor_t *x, *y, *logits;
         dp_tape_begin(t->eval_tape);
@@ -183,8 +189,7 @@ static int evaluate(trainer *t, double *acc)
             rc = dp_accuracy_accumulate(t->correct, logits, y);
         dp_tape_end(t->eval_tape);
         dp_tape_reset(t->eval_tape);
-        /* The loader reuses its buffer only after the next call, and the
-         * uploads above copied it already. */
+        prev = dp_event_record(dev);
         seen += b.n;
     }
     float correct = 0;

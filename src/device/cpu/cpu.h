@@ -43,12 +43,10 @@ void *dp__cpu_prim_find(dp__cpu *cpu, const void *key, size_t key_size);
 int dp__cpu_prim_put(dp__cpu *cpu, const void *key, size_t key_size, void *value,
                      void (*destroy)(void *value));
 
-/* Enqueues `fn(args, dev)` on the device's worker. */
-static inline int dp__cpu_push(dp_device_t *dev, dp__cmd_fn fn, const void *args, size_t size)
-{
-    dp__stream_push(dev->stream, fn, args, size);
-    return 0;
-}
+/* Enqueues `fn(args, dev)` on the device's worker, named for DP_PROFILE by
+ * its file and function. */
+#define dp__cpu_push(dev, fn, args, size)                                                          \
+    (dp__stream_push_named((dev)->stream, fn, __FILE__ ":" #fn, args, size), 0)
 
 /* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
 void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);

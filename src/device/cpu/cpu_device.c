@@ -51,6 +51,7 @@ static int cpu_open(dp_device_t *dev)
 static void cpu_close(dp_device_t *dev)
 {
     dp__cpu *cpu = dev->impl;
+    dp__stream_log_profile(dev->stream);
     dp__stream_close(dev->stream);
     for (size_t i = 0; i < cpu->nprims; i++)
         cpu->prims[i].destroy(cpu->prims[i].value);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Bad input gives one line on stderr naming the problem and a non-zero exit.
+# Usage: cli_errors.sh path/to/dptrain
+set -u
+bin=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0; passes=0
+
+# expect_error NAME PATTERN -- command...: exit status non-zero, exactly one
+# line on stderr, matching PATTERN, nothing on stdout.
+expect_error() {
+  local name=$1 pattern=$2; shift 3
+  "$@" >"$dir/out" 2>"$dir/err"
+  local rc=$? lines
+  lines=$(wc -l <"$dir/err")
+  if [[ $rc -ne 0 && $lines -eq 1 && ! -s "$dir/out" ]] && grep -Eq -- "$pattern" "$dir/err"; then
+    passes=$((passes + 1)); echo "ok   $name: exit $rc: $(cat "$dir/err")"
+  else
+    fails=$((fails + 1)); echo "FAIL $name: exit $rc, $lines stderr lines, expected /$pattern/"
+    sed 's/^/     /' "$dir/err" "$dir/out"
+  fi
+}
+
+# A small valid data set: 8 training and 4 test images of 28x28.
+make_idx() { # make_idx FILE KIND COUNT  (KIND 3 = images, 1 = labels)
+  local f=$1 kind=$2 n=$3 hex
+  hex=$(printf '%02x' "$n")
+  if [[ $kind == 3 ]]; then
+    printf "\\x00\\x00\\x08\\x03\\x00\\x00\\x00\\x$hex\\x00\\x00\\x00\\x1c\\x00\\x00\\x00\\x1c" >"$f"
+    head -c $((n * 784)) /dev/urandom >>"$f"
+  else
+    printf "\\x00\\x00\\x08\\x01\\x00\\x00\\x00\\x$hex" >"$f"
+    for ((i = 0; i < n; i++)); do printf "\\x0$((i % 10))" >>"$f"; done
+  fi
+}
+good=$dir/good; mkdir -p "$good"
+make_idx "$good/train-images-idx3-ubyte" 3 8
+make_idx "$good/train-labels-idx1-ubyte" 1 8
+make_idx "$good/t10k-images-idx3-ubyte" 3 4
+make_idx "$good/t10k-labels-idx1-ubyte" 1 4
+gzip -k "$good"/*-ubyte
+
+# The valid set trains (a sanity check that the failures below are the files' fault).
+if "$bin" train --data "$good" --epochs 1 --batch-size 4 --progress never >"$dir/ok" 2>&1 &&
+   grep -q '^test acc: ' "$dir/ok"; then
+  passes=$((passes + 1)); echo "ok   valid tiny data set trains: $(cat "$dir/ok")"
+else
+  fails=$((fails + 1)); echo "FAIL valid tiny data set: $(cat "$dir/ok")"
+fi
+
+trunc=$dir/trunc; mkdir -p "$trunc"; cp "$good"/*.gz "$trunc/"
+size=$(stat -c %s "$trunc/train-images-idx3-ubyte.gz")
+head -c $((size / 2)) "$good/train-images-idx3-ubyte.gz" >"$trunc/train-images-idx3-ubyte.gz"
+expect_error "truncated .gz" "train-images-idx3-ubyte.gz.*(truncated|expected)" -- \
+  "$bin" train --data "$trunc" --epochs 1
+
+plain=$dir/plain; mkdir -p "$plain"; cp "$good"/*-ubyte "$plain/"
+head -c 1000 "$good/train-images-idx3-ubyte" >"$plain/train-images-idx3-ubyte"
+expect_error "truncated plain file" "train-images-idx3-ubyte.*expected" -- \
+  "$bin" train --data "$plain" --epochs 1
+
+magic=$dir/magic; mkdir -p "$magic"; cp "$good"/*-ubyte "$magic/"
+printf '\x01\x02\x08\x01' | dd of="$magic/train-labels-idx1-ubyte" conv=notrunc status=none
+expect_error "wrong magic" "train-labels-idx1-ubyte.*magic" -- \
+  "$bin" train --data "$magic" --epochs 1
+
+expect_error "missing directory" "$dir/nowhere.*(no such|not found|missing)" -- \
+  "$bin" train --data "$dir/nowhere" --epochs 1
+expect_error "batch size 0" "--batch-size 0" -- "$bin" train --batch-size 0
+expect_error "negative lr" "--lr -1" -- "$bin" train --lr -1
+expect_error "lr not a number" "--lr abc" -- "$bin" train --lr abc
+expect_error "unknown model" "--model nope.*unknown model" -- "$bin" train --model nope
+expect_error "unknown flag" "unknown option '--bogus'" -- "$bin" train --bogus
+expect_error "missing value" "--epochs needs a value" -- "$bin" train --epochs
+expect_error "epochs 0" "--epochs 0" -- "$bin" train --epochs 0
+expect_error "bad plot name" "--plot x.jpg" -- "$bin" train --plot x.jpg
+expect_error "unknown command" "unknown command 'fly'" -- "$bin" fly
+expect_error "bad device" "unknown device 'gpu:0'" -- "$bin" train --data "$good" --devices gpu:0
+expect_error "unwritable metrics" "$dir/no/such/m.jsonl" -- \
+  "$bin" train --data "$good" --batch-size 4 --epochs 1 --metrics "$dir/no/such/m.jsonl"
+
+# --help lists every flag with its default.
+help=$("$bin" train --help)
+for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
+            --seed --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
+            --progress; do
+  if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
+    fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
+done
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]
