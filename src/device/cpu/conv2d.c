@@ -193,6 +193,8 @@ static int build(dp__cpu *cpu, const conv_key *k, conv_prim **out)
         goto fail;
     }
     dnnl_primitive_desc_destroy(pd);
+    if (fwd)
+        dnnl_primitive_desc_destroy(fwd);
     *out = c;
     return 0;
 fail:
