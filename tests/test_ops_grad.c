@@ -751,6 +751,91 @@ static void test_conv2d_relu_grad(void **state)
         false, 12);
 }
 
+/* A convolution with fused ReLU followed by average pooling: the pool's
+ * backward applies the ReLU mask itself (in one pass for tiling windows, as
+ * a second pass otherwise), and the convolution then skips its own. With
+ * `twice`, the conv output also feeds an add, so its gradient sums a masked
+ * and an unmasked contribution. */
+typedef struct conv_pool_ctx {
+    dp_conv2d_params conv;
+    dp_pool2d_params pool;
+    bool twice;
+} conv_pool_ctx;
+
+static int build_conv_relu_pool(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
+{
+    const conv_pool_ctx *c = ctx;
+    dp_tensor_t *y, *p, *q = NULL, *py;
+    int rc = dp_conv2d(&y, in[0], in[1], in[2], &c->conv);
+    /* The other consumer is recorded first, so its backward runs after the
+     * pool's: the pool writes the masked gradient, the add then sums into it. */
+    if (rc == 0 && c->twice)
+        rc = dp_flatten(&q, y);
+    if (rc == 0)
+        rc = dp_avg_pool2d(&p, y, &c->pool);
+    if (rc || !c->twice) {
+        *out = p;
+        return rc;
+    }
+    /* One output from both paths: flatten(p) v2 + (q + q) v1. */
+    rc = dp_flatten(&p, p);
+    if (rc == 0)
+        rc = dp_add(&q, q, q);
+    if (rc == 0)
+        rc = dp_linear(&py, q, in[3], NULL, DP_WEIGHT_IN_OUT);
+    if (rc == 0)
+        rc = dp_linear(out, p, in[4], NULL, DP_WEIGHT_IN_OUT);
+    if (rc == 0)
+        rc = dp_add(out, *out, py);
+    return rc;
+}
+
+static void conv_relu_pool_case(const char *name, const int64_t *xs, const int64_t *ws,
+                                conv_pool_ctx c, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 1);
+    /* The output is pooled, so the kink test on output signs cannot see a
+     * ReLU flip: keep the step (2e-3) inside the 1e-2 margin that
+     * add_conv_inputs leaves around every pre-activation, and allow for the
+     * float noise of so small a step. */
+    gc_problem g = {.name = name, .build = build_conv_relu_pool, .ctx = &c, .seed = seed,
+                    .eps = 2e-3, .atol = 2e-3};
+    add_conv_inputs(&g, &rng, xs, ws, true, &c.conv, true, true);
+    if (c.twice) {
+        int64_t P = xs[2] - ws[2] + 1 + 2 * c.conv.pad_h, Q = xs[3] - ws[3] + 1 + 2 * c.conv.pad_w;
+        int sh = c.pool.stride_h ? c.pool.stride_h : c.pool.kernel_h;
+        int sw = c.pool.stride_w ? c.pool.stride_w : c.pool.kernel_w;
+        int64_t py = (P + 2 * c.pool.pad_h - c.pool.kernel_h) / sh + 1;
+        int64_t qy = (Q + 2 * c.pool.pad_w - c.pool.kernel_w) / sw + 1;
+        int64_t a[2] = {ws[0] * P * Q, 3}, b[2] = {ws[0] * py * qy, 3};
+        g.in[g.nin++] = input("v1", 2, a, normal_array(&rng, a[0] * a[1], 0.5f), false);
+        g.in[g.nin++] = input("v2", 2, b, normal_array(&rng, b[0] * b[1], 0.5f), false);
+    }
+    gc_run(&g);
+}
+
+static void test_conv_relu_pool_grad(void **state)
+{
+    (void)state;
+    /* 7x7 conv output, 2x2 windows: the last row and column get no gradient. */
+    conv_relu_pool_case("conv relu avgpool 2x2", (int64_t[]){2, 3, 9, 9}, (int64_t[]){4, 3, 3, 3},
+                        (conv_pool_ctx){.conv = {.relu = true}, .pool = {.kernel_h = 2, .kernel_w = 2}},
+                        21);
+    conv_relu_pool_case("conv relu avgpool 3 s2 p1", (int64_t[]){2, 3, 8, 8},
+                        (int64_t[]){4, 3, 3, 3},
+                        (conv_pool_ctx){.conv = {.relu = true},
+                                        .pool = {.kernel_h = 3, .kernel_w = 3, .stride_h = 2,
+                                                 .stride_w = 2, .pad_h = 1, .pad_w = 1}},
+                        22);
+    conv_relu_pool_case("conv relu avgpool + add", (int64_t[]){1, 2, 8, 8},
+                        (int64_t[]){3, 2, 3, 3},
+                        (conv_pool_ctx){.conv = {.relu = true},
+                                        .pool = {.kernel_h = 2, .kernel_w = 2},
+                                        .twice = true},
+                        23);
+}
+
 static void pool_grad_case(const char *name, const int64_t *xs, dp_pool2d_params pp, bool max,
                            uint64_t seed)
 {
@@ -1359,6 +1444,7 @@ int main(void)
         T(test_accuracy_forward),
         T(test_conv2d_grad),
         T(test_conv2d_relu_grad),
+        T(test_conv_relu_pool_grad),
         T(test_avg_pool2d_grad),
         T(test_max_pool2d_grad),
         T(test_relu_grad),

@@ -155,6 +155,7 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
         DP_TRY(dp__tensor_alloc_like(&x->grad, x));
     if (!x->grad_written) {
         x->grad_written = 1;
+        x->grad_masked = 0;
         *out = x->grad;
         return 0;
     }
@@ -171,6 +172,7 @@ int dp__grad_end(dp_tensor_t *x, dp_tensor_t *contribution)
             dp__tensor_written(contribution);
         return 0;
     }
+    x->grad_masked = 0; /* the sum is not known to be masked */
     dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE,
                           .a = contribution->data,
                           .out = x->grad->data,

@@ -44,6 +44,9 @@ typedef enum dp__pool_kind { DP__POOL_AVG = 0, DP__POOL_MAX = 1 } dp__pool_kind;
 typedef struct dp__pool2d_args {
     dp__tdesc x, y, dx, dy;
     void *workspace;
+    /* Backward only: when set, the output of a fused conv + ReLU that x is;
+     * dx is then also multiplied by (relu_mask > 0), saving a pass. */
+    const float *relu_mask;
     dp__pool_kind kind;
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 } dp__pool2d_args;

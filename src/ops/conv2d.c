@@ -19,8 +19,10 @@ static int conv2d_backward(dp__node *node)
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
     dp_tensor_t *dy = y->grad;
-    if (cn->p.relu) {
-        /* Through the fused ReLU first: dz = dy where y > 0. */
+    if (cn->p.relu && !y->grad_masked) {
+        /* Through the fused ReLU first: dz = dy where y > 0. (An average
+         * pool right after the ReLU applies this mask in its own backward
+         * pass and says so with grad_masked.) */
         dp_tensor_t *dz;
         DP_TRY(dp__tensor_alloc_like(&dz, dy));
         dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
@@ -115,6 +117,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     if (N > 0)
         DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
     dp__tensor_written(y);
+    y->relu_output = p.relu;
     if (dp__tape_needs_grad(ts, 3)) {
         conv_node cn = {p};
         DP_TRY(dp__tape_record(op, conv2d_backward, ts, 3, y, &cn, sizeof cn));

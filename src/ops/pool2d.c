@@ -39,8 +39,15 @@ static int pool2d_backward(dp__node *node)
     a.dy = dp__desc(y->grad);
     a.dy.nhwc = y->grad->nhwc;
     a.workspace = node->saved ? node->saved->data : NULL;
+    /* Fold the backward of a fused ReLU that made x into this pass; every
+     * contribution being masked, the convolution can skip its own. */
+    if (x->relu_output && dx == x->grad)
+        a.relu_mask = x->data;
     DP_TRY(x->dev->ops->pool2d_backward(x->dev, &a));
-    return dp__grad_end(x, dx);
+    DP_TRY(dp__grad_end(x, dx));
+    if (a.relu_mask)
+        x->grad_masked = 1;
+    return 0;
 }
 
 static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *params,

@@ -135,10 +135,67 @@ static int run_forward(void *p, void *ctx)
     return 0;
 }
 
+/* dx = (mask > 0) * avg_pool_backward(dy) in one pass, for windows that
+ * tile the input without overlap or padding (LeNet's 2x2, stride 2). Rows
+ * and columns past the last window get zero. */
+static void avg_backward_masked(const dp__pool2d_args *a)
+{
+    const float *dy = a->dy.data, *mask = a->relu_mask;
+    float *dx = a->dx.data;
+    int64_t N = a->x.shape[0], C = a->x.shape[1], H = a->x.shape[2], W = a->x.shape[3];
+    int64_t P = a->y.shape[2], Q = a->y.shape[3];
+    int kh = a->kernel_h, kw = a->kernel_w;
+    float inv = 1.0f / (float)(kh * kw);
+    if (a->x.nhwc) {
+        /* Rows of C contiguous floats: the inner loop vectorises. */
+#pragma omp parallel for collapse(2)
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t h = 0; h < H; h++) {
+                int64_t ph = h / kh;
+                for (int64_t w = 0; w < W; w++) {
+                    int64_t qw = w / kw;
+                    float *d = dx + ((n * H + h) * W + w) * C;
+                    const float *m = mask + ((n * H + h) * W + w) * C;
+                    if (ph >= P || qw >= Q) {
+                        for (int64_t c = 0; c < C; c++)
+                            d[c] = 0.0f;
+                        continue;
+                    }
+                    const float *g = dy + ((n * P + ph) * Q + qw) * C;
+#pragma omp simd
+                    for (int64_t c = 0; c < C; c++)
+                        d[c] = m[c] > 0.0f ? g[c] * inv : 0.0f;
+                }
+            }
+        }
+        return;
+    }
+#pragma omp parallel for collapse(2)
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t h = 0; h < H; h++) {
+                int64_t ph = h / kh;
+                float *d = dx + ((n * C + c) * H + h) * W;
+                const float *m = mask + ((n * C + c) * H + h) * W;
+                const float *g = dy + ((n * C + c) * P + ph) * Q;
+                for (int64_t w = 0; w < W; w++) {
+                    int64_t qw = w / kw;
+                    d[w] = ph < P && qw < Q && m[w] > 0.0f ? g[qw] * inv : 0.0f;
+                }
+            }
+        }
+    }
+}
+
 static int run_backward(void *p, void *ctx)
 {
     dp__pool2d_args *a = p;
     dp_device_t *dev = ctx;
+    if (a->relu_mask && a->kind == DP__POOL_AVG && a->stride_h == a->kernel_h &&
+        a->stride_w == a->kernel_w && a->pad_h == 0 && a->pad_w == 0) {
+        avg_backward_masked(a);
+        return 0;
+    }
     pool_prim *c;
     DP_TRY(lookup(dev, 1, a, &c));
     dnnl_memory_set_data_handle(c->m_src, a->dx.data);
@@ -150,6 +207,14 @@ static int run_backward(void *p, void *ctx)
         dnnl_memory_set_data_handle(c->m_ws, a->workspace);
     DP_DNNL_CHECK(
         dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 3 : 2, args));
+    if (a->relu_mask) {
+        float *dx = a->dx.data;
+        const float *mask = a->relu_mask;
+        int64_t n = a->x.shape[0] * a->x.shape[1] * a->x.shape[2] * a->x.shape[3];
+#pragma omp parallel for simd
+        for (int64_t i = 0; i < n; i++)
+            dx[i] = mask[i] > 0.0f ? dx[i] : 0.0f;
+    }
     return 0;
 }
 
