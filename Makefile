@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
 
-.PHONY: all deps build train test test-asan clean
+.PHONY: all deps build train test test-asan test-tsan clean
 
 all: build
 
@@ -23,16 +23,28 @@ train: build
 	$(BUILD)/dptrain train --model lenet --devices $(DEVICES) --batch-size 256 --lr 0.2 \
 	  --epochs $(EPOCHS) --metrics lenet.jsonl --plot lenet.png
 
-# The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then the threaded tests under ThreadSanitizer.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# Devices are threads: the engine, the loader and every multi-device test run
+# under ThreadSanitizer. Each device gets one kernel thread there, so no
+# OpenMP team (libgomp is not instrumented) starts.
+TSAN_TESTS = ^(test_engine|test_data|test_parallel|test_train|cli_demo)$$
+test-tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

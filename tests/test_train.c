@@ -1,5 +1,6 @@
 /* End to end: the training loss goes down on a real slice of Fashion-MNIST,
- * and the metrics file says so too. */
+ * trained data-parallel on two single-threaded devices, and the metrics file
+ * says so too. */
 #include "testutil.h"
 
 #include "dp/dp.h"
@@ -27,6 +28,8 @@ static void loss_goes_down(void **state)
     o.momentum = 0.9f;
     o.epochs = 4;
     o.seed = 1;
+    o.devices = "2";
+    o.threads = 1;
     o.metrics_path = metrics;
     o.log_steps = true;
     dp_train_result r;

@@ -37,6 +37,7 @@
 #include "dp/nn.h"
 #include "dp/ops.h"
 #include "dp/optim.h"
+#include "dp/parallel.h"
 #include "dp/tensor.h"
 #include "dp/train.h"
 #include "dp/train_util.h"

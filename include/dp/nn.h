@@ -45,7 +45,9 @@ int dp_params_finish_grad(dp_params_t *p);
 /* ---- models ----------------------------------------------------------------- */
 typedef struct dp_model dp_model_t;
 
-/* Names of the models dp_model_create knows: "lenet". */
+/* Names of the models dp_model_create knows, NULL-terminated: "lenet" (the
+ * seeds' LeNet on 28x28 images), "tutorial" (the DataParallel tutorial's
+ * Linear(5, 2)). */
 const char *const *dp_model_names(void);
 /* Builds `name` on `dev` with weights drawn from `seed`. */
 int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
@@ -53,9 +55,17 @@ void dp_model_close(dp_model_t *m);
 const char *dp_model_name(const dp_model_t *m);
 dp_params_t *dp_model_params(dp_model_t *m);
 dp_device_t *dp_model_device(const dp_model_t *m);
-/* logits (N, 10) from images x (N, 1, 28, 28); `train` selects training
- * behaviour (batch statistics) where a model has any. */
+/* The output (N, classes) from x: images (N, 1, 28, 28) for lenet, (N, 5)
+ * for tutorial; `train` selects training behaviour (batch statistics) where
+ * a model has any. */
 int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
+
+/* Called after every forward with its input and output, like PyTorch's
+ * register_forward_hook (the DataParallel tutorial prints sizes here).
+ * Replicas made by dp_replicate inherit it. */
+typedef void (*dp_forward_hook)(const dp_model_t *m, const dp_tensor_t *input,
+                                const dp_tensor_t *output, void *user);
+void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user);
 
 #ifdef __cplusplus
 }

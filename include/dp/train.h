@@ -15,7 +15,7 @@ extern "C" {
 
 typedef struct dp_train_options {
     const char *model;       /* "lenet" */
-    const char *devices;     /* "1", "cpu:0", "auto" */
+    const char *devices;     /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
     int threads;             /* kernel threads per device; 0 = cores / devices */
     int64_t batch_size;      /* global batch */
     float lr, momentum, weight_decay;
@@ -29,6 +29,7 @@ typedef struct dp_train_options {
     int64_t limit_train, limit_test; /* 0 = all */
     bool progress;           /* draw the progress bar on stderr */
     int max_steps_in_flight; /* 0 = 2 */
+    int allreduce;           /* dp_allreduce_algo: ring (default) or naive */
 } dp_train_options;
 
 /* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,

@@ -8,6 +8,11 @@
 #include <string.h>
 
 static _Thread_local dp__tape *current;
+/* Numbers the dp_backward calls of this thread: a node runs in a call only
+ * if its output received a gradient in that call, so several losses over
+ * disjoint parts of one tape (one per replica, as the seed's train_batch)
+ * each backpropagate through their own part once. */
+static _Thread_local uint64_t backward_gen;
 
 dp__tape *dp__tape_current(void)
 {
@@ -153,6 +158,7 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
         return 0;
     if (!x->grad)
         DP_TRY(dp__tensor_alloc_like(&x->grad, x));
+    x->grad_gen = backward_gen;
     if (!x->grad_written) {
         x->grad_written = 1;
         x->grad_masked = 0;
@@ -163,6 +169,11 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
     DP_TRY(dp__tensor_alloc_like(&tmp, x->grad));
     *out = tmp;
     return 0;
+}
+
+void dp__grad_touch(dp_tensor_t *x)
+{
+    x->grad_gen = backward_gen;
 }
 
 int dp__grad_end(dp_tensor_t *x, dp_tensor_t *contribution)
@@ -196,6 +207,7 @@ int dp_backward(dp_tensor_t *loss)
     int active = current == tape;
     if (!active)
         dp_tape_begin(tape);
+    uint64_t gen = ++backward_gen;
     int rc = 0;
     dp_tensor_t *g = NULL;
     rc = dp__grad_begin(loss, &g);
@@ -205,7 +217,7 @@ int dp_backward(dp_tensor_t *loss)
         rc = dp__grad_end(loss, g);
     for (size_t i = tape->nnodes; i-- > 0 && rc == 0;) {
         dp__node *node = &tape->nodes[i];
-        if (!node->output->grad || !node->output->grad_written)
+        if (!node->output->grad || !node->output->grad_written || node->output->grad_gen != gen)
             continue;
         rc = node->backward(node);
     }

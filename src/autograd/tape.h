@@ -51,5 +51,8 @@ int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const
  * dp__grad_end then adds into x's gradient. *out is NULL when x needs none. */
 int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out);
 int dp__grad_end(dp_tensor_t *x, dp_tensor_t *contribution);
+/* Marks x's gradient as updated by the running dp_backward, for a backward
+ * function that adds into it in place. */
+void dp__grad_touch(dp_tensor_t *x);
 
 #endif

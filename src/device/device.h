@@ -91,6 +91,7 @@ struct dp_tensor {
     int grad_written; /* the step's first gradient contribution is issued */
     int relu_output;  /* made by an op ending in a fused ReLU */
     int grad_masked;  /* every contribution to grad already passed that ReLU */
+    uint64_t grad_gen; /* the dp_backward call that last gave it a gradient */
     dp_tensor_t *grad;
     struct dp__node *node; /* the tape node that made it; NULL for leaves */
     struct dp__tape *tape; /* the tape that owns it; NULL if the user does */

@@ -5,8 +5,8 @@
 
 #include <string.h>
 
-static const dp__model_ops *const models[] = {&dp__lenet_ops};
-static const char *const model_names[] = {"lenet", NULL};
+static const dp__model_ops *const models[] = {&dp__lenet_ops, &dp__tutorial_ops};
+static const char *const model_names[] = {"lenet", "tutorial", NULL};
 _Static_assert(DP_COUNTOF(models) + 1 == DP_COUNTOF(model_names), "one name per model");
 
 const char *const *dp_model_names(void)
@@ -14,14 +14,14 @@ const char *const *dp_model_names(void)
     return model_names;
 }
 
-int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+static int create(dp_model_t **out, const char *name, dp_device_t *dev, bool init, uint64_t seed)
 {
     const dp__model_ops *ops = NULL;
     for (size_t i = 0; i < DP_COUNTOF(models); i++)
         if (strcmp(models[i]->name, name) == 0)
             ops = models[i];
     if (!ops) {
-        DP_ERROR("unknown model '%s' (known: lenet)", name);
+        DP_ERROR("unknown model '%s' (known: lenet, tutorial)", name);
         return DP_EINVAL;
     }
     dp_model_t *m = dp__calloc(1, sizeof *m);
@@ -32,7 +32,7 @@ int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64
     int n;
     const dp_param_spec *specs = ops->specs(&n);
     int rc = dp_params_init(&m->params, dev, specs, n);
-    if (rc == 0)
+    if (rc == 0 && init)
         rc = dp_params_init_random(m->params, seed);
     if (rc < 0) {
         dp_model_close(m);
@@ -40,6 +40,22 @@ int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64
     }
     *out = m;
     return 0;
+}
+
+int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+{
+    return create(out, name, dev, true, seed);
+}
+
+int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev)
+{
+    return create(out, name, dev, false, 0);
+}
+
+void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user)
+{
+    m->hook = hook;
+    m->hook_user = user;
 }
 
 void dp_model_close(dp_model_t *m)
@@ -67,5 +83,8 @@ dp_device_t *dp_model_device(const dp_model_t *m)
 
 int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
-    return m->ops->forward(m, x, train, logits);
+    DP_TRY(m->ops->forward(m, x, train, logits));
+    if (m->hook)
+        m->hook(m, x, *logits, m->hook_user);
+    return 0;
 }

@@ -15,8 +15,14 @@ struct dp_model {
     const dp__model_ops *ops;
     dp_device_t *dev;
     dp_params_t *params;
+    dp_forward_hook hook;
+    void *hook_user;
 };
 
+/* A model whose parameters are not initialised (replicas get theirs by copy). */
+int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev);
+
 extern const dp__model_ops dp__lenet_ops;
+extern const dp__model_ops dp__tutorial_ops;
 
 #endif

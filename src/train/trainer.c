@@ -8,6 +8,7 @@
 #include "dp/data.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
+#include "dp/parallel.h"
 
 #include "core/internal.h"
 #include "device/device.h"
@@ -39,9 +40,11 @@ static int upload(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
 
 typedef struct trainer {
     const dp_train_options *o;
-    dp_device_t *dev;
+    dp_device_t *devs[DP_MAX_DEVICES];
+    int ndev;
+    dp_device_t *dev; /* devs[0]: the batch, the gathered outputs and the loss */
     dp_model_t *model;
-    dp_sgd_t *sgd;
+    dp_data_parallel_t *dp;
     dp_tape_t *tape, *eval_tape;
     dp_dataset train, test;
     dp_loader_t *train_loader, *test_loader;
@@ -53,30 +56,18 @@ typedef struct trainer {
     char devices[256];
 } trainer;
 
-static int parse_devices(const dp_train_options *o, char *name, size_t size)
-{
-    const char *spec = o->devices ? o->devices : "1";
-    if (strcmp(spec, "auto") == 0 || strcmp(spec, "1") == 0) {
-        snprintf(name, size, "cpu:0");
-        return 0;
-    }
-    if (strchr(spec, ',') == NULL && strchr(spec, ':') != NULL) {
-        snprintf(name, size, "%s", spec);
-        return 0;
-    }
-    DP_ERROR("--devices %s: training on more than one device is not in this build yet; "
-             "use --devices 1",
-             spec);
-    return DP_ENOTSUP;
-}
-
 static int setup(trainer *t)
 {
     const dp_train_options *o = t->o;
-    char name[32];
-    DP_TRY(parse_devices(o, name, sizeof name));
-    DP_TRY(dp_device_open(&t->dev, name, o->threads));
-    snprintf(t->devices, sizeof t->devices, "[%s]", dp_device_name(t->dev));
+    DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
+    t->dev = t->devs[0];
+    dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);
+    if (o->batch_size < t->ndev) {
+        DP_ERROR("--batch-size %lld is smaller than the %d devices: each device needs at least "
+                 "one sample of every batch",
+                 (long long)o->batch_size, t->ndev);
+        return DP_EINVAL;
+    }
     DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
     DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
     dp_loader_options lo = {.batch_size = o->batch_size,
@@ -88,8 +79,9 @@ static int setup(trainer *t)
     lo.limit = o->limit_test;
     DP_TRY(dp_loader_init(&t->test_loader, &t->test, &lo));
     DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
-    dp_sgd_options so = {o->lr, o->momentum, o->weight_decay};
-    DP_TRY(dp_sgd_init(&t->sgd, dp_model_params(t->model), &so));
+    dp_data_parallel_options po = {.allreduce = o->allreduce,
+                                   .sgd = {o->lr, o->momentum, o->weight_decay}};
+    DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     DP_TRY(dp_tape_init(&t->tape, true));
     DP_TRY(dp_tape_init(&t->eval_tape, false));
     int64_t one = 1;
@@ -107,8 +99,7 @@ static int setup(trainer *t)
 
 static void teardown(trainer *t)
 {
-    if (t->dev)
-        dp_device_sync(t->dev);
+    dp_waitall();
     dp_progress_close(t->progress);
     dp_metrics_close(t->metrics);
     dp__free(t->stats);
@@ -117,20 +108,19 @@ static void teardown(trainer *t)
     dp_tensor_free(t->correct);
     dp_tape_close(t->tape);
     dp_tape_close(t->eval_tape);
-    dp_sgd_close(t->sgd);
+    dp_data_parallel_close(t->dp);
     dp_model_close(t->model);
     dp_loader_close(t->train_loader);
     dp_loader_close(t->test_loader);
     dp_dataset_close(&t->train);
     dp_dataset_close(&t->test);
-    dp_device_close(t->dev);
+    dp_devices_close(t->devs, t->ndev);
 }
 
 /* Issues one training step on batch b; returns without waiting. */
 static int train_step(trainer *t, const dp_batch *b)
 {
     dp_device_t *dev = t->dev;
-    dp_params_t *params = dp_model_params(t->model);
     int64_t xs[4] = {b->n, 1, t->train.rows, t->train.cols}, ys[1] = {b->n};
     dp_tensor_t *x, *y, *logits, *loss;
     dp_tape_begin(t->tape);
@@ -138,7 +128,7 @@ static int train_step(trainer *t, const dp_batch *b)
     if (rc == 0)
         rc = upload(&y, dev, DP_I32, 1, ys, b->y);
     if (rc == 0)
-        rc = dp_model_forward(t->model, x, true, &logits);
+        rc = dp_data_parallel_forward(t->dp, x, true, &logits);
     if (rc == 0)
         rc = dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM);
     if (rc == 0)
@@ -148,15 +138,13 @@ static int train_step(trainer *t, const dp_batch *b)
     if (rc == 0)
         rc = dev->ops->copy_to_host(dev, &t->step_loss[b->index], loss->data, sizeof(float));
     if (rc == 0) {
-        dp_params_zero_grad(params);
+        dp_data_parallel_zero_grad(t->dp);
         rc = dp_backward(loss);
     }
+    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
+     * is summed over the whole batch, the update divides by its size. */
     if (rc == 0)
-        rc = dp_params_finish_grad(params);
-    /* The seed's sgd(params, lr, batch_size): the loss is summed over the
-     * batch, the update divides by the batch size. */
-    if (rc == 0)
-        rc = dp_sgd_step(t->sgd, 1.0f / (float)b->n);
+        rc = dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
     dp_tape_end(t->tape);
     dp_tape_reset(t->tape);
     return rc;
@@ -169,12 +157,11 @@ static int evaluate(trainer *t, double *acc)
     DP_TRY(dp_loader_start_epoch(t->test_loader, 0, 0));
     dp_batch b;
     int64_t seen = 0, issued = 0;
-    dp_event prev = {0};
     int rc = 0, more;
     while (rc == 0 && (more = dp_loader_next(t->test_loader, &b)) > 0) {
-        /* At most two batches in flight, as in training. */
+        /* One batch in flight: the previous one has finished everywhere. */
         if (issued++ > 0)
-            rc = dp_event_wait(prev);
+            rc = dp_waitall();
         if (rc < 0)
             break;
         int64_t xs[4] = {b.n, 1, t->test.rows, t->test.cols}, ys[1] = {b.n};
@@ -184,12 +171,11 @@ static int evaluate(trainer *t, double *acc)
         if (rc == 0)
             rc = upload(&y, dev, DP_I32, 1, ys, b.y);
         if (rc == 0)
-            rc = dp_model_forward(t->model, x, false, &logits);
+            rc = dp_data_parallel_forward(t->dp, x, false, &logits);
         if (rc == 0)
             rc = dp_accuracy_accumulate(t->correct, logits, y);
         dp_tape_end(t->eval_tape);
         dp_tape_reset(t->eval_tape);
-        prev = dp_event_record(dev);
         seen += b.n;
     }
     float correct = 0;
@@ -203,7 +189,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
 {
     const dp_train_options *o = t->o;
     int depth = o->max_steps_in_flight > 0 ? o->max_steps_in_flight : 2;
-    dp_event ring[16];
+    dp_event ring[16][DP_MAX_DEVICES];
     if (depth > 16)
         depth = 16;
     int64_t batches = dp_loader_num_batches(t->train_loader);
@@ -218,13 +204,15 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     int64_t issued = 0, seen = 0;
     while ((more = dp_loader_next(t->train_loader, &b)) > 0) {
         DP_TRY(train_step(t, &b));
-        ring[issued % depth] = dp_event_record(t->dev);
+        for (int k = 0; k < t->ndev; k++)
+            ring[issued % depth][k] = dp_event_record(t->devs[k]);
         issued++;
         seen += b.n;
         if (issued >= depth) {
             /* Bound the steps in flight; step `done` has now finished. */
             int64_t done = issued - depth;
-            DP_TRY(dp_event_wait(ring[done % depth]));
+            for (int k = 0; k < t->ndev; k++)
+                DP_TRY(dp_event_wait(ring[done % depth][k]));
             double el = dp_time_seconds() - start;
             dp_progress_update(t->progress, epoch + 1, o->epochs, done + 1, batches,
                                t->step_loss[done] / (double)o->batch_size, seen / el);
@@ -235,7 +223,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     }
     if (more < 0)
         return more;
-    DP_TRY(dp_device_sync(t->dev));
+    DP_TRY(dp_waitall());
     double seconds = dp_time_seconds() - start;
     dp_progress_done(t->progress);
     for (; t->metrics && o->log_steps && logged < issued; logged++) {

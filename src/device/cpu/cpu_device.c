@@ -18,8 +18,19 @@ static void worker_init(void *ctx)
     omp_set_num_threads(dev->threads);
 }
 
+static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+
+static void dnnl_setup(void)
+{
+    /* Every device keeps its own primitives (dp__cpu_prim_find), so oneDNN's
+     * process-wide cache adds nothing, and turning it off means no primitive
+     * state is shared between two devices' workers. */
+    dnnl_set_primitive_cache_capacity(0);
+}
+
 static int cpu_open(dp_device_t *dev)
 {
+    pthread_once(&dnnl_once, dnnl_setup);
     dp__cpu *cpu = dp__calloc(1, sizeof *cpu);
     if (!cpu)
         return DP_ENOMEM;

@@ -1,0 +1,93 @@
+/* dp/parallel.h - data parallelism: the seeds' primitives and DataParallel.
+ *
+ * From scratch, as d2l writes it:
+ *   get_params   -> dp_replicate   (a model's parameters copied to each device)
+ *   split_batch  -> dp_scatter     (torch.chunk: chunks of ceil(B / N) rows)
+ *   allreduce    -> dp_allreduce_sum (naive: sum into device 0 and copy back;
+ *                                     ring: reduce-scatter + all-gather)
+ * and concise, as PyTorch's nn.DataParallel: dp_data_parallel_*, which
+ * replicates a model, scatters each batch, runs the replicas at once,
+ * gathers the outputs on device 0, and after backward sums the gradients.
+ *
+ * Every call only enqueues work: devices run concurrently, ordered by events
+ * where one reads what another wrote. */
+#ifndef DP_PARALLEL_H
+#define DP_PARALLEL_H
+
+#include "dp/nn.h"
+#include "dp/optim.h"
+#include "dp/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* torch.chunk(B rows, n): chunk size ceil(B / n), the last one smaller, and
+ * fewer than n chunks when B is small (B = 5, n = 4: 2, 2, 1). B = 0 gives n
+ * empty chunks, as PyTorch does. Writes the sizes into sizes[0..n) (unused
+ * entries 0) and returns the number of chunks. */
+int dp_chunk_sizes(int64_t rows, int n, int64_t *sizes);
+
+/* Splits x along dimension 0 into torch.chunk pieces, piece k on devs[k];
+ * *nchunks receives the count. Differentiable: the backward gathers the
+ * pieces' gradients into x's. */
+int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *const *devs,
+               int n);
+/* Concatenates xs[0..n) along dimension 0 on `dst`. Differentiable. */
+int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst);
+/* Copies src into every dsts[k] (same element count), each on its device. */
+int dp_broadcast(dp_tensor_t *const *dsts, int n, const dp_tensor_t *src);
+
+typedef enum dp_allreduce_algo {
+    DP_ALLREDUCE_RING = 0,  /* reduce-scatter + all-gather: each device sends 2(n-1)/n */
+    DP_ALLREDUCE_NAIVE = 1, /* the seed's: sum into bufs[0], then copy it to the others */
+} dp_allreduce_algo;
+
+/* After it runs, every bufs[k] holds the elementwise sum of all of them
+ * (same size, float, each on its own device). */
+int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo);
+/* "naive" or "ring" -> the algorithm; -1 if unknown. */
+int dp_allreduce_algo_parse(const char *name);
+
+/* get_params: a replica of `src` on each devs[k] (same model, same values,
+ * its own gradients). replicas[k] are new models the caller closes. */
+int dp_replicate(dp_model_t **replicas, const dp_model_t *src, dp_device_t *const *devs, int n);
+
+/* ---- devices --------------------------------------------------------------
+ * "N": the first N GPUs, or N CPU devices where there are fewer GPUs (the
+ * seed's try_gpu fallback); "cpu:0,cpu:1": those devices; "auto": every local
+ * device in the split that trains fastest here. A CPU device gets `threads`
+ * kernel threads, or (0) the cores divided among the CPU devices. */
+int dp_devices_open(dp_device_t **devs, int *n, const char *spec, int threads);
+void dp_devices_close(dp_device_t **devs, int n);
+/* "[cpu:0, cpu:1]" */
+const char *dp_devices_str(dp_device_t *const *devs, int n, char *buf, size_t size);
+
+/* ---- DataParallel ------------------------------------------------------------ */
+typedef struct dp_data_parallel dp_data_parallel_t;
+
+typedef struct dp_data_parallel_options {
+    dp_allreduce_algo allreduce;
+    dp_sgd_options sgd;
+} dp_data_parallel_options;
+
+/* Wraps `model` (on devs[0], kept by the caller) with replicas on devs[1..n). */
+int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device_t *const *devs,
+                          int n, const dp_data_parallel_options *opt);
+void dp_data_parallel_close(dp_data_parallel_t *dp);
+/* Scatters x (on devs[0]) over the replicas, runs them concurrently and
+ * gathers the outputs on devs[0]. */
+int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
+                             dp_tensor_t **out);
+/* Starts a step on every replica (gradients written fresh by the backward). */
+void dp_data_parallel_zero_grad(dp_data_parallel_t *dp);
+/* After dp_backward: sums the replicas' gradients with the allreduce, then
+ * updates every replica identically: p -= lr * grad_sum * grad_scale. */
+int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale);
+int dp_data_parallel_size(const dp_data_parallel_t *dp);
+dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

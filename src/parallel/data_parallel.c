@@ -1,0 +1,104 @@
+/* DataParallel: replicas of one model, a batch scattered over them, outputs
+ * gathered on device 0, gradients summed by an allreduce over the replicas'
+ * gradient buffers, and the same SGD update on every replica. */
+#include "dp/parallel.h"
+
+#include "core/internal.h"
+#include "nn/model.h"
+
+struct dp_data_parallel {
+    int n;
+    dp_device_t *devs[DP_MAX_DEVICES];
+    dp_model_t *replicas[DP_MAX_DEVICES]; /* [0] is the caller's model */
+    dp_sgd_t *sgd[DP_MAX_DEVICES];
+    dp_data_parallel_options opt;
+};
+
+void dp_data_parallel_close(dp_data_parallel_t *dp)
+{
+    if (!dp)
+        return;
+    for (int k = 0; k < dp->n; k++) {
+        dp_sgd_close(dp->sgd[k]);
+        if (k > 0)
+            dp_model_close(dp->replicas[k]);
+    }
+    dp__free(dp);
+}
+
+int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device_t *const *devs,
+                          int n, const dp_data_parallel_options *opt)
+{
+    if (n < 1 || n > DP_MAX_DEVICES || model->dev != devs[0]) {
+        DP_ERROR("DataParallel: need 1..%d devices, the model on the first", DP_MAX_DEVICES);
+        return DP_EINVAL;
+    }
+    dp_data_parallel_t *dp = dp__calloc(1, sizeof *dp);
+    if (!dp)
+        return DP_ENOMEM;
+    dp->n = n;
+    dp->opt = *opt;
+    for (int k = 0; k < n; k++)
+        dp->devs[k] = devs[k];
+    dp->replicas[0] = model;
+    int rc = n > 1 ? dp_replicate(dp->replicas + 1, model, devs + 1, n - 1) : 0;
+    for (int k = 0; rc == 0 && k < n; k++)
+        rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
+    if (rc < 0) {
+        dp->n = 0;
+        for (int k = 0; k < n; k++) {
+            dp_sgd_close(dp->sgd[k]);
+            if (k > 0)
+                dp_model_close(dp->replicas[k]);
+        }
+        dp__free(dp);
+        return rc;
+    }
+    *out = dp;
+    return 0;
+}
+
+int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
+                             dp_tensor_t **out)
+{
+    if (dp->n == 1)
+        return dp_model_forward(dp->replicas[0], x, train, out);
+    dp_tensor_t *chunks[DP_MAX_DEVICES], *outs[DP_MAX_DEVICES];
+    int count;
+    DP_TRY(dp_scatter(chunks, &count, x, dp->devs, dp->n));
+    /* Each replica's ops go to its own device's stream: issuing them one
+     * replica after another still runs the replicas at the same time. */
+    for (int k = 0; k < count; k++)
+        DP_TRY(dp_model_forward(dp->replicas[k], chunks[k], train, &outs[k]));
+    return dp_gather(out, outs, count, dp->devs[0]);
+}
+
+void dp_data_parallel_zero_grad(dp_data_parallel_t *dp)
+{
+    for (int k = 0; k < dp->n; k++)
+        dp_params_zero_grad(dp_model_params(dp->replicas[k]));
+}
+
+int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
+{
+    dp_tensor_t *grads[DP_MAX_DEVICES];
+    for (int k = 0; k < dp->n; k++) {
+        /* A replica that got no chunk has no gradient: it adds zeros. */
+        DP_TRY(dp_params_finish_grad(dp_model_params(dp->replicas[k])));
+        grads[k] = dp_params_grads(dp_model_params(dp->replicas[k]));
+    }
+    DP_TRY(dp_allreduce_sum(grads, dp->n, dp->opt.allreduce));
+    for (int k = 0; k < dp->n; k++)
+        DP_TRY(dp_sgd_step(dp->sgd[k], grad_scale));
+    return 0;
+}
+
+int dp_data_parallel_size(const dp_data_parallel_t *dp)
+{
+    return dp->n;
+}
+
+dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k)
+{
+    return k >= 0 && k < dp->n ? dp->replicas[k] : NULL;
+}

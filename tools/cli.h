@@ -1,0 +1,21 @@
+/* Shared by the command-line tool's commands. Each command is one file:
+ * train_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches. */
+#ifndef DP_TOOLS_CLI_H
+#define DP_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Each prints "dptrain: error: FLAG VALUE: WANT" and returns 2 on failure. */
+int cli_bad_value(const char *flag, const char *value, const char *want);
+int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
+                    float *out);
+/* Reports a failed library call (the detail was logged already); returns 1. */
+int cli_fail(int status);
+
+int cmd_train(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+
+#endif
