@@ -3,10 +3,21 @@
 #ifndef DP_EXAMPLES_H
 #define DP_EXAMPLES_H
 
+/* Examples return 0 or a negative DP_E* code; this returns early on one. */
+#define DP_TRY_EXAMPLE(expr)                                                                       \
+    do {                                                                                           \
+        int ex_rc_ = (expr);                                                                       \
+        if (ex_rc_ < 0)                                                                            \
+            return ex_rc_;                                                                         \
+    } while (0)
+
 /* PyTorch's DataParallel tutorial: Linear(5, 2) over `devices` devices. */
 int example_dataparallel(const char *devices);
 /* d2l's allreduce check and the scatter of arange(20).reshape(4, 5). */
 int example_allreduce(const char *devices, const char *algo);
+/* d2l's from-scratch LeNet: get_params, split_batch, a loss and a backward
+ * per device, allreduce, sgd; `steps` batches of 256 in file order. */
+int example_lenet_scratch(const char *devices, const char *algo, int steps);
 /* MXNet's asynchronous engine: issuing vs waiting, wait_to_read vs waitall. */
 int example_async(int ops);
 

@@ -50,6 +50,20 @@ if grep -q '^synchronous .* sec$' <<<"$out" && grep -q '^asynchronous .* sec (fr
   passes=$((passes + 1)); echo "ok   async prints both timings"
 else fails=$((fails + 1)); echo "FAIL async output:"; echo "$out"; fi
 
+# The seed's from-scratch step on 1, 2 and 3 devices ends at the same weights.
+if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+  ref=$("$bin" demo scratch --devices 1 --steps 10 | sed -n 's/.*sum of |weights| //p')
+  for run in "2 naive" "2 ring" "3 naive" "3 ring"; do
+    set -- $run
+    got=$("$bin" demo scratch --devices "$1" --allreduce "$2" --steps 10 | sed -n 's/.*sum of |weights| //p')
+    if awk -v a="$ref" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4 * a) }'; then
+      passes=$((passes + 1)); echo "ok   scratch on $1 devices ($2): sum of |weights| $got vs $ref on 1"
+    else fails=$((fails + 1)); echo "FAIL scratch on $1 devices ($2): $got vs $ref on 1 device"; fi
+  done
+else
+  echo "SKIP scratch: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
+fi
+
 "$bin" demo nope >/dev/null 2>"${TMPDIR:-/tmp}/demo_err.$$"; rc=$?
 check "unknown demo exits 2 with one line" "2 1" "$rc $(wc -l <"${TMPDIR:-/tmp}/demo_err.$$")"
 rm -f "${TMPDIR:-/tmp}/demo_err.$$"

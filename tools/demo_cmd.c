@@ -18,11 +18,14 @@ static const char usage_demo[] =
     "                 scatter of arange(20).reshape(4, 5)\n"
     "  async          MXNet's asynchronous engine: 10000 small ops waited one by\n"
     "                 one vs issued at once, wait_to_read vs waitall\n"
+    "  scratch        d2l's from-scratch LeNet step (get_params, split_batch, a\n"
+    "                 backward per device, allreduce, sgd) on Fashion-MNIST\n"
     "\n"
     "options (default in brackets):\n"
     "  --devices N|LIST     devices for dataparallel and allreduce [2]\n"
     "  --allreduce ALGO     ring or naive, for allreduce [ring]\n"
     "  --ops N              small ops for async [10000]\n"
+    "  --steps N            training steps for scratch [20]\n"
     "  -h, --help           show this help\n";
 
 int cmd_demo(int argc, char **argv)
@@ -32,14 +35,15 @@ int cmd_demo(int argc, char **argv)
         return argc < 1 ? 2 : 0;
     }
     const char *name = argv[0], *devices = "2", *algo = "ring";
-    int64_t ops = 10000;
+    int64_t ops = 10000, steps = 20;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
             fputs(usage_demo, stdout);
             return 0;
         }
-        if (strcmp(f, "--devices") && strcmp(f, "--allreduce") && strcmp(f, "--ops")) {
+        if (strcmp(f, "--devices") && strcmp(f, "--allreduce") && strcmp(f, "--ops") &&
+            strcmp(f, "--steps")) {
             fprintf(stderr, "dptrain: error: unknown option '%s' for demo (see dptrain demo --help)\n",
                     f);
             return 2;
@@ -55,6 +59,9 @@ int cmd_demo(int argc, char **argv)
             if (dp_allreduce_algo_parse(v) < 0)
                 return cli_bad_value(f, v, "expected ring or naive");
             algo = v;
+        } else if (strcmp(f, "--steps") == 0) {
+            if (cli_parse_i64(f, v, 1, 234, &steps))
+                return 2;
         } else if (cli_parse_i64(f, v, 1, 100000000, &ops)) {
             return 2;
         }
@@ -66,8 +73,11 @@ int cmd_demo(int argc, char **argv)
         rc = example_allreduce(devices, algo);
     else if (strcmp(name, "async") == 0)
         rc = example_async((int)ops);
+    else if (strcmp(name, "scratch") == 0)
+        rc = example_lenet_scratch(devices, algo, (int)steps);
     else {
-        fprintf(stderr, "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async)\n", name);
+        fprintf(stderr, "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async, scratch)\n",
+                name);
         return 2;
     }
     return rc < 0 ? cli_fail(rc) : 0;
