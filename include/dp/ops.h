@@ -67,6 +67,30 @@ int dp_cross_entropy(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *label
  * Not differentiable; `correct` is a float tensor the caller owns. */
 int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels);
 
+typedef struct dp_batch_norm_params {
+    bool training;  /* batch statistics (and update the running ones), else running */
+    float momentum; /* running = (1 - momentum) running + momentum batch; 0 means 0.1 */
+    float eps;      /* 0 means 1e-5 */
+    bool relu;      /* fuse a ReLU after the normalisation */
+} dp_batch_norm_params;
+
+/* BatchNorm2d as PyTorch: per channel c of x (N, C, H, W),
+ *   y = gamma[c] (x - mean[c]) / sqrt(var[c] + eps) + beta[c]  [then ReLU]
+ * Training: mean and biased var over (N, H, W) of this batch; running_mean
+ * and running_var (C) are updated in place with the unbiased var (as
+ * PyTorch). Eval: the running statistics. Backward (training mode): dx
+ * written (=), dgamma and dbeta accumulated into the parameters' gradients.
+ * The output keeps x's layout. */
+int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                    const dp_batch_norm_params *p);
+
+/* AdaptiveAvgPool2d to (out_h, out_w): y (N, C, out_h, out_w) from x
+ * (N, C, H, W), the mean over each of PyTorch's adaptive windows (rows
+ * floor(i H / out_h) .. ceil((i + 1) H / out_h)). (1, 1) is global average
+ * pooling. Backward writes dx (=). */
+int dp_adaptive_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, int out_h, int out_w);
+
 /* dst += src (same element count), enqueued; not recorded for autograd. */
 int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src);
 

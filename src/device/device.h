@@ -48,6 +48,11 @@ typedef struct dp__device_ops {
     int (*cross_entropy_backward)(dp_device_t *dev, const dp__xent_args *a);
     int (*accuracy)(dp_device_t *dev, const dp__accuracy_args *a);
     int (*sgd)(dp_device_t *dev, const dp__sgd_args *a);
+    /* Optional (NULL: the op returns DP_ENOTSUP on this device). */
+    int (*batch_norm_forward)(dp_device_t *dev, const dp__batch_norm_args *a);
+    int (*batch_norm_backward)(dp_device_t *dev, const dp__batch_norm_args *a);
+    int (*adaptive_avg_pool_forward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
+    int (*adaptive_avg_pool_backward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
 } dp__device_ops;
 
 /* The caching allocator keeps freed blocks by size: every training step asks

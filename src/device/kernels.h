@@ -124,4 +124,36 @@ typedef struct dp__sgd_args {
     float lr, grad_scale, momentum, weight_decay;
 } dp__sgd_args;
 
+/* Batch normalisation per channel c over (N, H, W) of x (N, C, H, W), y and
+ * dx in x's layout, gamma, beta and the statistics (C) each.
+ * forward, training: save_mean, save_var = the batch mean and biased
+ *   variance (written); y = gamma (x - mean) / sqrt(var + eps) + beta, then
+ *   max(y, 0) if relu; running_mean = (1 - momentum) running_mean +
+ *   momentum mean, running_var likewise with the unbiased var n / (n - 1)
+ *   (n = N H W; the biased one when n == 1).
+ * forward, eval: the same with the running statistics, which are copied
+ *   into save_mean and save_var when those are not NULL.
+ * backward: from x, dy (already through the ReLU), gamma, beta and the saved
+ *   statistics: dx, dgamma = sum dy xhat, dbeta = sum dy (all written, =);
+ *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps). */
+typedef struct dp__batch_norm_args {
+    dp__tdesc x, y, dx, dy;
+    const float *gamma, *beta;
+    float *dgamma, *dbeta;
+    float *running_mean, *running_var;
+    float *save_mean, *save_var;
+    float momentum, eps;
+    bool training, relu;
+} dp__batch_norm_args;
+
+/* Adaptive average pooling, PyTorch's windows: output row p of P averages
+ * input rows floor(p H / P) .. ceil((p + 1) H / P) - 1, columns likewise
+ * (windows may overlap). x (N, C, H, W) -> y (N, C, P, Q) in x's layout.
+ * backward: dx written (=); when relu_mask is set (the output of a fused
+ * ReLU that x is), dx is also multiplied by (relu_mask > 0). */
+typedef struct dp__adaptive_pool_args {
+    dp__tdesc x, y, dx, dy;
+    const float *relu_mask;
+} dp__adaptive_pool_args;
+
 #endif

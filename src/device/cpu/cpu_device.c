@@ -198,4 +198,8 @@ const dp__device_ops dp__cpu_ops = {
     .cross_entropy_backward = dp__cpu_cross_entropy_backward,
     .accuracy = dp__cpu_accuracy,
     .sgd = dp__cpu_sgd,
+    .batch_norm_forward = dp__cpu_batch_norm_forward,
+    .batch_norm_backward = dp__cpu_batch_norm_backward,
+    .adaptive_avg_pool_forward = dp__cpu_adaptive_avg_pool_forward,
+    .adaptive_avg_pool_backward = dp__cpu_adaptive_avg_pool_backward,
 };

@@ -1,0 +1,169 @@
+/* batch_norm2d: y (N, C, H, W) = gamma (C) xhat + beta (C) [then ReLU],
+ * xhat = (x - mean) / sqrt(var + eps) per channel over (N, H, W).
+ * Training: the batch's mean and biased var; running_mean and running_var
+ * (C) are updated in place, the var unbiased (n / (n - 1), n = N H W), as
+ * PyTorch. Eval: the running statistics, as constants.
+ * Backward: dx written (=); dgamma, dbeta accumulated into the parameters'
+ * gradients. The running statistics are not differentiable inputs.
+ * The output keeps x's layout. The statistics the forward used (C each,
+ * mean then var) are kept in a tensor of the tape for the backward pass,
+ * so a later forward that moves the running ones cannot change it. */
+#include "ops/op.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct bn_node {
+    dp_batch_norm_params p;
+} bn_node;
+
+static int batch_norm_backward(dp__node *node)
+{
+    const bn_node *bn = (const bn_node *)node->params;
+    dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
+    dp_tensor_t *y = node->output, *stats = node->saved;
+    dp_device_t *dev = x->dev;
+    dp_tensor_t *dy = y->grad;
+    int64_t C = x->shape[1];
+    if (bn->p.relu && !y->grad_masked) {
+        /* Through the fused ReLU first, as conv2d: dz = dy where y > 0. */
+        dp_tensor_t *dz;
+        DP_TRY(dp__tensor_alloc_like(&dz, dy));
+        dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
+                              .a = dy->data,
+                              .b = y->data,
+                              .out = dz->data,
+                              .n = dp__numel(y->ndim, y->shape)};
+        DP_TRY(dev->ops->eltwise(dev, &e));
+        dy = dz;
+    }
+    dp_tensor_t *dx = NULL, *dgamma = NULL, *dbeta = NULL;
+    DP_TRY(dp__grad_begin(x, &dx));
+    DP_TRY(dp__grad_begin(gamma, &dgamma));
+    DP_TRY(dp__grad_begin(beta, &dbeta));
+    /* oneDNN computes all three together; those not needed go to scratch. */
+    dp_tensor_t *scratch_dx = NULL, *scratch_dgamma = NULL, *scratch_dbeta = NULL;
+    if (!dx)
+        DP_TRY(dp__tensor_alloc_like(&scratch_dx, x));
+    if (!dgamma)
+        DP_TRY(dp__tensor_alloc_like(&scratch_dgamma, gamma));
+    if (!dbeta)
+        DP_TRY(dp__tensor_alloc_like(&scratch_dbeta, beta));
+    dp__batch_norm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dp__desc(x);
+    a.dy = dp__desc(dy);
+    a.dx = dp__desc(dx ? dx : scratch_dx);
+    a.gamma = gamma->data;
+    a.beta = beta->data;
+    a.dgamma = (dgamma ? dgamma : scratch_dgamma)->data;
+    a.dbeta = (dbeta ? dbeta : scratch_dbeta)->data;
+    a.save_mean = stats->data;
+    a.save_var = (float *)stats->data + C;
+    a.eps = bn->p.eps;
+    a.training = bn->p.training;
+    if (dp__numel(x->ndim, x->shape) > 0) {
+        DP_TRY(dev->ops->batch_norm_backward(dev, &a));
+    } else {
+        /* An empty batch (eval only): no gradient for gamma and beta. */
+        dp__fill_args zg = {a.dgamma, C, 0.0f}, zb = {a.dbeta, C, 0.0f};
+        DP_TRY(dev->ops->fill(dev, &zg));
+        DP_TRY(dev->ops->fill(dev, &zb));
+    }
+    DP_TRY(dp__grad_end(x, dx));
+    DP_TRY(dp__grad_end(gamma, dgamma));
+    DP_TRY(dp__grad_end(beta, dbeta));
+    return 0;
+}
+
+static int check_vector(const char *op, const char *what, const dp_tensor_t *v, int64_t C)
+{
+    char vs[64];
+    DP_TRY(dp__check_rank(op, what, v, 1));
+    if (v->shape[0] != C) {
+        DP_ERROR("%s: %s %s does not match the input's %lld channels", op, what,
+                 dp_tensor_shape_str(v, vs, sizeof vs), (long long)C);
+        return DP_ESHAPE;
+    }
+    return 0;
+}
+
+int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                    const dp_batch_norm_params *params)
+{
+    static const char op[] = "batch_norm2d";
+    char xs[64];
+    dp_batch_norm_params p = params ? *params : (dp_batch_norm_params){0};
+    if (p.momentum == 0.0f)
+        p.momentum = 0.1f;
+    if (p.eps == 0.0f)
+        p.eps = 1e-5f;
+    if (!(p.momentum > 0.0f && p.momentum <= 1.0f) || !(p.eps > 0.0f) || !isfinite(p.eps)) {
+        DP_ERROR("%s: momentum must be in (0, 1] and eps positive", op);
+        return DP_EINVAL;
+    }
+    DP_TRY(dp__check_rank(op, "input", x, 4));
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    DP_TRY(check_vector(op, "gamma", gamma, C));
+    DP_TRY(check_vector(op, "beta", beta, C));
+    DP_TRY(check_vector(op, "running_mean", running_mean, C));
+    DP_TRY(check_vector(op, "running_var", running_var, C));
+    dp_tensor_t *ts[] = {x, gamma, beta, running_mean, running_var};
+    DP_TRY(dp__check_same_device(op, ts, 5));
+    if (p.training && N * H * W <= 1) {
+        DP_ERROR("%s: Expected more than 1 value per channel when training, got input size %s", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs));
+        return DP_EINVAL;
+    }
+    dp_device_t *dev = x->dev;
+    if (!dev->ops->batch_norm_forward || !dev->ops->batch_norm_backward) {
+        DP_ERROR("%s: not implemented on %s", op, dev->name);
+        return DP_ENOTSUP;
+    }
+    /* Only x, gamma and beta are differentiable. */
+    int record = dp__tape_needs_grad(ts, 3);
+    dp_tensor_t *y, *stats = NULL;
+    DP_TRY(dp__tensor_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
+    if (p.training || record) {
+        int64_t two_c = 2 * C;
+        DP_TRY(dp__tensor_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
+    }
+    dp__batch_norm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dp__desc(x);
+    a.y = dp__desc(y);
+    a.gamma = gamma->data;
+    a.beta = beta->data;
+    a.running_mean = running_mean->data;
+    a.running_var = running_var->data;
+    a.save_mean = stats ? stats->data : NULL;
+    a.save_var = stats ? (float *)stats->data + C : NULL;
+    a.momentum = p.momentum;
+    a.eps = p.eps;
+    a.training = p.training;
+    a.relu = p.relu;
+    int rc = 0;
+    if (N * C * H * W > 0) {
+        rc = dev->ops->batch_norm_forward(dev, &a);
+        if (rc == 0 && p.training) {
+            dp__tensor_written(running_mean);
+            dp__tensor_written(running_var);
+        }
+    }
+    if (stats && !stats->tape) {
+        /* No tape to own the statistics: released once the forward has run. */
+        dp_tensor_free(stats);
+        stats = NULL;
+    }
+    DP_TRY(rc);
+    dp__tensor_written(y);
+    y->relu_output = p.relu;
+    if (record) {
+        bn_node bn = {p};
+        DP_TRY(dp__tape_record(op, batch_norm_backward, ts, 3, y, &bn, sizeof bn));
+        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = stats;
+    }
+    *out = y;
+    return 0;
+}

@@ -1,0 +1,925 @@
+/* batch_norm2d and adaptive_avg_pool2d on cpu:0: forward values against
+ * references computed here in double (the output, and the running
+ * statistics after one and after two training calls), error cases, and
+ * finite-difference gradient checks, in both activation layouts. An NHWC
+ * input is made as test_ops_grad.c does: a 1x1 convolution with the identity
+ * (its output is stored NHWC and holds exactly the input's values).
+ *
+ * The gradient checker is test_ops_grad.c's: L = sum_i r_i y_i for a fixed
+ * random r, analytic gradients through dp_backward against central
+ * differences summed in double, each check also required to be sensitive
+ * to a gradient scaled by 1.1. In training mode every finite-difference
+ * forward recomputes the batch statistics (and moves the running ones,
+ * which the output does not depend on). */
+#include "testutil.h"
+
+#include "dp/autograd.h"
+#include "dp/core.h"
+#include "dp/ops.h"
+#include "dp/tensor.h"
+/* Only to check that the output keeps the input's physical layout. */
+#include "device/device.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        int ok_rc_ = (expr);                                                                       \
+        if (ok_rc_ != 0)                                                                           \
+            fail_msg("%s: %s (%s)", #expr, dp_strerror(ok_rc_), dp_last_error());                  \
+    } while (0)
+
+/* Each test gets its own device, so that a sticky device error stays in the
+ * test that caused it. */
+static dp_device_t *dev;
+
+static int open_device(void **state)
+{
+    (void)state;
+    return dp_device_open(&dev, "cpu:0", 1) == 0 ? 0 : -1;
+}
+
+static int close_device(void **state)
+{
+    (void)state;
+    dp_device_close(dev);
+    dev = NULL;
+    return 0;
+}
+
+/* ---- host data ------------------------------------------------------------ */
+
+static int64_t count(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+static float *normal_array(dp_rng *rng, int64_t n, float scale)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = scale * dp_rng_normal(rng);
+    return v;
+}
+
+static dp_tensor_t *upload(int ndim, const int64_t *shape, const float *v)
+{
+    dp_tensor_t *t = NULL;
+    OK(dp_tensor_from_host(&t, dev, DP_F32, ndim, shape, v));
+    return t;
+}
+
+static float *download(const dp_tensor_t *t)
+{
+    int64_t n = dp_tensor_numel(t);
+    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    OK(dp_tensor_to_host(t, v, (size_t)n * sizeof *v));
+    return v;
+}
+
+static void assert_values(const char *what, const float *got, const double *want, int64_t n,
+                          double rtol, double atol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        double m = fmax(fabs((double)got[i]), fabs(want[i]));
+        if (!(d <= atol + rtol * m))
+            fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, (double)got[i], want[i]);
+    }
+}
+
+static double *to_double(const float *v, int64_t n)
+{
+    double *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = v[i];
+    return d;
+}
+
+static float *identity_1x1(int64_t C)
+{
+    float *w = calloc((size_t)(C * C), sizeof *w);
+    for (int64_t c = 0; c < C; c++)
+        w[c * C + c] = 1.0f;
+    return w;
+}
+
+/* ---- references (double, logical NCHW) ------------------------------------------ */
+
+/* BatchNorm2d of x (N, C, H, W). Training: the batch's mean and biased var,
+ * and rm, rv (C) updated as PyTorch (unbiased var); eval: rm, rv. */
+static double *bn_ref(const float *x, const int64_t *s, const float *gamma, const float *beta,
+                      double *rm, double *rv, bool training, double momentum, double eps, bool relu)
+{
+    int64_t N = s[0], C = s[1], HW = s[2] * s[3], n = N * HW;
+    double *y = malloc((size_t)(N * C * HW) * sizeof *y);
+    for (int64_t c = 0; c < C; c++) {
+        double mean = rm[c], var = rv[c];
+        if (training) {
+            double sum = 0.0, sq = 0.0;
+            for (int64_t i = 0; i < N; i++)
+                for (int64_t j = 0; j < HW; j++)
+                    sum += x[(i * C + c) * HW + j];
+            mean = sum / (double)n;
+            for (int64_t i = 0; i < N; i++)
+                for (int64_t j = 0; j < HW; j++) {
+                    double d = x[(i * C + c) * HW + j] - mean;
+                    sq += d * d;
+                }
+            var = sq / (double)n;
+            rm[c] = (1.0 - momentum) * rm[c] + momentum * mean;
+            rv[c] = (1.0 - momentum) * rv[c] + momentum * var * (double)n / (double)(n - 1);
+        }
+        double inv = 1.0 / sqrt(var + eps);
+        for (int64_t i = 0; i < N; i++)
+            for (int64_t j = 0; j < HW; j++) {
+                int64_t k = (i * C + c) * HW + j;
+                double v = gamma[c] * (x[k] - mean) * inv + beta[c];
+                y[k] = relu && v < 0.0 ? 0.0 : v;
+            }
+    }
+    return y;
+}
+
+/* PyTorch's adaptive window of output i: [floor(i in / out), ceil((i + 1) in / out)). */
+static int64_t win_start(int64_t i, int64_t in, int64_t out)
+{
+    return (int64_t)floor((double)(i * in) / (double)out);
+}
+
+static int64_t win_end(int64_t i, int64_t in, int64_t out)
+{
+    return (int64_t)ceil((double)((i + 1) * in) / (double)out);
+}
+
+static double *adaptive_ref(const float *x, const int64_t *s, int64_t P, int64_t Q)
+{
+    int64_t NC = s[0] * s[1], H = s[2], W = s[3];
+    double *y = malloc((size_t)(NC * P * Q) * sizeof *y);
+    for (int64_t nc = 0; nc < NC; nc++)
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t q = 0; q < Q; q++) {
+                double sum = 0.0;
+                int64_t h0 = win_start(p, H, P), h1 = win_end(p, H, P);
+                int64_t w0 = win_start(q, W, Q), w1 = win_end(q, W, Q);
+                for (int64_t h = h0; h < h1; h++)
+                    for (int64_t w = w0; w < w1; w++)
+                        sum += x[(nc * H + h) * W + w];
+                y[(nc * P + p) * Q + q] = sum / (double)((h1 - h0) * (w1 - w0));
+            }
+    return y;
+}
+
+/* ---- the gradient checker ----------------------------------------------------- */
+
+#define GC_MAX_IN 6
+
+typedef int (*build_fn)(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx);
+
+typedef struct gc_input {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    float *v; /* the base values; freed by gc_run */
+    bool diff;
+} gc_input;
+
+typedef struct gc_problem {
+    const char *name;
+    build_fn build;
+    const void *ctx;
+    int nin;
+    gc_input in[GC_MAX_IN];
+    double eps;  /* 0: 2e-2 */
+    double rtol; /* 0: 1e-2 */
+    double atol; /* 0: 1e-3 */
+    /* The output is piecewise linear (ReLU): when a perturbation changes
+     * which outputs are positive, retry with eps / 4 and eps / 16, then skip
+     * the point (a check with over 10% skipped fails as vacuous). */
+    bool kink;
+    int checks; /* elements checked per input; 0: 100 (all when fewer) */
+    uint64_t seed;
+} gc_problem;
+
+/* The op's output at the problem's current values, logical order. */
+static float *gc_forward(const gc_problem *p, dp_tape_t *tape, int64_t *n_out)
+{
+    dp_tensor_t *in[GC_MAX_IN];
+    for (int i = 0; i < p->nin; i++)
+        in[i] = upload(p->in[i].ndim, p->in[i].shape, p->in[i].v);
+    dp_tape_begin(tape);
+    dp_tensor_t *out = NULL;
+    int rc = p->build(&out, in, p->ctx);
+    float *v = NULL;
+    int64_t n = 0;
+    if (rc == 0) {
+        n = dp_tensor_numel(out);
+        v = malloc((size_t)n * sizeof *v);
+        rc = dp_tensor_to_host(out, v, (size_t)n * sizeof *v);
+    }
+    dp_tape_end(tape);
+    dp_tape_reset(tape);
+    for (int i = 0; i < p->nin; i++)
+        dp_tensor_free(in[i]);
+    if (rc != 0)
+        fail_msg("%s: forward: %s (%s)", p->name, dp_strerror(rc), dp_last_error());
+    *n_out = n;
+    return v;
+}
+
+static double project(const float *y, const double *r, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += r[i] * y[i];
+    return s;
+}
+
+/* The analytic gradient of sum_i r_i y_i with respect to each differentiable
+ * input; grads[i] is malloc'd (NULL for the others). */
+static void gc_analytic(const gc_problem *p, const double *r, int64_t n, float **grads)
+{
+    dp_tensor_t *in[GC_MAX_IN], *params[GC_MAX_IN];
+    int nparams = 0;
+    for (int i = 0; i < p->nin; i++) {
+        in[i] = upload(p->in[i].ndim, p->in[i].shape, p->in[i].v);
+        if (p->in[i].diff) {
+            OK(dp_tensor_set_requires_grad(in[i], NULL));
+            params[nparams++] = in[i];
+        }
+    }
+    float *rf = malloc((size_t)n * sizeof *rf);
+    for (int64_t i = 0; i < n; i++)
+        rf[i] = (float)r[i];
+    int64_t rshape[2] = {n, 1}, flat[2] = {1, n};
+    dp_tensor_t *rt = upload(2, rshape, rf);
+    free(rf);
+
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, true));
+    dp_tape_begin(tape);
+    dp_tensor_t *out = NULL, *row = NULL, *loss = NULL;
+    int rc = p->build(&out, in, p->ctx);
+    if (rc == 0 && dp_tensor_numel(out) != n)
+        rc = DP_ESHAPE;
+    if (rc == 0)
+        rc = dp_reshape(&row, out, 2, flat);
+    if (rc == 0)
+        rc = dp_linear(&loss, row, rt, NULL, DP_WEIGHT_IN_OUT);
+    if (rc == 0) {
+        dp_zero_grad(params, nparams);
+        rc = dp_backward(loss);
+    }
+    for (int i = 0; i < p->nin && rc == 0; i++) {
+        grads[i] = NULL;
+        if (p->in[i].diff) {
+            grads[i] = malloc((size_t)count(p->in[i].ndim, p->in[i].shape) * sizeof(float));
+            rc = dp_tensor_to_host(dp_tensor_grad(in[i]), grads[i],
+                                   (size_t)count(p->in[i].ndim, p->in[i].shape) * sizeof(float));
+        }
+    }
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    dp_tensor_free(rt);
+    for (int i = 0; i < p->nin; i++)
+        dp_tensor_free(in[i]);
+    if (rc != 0)
+        fail_msg("%s: backward: %s (%s)", p->name, dp_strerror(rc), dp_last_error());
+}
+
+static bool same_signs(const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if ((a[i] > 0) != (b[i] > 0))
+            return false;
+    return true;
+}
+
+static bool close_enough(double a, double n, double rtol, double atol)
+{
+    return fabs(a - n) <= rtol * fmax(fabs(a), fabs(n)) + atol;
+}
+
+/* (L(v[e] + h) - L(v[e] - h)) / 2h; *kinked: the problem has kinks and the
+ * sign pattern of its output differs between the three points. */
+static double central_difference(const gc_problem *p, dp_tape_t *tape, gc_input *in, int64_t e,
+                                 double h, const float *base, const double *r, int64_t n,
+                                 bool *kinked)
+{
+    float saved = in->v[e];
+    int64_t n1, n2;
+    in->v[e] = (float)(saved + h);
+    double hp = (double)in->v[e] - saved; /* the step actually taken in float */
+    float *yp = gc_forward(p, tape, &n1);
+    in->v[e] = (float)(saved - h);
+    double hm = saved - (double)in->v[e];
+    float *ym = gc_forward(p, tape, &n2);
+    in->v[e] = saved;
+    assert_int_equal(n1, n);
+    assert_int_equal(n2, n);
+    *kinked = p->kink && (!same_signs(base, yp, n) || !same_signs(base, ym, n));
+    double num = (project(yp, r, n) - project(ym, r, n)) / (hp + hm);
+    free(yp);
+    free(ym);
+    return num;
+}
+
+/* Runs the check and frees the problem's arrays. */
+static void gc_run(gc_problem *p)
+{
+    double eps = p->eps > 0 ? p->eps : 2e-2;
+    double rtol = p->rtol > 0 ? p->rtol : 1e-2;
+    double atol = p->atol > 0 ? p->atol : 1e-3;
+    int checks = p->checks > 0 ? p->checks : 100;
+    dp_rng rng;
+    dp_rng_init(&rng, p->seed ? p->seed : 12345, 7);
+
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    int64_t n;
+    float *base = gc_forward(p, tape, &n);
+    double *r = malloc((size_t)n * sizeof *r);
+    for (int64_t i = 0; i < n; i++)
+        r[i] = n == 1 ? 1.0 : dp_rng_normal(&rng);
+    float *grads[GC_MAX_IN] = {0};
+    gc_analytic(p, r, n, grads);
+
+    int failures = 0;
+    for (int i = 0; i < p->nin; i++) {
+        gc_input *in = &p->in[i];
+        if (!in->diff)
+            continue;
+        int64_t numel = count(in->ndim, in->shape);
+        int64_t *idx = malloc((size_t)numel * sizeof *idx);
+        for (int64_t j = 0; j < numel; j++)
+            idx[j] = j;
+        int64_t m = numel < checks ? numel : checks;
+        for (int64_t j = 0; j < m; j++) { /* a random subset, in random order */
+            int64_t k = j + (int64_t)dp_rng_below(&rng, (uint64_t)(numel - j));
+            int64_t t = idx[j];
+            idx[j] = idx[k];
+            idx[k] = t;
+        }
+        int checked = 0, skipped = 0, bad = 0, sensitive = 0;
+        double worst = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t e = idx[j];
+            /* At a kink, retry closer; skip the point if it stays there. */
+            bool kinked = true;
+            double num = 0.0;
+            for (double h = eps; h > eps / 20 && kinked; h /= 4)
+                num = central_difference(p, tape, in, e, h, base, r, n, &kinked);
+            if (kinked) {
+                skipped++;
+                continue;
+            }
+            double a = grads[i][e];
+            checked++;
+            double err = fabs(a - num) / (rtol * fmax(fabs(a), fabs(num)) + atol);
+            worst = err > worst ? err : worst;
+            if (!close_enough(a, num, rtol, atol)) {
+                if (bad < 5)
+                    print_error("%s: d/d%s[%lld]: analytic %.7g, numerical %.7g\n", p->name,
+                                in->name, (long long)e, a, num);
+                bad++;
+            }
+            if (!close_enough(1.1 * a, num, rtol, atol))
+                sensitive++;
+        }
+        print_message("%-34s d/d%-4s %3d checked %2d skipped, worst |a-n|/tol %.3f, %2d of them "
+                      "would catch a 1.1x gradient%s\n",
+                      p->name, in->name, checked, skipped, worst, sensitive, bad ? "  FAILED" : "");
+        if (bad)
+            failures++;
+        else if (sensitive == 0 || skipped * 10 > (int)m)
+            failures++, print_error("%s: d/d%s: the check is vacuous (%d skipped of %lld)\n",
+                                    p->name, in->name, skipped, (long long)m);
+        free(idx);
+    }
+    for (int i = 0; i < p->nin; i++) {
+        free(grads[i]);
+        free(p->in[i].v);
+    }
+    free(base);
+    free(r);
+    dp_tape_close(tape);
+    if (failures)
+        fail_msg("%s: %d gradient(s) disagree with finite differences", p->name, failures);
+}
+
+static gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff)
+{
+    gc_input in = {name, ndim, {0}, v, diff};
+    memcpy(in.shape, shape, (size_t)ndim * sizeof *shape);
+    return in;
+}
+
+/* ---- batch_norm2d forward ---------------------------------------------------------- */
+
+#define BN_EPS 1e-5f
+
+/* x with a different offset and scale per channel, so that the statistics
+ * differ from channel to channel and from 0 and 1. */
+static float *channel_array(dp_rng *rng, const int64_t *s)
+{
+    int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+    float *v = malloc((size_t)(N * C * HW) * sizeof *v);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < HW; j++)
+                v[(i * C + c) * HW + j] =
+                    (float)c - 1.0f + (0.5f + 0.5f * (float)c) * dp_rng_normal(rng);
+    return v;
+}
+
+static float *positive_array(dp_rng *rng, int64_t n)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = 0.5f + fabsf(dp_rng_normal(rng));
+    return v;
+}
+
+/* x itself (NCHW) or, for nhwc, the same values stored NHWC. */
+static dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc)
+{
+    if (!nhwc)
+        return x;
+    dp_tensor_t *y = NULL;
+    OK(dp_conv2d(&y, x, identity, NULL, NULL));
+    assert_true(y->nhwc);
+    return y;
+}
+
+/* Two calls on two batches; y, running_mean and running_var after each
+ * against the reference. In eval the running statistics must not move. */
+static void bn_forward_case(const char *name, const int64_t *xs, bool nhwc, bool training,
+                            bool relu, float momentum, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 2);
+    int64_t C = xs[1], n = count(4, xs), ws[4] = {C, C, 1, 1};
+    float *gv = normal_array(&rng, C, 1.0f), *bv = normal_array(&rng, C, 0.5f);
+    float *rm0 = normal_array(&rng, C, 0.5f), *rv0 = positive_array(&rng, C);
+    float *wv = identity_1x1(C);
+    dp_tensor_t *gamma = upload(1, &C, gv), *beta = upload(1, &C, bv), *rmt = upload(1, &C, rm0),
+                *rvt = upload(1, &C, rv0), *w = upload(4, ws, wv);
+    double *rm = to_double(rm0, C), *rv = to_double(rv0, C);
+    dp_batch_norm_params p = {.training = training, .momentum = momentum, .relu = relu};
+    double m = momentum == 0.0f ? (double)0.1f : (double)momentum;
+    char what[128];
+    for (int call = 0; call < 2; call++) {
+        float *xv = channel_array(&rng, xs);
+        dp_tensor_t *x = upload(4, xs, xv);
+        dp_tape_t *tape;
+        OK(dp_tape_init(&tape, false));
+        dp_tape_begin(tape);
+        dp_tensor_t *in = in_layout(x, w, nhwc), *y;
+        OK(dp_batch_norm2d(&y, in, gamma, beta, rmt, rvt, &p));
+        assert_int_equal(dp_tensor_ndim(y), 4);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(dp_tensor_dim(y, i), xs[i]);
+        assert_int_equal(y->nhwc, nhwc);
+        float *yv = download(y);
+        dp_tape_end(tape);
+        dp_tape_close(tape);
+        double *want = bn_ref(xv, xs, gv, bv, rm, rv, training, m, BN_EPS, relu);
+        snprintf(what, sizeof what, "%s call %d y", name, call + 1);
+        assert_values(what, yv, want, n, 1e-5, 1e-5);
+        float *rmv = download(rmt), *rvv = download(rvt);
+        snprintf(what, sizeof what, "%s call %d running_mean", name, call + 1);
+        assert_values(what, rmv, rm, C, training ? 1e-5 : 0, training ? 1e-6 : 0);
+        snprintf(what, sizeof what, "%s call %d running_var", name, call + 1);
+        assert_values(what, rvv, rv, C, training ? 1e-5 : 0, training ? 1e-6 : 0);
+        free(yv), free(want), free(rmv), free(rvv), free(xv);
+        dp_tensor_free(x);
+    }
+    free(gv), free(bv), free(rm0), free(rv0), free(wv), free(rm), free(rv);
+    dp_tensor_free(gamma), dp_tensor_free(beta), dp_tensor_free(rmt), dp_tensor_free(rvt);
+    dp_tensor_free(w);
+}
+
+static void test_bn_forward_training(void **state)
+{
+    (void)state;
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        bn_forward_case(nhwc ? "bn train NHWC" : "bn train NCHW", (int64_t[]){3, 4, 5, 6}, nhwc,
+                        true, false, 0.1f, 1);
+        bn_forward_case(nhwc ? "bn train relu NHWC" : "bn train relu NCHW", (int64_t[]){2, 3, 4, 4},
+                        nhwc, true, true, 0.1f, 2);
+        /* momentum 0 means PyTorch's 0.1; another momentum, and one channel */
+        bn_forward_case("bn train default momentum", (int64_t[]){2, 5, 3, 3}, nhwc, true, false,
+                        0.0f, 3);
+        bn_forward_case("bn train momentum 0.3", (int64_t[]){4, 2, 2, 3}, nhwc, true, false, 0.3f,
+                        4);
+        bn_forward_case("bn train one channel", (int64_t[]){3, 1, 4, 5}, nhwc, true, true, 0.1f, 5);
+        /* two values per channel, the fewest training accepts */
+        bn_forward_case("bn train N H W = 2", (int64_t[]){2, 3, 1, 1}, nhwc, true, false, 0.1f, 6);
+    }
+}
+
+static void test_bn_forward_eval(void **state)
+{
+    (void)state;
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        bn_forward_case(nhwc ? "bn eval NHWC" : "bn eval NCHW", (int64_t[]){3, 4, 5, 6}, nhwc,
+                        false, false, 0.1f, 11);
+        bn_forward_case(nhwc ? "bn eval relu NHWC" : "bn eval relu NCHW", (int64_t[]){2, 3, 4, 4},
+                        nhwc, false, true, 0.1f, 12);
+        /* one value per channel is fine in eval */
+        bn_forward_case("bn eval N H W = 1", (int64_t[]){1, 3, 1, 1}, nhwc, false, false, 0.1f, 13);
+    }
+}
+
+/* ---- adaptive_avg_pool2d forward -------------------------------------------------- */
+
+static void adaptive_forward_case(const int64_t *xs, int P, int Q, bool nhwc, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 2);
+    int64_t C = xs[1], ws[4] = {C, C, 1, 1};
+    float *xv = normal_array(&rng, count(4, xs), 1.0f), *wv = identity_1x1(C);
+    dp_tensor_t *x = upload(4, xs, xv), *w = upload(4, ws, wv);
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    dp_tensor_t *in = in_layout(x, w, nhwc), *y;
+    OK(dp_adaptive_avg_pool2d(&y, in, P, Q));
+    assert_int_equal(dp_tensor_dim(y, 0), xs[0]);
+    assert_int_equal(dp_tensor_dim(y, 1), C);
+    assert_int_equal(dp_tensor_dim(y, 2), P);
+    assert_int_equal(dp_tensor_dim(y, 3), Q);
+    assert_int_equal(y->nhwc, nhwc);
+    float *yv = download(y);
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    double *want = adaptive_ref(xv, xs, P, Q);
+    char what[96];
+    snprintf(what, sizeof what, "adaptive_avg_pool2d %lldx%lld -> %dx%d%s", (long long)xs[2],
+             (long long)xs[3], P, Q, nhwc ? " NHWC" : "");
+    assert_values(what, yv, want, xs[0] * C * P * Q, 1e-5, 1e-6);
+    free(yv), free(want), free(xv), free(wv);
+    dp_tensor_free(x), dp_tensor_free(w);
+}
+
+static void test_adaptive_forward(void **state)
+{
+    (void)state;
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        adaptive_forward_case((int64_t[]){2, 3, 4, 4}, 1, 1, nhwc, 1); /* global average */
+        adaptive_forward_case((int64_t[]){2, 3, 4, 4}, 2, 2, nhwc, 2); /* windows tile x */
+        adaptive_forward_case((int64_t[]){2, 3, 7, 5}, 3, 2, nhwc, 3); /* uneven, overlapping */
+        adaptive_forward_case((int64_t[]){1, 4, 6, 9}, 4, 3, nhwc, 4); /* rows uneven only */
+        adaptive_forward_case((int64_t[]){2, 2, 3, 2}, 5, 3, nhwc, 5); /* output over input */
+    }
+}
+
+/* PyTorch's windows, written out for 7 -> 3 and 5 -> 2. */
+static void test_adaptive_windows(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 1, 7, 5};
+    float xv[35];
+    for (int i = 0; i < 35; i++)
+        xv[i] = (float)i;
+    dp_tensor_t *x = upload(4, xs, xv);
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    dp_tensor_t *y;
+    OK(dp_adaptive_avg_pool2d(&y, x, 3, 2));
+    float *yv = download(y);
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    /* rows [0,3) [2,5) [4,7), columns [0,3) [2,5); x[h][w] = 5h + w, so a
+     * window's mean is 5 mean(h) + mean(w) */
+    double want[6] = {5 * 1.0 + 1.0, 5 * 1.0 + 3.0, 5 * 3.0 + 1.0,
+                      5 * 3.0 + 3.0, 5 * 5.0 + 1.0, 5 * 5.0 + 3.0};
+    assert_values("adaptive windows 7x5 -> 3x2", yv, want, 6, 1e-6, 0);
+    free(yv);
+    dp_tensor_free(x);
+}
+
+/* ---- errors ----------------------------------------------------------------------- */
+
+static void test_errors(void **state)
+{
+    (void)state;
+    int64_t C = 3, C4 = 4, xs[4] = {2, 3, 4, 4}, x3[3] = {2, 3, 4}, x1[4] = {1, 3, 1, 1};
+    int64_t x0[4] = {1, 2, 0, 3};
+    float v[96] = {0}, ones[4] = {1, 1, 1, 1};
+    dp_tensor_t *x = upload(4, xs, v), *xb = upload(3, x3, v), *xone = upload(4, x1, v),
+                *xempty = upload(4, x0, v);
+    dp_tensor_t *g = upload(1, &C, ones), *b = upload(1, &C, v), *rm = upload(1, &C, v),
+                *rv = upload(1, &C, ones), *g4 = upload(1, &C4, ones);
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    dp_tensor_t *y;
+    dp_batch_norm_params train = {.training = true}, eval = {0};
+    tu_quiet_log();
+    assert_int_equal(dp_batch_norm2d(&y, xb, g, b, rm, rv, &train), DP_ESHAPE);
+    assert_int_equal(dp_batch_norm2d(&y, x, g4, b, rm, rv, &train), DP_ESHAPE);
+    assert_int_equal(dp_batch_norm2d(&y, x, g, g4, rm, rv, &train), DP_ESHAPE);
+    assert_int_equal(dp_batch_norm2d(&y, x, g, b, rm, g4, &eval), DP_ESHAPE);
+    assert_int_equal(dp_batch_norm2d(&y, x, g, b, g4, rv, &eval), DP_ESHAPE);
+    assert_int_equal(dp_batch_norm2d(&y, x, NULL, b, rm, rv, &train), DP_EINVAL);
+    assert_int_equal(dp_batch_norm2d(&y, x, g, b, rm, NULL, &eval), DP_EINVAL);
+    dp_batch_norm_params bad = {.training = true, .momentum = -0.5f};
+    assert_int_equal(dp_batch_norm2d(&y, x, g, b, rm, rv, &bad), DP_EINVAL);
+    bad = (dp_batch_norm_params){.eps = -1e-3f};
+    assert_int_equal(dp_batch_norm2d(&y, x, g, b, rm, rv, &bad), DP_EINVAL);
+    /* one value per channel: PyTorch's error in training, fine in eval */
+    assert_int_equal(dp_batch_norm2d(&y, xone, g, b, rm, rv, &train), DP_EINVAL);
+    assert_non_null(
+        strstr(dp_last_error(), "Expected more than 1 value per channel when training"));
+    dp_log_set(NULL, NULL);
+    OK(dp_batch_norm2d(&y, xone, g, b, rm, rv, &eval));
+    tu_quiet_log();
+    assert_int_equal(dp_adaptive_avg_pool2d(&y, x, 0, 2), DP_EINVAL);
+    assert_int_equal(dp_adaptive_avg_pool2d(&y, x, 2, -1), DP_EINVAL);
+    assert_int_equal(dp_adaptive_avg_pool2d(&y, xb, 2, 2), DP_ESHAPE);
+    assert_int_equal(dp_adaptive_avg_pool2d(&y, xempty, 1, 1), DP_ESHAPE);
+    assert_int_equal(dp_adaptive_avg_pool2d(&y, NULL, 1, 1), DP_EINVAL);
+    dp_log_set(NULL, NULL);
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    /* the failed training call left the running statistics alone */
+    float got[3];
+    OK(dp_tensor_to_host(rv, got, sizeof got));
+    for (int c = 0; c < 3; c++)
+        assert_true(got[c] == 1.0f);
+    dp_tensor_t *ts[] = {x, xb, xone, xempty, g, b, rm, rv, g4};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        dp_tensor_free(ts[i]);
+}
+
+/* ---- gradient checks ------------------------------------------------------------ */
+
+typedef enum bn_pool { BN_POOL_NONE, BN_POOL_ADAPTIVE, BN_POOL_AVG2 } bn_pool;
+
+/* Inputs: x, gamma, beta, then the identity (C, C, 1, 1) when nhwc; with
+ * `shared`, x2 after them: y = bn(x) + bn(x2) with one gamma and beta. */
+typedef struct bn_ctx {
+    dp_batch_norm_params p;
+    dp_tensor_t *rm, *rv; /* running statistics (C), not checked */
+    bool nhwc;
+    bool shared;
+    bn_pool pool;
+    int pool_h, pool_w;
+} bn_ctx;
+
+static int build_bn(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
+{
+    const bn_ctx *c = ctx;
+    dp_tensor_t *x = in[0], *y;
+    int rc = 0;
+    if (c->nhwc)
+        rc = dp_conv2d(&x, in[0], in[3], NULL, NULL);
+    if (rc == 0)
+        rc = dp_batch_norm2d(&y, x, in[1], in[2], c->rm, c->rv, &c->p);
+    if (rc == 0 && c->shared) {
+        dp_tensor_t *x2 = in[c->nhwc ? 4 : 3], *y2;
+        if (c->nhwc)
+            rc = dp_conv2d(&x2, x2, in[3], NULL, NULL);
+        if (rc == 0)
+            rc = dp_batch_norm2d(&y2, x2, in[1], in[2], c->rm, c->rv, &c->p);
+        if (rc == 0)
+            rc = dp_add(&y, y, y2);
+    }
+    if (rc)
+        return rc;
+    if (c->pool == BN_POOL_ADAPTIVE)
+        return dp_adaptive_avg_pool2d(out, y, c->pool_h, c->pool_w);
+    if (c->pool == BN_POOL_AVG2) {
+        dp_pool2d_params pp = {.kernel_h = 2, .kernel_w = 2};
+        return dp_avg_pool2d(out, y, &pp);
+    }
+    *out = y;
+    return 0;
+}
+
+/* Whether some pre-activation of the batch norm of x is within `margin` of
+ * the ReLU's kink. */
+static bool near_kink(const float *x, const int64_t *xs, const float *gv, const float *bv,
+                      const dp_tensor_t *rmt, const dp_tensor_t *rvt, bool training, double margin)
+{
+    int64_t C = xs[1], n = count(4, xs);
+    float *rmf = download(rmt), *rvf = download(rvt);
+    double *rm = to_double(rmf, C), *rv = to_double(rvf, C);
+    double *z = bn_ref(x, xs, gv, bv, rm, rv, training, 0.1, BN_EPS, false);
+    bool near = false;
+    for (int64_t i = 0; i < n; i++)
+        near = near || fabs(z[i]) < margin;
+    free(rmf), free(rvf), free(rm), free(rv), free(z);
+    return near;
+}
+
+typedef struct bn_grad_opts {
+    bool training, relu, nhwc, shared;
+    bool diff_x, diff_gb; /* which inputs are checked (and need gradients) */
+    bn_pool pool;
+    int pool_h, pool_w;
+} bn_grad_opts;
+
+static void bn_grad_case(const char *name, const int64_t *xs, bn_grad_opts o, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 1);
+    int64_t C = xs[1], n = count(4, xs), ws[4] = {C, C, 1, 1};
+    float *rm0 = normal_array(&rng, C, 0.5f), *rv0 = positive_array(&rng, C);
+    bn_ctx c = {.p = {.training = o.training, .relu = o.relu},
+                .rm = upload(1, &C, rm0),
+                .rv = upload(1, &C, rv0),
+                .nhwc = o.nhwc,
+                .shared = o.shared,
+                .pool = o.pool,
+                .pool_h = o.pool_h,
+                .pool_w = o.pool_w};
+    gc_problem g = {.name = name, .build = build_bn, .ctx = &c, .seed = seed, .kink = o.relu};
+    if (o.relu && o.pool != BN_POOL_NONE) {
+        /* Pooled, the kink test on output signs cannot see a ReLU flip:
+         * keep the step well inside the margin drawn below. */
+        g.kink = false;
+        g.eps = 2e-3;
+        g.atol = 2e-3;
+    }
+    /* With a ReLU, draw again until every pre-activation is 1e-2 away from
+     * the kink (eval: the gradient check steps move none of them by more
+     * than |gamma| / sqrt(var) eps). */
+    float *xv = NULL, *x2v = NULL, *gv = NULL, *bv = NULL;
+    for (int attempt = 0;; attempt++) {
+        assert_true(attempt < 200);
+        xv = normal_array(&rng, n, 1.0f);
+        x2v = o.shared ? normal_array(&rng, n, 1.0f) : NULL;
+        gv = normal_array(&rng, C, 0.3f);
+        for (int64_t i = 0; i < C; i++)
+            gv[i] += gv[i] < 0 ? -0.7f : 0.7f; /* |gamma| in 0.7 .. ~1.6 */
+        bv = normal_array(&rng, C, 0.5f);
+        if (!o.relu || (!near_kink(xv, xs, gv, bv, c.rm, c.rv, o.training, 1e-2) &&
+                        (!x2v || !near_kink(x2v, xs, gv, bv, c.rm, c.rv, o.training, 1e-2))))
+            break;
+        free(xv), free(x2v), free(gv), free(bv);
+    }
+    g.in[g.nin++] = input("x", 4, xs, xv, o.diff_x);
+    g.in[g.nin++] = input("g", 1, &C, gv, o.diff_gb);
+    g.in[g.nin++] = input("b", 1, &C, bv, o.diff_gb);
+    if (o.nhwc)
+        g.in[g.nin++] = input("w", 4, ws, identity_1x1(C), false);
+    if (o.shared)
+        g.in[g.nin++] = input("x2", 4, xs, x2v, o.diff_x);
+    gc_run(&g);
+    free(rm0), free(rv0);
+    dp_tensor_free(c.rm), dp_tensor_free(c.rv);
+}
+
+static void test_bn_grad_training(void **state)
+{
+    (void)state;
+    bn_grad_case("bn train NCHW", (int64_t[]){2, 3, 4, 5},
+                 (bn_grad_opts){.training = true, .diff_x = true, .diff_gb = true}, 1);
+    bn_grad_case("bn train NHWC", (int64_t[]){2, 3, 3, 4},
+                 (bn_grad_opts){.training = true, .nhwc = true, .diff_x = true, .diff_gb = true},
+                 2);
+    bn_grad_case("bn train N H W = 3", (int64_t[]){3, 2, 1, 1},
+                 (bn_grad_opts){.training = true, .diff_x = true, .diff_gb = true}, 3);
+    /* one of the two sides needs no gradient: oneDNN's goes to scratch */
+    bn_grad_case("bn train x only", (int64_t[]){2, 3, 3, 3},
+                 (bn_grad_opts){.training = true, .nhwc = true, .diff_x = true}, 4);
+    bn_grad_case("bn train gamma beta only", (int64_t[]){2, 3, 3, 3},
+                 (bn_grad_opts){.training = true, .diff_gb = true}, 5);
+    /* gamma and beta used twice in a step: their gradients accumulate */
+    bn_grad_case("bn train shared gamma beta", (int64_t[]){2, 2, 3, 3},
+                 (bn_grad_opts){.training = true, .shared = true, .diff_x = true, .diff_gb = true},
+                 6);
+    bn_grad_case(
+        "bn train shared NHWC", (int64_t[]){2, 2, 3, 3},
+        (bn_grad_opts){
+            .training = true, .nhwc = true, .shared = true, .diff_x = true, .diff_gb = true},
+        7);
+}
+
+static void test_bn_relu_grad(void **state)
+{
+    (void)state;
+    bn_grad_case("bn train relu NCHW", (int64_t[]){2, 3, 4, 4},
+                 (bn_grad_opts){.training = true, .relu = true, .diff_x = true, .diff_gb = true},
+                 11);
+    bn_grad_case("bn train relu NHWC", (int64_t[]){2, 3, 4, 4},
+                 (bn_grad_opts){
+                     .training = true, .relu = true, .nhwc = true, .diff_x = true, .diff_gb = true},
+                 12);
+    /* The pools after a fused ReLU apply its mask in their own backward pass. */
+    bn_grad_case("bn relu -> adaptive 2x2 (tiles)", (int64_t[]){2, 3, 4, 4},
+                 (bn_grad_opts){.training = true,
+                                .relu = true,
+                                .nhwc = true,
+                                .diff_x = true,
+                                .diff_gb = true,
+                                .pool = BN_POOL_ADAPTIVE,
+                                .pool_h = 2,
+                                .pool_w = 2},
+                 13);
+    bn_grad_case("bn relu -> adaptive 7x5 to 3x2", (int64_t[]){2, 2, 7, 5},
+                 (bn_grad_opts){.training = true,
+                                .relu = true,
+                                .nhwc = true,
+                                .diff_x = true,
+                                .diff_gb = true,
+                                .pool = BN_POOL_ADAPTIVE,
+                                .pool_h = 3,
+                                .pool_w = 2},
+                 14);
+    bn_grad_case("bn relu -> adaptive NCHW 3x2", (int64_t[]){2, 2, 7, 5},
+                 (bn_grad_opts){.training = true,
+                                .relu = true,
+                                .diff_x = true,
+                                .diff_gb = true,
+                                .pool = BN_POOL_ADAPTIVE,
+                                .pool_h = 3,
+                                .pool_w = 2},
+                 15);
+    bn_grad_case("bn relu -> avg_pool2d 2x2", (int64_t[]){2, 3, 4, 4},
+                 (bn_grad_opts){.training = true,
+                                .relu = true,
+                                .nhwc = true,
+                                .diff_x = true,
+                                .diff_gb = true,
+                                .pool = BN_POOL_AVG2},
+                 16);
+}
+
+static void test_bn_grad_eval(void **state)
+{
+    (void)state;
+    bn_grad_case("bn eval NCHW", (int64_t[]){2, 3, 4, 5},
+                 (bn_grad_opts){.diff_x = true, .diff_gb = true}, 21);
+    bn_grad_case("bn eval NHWC", (int64_t[]){2, 3, 3, 4},
+                 (bn_grad_opts){.nhwc = true, .diff_x = true, .diff_gb = true}, 22);
+    bn_grad_case("bn eval relu", (int64_t[]){2, 3, 4, 4},
+                 (bn_grad_opts){.relu = true, .diff_x = true, .diff_gb = true}, 23);
+    bn_grad_case("bn eval N H W = 1", (int64_t[]){1, 3, 1, 1},
+                 (bn_grad_opts){.diff_x = true, .diff_gb = true}, 24);
+}
+
+typedef struct adaptive_ctx {
+    int P, Q;
+    bool nhwc; /* x through the identity conv in in[1] */
+} adaptive_ctx;
+
+static int build_adaptive(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
+{
+    const adaptive_ctx *c = ctx;
+    dp_tensor_t *x = in[0];
+    if (c->nhwc) {
+        int rc = dp_conv2d(&x, in[0], in[1], NULL, NULL);
+        if (rc)
+            return rc;
+    }
+    return dp_adaptive_avg_pool2d(out, x, c->P, c->Q);
+}
+
+static void adaptive_grad_case(const int64_t *xs, int P, int Q, bool nhwc, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, seed, 1);
+    int64_t C = xs[1], ws[4] = {C, C, 1, 1};
+    adaptive_ctx c = {P, Q, nhwc};
+    char name[64];
+    snprintf(name, sizeof name, "adaptive %lldx%lld -> %dx%d%s", (long long)xs[2], (long long)xs[3],
+             P, Q, nhwc ? " NHWC" : "");
+    gc_problem g = {.name = name, .build = build_adaptive, .ctx = &c, .seed = seed};
+    g.in[g.nin++] = input("x", 4, xs, normal_array(&rng, count(4, xs), 1.0f), true);
+    if (nhwc)
+        g.in[g.nin++] = input("w", 4, ws, identity_1x1(C), false);
+    gc_run(&g);
+}
+
+static void test_adaptive_grad(void **state)
+{
+    (void)state;
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        adaptive_grad_case((int64_t[]){2, 3, 4, 4}, 1, 1, nhwc, 31);
+        adaptive_grad_case((int64_t[]){2, 3, 4, 4}, 2, 2, nhwc, 32);
+        adaptive_grad_case((int64_t[]){2, 3, 7, 5}, 3, 2, nhwc, 33);
+        adaptive_grad_case((int64_t[]){2, 2, 3, 2}, 5, 3, nhwc, 34);
+    }
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, open_device, close_device)
+    const struct CMUnitTest tests[] = {
+        T(test_bn_forward_training), T(test_bn_forward_eval), T(test_adaptive_forward),
+        T(test_adaptive_windows),    T(test_errors),          T(test_bn_grad_training),
+        T(test_bn_relu_grad),        T(test_bn_grad_eval),    T(test_adaptive_grad),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
