@@ -17,5 +17,6 @@ int cli_fail(int status);
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

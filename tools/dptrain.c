@@ -18,6 +18,7 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  train     train a model on Fashion-MNIST (dptrain train --help)\n"
+    "  eval      test accuracy of a checkpoint's weights\n"
     "  devices   list the devices, and with --bench measure them\n"
     "  demo      the seeds' demonstrations: dataparallel, allreduce, async\n"
     "\n"
@@ -92,6 +93,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "train") == 0)
         return cmd_train(argc - 2, argv + 2);
+    if (strcmp(argv[1], "eval") == 0)
+        return cmd_eval(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0)
         return cmd_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "devices") == 0)

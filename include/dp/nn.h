@@ -15,19 +15,33 @@ extern "C" {
 
 typedef struct dp_params dp_params_t;
 
+typedef enum dp_init {
+    DP_INIT_ZEROS = 0,
+    DP_INIT_NORMAL = 1,  /* N(0, scale^2): the seeds' weights, scale 0.01 */
+    DP_INIT_UNIFORM = 2, /* U(-scale, scale): PyTorch's default biases, 1/sqrt(fan_in) */
+    DP_INIT_ONES = 3,    /* batch norm's weight and running_var */
+} dp_init;
+
 typedef struct dp_param_spec {
     const char *name; /* PyTorch state_dict name, e.g. "W1" or "0.weight" */
     int ndim;
     int64_t shape[DP_MAX_DIMS];
-    float init_std; /* weights ~ N(0, init_std^2); 0: zeros */
+    dp_init init;
+    float scale;
 } dp_param_spec;
 
-int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n);
+/* `with_grads` false makes buffers that are not trained (batch norm's
+ * running statistics): no gradient buffer. */
+int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n,
+                   bool with_grads);
 void dp_params_close(dp_params_t *p);
 int dp_params_count(const dp_params_t *p);
 dp_tensor_t *dp_params_get(const dp_params_t *p, int i);
 const char *dp_params_name(const dp_params_t *p, int i);
-/* The whole value and gradient buffers as 1-D tensors. */
+/* Index of the tensor called `name`, or -1. */
+int dp_params_find(const dp_params_t *p, const char *name);
+/* The whole value and gradient buffers as 1-D tensors (grads: NULL for
+ * buffers made without gradients). */
 dp_tensor_t *dp_params_values(const dp_params_t *p);
 dp_tensor_t *dp_params_grads(const dp_params_t *p);
 int64_t dp_params_numel(const dp_params_t *p);
@@ -54,6 +68,14 @@ int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64
 void dp_model_close(dp_model_t *m);
 const char *dp_model_name(const dp_model_t *m);
 dp_params_t *dp_model_params(dp_model_t *m);
+/* The model's buffers (batch norm's running statistics), or NULL. */
+dp_params_t *dp_model_buffers(dp_model_t *m);
+/* Training forwards so far: batch norm's num_batches_tracked. */
+int64_t dp_model_batches_tracked(const dp_model_t *m);
+void dp_model_set_batches_tracked(dp_model_t *m, int64_t n);
+/* The names of the batch norm layers ("1", "resnet_block1.0.bn1", ...), for
+ * their num_batches_tracked entries; *n receives the count. */
+const char *const *dp_model_bn_names(const dp_model_t *m, int *n);
 dp_device_t *dp_model_device(const dp_model_t *m);
 /* The output (N, classes) from x: images (N, 1, 28, 28) for lenet, (N, 5)
  * for tutorial; `train` selects training behaviour (batch statistics) where

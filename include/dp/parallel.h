@@ -84,6 +84,13 @@ void dp_data_parallel_zero_grad(dp_data_parallel_t *dp);
 /* After dp_backward: sums the replicas' gradients with the allreduce, then
  * updates every replica identically: p -= lr * grad_sum * grad_scale. */
 int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale);
+/* Averages the replicas' buffers (batch norm's running statistics) so every
+ * replica holds the same; dp_data_parallel_step does it after each update. */
+int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp);
+/* Copies replica 0's parameters, buffers and SGD momentum to the other
+ * replicas (after loading a checkpoint into replica 0). */
+int dp_data_parallel_sync_from_first(dp_data_parallel_t *dp);
+dp_sgd_t *dp_data_parallel_sgd(dp_data_parallel_t *dp, int k);
 int dp_data_parallel_size(const dp_data_parallel_t *dp);
 dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k);
 

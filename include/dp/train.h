@@ -30,6 +30,9 @@ typedef struct dp_train_options {
     bool progress;           /* draw the progress bar on stderr */
     int max_steps_in_flight; /* 0 = 2 */
     int allreduce;           /* dp_allreduce_algo: ring (default) or naive */
+    const char *checkpoint_path; /* written after every epoch, atomically; NULL: none */
+    const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
+    const char *init_path;       /* start from these weights; NULL: the seed's init */
 } dp_train_options;
 
 /* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,
@@ -45,6 +48,20 @@ typedef struct dp_train_result {
 } dp_train_result;
 
 int dp_train(const dp_train_options *o, dp_train_result *result);
+
+/* Test accuracy of a checkpoint's weights (dptrain's or a plain state
+ * dict); model NULL takes the model named in the checkpoint. */
+typedef struct dp_eval_options {
+    const char *model;
+    const char *checkpoint;
+    const char *devices;
+    int threads;
+    int64_t batch_size; /* 0 = 256 */
+    const char *data_dir;
+    int64_t limit_test;
+} dp_eval_options;
+
+int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size);
 
 #ifdef __cplusplus
 }

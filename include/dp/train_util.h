@@ -29,6 +29,8 @@ typedef struct dp_epoch_stats {
 typedef struct dp_metrics dp_metrics_t;
 /* Creates (truncates) `path`. */
 int dp_metrics_open(dp_metrics_t **out, const char *path);
+/* Opens `path` to add lines after what it holds (a resumed run). */
+int dp_metrics_open_append(dp_metrics_t **out, const char *path);
 int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s);
 /* {"step": 12, "epoch": 1, "loss": 0.6931} */
 int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss);

@@ -12,10 +12,10 @@
 #include "core/internal.h"
 
 static const dp_param_spec lenet_specs[] = {
-    {"W1", 4, {20, 1, 3, 3}, 0.01f}, {"b1", 1, {20}, 0.0f},
-    {"W2", 4, {50, 20, 5, 5}, 0.01f}, {"b2", 1, {50}, 0.0f},
-    {"W3", 2, {800, 128}, 0.01f},    {"b3", 1, {128}, 0.0f},
-    {"W4", 2, {128, 10}, 0.01f},     {"b4", 1, {10}, 0.0f},
+    {"W1", 4, {20, 1, 3, 3}, DP_INIT_NORMAL, 0.01f},  {"b1", 1, {20}, DP_INIT_ZEROS, 0},
+    {"W2", 4, {50, 20, 5, 5}, DP_INIT_NORMAL, 0.01f}, {"b2", 1, {50}, DP_INIT_ZEROS, 0},
+    {"W3", 2, {800, 128}, DP_INIT_NORMAL, 0.01f},     {"b3", 1, {128}, DP_INIT_ZEROS, 0},
+    {"W4", 2, {128, 10}, DP_INIT_NORMAL, 0.01f},      {"b4", 1, {10}, DP_INIT_ZEROS, 0},
 };
 
 static const dp_param_spec *lenet_param_specs(int *n)

@@ -8,6 +8,10 @@ typedef struct dp__model_ops {
     const char *name;
     /* The parameter specs in state_dict order; *n receives the count. */
     const dp_param_spec *(*specs)(int *n);
+    /* Optional: buffers (running statistics) and the batch norm layers'
+     * names, both NULL for models without batch norm. */
+    const dp_param_spec *(*buffer_specs)(int *n);
+    const char *const *(*bn_names)(int *n);
     int (*forward)(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
 } dp__model_ops;
 
@@ -15,6 +19,8 @@ struct dp_model {
     const dp__model_ops *ops;
     dp_device_t *dev;
     dp_params_t *params;
+    dp_params_t *buffers; /* NULL without batch norm */
+    int64_t batches_tracked;
     dp_forward_hook hook;
     void *hook_user;
 };
@@ -24,5 +30,6 @@ int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev
 
 extern const dp__model_ops dp__lenet_ops;
 extern const dp__model_ops dp__tutorial_ops;
+extern const dp__model_ops dp__resnet18_ops;
 
 #endif

@@ -32,7 +32,8 @@ void dp_params_close(dp_params_t *p)
     dp__free(p);
 }
 
-int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n)
+int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n,
+                   bool with_grads)
 {
     dp_params_t *p = dp__calloc(1, sizeof *p);
     if (!p)
@@ -50,9 +51,9 @@ int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *spe
         p->numel += dp__numel(specs[i].ndim, specs[i].shape);
     }
     int rc = dp_tensor_new(&p->values, dev, DP_F32, 1, &p->numel);
-    if (rc == 0)
+    if (rc == 0 && with_grads)
         rc = dp_tensor_new(&p->grads, dev, DP_F32, 1, &p->numel);
-    if (rc == 0)
+    if (rc == 0 && with_grads)
         rc = dp_tensor_fill(p->grads, 0.0f);
     if (rc < 0) {
         dp_params_close(p);
@@ -60,14 +61,16 @@ int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *spe
     }
     for (int i = 0; i < n; i++) {
         float *v = (float *)p->values->data + p->offsets[i];
-        float *g = (float *)p->grads->data + p->offsets[i];
         p->views[i] = dp__tensor_view(dev, DP_F32, specs[i].ndim, specs[i].shape, v);
-        dp_tensor_t *gv = dp__tensor_view(dev, DP_F32, specs[i].ndim, specs[i].shape, g);
-        if (!p->views[i] || !gv) {
-            dp__free(gv);
+        if (!p->views[i])
             goto nomem;
-        }
         p->views[i]->name = p->specs[i].name;
+        if (!with_grads)
+            continue;
+        float *g = (float *)p->grads->data + p->offsets[i];
+        dp_tensor_t *gv = dp__tensor_view(dev, DP_F32, specs[i].ndim, specs[i].shape, g);
+        if (!gv)
+            goto nomem;
         dp_tensor_set_requires_grad(p->views[i], gv);
     }
     *out = p;
@@ -85,6 +88,14 @@ int dp_params_count(const dp_params_t *p)
 dp_tensor_t *dp_params_get(const dp_params_t *p, int i)
 {
     return i >= 0 && i < p->n ? p->views[i] : NULL;
+}
+
+int dp_params_find(const dp_params_t *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->specs[i].name, name) == 0)
+            return i;
+    return -1;
 }
 
 const char *dp_params_name(const dp_params_t *p, int i)
@@ -119,8 +130,22 @@ int dp_params_init_random(dp_params_t *p, uint64_t seed)
         dp_rng_init(&rng, seed, (uint64_t)i + 1);
         int64_t count = dp__numel(p->specs[i].ndim, p->specs[i].shape);
         float *v = host + p->offsets[i];
-        for (int64_t j = 0; j < count; j++)
-            v[j] = p->specs[i].init_std > 0 ? p->specs[i].init_std * dp_rng_normal(&rng) : 0.0f;
+        float scale = p->specs[i].scale;
+        for (int64_t j = 0; j < count; j++) {
+            switch (p->specs[i].init) {
+            case DP_INIT_NORMAL:
+                v[j] = scale * dp_rng_normal(&rng);
+                break;
+            case DP_INIT_UNIFORM:
+                v[j] = scale * (2.0f * dp_rng_uniform(&rng) - 1.0f);
+                break;
+            case DP_INIT_ONES:
+                v[j] = 1.0f;
+                break;
+            default:
+                v[j] = 0.0f;
+            }
+        }
     }
     int rc = dp_params_set(p, host);
     dp__free(host);
@@ -140,12 +165,13 @@ int dp_params_get_all(const dp_params_t *p, float *values)
 
 void dp_params_zero_grad(dp_params_t *p)
 {
-    dp_zero_grad(p->views, p->n);
+    if (p->grads)
+        dp_zero_grad(p->views, p->n);
 }
 
 int dp_params_finish_grad(dp_params_t *p)
 {
-    for (int i = 0; i < p->n; i++) {
+    for (int i = 0; p->grads && i < p->n; i++) {
         if (!p->views[i]->grad_written) {
             DP_TRY(dp_tensor_fill(p->views[i]->grad, 0.0f));
             p->views[i]->grad_written = 1;

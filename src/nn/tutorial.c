@@ -5,8 +5,8 @@
 #include "core/internal.h"
 
 static const dp_param_spec tutorial_specs[] = {
-    {"fc.weight", 2, {2, 5}, 0.1f},
-    {"fc.bias", 1, {2}, 0.0f},
+    {"fc.weight", 2, {2, 5}, DP_INIT_UNIFORM, 0.4472136f}, /* nn.Linear: 1/sqrt(5) */
+    {"fc.bias", 1, {2}, DP_INIT_UNIFORM, 0.4472136f},
 };
 
 static const dp_param_spec *tutorial_param_specs(int *n)

@@ -4,6 +4,7 @@
 #include "dp/parallel.h"
 
 #include "core/internal.h"
+#include "device/device.h"
 #include "nn/model.h"
 
 struct dp_data_parallel {
@@ -90,7 +91,53 @@ int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
     DP_TRY(dp_allreduce_sum(grads, dp->n, dp->opt.allreduce));
     for (int k = 0; k < dp->n; k++)
         DP_TRY(dp_sgd_step(dp->sgd[k], grad_scale));
+    return dp_data_parallel_sync_buffers(dp);
+}
+
+int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
+{
+    /* Each replica updated its running statistics from its own shard; their
+     * mean is what one device would hold (PyTorch's DataParallel keeps only
+     * device 0's and drops the rest). */
+    if (dp->n == 1 || !dp_model_buffers(dp->replicas[0]))
+        return 0;
+    dp_tensor_t *bufs[DP_MAX_DEVICES];
+    for (int k = 0; k < dp->n; k++)
+        bufs[k] = dp_params_values(dp_model_buffers(dp->replicas[k]));
+    DP_TRY(dp_allreduce_sum(bufs, dp->n, dp->opt.allreduce));
+    for (int k = 0; k < dp->n; k++) {
+        dp__eltwise_args a = {.op = DP__ELT_SCALE,
+                              .a = bufs[k]->data,
+                              .out = bufs[k]->data,
+                              .n = dp_tensor_numel(bufs[k]),
+                              .alpha = 1.0f / (float)dp->n};
+        DP_TRY(dp->devs[k]->ops->eltwise(dp->devs[k], &a));
+    }
     return 0;
+}
+
+int dp_data_parallel_sync_from_first(dp_data_parallel_t *dp)
+{
+    dp_model_t *first = dp->replicas[0];
+    for (int k = 1; k < dp->n; k++) {
+        dp_tensor_t *dst = dp_params_values(dp_model_params(dp->replicas[k]));
+        DP_TRY(dp_broadcast(&dst, 1, dp_params_values(dp_model_params(first))));
+        if (dp_model_buffers(first)) {
+            dst = dp_params_values(dp_model_buffers(dp->replicas[k]));
+            DP_TRY(dp_broadcast(&dst, 1, dp_params_values(dp_model_buffers(first))));
+        }
+        if (dp_sgd_velocity(dp->sgd[0])) {
+            dst = dp_sgd_velocity(dp->sgd[k]);
+            DP_TRY(dp_broadcast(&dst, 1, dp_sgd_velocity(dp->sgd[0])));
+        }
+        dp_model_set_batches_tracked(dp->replicas[k], dp_model_batches_tracked(first));
+    }
+    return 0;
+}
+
+dp_sgd_t *dp_data_parallel_sgd(dp_data_parallel_t *dp, int k)
+{
+    return k >= 0 && k < dp->n ? dp->sgd[k] : NULL;
 }
 
 int dp_data_parallel_size(const dp_data_parallel_t *dp)

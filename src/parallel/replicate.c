@@ -17,11 +17,16 @@ int dp_replicate(dp_model_t **replicas, const dp_model_t *src, dp_device_t *cons
         dp_tensor_t *dst = rc == 0 ? dp_params_values(replicas[k]->params) : NULL;
         if (rc == 0)
             rc = dp_broadcast(&dst, 1, dp_params_values(src->params));
+        if (rc == 0 && src->buffers) {
+            dst = dp_params_values(replicas[k]->buffers);
+            rc = dp_broadcast(&dst, 1, dp_params_values(src->buffers));
+        }
         if (rc < 0) {
             for (int j = 0; j <= k; j++)
                 dp_model_close(replicas[j]);
             return rc;
         }
+        replicas[k]->batches_tracked = src->batches_tracked;
         replicas[k]->hook = src->hook;
         replicas[k]->hook_user = src->hook_user;
     }

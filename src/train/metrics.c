@@ -18,7 +18,19 @@ struct dp_metrics {
     int write_errno; /* first errno of a failed write; 0 while all went well */
 };
 
+static int metrics_open(dp_metrics_t **out, const char *path, const char *mode);
+
 int dp_metrics_open(dp_metrics_t **out, const char *path)
+{
+    return metrics_open(out, path, "w");
+}
+
+int dp_metrics_open_append(dp_metrics_t **out, const char *path)
+{
+    return metrics_open(out, path, "a");
+}
+
+static int metrics_open(dp_metrics_t **out, const char *path, const char *mode)
 {
     if (!out || !path) {
         DP_ERROR("dp_metrics_open: NULL argument");
@@ -31,7 +43,7 @@ int dp_metrics_open(dp_metrics_t **out, const char *path)
     m->path = dp__strdup(path);
     if (!m->path)
         goto fail_path;
-    m->file = fopen(path, "w");
+    m->file = fopen(path, mode);
     if (!m->file) {
         DP_ERROR("cannot open metrics file %s: %s", path, strerror(errno));
         dp__free(m->path);

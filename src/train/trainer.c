@@ -5,6 +5,7 @@
 #include "dp/train.h"
 
 #include "dp/autograd.h"
+#include "dp/checkpoint.h"
 #include "dp/data.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
@@ -52,9 +53,33 @@ typedef struct trainer {
     float *step_loss;                /* host copies of each step's loss */
     dp_metrics_t *metrics;
     dp_progress_t *progress;
-    dp_epoch_stats *stats;
+    dp_checkpoint_state *ck; /* the epochs so far (ck->history) and what a checkpoint holds */
+    uint64_t seed;           /* --seed, or the resumed run's */
+    int64_t step;
     char devices[256];
 } trainer;
+
+/* --resume: the weights, momentum and position of an interrupted run. */
+static int resume(trainer *t)
+{
+    const dp_train_options *o = t->o;
+    DP_TRY(dp_checkpoint_load(o->resume_path, t->model, dp_data_parallel_sgd(t->dp, 0), t->ck));
+    DP_TRY(dp_data_parallel_sync_from_first(t->dp));
+    if (t->ck->epochs_done >= o->epochs) {
+        DP_ERROR("%s: already trained %d epochs; ask for more with --epochs", o->resume_path,
+                 t->ck->epochs_done);
+        return DP_EINVAL;
+    }
+    if (t->ck->batch_size != o->batch_size || (float)t->ck->lr != o->lr)
+        DP_WARN("%s was trained with batch size %lld and lr %g; going on with %lld and %g",
+                o->resume_path, (long long)t->ck->batch_size, t->ck->lr,
+                (long long)o->batch_size, (double)o->lr);
+    t->seed = t->ck->seed;
+    t->step = t->ck->step;
+    for (int i = 0; i < t->ck->nhistory; i++)
+        t->ck->history[i].devices = t->devices;
+    return 0;
+}
 
 static int setup(trainer *t)
 {
@@ -68,30 +93,39 @@ static int setup(trainer *t)
                  (long long)o->batch_size, t->ndev);
         return DP_EINVAL;
     }
+    t->ck = dp__calloc(1, sizeof *t->ck);
+    if (!t->ck)
+        return DP_ENOMEM;
+    t->seed = o->seed;
     DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
     DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
+    DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
+    if (o->init_path)
+        DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
+    dp_data_parallel_options po = {.allreduce = o->allreduce,
+                                   .sgd = {o->lr, o->momentum, o->weight_decay}};
+    DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
+    if (o->resume_path)
+        DP_TRY(resume(t));
     dp_loader_options lo = {.batch_size = o->batch_size,
                             .shuffle = o->shuffle,
-                            .seed = o->seed,
+                            .seed = t->seed,
                             .limit = o->limit_train};
     DP_TRY(dp_loader_init(&t->train_loader, &t->train, &lo));
     lo.shuffle = false;
     lo.limit = o->limit_test;
     DP_TRY(dp_loader_init(&t->test_loader, &t->test, &lo));
-    DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
-    dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .sgd = {o->lr, o->momentum, o->weight_decay}};
-    DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     DP_TRY(dp_tape_init(&t->tape, true));
     DP_TRY(dp_tape_init(&t->eval_tape, false));
     int64_t one = 1;
     DP_TRY(dp_tensor_new(&t->loss_sum, t->dev, DP_F32, 1, &one));
     DP_TRY(dp_tensor_new(&t->correct, t->dev, DP_F32, 1, &one));
     t->step_loss = dp__calloc((size_t)dp_loader_num_batches(t->train_loader) + 1, sizeof(float));
-    t->stats = dp__calloc((size_t)o->epochs, sizeof *t->stats);
-    if (!t->step_loss || !t->stats)
+    if (!t->step_loss)
         return DP_ENOMEM;
-    if (o->metrics_path)
+    if (o->metrics_path && o->resume_path)
+        DP_TRY(dp_metrics_open_append(&t->metrics, o->metrics_path));
+    else if (o->metrics_path)
         DP_TRY(dp_metrics_open(&t->metrics, o->metrics_path));
     DP_TRY(dp_progress_init(&t->progress, o->progress));
     return 0;
@@ -102,7 +136,7 @@ static void teardown(trainer *t)
     dp_waitall();
     dp_progress_close(t->progress);
     dp_metrics_close(t->metrics);
-    dp__free(t->stats);
+    dp__free(t->ck);
     dp__free(t->step_loss);
     dp_tensor_free(t->loss_sum);
     dp_tensor_free(t->correct);
@@ -147,6 +181,7 @@ static int train_step(trainer *t, const dp_batch *b)
         rc = dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
     dp_tape_end(t->tape);
     dp_tape_reset(t->tape);
+    t->step++;
     return rc;
 }
 
@@ -260,26 +295,101 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     memset(result, 0, sizeof *result);
     int rc = setup(&t);
     double total = 0;
-    for (int e = 0; rc == 0 && e < o->epochs; e++) {
-        rc = run_epoch(&t, e, &t.stats[e]);
+    int first = rc == 0 ? t.ck->epochs_done : 0;
+    if (o->epochs > DP_CHECKPOINT_MAX_HISTORY) {
+        DP_ERROR("--epochs %d: at most %d", o->epochs, DP_CHECKPOINT_MAX_HISTORY);
+        rc = DP_EINVAL;
+    }
+    for (int e = first; rc == 0 && e < o->epochs; e++) {
+        dp_epoch_stats *s = &t.ck->history[e];
+        rc = run_epoch(&t, e, s);
         if (rc < 0)
             break;
-        total += t.stats[e].epoch_seconds;
+        t.ck->nhistory = e + 1;
+        total += s->epoch_seconds;
         if (t.metrics)
-            rc = dp_metrics_write_epoch(t.metrics, &t.stats[e]);
+            rc = dp_metrics_write_epoch(t.metrics, s);
         if (rc == 0 && o->plot_path)
-            rc = dp_plot_write(o->plot_path, o->epochs, t.stats, e + 1);
+            rc = dp_plot_write(o->plot_path, o->epochs, t.ck->history, e + 1);
+        if (rc == 0 && o->checkpoint_path) {
+            dp_checkpoint_state *ck = t.ck;
+            snprintf(ck->model, sizeof ck->model, "%s", o->model);
+            ck->epochs_done = e + 1;
+            ck->step = t.step;
+            ck->seed = t.seed;
+            ck->batch_size = o->batch_size;
+            ck->lr = o->lr;
+            ck->momentum = o->momentum;
+            ck->weight_decay = o->weight_decay;
+            snprintf(ck->devices, sizeof ck->devices, "%s", t.devices);
+            rc = dp_checkpoint_save(o->checkpoint_path, t.model, dp_data_parallel_sgd(t.dp, 0),
+                                    ck);
+        }
         result->epochs_done = e + 1;
-        result->test_acc = t.stats[e].test_acc;
-        result->train_loss = t.stats[e].train_loss;
-        result->train_acc = t.stats[e].train_acc;
-        result->sec_per_epoch = total / (e + 1);
+        result->test_acc = s->test_acc;
+        result->train_loss = s->train_loss;
+        result->train_acc = s->train_acc;
+        result->sec_per_epoch = total / (e + 1 - first);
     }
     snprintf(result->devices, sizeof result->devices, "%s", t.devices);
     if (rc == 0 && t.metrics) {
         rc = dp_metrics_close(t.metrics);
         t.metrics = NULL;
     }
+    teardown(&t);
+    return rc;
+}
+
+int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
+{
+    char model[32];
+    if (!o->checkpoint) {
+        DP_ERROR("evaluate: no checkpoint given");
+        return DP_EINVAL;
+    }
+    if (o->model)
+        snprintf(model, sizeof model, "%s", o->model);
+    else if (dp_checkpoint_model(o->checkpoint, model, sizeof model) < 0) {
+        if (dp_last_error()[0] == '\0')
+            DP_ERROR("%s does not say which model it holds: give --model", o->checkpoint);
+        return DP_EINVAL;
+    }
+    dp_train_options to;
+    dp_train_options_default(&to);
+    to.model = model;
+    to.devices = o->devices ? o->devices : "1";
+    to.threads = o->threads;
+    to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
+    to.data_dir = o->data_dir;
+    to.limit_test = o->limit_test;
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.o = &to;
+    int64_t one = 1;
+    int rc = dp_devices_open(t.devs, &t.ndev, to.devices, to.threads);
+    if (rc == 0) {
+        t.dev = t.devs[0];
+        dp_devices_str(t.devs, t.ndev, t.devices, sizeof t.devices);
+        rc = dp_fashion_mnist_load(o->data_dir, false, &t.test);
+    }
+    dp_loader_options lo = {.batch_size = to.batch_size, .limit = o->limit_test};
+    if (rc == 0)
+        rc = dp_loader_init(&t.test_loader, &t.test, &lo);
+    if (rc == 0)
+        rc = dp_model_create(&t.model, model, t.dev, 0);
+    if (rc == 0)
+        rc = dp_checkpoint_load_weights(o->checkpoint, t.model);
+    dp_data_parallel_options po = {.sgd = {.lr = 1.0f}};
+    if (rc == 0)
+        rc = dp_data_parallel_init(&t.dp, t.model, t.devs, t.ndev, &po);
+    if (rc == 0)
+        rc = dp_tape_init(&t.eval_tape, false);
+    if (rc == 0)
+        rc = dp_tensor_new(&t.correct, t.dev, DP_F32, 1, &one);
+    if (rc == 0)
+        rc = evaluate(&t, test_acc);
+    if (devices)
+        snprintf(devices, devices_size, "%s", t.devices);
     teardown(&t);
     return rc;
 }

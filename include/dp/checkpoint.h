@@ -1,0 +1,58 @@
+/* dp/checkpoint.h - a model's weights and the training state in one
+ * safetensors file.
+ *
+ * Tensor names and shapes are those of PyTorch's state_dict() of the same
+ * model as the seeds build it (LeNet's W1..b4; ResNet-18's "0.weight",
+ * "1.running_mean", "resnet_block1.0.conv1.weight", ..., "fc.1.bias", and
+ * each batch norm's "num_batches_tracked" as an I64 scalar), so
+ * model.load_state_dict(safetensors.torch.load_file(path)) accepts the file
+ * once the "_state." entries are dropped. The training state is in
+ * "__metadata__" (dptrain.* keys) and in "_state." tensors (the SGD momentum
+ * buffer). */
+#ifndef DP_CHECKPOINT_H
+#define DP_CHECKPOINT_H
+
+#include "dp/nn.h"
+#include "dp/optim.h"
+#include "dp/train_util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DP_CHECKPOINT_MAX_HISTORY 1000
+
+typedef struct dp_checkpoint_state {
+    char model[32];
+    int epochs_done;  /* training goes on with this epoch (from 0), at batch 0 */
+    int64_t step;     /* optimizer steps so far */
+    uint64_t seed;    /* weights and the shuffle of every epoch derive from it */
+    int64_t batch_size;
+    double lr, momentum, weight_decay;
+    int nhistory;     /* the epochs' figures, for metrics and the plot */
+    dp_epoch_stats history[DP_CHECKPOINT_MAX_HISTORY];
+    char devices[256]; /* of each history entry (they share one string) */
+} dp_checkpoint_state;
+
+/* Writes the model (parameters, buffers), the SGD momentum (sgd may be NULL)
+ * and `st` (may be NULL) to `path`, atomically. */
+int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
+                       const dp_checkpoint_state *st);
+
+/* Loads the model's parameters and buffers from `path` (a dptrain checkpoint
+ * or a plain state dict): every tensor the model has must be there with its
+ * shape; extra tensors are an error unless they are "_state." ones. */
+int dp_checkpoint_load_weights(const char *path, dp_model_t *m);
+
+/* For --resume: the weights, the SGD momentum (sgd may be NULL) and the
+ * state. Fails if the file has no dptrain state. */
+int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkpoint_state *st);
+
+/* The model a dptrain checkpoint was written for, into buf; DP_ENOENT when
+ * the file has no such metadata (a plain state dict). */
+int dp_checkpoint_model(const char *path, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,353 @@
+/* Checkpoints: a model and its training state as safetensors. */
+#include "dp/checkpoint.h"
+
+#include "dp/safetensors.h"
+
+#include "core/internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VELOCITY_NAME "_state.sgd.velocity"
+
+static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t off = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (off < size)
+        snprintf(buf + off, size - off, "]");
+}
+
+/* Host copies of a parameter list, one tensor entry per parameter. */
+static int add_params(dp_st_tensor *ts, int *n, dp_params_t *p, float **host)
+{
+    int64_t numel = dp_params_numel(p);
+    *host = dp__malloc((size_t)(numel ? numel : 1) * sizeof(float));
+    if (!*host)
+        return DP_ENOMEM;
+    DP_TRY(dp_params_get_all(p, *host));
+    int64_t offset = 0;
+    for (int i = 0; i < dp_params_count(p); i++) {
+        dp_tensor_t *t = dp_params_get(p, i);
+        dp_st_tensor *s = &ts[(*n)++];
+        memset(s, 0, sizeof *s);
+        s->name = dp_params_name(p, i);
+        s->dtype = DP_ST_F32;
+        s->ndim = dp_tensor_ndim(t);
+        for (int d = 0; d < s->ndim; d++)
+            s->shape[d] = dp_tensor_dim(t, d);
+        s->data = *host + offset;
+        s->bytes = (size_t)dp_tensor_numel(t) * sizeof(float);
+        offset += dp_tensor_numel(t);
+    }
+    return 0;
+}
+
+static char *history_str(const dp_checkpoint_state *st)
+{
+    size_t cap = 64 + (size_t)st->nhistory * 160, off = 0;
+    char *s = dp__malloc(cap);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < st->nhistory; i++) {
+        const dp_epoch_stats *h = &st->history[i];
+        off += (size_t)snprintf(s + off, cap - off, "%s%d %.17g %.17g %.17g %.17g %.17g %.17g",
+                                i ? ";" : "", h->epoch, h->train_loss, h->train_acc, h->test_acc,
+                                h->epoch_seconds, h->samples_per_second, h->peak_rss_mb);
+    }
+    return s;
+}
+
+int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
+                       const dp_checkpoint_state *st)
+{
+    dp_params_t *params = dp_model_params(m), *buffers = dp_model_buffers(m);
+    int nbn;
+    const char *const *bn = dp_model_bn_names(m, &nbn);
+    int cap = dp_params_count(params) + (buffers ? dp_params_count(buffers) : 0) + nbn + 1;
+    dp_st_tensor *ts = dp__calloc((size_t)cap, sizeof *ts);
+    char(*bn_names)[DP_ST_MAX_NAME] = dp__calloc((size_t)(nbn ? nbn : 1), sizeof *bn_names);
+    float *hp = NULL, *hb = NULL, *hv = NULL;
+    char *history = NULL;
+    int n = 0, rc = ts && bn_names ? 0 : DP_ENOMEM;
+    int64_t tracked = dp_model_batches_tracked(m);
+    if (rc == 0)
+        rc = add_params(ts, &n, params, &hp);
+    if (rc == 0 && buffers)
+        rc = add_params(ts, &n, buffers, &hb);
+    for (int i = 0; rc == 0 && i < nbn; i++) {
+        snprintf(bn_names[i], DP_ST_MAX_NAME, "%s.num_batches_tracked", bn[i]);
+        ts[n++] = (dp_st_tensor){.name = bn_names[i], .dtype = DP_ST_I64, .ndim = 0,
+                                 .data = &tracked, .bytes = sizeof tracked};
+    }
+    dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
+    if (rc == 0 && velocity) {
+        int64_t numel = dp_tensor_numel(velocity);
+        hv = dp__malloc((size_t)numel * sizeof *hv);
+        rc = hv ? dp_tensor_to_host(velocity, hv, (size_t)numel * sizeof *hv) : DP_ENOMEM;
+        if (rc == 0)
+            ts[n++] = (dp_st_tensor){.name = VELOCITY_NAME, .dtype = DP_ST_F32, .ndim = 1,
+                                     .shape = {numel}, .data = hv,
+                                     .bytes = (size_t)numel * sizeof *hv};
+    }
+    char vals[9][64];
+    const char *meta[2 * 12];
+    int nmeta = 0;
+    meta[nmeta++] = "format";
+    meta[nmeta++] = "pt";
+    meta[nmeta++] = "dptrain.model";
+    meta[nmeta++] = dp_model_name(m);
+    if (rc == 0 && st) {
+        history = history_str(st);
+        if (!history)
+            rc = DP_ENOMEM;
+        snprintf(vals[0], 64, "%d", st->epochs_done);
+        snprintf(vals[1], 64, "%" PRId64, st->step);
+        snprintf(vals[2], 64, "%" PRIu64, st->seed);
+        snprintf(vals[3], 64, "%" PRId64, st->batch_size);
+        snprintf(vals[4], 64, "%.9g", st->lr);
+        snprintf(vals[5], 64, "%.9g", st->momentum);
+        snprintf(vals[6], 64, "%.9g", st->weight_decay);
+        const char *keys[] = {"dptrain.epochs_done", "dptrain.step",     "dptrain.seed",
+                              "dptrain.batch_size",  "dptrain.lr",       "dptrain.momentum",
+                              "dptrain.weight_decay"};
+        for (int i = 0; i < 7; i++) {
+            meta[nmeta++] = keys[i];
+            meta[nmeta++] = vals[i];
+        }
+        meta[nmeta++] = "dptrain.devices";
+        meta[nmeta++] = st->devices;
+        meta[nmeta++] = "dptrain.history";
+        meta[nmeta++] = history ? history : "";
+    }
+    if (rc == 0)
+        rc = dp_safetensors_write(path, ts, n, meta, nmeta / 2);
+    dp__free(history);
+    dp__free(hv);
+    dp__free(hb);
+    dp__free(hp);
+    dp__free(bn_names);
+    dp__free(ts);
+    return rc;
+}
+
+/* Copies every tensor of `p` from the file, checking dtype and shape. */
+static int load_params(const dp_safetensors_t *f, const char *path, const char *model,
+                       dp_params_t *p)
+{
+    int64_t numel = dp_params_numel(p), offset = 0;
+    float *host = dp__malloc((size_t)(numel ? numel : 1) * sizeof *host);
+    if (!host)
+        return DP_ENOMEM;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < dp_params_count(p); i++) {
+        dp_tensor_t *t = dp_params_get(p, i);
+        const char *name = dp_params_name(p, i);
+        dp_st_tensor s;
+        if (dp_safetensors_find(f, name, &s) < 0) {
+            DP_ERROR("%s: no tensor '%s' (not a checkpoint of %s?)", path, name, model);
+            rc = DP_EFORMAT;
+            break;
+        }
+        int same = s.dtype == DP_ST_F32 && s.ndim == dp_tensor_ndim(t);
+        for (int d = 0; same && d < s.ndim; d++)
+            same = s.shape[d] == dp_tensor_dim(t, d);
+        if (!same) {
+            char got[96], want[96];
+            int64_t ws[DP_MAX_DIMS];
+            for (int d = 0; d < dp_tensor_ndim(t); d++)
+                ws[d] = dp_tensor_dim(t, d);
+            shape_str(got, sizeof got, s.ndim, s.shape);
+            shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
+            DP_ERROR("%s: tensor '%s' is %s %s, %s expects F32 %s", path, name,
+                     s.dtype == DP_ST_F32 ? "F32" : "not F32", got, model, want);
+            rc = DP_EFORMAT;
+            break;
+        }
+        memcpy(host + offset, s.data, s.bytes);
+        offset += dp_tensor_numel(t);
+    }
+    if (rc == 0)
+        rc = dp_params_set(p, host);
+    dp__free(host);
+    return rc;
+}
+
+static int is_model_tensor(dp_model_t *m, const char *name)
+{
+    dp_params_t *b = dp_model_buffers(m);
+    if (dp_params_find(dp_model_params(m), name) >= 0 || (b && dp_params_find(b, name) >= 0))
+        return 1;
+    int nbn;
+    const char *const *bn = dp_model_bn_names(m, &nbn);
+    size_t len = strlen(name);
+    static const char suffix[] = ".num_batches_tracked";
+    for (int i = 0; i < nbn; i++)
+        if (len == strlen(bn[i]) + sizeof suffix - 1 && strncmp(name, bn[i], strlen(bn[i])) == 0 &&
+            strcmp(name + strlen(bn[i]), suffix) == 0)
+            return 1;
+    return strncmp(name, "_state.", 7) == 0;
+}
+
+static int load_weights(const dp_safetensors_t *f, const char *path, dp_model_t *m)
+{
+    const char *model = dp_model_name(m);
+    const char *written_for = dp_safetensors_meta(f, "dptrain.model");
+    if (written_for && strcmp(written_for, model) != 0) {
+        DP_ERROR("%s: a checkpoint of %s, not %s", path, written_for, model);
+        return DP_EFORMAT;
+    }
+    for (int i = 0; i < dp_safetensors_count(f); i++) {
+        dp_st_tensor s;
+        DP_TRY(dp_safetensors_get(f, i, &s));
+        if (!is_model_tensor(m, s.name)) {
+            DP_ERROR("%s: tensor '%s' is not part of %s", path, s.name, model);
+            return DP_EFORMAT;
+        }
+    }
+    DP_TRY(load_params(f, path, model, dp_model_params(m)));
+    if (dp_model_buffers(m))
+        DP_TRY(load_params(f, path, model, dp_model_buffers(m)));
+    int nbn;
+    const char *const *bn = dp_model_bn_names(m, &nbn);
+    if (nbn > 0) {
+        char name[DP_ST_MAX_NAME];
+        snprintf(name, sizeof name, "%s.num_batches_tracked", bn[0]);
+        dp_st_tensor s;
+        if (dp_safetensors_find(f, name, &s) == 0 && s.dtype == DP_ST_I64 && s.bytes == 8) {
+            int64_t v;
+            memcpy(&v, s.data, sizeof v);
+            dp_model_set_batches_tracked(m, v);
+        }
+    }
+    return 0;
+}
+
+int dp_checkpoint_load_weights(const char *path, dp_model_t *m)
+{
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    int rc = load_weights(f, path, m);
+    dp_safetensors_close(f);
+    return rc;
+}
+
+static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key, int64_t lo,
+                    int64_t *out)
+{
+    const char *v = dp_safetensors_meta(f, key);
+    char *end;
+    if (!v) {
+        DP_ERROR("%s: no '%s' in the metadata: not a dptrain checkpoint to resume from", path,
+                 key);
+        return DP_EFORMAT;
+    }
+    long long x = strtoll(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo) {
+        DP_ERROR("%s: metadata '%s' is '%s', not a count", path, key, v);
+        return DP_EFORMAT;
+    }
+    *out = x;
+    return 0;
+}
+
+static int meta_double(const dp_safetensors_t *f, const char *path, const char *key, double *out)
+{
+    const char *v = dp_safetensors_meta(f, key);
+    char *end;
+    if (!v || (*out = strtod(v, &end), *v == '\0' || *end != '\0')) {
+        DP_ERROR("%s: metadata '%s' is missing or not a number", path, key);
+        return DP_EFORMAT;
+    }
+    return 0;
+}
+
+static int parse_history(const char *path, const char *s, dp_checkpoint_state *st)
+{
+    st->nhistory = 0;
+    while (s && *s) {
+        if (st->nhistory == DP_CHECKPOINT_MAX_HISTORY)
+            break;
+        dp_epoch_stats *h = &st->history[st->nhistory];
+        memset(h, 0, sizeof *h);
+        int used = 0;
+        if (sscanf(s, "%d %lf %lf %lf %lf %lf %lf%n", &h->epoch, &h->train_loss, &h->train_acc,
+                   &h->test_acc, &h->epoch_seconds, &h->samples_per_second, &h->peak_rss_mb,
+                   &used) != 7) {
+            DP_ERROR("%s: metadata 'dptrain.history' is malformed at entry %d", path,
+                     st->nhistory + 1);
+            return DP_EFORMAT;
+        }
+        h->batch_size = st->batch_size;
+        h->lr = st->lr;
+        h->devices = st->devices;
+        st->nhistory++;
+        s += used;
+        if (*s == ';')
+            s++;
+    }
+    return 0;
+}
+
+int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkpoint_state *st)
+{
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    memset(st, 0, sizeof *st);
+    int64_t epochs = 0, seed = 0;
+    int rc = meta_i64(f, path, "dptrain.epochs_done", 0, &epochs);
+    if (rc == 0)
+        rc = meta_i64(f, path, "dptrain.step", 0, &st->step);
+    if (rc == 0)
+        rc = meta_i64(f, path, "dptrain.seed", 0, &seed);
+    if (rc == 0)
+        rc = meta_i64(f, path, "dptrain.batch_size", 1, &st->batch_size);
+    if (rc == 0)
+        rc = meta_double(f, path, "dptrain.lr", &st->lr);
+    if (rc == 0)
+        rc = meta_double(f, path, "dptrain.momentum", &st->momentum);
+    if (rc == 0)
+        rc = meta_double(f, path, "dptrain.weight_decay", &st->weight_decay);
+    if (rc == 0) {
+        st->epochs_done = (int)epochs;
+        st->seed = (uint64_t)seed;
+        snprintf(st->model, sizeof st->model, "%s", dp_model_name(m));
+        const char *devices = dp_safetensors_meta(f, "dptrain.devices");
+        snprintf(st->devices, sizeof st->devices, "%s", devices ? devices : "");
+        rc = parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
+    }
+    if (rc == 0)
+        rc = load_weights(f, path, m);
+    dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
+    if (rc == 0 && velocity) {
+        dp_st_tensor s;
+        int64_t numel = dp_tensor_numel(velocity);
+        if (dp_safetensors_find(f, VELOCITY_NAME, &s) < 0 || s.dtype != DP_ST_F32 ||
+            s.bytes != (size_t)numel * sizeof(float)) {
+            DP_ERROR("%s: no SGD momentum '%s' of %" PRId64 " floats (trained without momentum?)",
+                     path, VELOCITY_NAME, numel);
+            rc = DP_EFORMAT;
+        } else {
+            rc = dp_tensor_copy_from_host(velocity, s.data, s.bytes);
+            if (rc == 0)
+                rc = dp_tensor_wait(velocity);
+        }
+    }
+    dp_safetensors_close(f);
+    return rc;
+}
+
+int dp_checkpoint_model(const char *path, char *buf, size_t size)
+{
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    const char *model = dp_safetensors_meta(f, "dptrain.model");
+    int rc = model ? 0 : DP_ENOENT;
+    if (model)
+        snprintf(buf, size, "%s", model);
+    dp_safetensors_close(f);
+    return rc;
+}

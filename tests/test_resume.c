@@ -1,0 +1,147 @@
+/* Checkpoints and resume: a run killed hard (SIGKILL) after a checkpoint
+ * and resumed from it ends with the same weights, bit for bit, as a run
+ * that was never stopped. Runs the built dptrain (DP_BUILD_DIR). */
+#include "testutil.h"
+
+#include "dp/dp.h"
+#include "dp/safetensors.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dptrain[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("DP_BUILD_DIR");
+    snprintf(dptrain, sizeof dptrain, "%s/dptrain", dir ? dir : "..");
+    if (access(dptrain, X_OK) != 0) {
+        printf("no dptrain binary at %s (run through ctest, which sets DP_BUILD_DIR)\n", dptrain);
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts `dptrain train` with the common small settings and `extra`
+ * arguments; returns the child's pid. */
+static pid_t start_train(const char *const *extra)
+{
+    const char *args[40] = {dptrain,         "train",     "--epochs",     "3",
+                            "--limit-train", "2048",      "--limit-test", "256",
+                            "--batch-size",  "64",        "--lr",         "0.1",
+                            "--momentum",    "0.9",       "--devices",    "2",
+                            "--threads",     "1",         "--seed",       "5",
+                            "--progress",    "never"};
+    int n = 22;
+    for (int i = 0; extra[i]; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        execv(dptrain, (char *const *)args);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static const char *meta(const char *path, const char *key, char *buf, size_t size)
+{
+    dp_safetensors_t *f;
+    assert_int_equal(dp_safetensors_open(&f, path), 0);
+    const char *v = dp_safetensors_meta(f, key);
+    snprintf(buf, size, "%s", v ? v : "");
+    dp_safetensors_close(f);
+    return buf;
+}
+
+/* Every tensor of a equals b's, byte for byte. */
+static void assert_same_tensors(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
+        assert_int_equal(ta.bytes, tb.bytes);
+        if (memcmp(ta.data, tb.data, ta.bytes) != 0)
+            fail_msg("tensor '%s' differs between the uninterrupted and the resumed run", ta.name);
+    }
+    printf("%d tensors identical\n", dp_safetensors_count(fa));
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+}
+
+static void kill_and_resume(void **state)
+{
+    (void)state;
+    if (!tu_have_fashion_mnist()) {
+        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
+        skip();
+    }
+    char *dir = tu_tempdir("resume");
+    char whole[256], killed[256], buf[64];
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(killed, sizeof killed, "%s/killed.safetensors", dir);
+
+    const char *a[] = {"--checkpoint", whole, NULL};
+    assert_int_equal(wait_exit(start_train(a)), 0);
+    assert_string_equal(meta(whole, "dptrain.epochs_done", buf, sizeof buf), "3");
+
+    /* Kill the second run as soon as its first checkpoint is on disk. */
+    const char *b[] = {"--checkpoint", killed, NULL};
+    pid_t pid = start_train(b);
+    struct stat st;
+    for (int i = 0; i < 60000 && stat(killed, &st) != 0; i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(wait_exit(pid), 128 + SIGKILL);
+    const char *done = meta(killed, "dptrain.epochs_done", buf, sizeof buf);
+    printf("killed after %s epoch(s) were checkpointed\n", done);
+    assert_true(strcmp(done, "1") == 0 || strcmp(done, "2") == 0);
+
+    const char *c[] = {"--checkpoint", killed, "--resume", killed, NULL};
+    assert_int_equal(wait_exit(start_train(c)), 0);
+    assert_string_equal(meta(killed, "dptrain.epochs_done", buf, sizeof buf), "3");
+    assert_same_tensors(whole, killed);
+
+    /* Resuming a finished run asks for more epochs; a corrupt file is an
+     * error naming it. */
+    const char *d[] = {"--resume", killed, NULL};
+    assert_int_equal(wait_exit(start_train(d)), 1);
+    FILE *f = fopen(killed, "r+b");
+    assert_non_null(f);
+    fseek(f, 8 + 10, SEEK_SET);
+    fputs("@@@@", f);
+    fclose(f);
+    assert_int_equal(wait_exit(start_train(d)), 1);
+
+    remove(whole);
+    remove(killed);
+    remove(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(kill_and_resume)};
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
