@@ -36,6 +36,8 @@ static const char usage_train[] =
     "  --no-shuffle         take batches in file order [shuffle]\n"
     "  --limit-train N      use the first N training samples, 0 = all [0]\n"
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
+    "  --sync-bn            batch norm statistics over all devices together\n"
+    "                       (SyncBatchNorm), not each device's shard [off]\n"
     "  --checkpoint FILE    write weights and training state to FILE (safetensors,\n"
     "                       PyTorch's state_dict names) after every epoch [none]\n"
     "  --resume FILE        go on from a checkpoint: same weights, momentum, seed\n"
@@ -58,6 +60,10 @@ int cmd_train(int argc, char **argv)
         }
         if (strcmp(f, "--log-steps") == 0) {
             o.log_steps = true;
+            continue;
+        }
+        if (strcmp(f, "--sync-bn") == 0) {
+            o.sync_bn = true;
             continue;
         }
         if (strcmp(f, "--no-shuffle") == 0) {

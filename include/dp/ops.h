@@ -67,11 +67,21 @@ int dp_cross_entropy(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *label
  * Not differentiable; `correct` is a float tensor the caller owns. */
 int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels);
 
+/* SyncBatchNorm: the replicas of one batch norm layer share a group, and in
+ * training the batch statistics (and the sums the backward needs) are those
+ * of all replicas' shards together, as PyTorch's SyncBatchNorm. The group's
+ * replicas exchange them through host memory: devices of one process. */
+typedef struct dp__bn_sync dp_bn_sync_t;
+int dp_bn_sync_create(dp_bn_sync_t **out, int64_t channels, int max_ranks);
+void dp_bn_sync_close(dp_bn_sync_t *s);
+
 typedef struct dp_batch_norm_params {
     bool training;  /* batch statistics (and update the running ones), else running */
     float momentum; /* running = (1 - momentum) running + momentum batch; 0 means 0.1 */
     float eps;      /* 0 means 1e-5 */
     bool relu;      /* fuse a ReLU after the normalisation */
+    dp_bn_sync_t *sync; /* SyncBatchNorm group, or NULL: this replica's shard only */
+    int rank, ranks;    /* this replica's place in the group, and how many take part */
 } dp_batch_norm_params;
 
 /* BatchNorm2d as PyTorch: per channel c of x (N, C, H, W),

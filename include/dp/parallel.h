@@ -69,6 +69,9 @@ typedef struct dp_data_parallel dp_data_parallel_t;
 typedef struct dp_data_parallel_options {
     dp_allreduce_algo allreduce;
     dp_sgd_options sgd;
+    /* SyncBatchNorm: batch statistics over all replicas' shards together
+     * instead of each replica's own (DataParallel's default). */
+    bool sync_bn;
 } dp_data_parallel_options;
 
 /* Wraps `model` (on devs[0], kept by the caller) with replicas on devs[1..n). */

@@ -33,6 +33,7 @@ typedef struct dp_train_options {
     const char *checkpoint_path; /* written after every epoch, atomically; NULL: none */
     const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
     const char *init_path;       /* start from these weights; NULL: the seed's init */
+    bool sync_bn;                /* batch statistics over all devices (SyncBatchNorm) */
 } dp_train_options;
 
 /* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,

@@ -144,6 +144,9 @@ typedef struct dp__batch_norm_args {
     float *save_mean, *save_var;
     float momentum, eps;
     bool training, relu;
+    /* SyncBatchNorm (training only): statistics over all `ranks` replicas */
+    struct dp__bn_sync *sync;
+    int rank, ranks;
 } dp__batch_norm_args;
 
 /* Adaptive average pooling, PyTorch's windows: output row p of P averages

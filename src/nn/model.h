@@ -21,6 +21,11 @@ struct dp_model {
     dp_params_t *params;
     dp_params_t *buffers; /* NULL without batch norm */
     int64_t batches_tracked;
+    /* SyncBatchNorm: one group per batch norm layer, shared by the replicas
+     * (set by DataParallel), this replica's rank, and how many replicas take
+     * part in the current forward. */
+    dp_bn_sync_t **bn_sync;
+    int sync_rank, sync_ranks;
     dp_forward_hook hook;
     void *hook_user;
 };

@@ -60,6 +60,7 @@ dp__bn dp__bn_add(dp__spec_builder *b, const char *prefix, int c)
                           s, DP_INIT_ZEROS, 0);
     bn.running_var = add(b->buffers, &b->nbuffers, b->cap, intern(b, prefix, "running_var"), 1,
                          s, DP_INIT_ONES, 0);
+    bn.layer = b->nbn;
     b->bn_names[b->nbn++] = intern(b, "", prefix);
     return bn;
 }
@@ -108,6 +109,11 @@ int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, 
                    dp_tensor_t **y)
 {
     dp_batch_norm_params p = {.training = train, .momentum = 0.1f, .eps = 1e-5f, .relu = relu};
+    if (m->bn_sync && m->sync_ranks > 1) {
+        p.sync = m->bn_sync[bn->layer];
+        p.rank = m->sync_rank;
+        p.ranks = m->sync_ranks;
+    }
     return dp_batch_norm2d(y, x, dp_params_get(m->params, bn->weight),
                            dp_params_get(m->params, bn->bias),
                            dp_params_get(m->buffers, bn->running_mean),

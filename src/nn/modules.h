@@ -26,6 +26,7 @@ typedef struct dp__conv {
 /* nn.BatchNorm2d(c): weight 1, bias 0, running_mean 0, running_var 1. */
 typedef struct dp__bn {
     int weight, bias, running_mean, running_var;
+    int layer; /* its place among the model's batch norms */
 } dp__bn;
 
 /* d2l's Residual: relu(bn2(conv2(relu(bn1(conv1(x))))) + (conv3(x) or x)),

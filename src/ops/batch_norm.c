@@ -62,7 +62,10 @@ static int batch_norm_backward(dp__node *node)
     a.save_var = (float *)stats->data + C;
     a.eps = bn->p.eps;
     a.training = bn->p.training;
-    if (dp__numel(x->ndim, x->shape) > 0) {
+    a.sync = bn->p.sync;
+    a.rank = bn->p.rank;
+    a.ranks = bn->p.ranks;
+    if (dp__numel(x->ndim, x->shape) > 0 || (a.sync && a.training)) {
         DP_TRY(dev->ops->batch_norm_backward(dev, &a));
     } else {
         /* An empty batch (eval only): no gradient for gamma and beta. */
@@ -143,8 +146,16 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     a.eps = p.eps;
     a.training = p.training;
     a.relu = p.relu;
+    a.sync = p.sync;
+    a.rank = p.rank;
+    a.ranks = p.ranks;
+    if (p.sync && (p.rank < 0 || p.rank >= p.ranks)) {
+        DP_ERROR("%s: rank %d outside the group of %d", op, p.rank, p.ranks);
+        return DP_EINVAL;
+    }
     int rc = 0;
-    if (N * C * H * W > 0) {
+    /* A replica in a SyncBatchNorm group must join every exchange. */
+    if (N * C * H * W > 0 || (p.sync && p.training)) {
         rc = dev->ops->batch_norm_forward(dev, &a);
         if (rc == 0 && p.training) {
             dp__tensor_written(running_mean);

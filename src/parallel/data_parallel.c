@@ -13,7 +13,43 @@ struct dp_data_parallel {
     dp_model_t *replicas[DP_MAX_DEVICES]; /* [0] is the caller's model */
     dp_sgd_t *sgd[DP_MAX_DEVICES];
     dp_data_parallel_options opt;
+    dp_bn_sync_t **bn_sync; /* --sync-bn: one group per batch norm layer */
+    int nbn;
 };
+
+static void close_sync(dp_data_parallel_t *dp)
+{
+    for (int j = 0; dp->bn_sync && j < dp->nbn; j++)
+        dp_bn_sync_close(dp->bn_sync[j]);
+    dp__free(dp->bn_sync);
+    dp->bn_sync = NULL;
+}
+
+/* One SyncBatchNorm group per batch norm layer, its channel count read off
+ * the layer's running_mean. */
+static int make_sync(dp_data_parallel_t *dp)
+{
+    dp_model_t *m = dp->replicas[0];
+    const char *const *names = dp_model_bn_names(m, &dp->nbn);
+    if (dp->nbn == 0)
+        return 0;
+    dp->bn_sync = dp__calloc((size_t)dp->nbn, sizeof *dp->bn_sync);
+    if (!dp->bn_sync)
+        return DP_ENOMEM;
+    for (int j = 0; j < dp->nbn; j++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s.running_mean", names[j]);
+        int idx = dp_params_find(m->buffers, name);
+        DP_ASSERT(idx >= 0);
+        DP_TRY(dp_bn_sync_create(&dp->bn_sync[j], dp_tensor_dim(dp_params_get(m->buffers, idx), 0),
+                                 dp->n));
+    }
+    for (int k = 0; k < dp->n; k++) {
+        dp->replicas[k]->bn_sync = dp->bn_sync;
+        dp->replicas[k]->sync_rank = k;
+    }
+    return 0;
+}
 
 void dp_data_parallel_close(dp_data_parallel_t *dp)
 {
@@ -24,6 +60,9 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
         if (k > 0)
             dp_model_close(dp->replicas[k]);
     }
+    if (dp->bn_sync)
+        dp->replicas[0]->bn_sync = NULL;
+    close_sync(dp);
     dp__free(dp);
 }
 
@@ -45,7 +84,11 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     int rc = n > 1 ? dp_replicate(dp->replicas + 1, model, devs + 1, n - 1) : 0;
     for (int k = 0; rc == 0 && k < n; k++)
         rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
+    if (rc == 0 && opt->sync_bn && n > 1)
+        rc = make_sync(dp);
     if (rc < 0) {
+        model->bn_sync = NULL;
+        close_sync(dp);
         dp->n = 0;
         for (int k = 0; k < n; k++) {
             dp_sgd_close(dp->sgd[k]);
@@ -69,8 +112,10 @@ int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
     DP_TRY(dp_scatter(chunks, &count, x, dp->devs, dp->n));
     /* Each replica's ops go to its own device's stream: issuing them one
      * replica after another still runs the replicas at the same time. */
-    for (int k = 0; k < count; k++)
+    for (int k = 0; k < count; k++) {
+        dp->replicas[k]->sync_ranks = count; /* the replicas that got a chunk */
         DP_TRY(dp_model_forward(dp->replicas[k], chunks[k], train, &outs[k]));
+    }
     return dp_gather(out, outs, count, dp->devs[0]);
 }
 

@@ -103,7 +103,8 @@ static int setup(trainer *t)
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
     dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .sgd = {o->lr, o->momentum, o->weight_decay}};
+                                   .sgd = {o->lr, o->momentum, o->weight_decay},
+                                   .sync_bn = o->sync_bn};
     DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     if (o->resume_path)
         DP_TRY(resume(t));

@@ -7,7 +7,9 @@
  * by the ReLU (the op layer does it, or a following pool did), so one
  * primitive, without oneDNN's ReLU workspace, serves both cases. */
 #include "device/cpu/cpu.h"
+#include "ops/bn_sync.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct bn_key {
@@ -136,11 +138,135 @@ static void update_running(const dp__batch_norm_args *a)
     }
 }
 
+/* Element (n, c, i) of a 4-D tensor, i = h W + w, in either layout. */
+static inline int64_t at(const dp__tdesc *t, int64_t n, int64_t c, int64_t i)
+{
+    int64_t C = t->shape[1], HW = t->shape[2] * t->shape[3];
+    return t->nhwc ? (n * HW + i) * C + c : (n * C + c) * HW + i;
+}
+
+/* SyncBatchNorm forward: this shard's count, sum and sum of squares per
+ * channel, summed over the group; the global mean and biased variance go to
+ * save_mean/save_var and the running statistics, and oneDNN normalises with
+ * them as given statistics. */
+static int sync_statistics(const dp__batch_norm_args *a)
+{
+    int64_t N = a->x.shape[0], C = a->x.shape[1], HW = a->x.shape[2] * a->x.shape[3];
+    const float *x = a->x.data;
+    double *mine = dp__calloc((size_t)(1 + 2 * C), sizeof *mine);
+    double *total = dp__calloc((size_t)(1 + 2 * C), sizeof *total);
+    if (!mine || !total) {
+        dp__free(mine);
+        dp__free(total);
+        return DP_ENOMEM;
+    }
+    mine[0] = (double)(N * HW);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < HW; i++)
+            for (int64_t c = 0; c < C; c++) {
+                double v = x[at(&a->x, n, c, i)];
+                mine[1 + c] += v;
+                mine[1 + C + c] += v * v;
+            }
+    dp__bn_sync_exchange(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
+    double count = total[0];
+    for (int64_t c = 0; c < C; c++) {
+        double mean = total[1 + c] / count;
+        double var = total[1 + C + c] / count - mean * mean;
+        a->save_mean[c] = (float)mean;
+        a->save_var[c] = (float)(var > 0 ? var : 0);
+        float m = a->momentum;
+        a->running_mean[c] = (1.0f - m) * a->running_mean[c] + m * (float)mean;
+        a->running_var[c] =
+            (1.0f - m) * a->running_var[c] + m * (float)(count > 1 ? var * count / (count - 1) : var);
+    }
+    dp__free(mine);
+    dp__free(total);
+    return 0;
+}
+
+/* SyncBatchNorm backward: dgamma and dbeta of this shard (the allreduce of
+ * the gradients sums them), dx with the group's sums of dy and dy xhat:
+ *   dx = gamma / std (dy - sum(dy) / count - xhat sum(dy xhat) / count) */
+static int sync_backward(const dp__batch_norm_args *a)
+{
+    int64_t N = a->x.shape[0], C = a->x.shape[1], HW = a->x.shape[2] * a->x.shape[3];
+    const float *x = a->x.data, *dy = a->dy.data;
+    float *dx = a->dx.data;
+    double *mine = dp__calloc((size_t)(1 + 2 * C), sizeof *mine);
+    double *total = dp__calloc((size_t)(1 + 2 * C), sizeof *total);
+    double *inv_std = dp__calloc((size_t)C, sizeof *inv_std);
+    if (!mine || !total || !inv_std) {
+        dp__free(mine);
+        dp__free(total);
+        dp__free(inv_std);
+        return DP_ENOMEM;
+    }
+    for (int64_t c = 0; c < C; c++)
+        inv_std[c] = 1.0 / sqrt((double)a->save_var[c] + (double)a->eps);
+    mine[0] = (double)(N * HW);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < HW; i++)
+            for (int64_t c = 0; c < C; c++) {
+                int64_t k = at(&a->x, n, c, i);
+                double xhat = (x[k] - a->save_mean[c]) * inv_std[c];
+                mine[1 + c] += dy[k];
+                mine[1 + C + c] += dy[k] * xhat;
+            }
+    for (int64_t c = 0; c < C; c++) {
+        a->dbeta[c] = (float)mine[1 + c];
+        a->dgamma[c] = (float)mine[1 + C + c];
+    }
+    dp__bn_sync_exchange(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
+    double count = total[0];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < HW; i++)
+            for (int64_t c = 0; c < C; c++) {
+                int64_t k = at(&a->x, n, c, i);
+                double xhat = (x[k] - a->save_mean[c]) * inv_std[c];
+                dx[k] = (float)(a->gamma[c] * inv_std[c] *
+                                (dy[k] - total[1 + c] / count - xhat * total[1 + C + c] / count));
+            }
+    dp__free(mine);
+    dp__free(total);
+    dp__free(inv_std);
+    return 0;
+}
+
 static int run_forward(void *p, void *ctx)
 {
     dp__batch_norm_args *a = p;
     dp_device_t *dev = ctx;
     bn_prim *c;
+    if (a->sync && a->training) {
+        /* Normalise with the group's statistics, given to oneDNN as
+         * global statistics (the eval primitive). */
+        DP_TRY(sync_statistics(a));
+        dp__batch_norm_args given = *a;
+        given.training = false;
+        given.running_mean = a->save_mean;
+        given.running_var = a->save_var;
+        given.save_mean = NULL;
+        DP_TRY(lookup(dev, 0, &given, &c));
+        a = &given;
+        dnnl_memory_set_data_handle(c->m_src, a->x.data);
+        dnnl_memory_set_data_handle(c->m_dst, a->y.data);
+        dnnl_memory_set_data_handle(c->m_scale, (void *)a->gamma);
+        dnnl_memory_set_data_handle(c->m_shift, (void *)a->beta);
+        dnnl_memory_set_data_handle(c->m_mean, a->running_mean);
+        dnnl_memory_set_data_handle(c->m_var, a->running_var);
+        dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, c->m_src},     {DNNL_ARG_DST, c->m_dst},
+                                   {DNNL_ARG_SCALE, c->m_scale}, {DNNL_ARG_SHIFT, c->m_shift},
+                                   {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var}};
+        DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 6, args));
+        if (a->relu) {
+            float *y = a->y.data;
+            int64_t n = a->x.shape[0] * a->x.shape[1] * a->x.shape[2] * a->x.shape[3];
+            for (int64_t i = 0; i < n; i++)
+                y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        }
+        return 0;
+    }
     DP_TRY(lookup(dev, 0, a, &c));
     int64_t C = a->x.shape[1];
     dnnl_memory_set_data_handle(c->m_src, a->x.data);
@@ -176,6 +302,8 @@ static int run_backward(void *p, void *ctx)
     dp__batch_norm_args *a = p;
     dp_device_t *dev = ctx;
     bn_prim *c;
+    if (a->sync && a->training)
+        return sync_backward(a);
     DP_TRY(lookup(dev, 1, a, &c));
     dnnl_memory_set_data_handle(c->m_src, a->x.data);
     dnnl_memory_set_data_handle(c->m_diff_dst, a->dy.data);
