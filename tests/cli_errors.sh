@@ -80,6 +80,26 @@ expect_error "bad device" "unknown device 'gpu:0'" -- "$bin" train --data "$good
 expect_error "unwritable metrics" "$dir/no/such/m.jsonl" -- \
   "$bin" train --data "$good" --batch-size 4 --epochs 1 --metrics "$dir/no/such/m.jsonl"
 
+# Checkpoints: truncated, corrupt, or of another model.
+ck=$dir/ck.safetensors
+"$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$ck" --progress never >/dev/null 2>&1
+size=$(stat -c %s "$ck")
+head -c $((size - 100)) "$ck" >"$dir/cut.safetensors"
+expect_error "truncated checkpoint" "cut.safetensors.*(truncated|ends|expected)" -- \
+  "$bin" eval --data "$good" --checkpoint "$dir/cut.safetensors"
+printf 'not a safetensors file at all' >"$dir/junk.safetensors"
+expect_error "corrupt checkpoint" "junk.safetensors" -- \
+  "$bin" eval --data "$good" --checkpoint "$dir/junk.safetensors"
+expect_error "checkpoint of another model" "a checkpoint of lenet, not resnet18" -- \
+  "$bin" eval --data "$good" --model resnet18 --checkpoint "$ck"
+expect_error "resume into another model" "a checkpoint of lenet, not resnet18" -- \
+  "$bin" train --data "$good" --model resnet18 --batch-size 4 --epochs 2 --resume "$ck"
+expect_error "missing checkpoint" "$dir/none.safetensors" -- \
+  "$bin" eval --data "$good" --checkpoint "$dir/none.safetensors"
+expect_error "checkpoint into a missing directory" "$dir/no/dir/ck.safetensors" -- \
+  "$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$dir/no/dir/ck.safetensors"
+expect_error "eval without a checkpoint" "eval needs --checkpoint" -- "$bin" eval
+
 # --help lists every flag with its default.
 help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \

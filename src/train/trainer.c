@@ -14,6 +14,7 @@
 #include "core/internal.h"
 #include "device/device.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -81,9 +82,31 @@ static int resume(trainer *t)
     return 0;
 }
 
+/* A checkpoint that cannot be written should stop the run before an epoch
+ * of work, not after. */
+static int check_writable_dir(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (access(dir, W_OK | X_OK) != 0) {
+        DP_ERROR("%s: cannot write a checkpoint there: %s: %s", path, dir, strerror(errno));
+        return DP_EIO;
+    }
+    return 0;
+}
+
 static int setup(trainer *t)
 {
     const dp_train_options *o = t->o;
+    if (o->checkpoint_path)
+        DP_TRY(check_writable_dir(o->checkpoint_path));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
     t->dev = t->devs[0];
     dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);
