@@ -1,0 +1,91 @@
+/* Times training steps of a model through the library: forward, loss,
+ * backward, allreduce and SGD on a real Fashion-MNIST batch, waiting for
+ * every device after each step; prints each step and the median after the
+ * warm-up, like bench/resnet_pytorch.py does for PyTorch.
+ *
+ *   build/bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10]
+ *   build/bench_step resnet18 256 auto */
+#include "dp/dp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10]\n");
+        return 2;
+    }
+    const char *model_name = argv[1];
+    int64_t batch = atoll(argv[2]);
+    int warmup = argc > 4 ? atoi(argv[4]) : 2, steps = argc > 5 ? atoi(argv[5]) : 10;
+    if (batch < 1 || warmup < 0 || steps < 1 || steps > 1000) {
+        fprintf(stderr, "bench_step: bad batch, warm-up or step count\n");
+        return 2;
+    }
+    dp_dataset train;
+    dp_device_t *devs[DP_MAX_DEVICES];
+    dp_model_t *model;
+    dp_data_parallel_t *dp;
+    dp_tape_t *tape;
+    int n;
+    if (dp_fashion_mnist_load(NULL, true, &train) < 0 || batch > train.n ||
+        dp_devices_open(devs, &n, argv[3], 0) < 0 ||
+        dp_model_create(&model, model_name, devs[0], 0) < 0)
+        return 1;
+    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
+    if (dp_data_parallel_init(&dp, model, devs, n, &opt) < 0 || dp_tape_init(&tape, true) < 0)
+        return 1;
+    char names[256];
+    printf("# %s, batch %lld, on %s\n", model_name, (long long)batch,
+           dp_devices_str(devs, n, names, sizeof names));
+    double *t = calloc((size_t)steps, sizeof *t);
+    for (int s = 0; s < warmup + steps; s++) {
+        int64_t xs[4] = {batch, 1, 28, 28};
+        dp_tensor_t *x, *y, *out, *loss;
+        double t0 = dp_time_seconds();
+        if (dp_tensor_from_host(&x, devs[0], DP_F32, 4, xs, train.images) < 0 ||
+            dp_tensor_from_host(&y, devs[0], DP_I32, 1, &batch, train.labels) < 0)
+            return 1;
+        dp_tape_begin(tape);
+        int rc = dp_data_parallel_forward(dp, x, true, &out);
+        if (rc == 0)
+            rc = dp_cross_entropy(&loss, out, y, DP_REDUCE_SUM);
+        if (rc == 0) {
+            dp_data_parallel_zero_grad(dp);
+            rc = dp_backward(loss);
+        }
+        if (rc == 0)
+            rc = dp_data_parallel_step(dp, 1.0f / (float)batch);
+        dp_tape_end(tape);
+        dp_tape_reset(tape);
+        dp_tensor_free(x);
+        dp_tensor_free(y);
+        if (rc == 0)
+            rc = dp_waitall();
+        if (rc < 0)
+            return 1;
+        double dt = dp_time_seconds() - t0;
+        printf("step %d%s: %.3f sec\n", s + 1, s < warmup ? " (warm-up)" : "", dt);
+        fflush(stdout);
+        if (s >= warmup)
+            t[s - warmup] = dt;
+    }
+    qsort(t, (size_t)steps, sizeof *t, cmp);
+    double median = steps % 2 ? t[steps / 2] : 0.5 * (t[steps / 2 - 1] + t[steps / 2]);
+    printf("SEC_PER_STEP %.4f\n", median);
+    free(t);
+    dp_tape_close(tape);
+    dp_data_parallel_close(dp);
+    dp_model_close(model);
+    dp_devices_close(devs, n);
+    dp_dataset_close(&train);
+    return 0;
+}
