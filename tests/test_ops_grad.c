@@ -11,7 +11,7 @@
  * tolerance (1e-2 relative + 1e-3 absolute by default) catches a gradient off
  * by a few percent; every check also verifies that the same analytic values
  * scaled by 1.1 would have failed, so a check cannot pass vacuously. */
-#include "testutil.h"
+#include "gradcheck.h"
 
 #include "dp/autograd.h"
 #include "dp/core.h"
@@ -23,48 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int ok_rc_ = (expr);                                                                       \
-        if (ok_rc_ != 0)                                                                           \
-            fail_msg("%s: %s (%s)", #expr, dp_strerror(ok_rc_), dp_last_error());                  \
-    } while (0)
 
 /* Each test gets its own device, so that a sticky device error stays in the
  * test that caused it. */
-static dp_device_t *dev;
 
-static int open_device(void **state)
-{
-    (void)state;
-    return dp_device_open(&dev, "cpu:0", 1) == 0 ? 0 : -1;
-}
 
-static int close_device(void **state)
-{
-    (void)state;
-    dp_device_close(dev);
-    dev = NULL;
-    return 0;
-}
 
 /* ---- host data ------------------------------------------------------------ */
-
-static int64_t count(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    return n;
-}
-
-static float *normal_array(dp_rng *rng, int64_t n, float scale)
-{
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = scale * dp_rng_normal(rng);
-    return v;
-}
 
 /* A random permutation of (i - n/2) * step: values at least `step` apart, so
  * that an argmax does not move under a perturbation below step / 2. */
@@ -93,26 +58,11 @@ static float *away_array(dp_rng *rng, int64_t n, float margin)
     return v;
 }
 
-static dp_tensor_t *upload(int ndim, const int64_t *shape, const float *v)
-{
-    dp_tensor_t *t = NULL;
-    OK(dp_tensor_from_host(&t, dev, DP_F32, ndim, shape, v));
-    return t;
-}
-
 static dp_tensor_t *upload_labels(int64_t n, const int32_t *labels)
 {
     dp_tensor_t *t = NULL;
-    OK(dp_tensor_from_host(&t, dev, DP_I32, 1, &n, labels));
+    OK(dp_tensor_from_host(&t, gc_dev, DP_I32, 1, &n, labels));
     return t;
-}
-
-static float *download(const dp_tensor_t *t)
-{
-    int64_t n = dp_tensor_numel(t);
-    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    OK(dp_tensor_to_host(t, v, (size_t)n * sizeof *v));
-    return v;
 }
 
 static void assert_values(const char *what, const float *got, const double *want, int64_t n,
@@ -236,249 +186,6 @@ static double xent_ref(const float *z, const int32_t *labels, int64_t N, int64_t
     return mean ? total / (double)N : total;
 }
 
-/* ---- the gradient checker ----------------------------------------------------- */
-
-#define GC_MAX_IN 6
-
-typedef int (*build_fn)(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx);
-
-typedef struct gc_input {
-    const char *name;
-    int ndim;
-    int64_t shape[4];
-    float *v; /* the base values; freed by gc_run */
-    bool diff;
-} gc_input;
-
-typedef struct gc_problem {
-    const char *name;
-    build_fn build;
-    const void *ctx;
-    int nin;
-    gc_input in[GC_MAX_IN];
-    double eps;  /* 0: 2e-2 */
-    double rtol; /* 0: 1e-2 */
-    double atol; /* 0: 1e-3 */
-    /* The output is piecewise linear (ReLU): when a perturbation changes
-     * which outputs are positive, retry with eps / 4 and eps / 16, then skip
-     * the point (a check with over 10% skipped fails as vacuous). */
-    bool kink;
-    int checks; /* elements checked per input; 0: 100 (all when fewer) */
-    uint64_t seed;
-} gc_problem;
-
-/* The op's output at the problem's current values, logical order. */
-static float *gc_forward(const gc_problem *p, dp_tape_t *tape, int64_t *n_out)
-{
-    dp_tensor_t *in[GC_MAX_IN];
-    for (int i = 0; i < p->nin; i++)
-        in[i] = upload(p->in[i].ndim, p->in[i].shape, p->in[i].v);
-    dp_tape_begin(tape);
-    dp_tensor_t *out = NULL;
-    int rc = p->build(&out, in, p->ctx);
-    float *v = NULL;
-    int64_t n = 0;
-    if (rc == 0) {
-        n = dp_tensor_numel(out);
-        v = malloc((size_t)n * sizeof *v);
-        rc = dp_tensor_to_host(out, v, (size_t)n * sizeof *v);
-    }
-    dp_tape_end(tape);
-    dp_tape_reset(tape);
-    for (int i = 0; i < p->nin; i++)
-        dp_tensor_free(in[i]);
-    if (rc != 0)
-        fail_msg("%s: forward: %s (%s)", p->name, dp_strerror(rc), dp_last_error());
-    *n_out = n;
-    return v;
-}
-
-static double project(const float *y, const double *r, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += r[i] * y[i];
-    return s;
-}
-
-/* The analytic gradient of sum_i r_i y_i with respect to each differentiable
- * input; grads[i] is malloc'd (NULL for the others). */
-static void gc_analytic(const gc_problem *p, const double *r, int64_t n, float **grads)
-{
-    dp_tensor_t *in[GC_MAX_IN], *params[GC_MAX_IN];
-    int nparams = 0;
-    for (int i = 0; i < p->nin; i++) {
-        in[i] = upload(p->in[i].ndim, p->in[i].shape, p->in[i].v);
-        if (p->in[i].diff) {
-            OK(dp_tensor_set_requires_grad(in[i], NULL));
-            params[nparams++] = in[i];
-        }
-    }
-    float *rf = malloc((size_t)n * sizeof *rf);
-    for (int64_t i = 0; i < n; i++)
-        rf[i] = (float)r[i];
-    int64_t rshape[2] = {n, 1}, flat[2] = {1, n};
-    dp_tensor_t *rt = upload(2, rshape, rf);
-    free(rf);
-
-    dp_tape_t *tape;
-    OK(dp_tape_init(&tape, true));
-    dp_tape_begin(tape);
-    dp_tensor_t *out = NULL, *row = NULL, *loss = NULL;
-    int rc = p->build(&out, in, p->ctx);
-    if (rc == 0 && dp_tensor_numel(out) != n)
-        rc = DP_ESHAPE;
-    if (rc == 0)
-        rc = dp_reshape(&row, out, 2, flat);
-    if (rc == 0)
-        rc = dp_linear(&loss, row, rt, NULL, DP_WEIGHT_IN_OUT);
-    if (rc == 0) {
-        dp_zero_grad(params, nparams);
-        rc = dp_backward(loss);
-    }
-    for (int i = 0; i < p->nin && rc == 0; i++) {
-        grads[i] = NULL;
-        if (p->in[i].diff) {
-            grads[i] = malloc((size_t)count(p->in[i].ndim, p->in[i].shape) * sizeof(float));
-            rc = dp_tensor_to_host(dp_tensor_grad(in[i]), grads[i],
-                                   (size_t)count(p->in[i].ndim, p->in[i].shape) * sizeof(float));
-        }
-    }
-    dp_tape_end(tape);
-    dp_tape_close(tape);
-    dp_tensor_free(rt);
-    for (int i = 0; i < p->nin; i++)
-        dp_tensor_free(in[i]);
-    if (rc != 0)
-        fail_msg("%s: backward: %s (%s)", p->name, dp_strerror(rc), dp_last_error());
-}
-
-static bool same_signs(const float *a, const float *b, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if ((a[i] > 0) != (b[i] > 0))
-            return false;
-    return true;
-}
-
-static bool close_enough(double a, double n, double rtol, double atol)
-{
-    return fabs(a - n) <= rtol * fmax(fabs(a), fabs(n)) + atol;
-}
-
-/* (L(v[e] + h) - L(v[e] - h)) / 2h; *kinked: the problem has kinks and the
- * sign pattern of its output differs between the three points. */
-static double central_difference(const gc_problem *p, dp_tape_t *tape, gc_input *in, int64_t e,
-                                 double h, const float *base, const double *r, int64_t n,
-                                 bool *kinked)
-{
-    float saved = in->v[e];
-    int64_t n1, n2;
-    in->v[e] = (float)(saved + h);
-    double hp = (double)in->v[e] - saved; /* the step actually taken in float */
-    float *yp = gc_forward(p, tape, &n1);
-    in->v[e] = (float)(saved - h);
-    double hm = saved - (double)in->v[e];
-    float *ym = gc_forward(p, tape, &n2);
-    in->v[e] = saved;
-    assert_int_equal(n1, n);
-    assert_int_equal(n2, n);
-    *kinked = p->kink && (!same_signs(base, yp, n) || !same_signs(base, ym, n));
-    double num = (project(yp, r, n) - project(ym, r, n)) / (hp + hm);
-    free(yp);
-    free(ym);
-    return num;
-}
-
-/* Runs the check and frees the problem's arrays. */
-static void gc_run(gc_problem *p)
-{
-    double eps = p->eps > 0 ? p->eps : 2e-2;
-    double rtol = p->rtol > 0 ? p->rtol : 1e-2;
-    double atol = p->atol > 0 ? p->atol : 1e-3;
-    int checks = p->checks > 0 ? p->checks : 100;
-    dp_rng rng;
-    dp_rng_init(&rng, p->seed ? p->seed : 12345, 7);
-
-    dp_tape_t *tape;
-    OK(dp_tape_init(&tape, false));
-    int64_t n;
-    float *base = gc_forward(p, tape, &n);
-    double *r = malloc((size_t)n * sizeof *r);
-    for (int64_t i = 0; i < n; i++)
-        r[i] = n == 1 ? 1.0 : dp_rng_normal(&rng);
-    float *grads[GC_MAX_IN] = {0};
-    gc_analytic(p, r, n, grads);
-
-    int failures = 0;
-    for (int i = 0; i < p->nin; i++) {
-        gc_input *in = &p->in[i];
-        if (!in->diff)
-            continue;
-        int64_t numel = count(in->ndim, in->shape);
-        int64_t *idx = malloc((size_t)numel * sizeof *idx);
-        for (int64_t j = 0; j < numel; j++)
-            idx[j] = j;
-        int64_t m = numel < checks ? numel : checks;
-        for (int64_t j = 0; j < m; j++) { /* a random subset, in random order */
-            int64_t k = j + (int64_t)dp_rng_below(&rng, (uint64_t)(numel - j));
-            int64_t t = idx[j];
-            idx[j] = idx[k];
-            idx[k] = t;
-        }
-        int checked = 0, skipped = 0, bad = 0, sensitive = 0;
-        double worst = 0.0;
-        for (int64_t j = 0; j < m; j++) {
-            int64_t e = idx[j];
-            /* At a kink, retry closer; skip the point if it stays there. */
-            bool kinked = true;
-            double num = 0.0;
-            for (double h = eps; h > eps / 20 && kinked; h /= 4)
-                num = central_difference(p, tape, in, e, h, base, r, n, &kinked);
-            if (kinked) {
-                skipped++;
-                continue;
-            }
-            double a = grads[i][e];
-            checked++;
-            double err = fabs(a - num) / (rtol * fmax(fabs(a), fabs(num)) + atol);
-            worst = err > worst ? err : worst;
-            if (!close_enough(a, num, rtol, atol)) {
-                if (bad < 5)
-                    print_error("%s: d/d%s[%lld]: analytic %.7g, numerical %.7g\n", p->name,
-                                in->name, (long long)e, a, num);
-                bad++;
-            }
-            if (!close_enough(1.1 * a, num, rtol, atol))
-                sensitive++;
-        }
-        print_message("%-34s d/d%-4s %3d checked %2d skipped, worst |a-n|/tol %.3f, %2d of them "
-                      "would catch a 1.1x gradient%s\n",
-                      p->name, in->name, checked, skipped, worst, sensitive, bad ? "  FAILED" : "");
-        if (bad)
-            failures++;
-        else if (sensitive == 0 || skipped * 10 > (int)m)
-            failures++, print_error("%s: d/d%s: the check is vacuous (%d skipped of %lld)\n",
-                                    p->name, in->name, skipped, (long long)m);
-        free(idx);
-    }
-    for (int i = 0; i < p->nin; i++) {
-        free(grads[i]);
-        free(p->in[i].v);
-    }
-    free(base);
-    free(r);
-    dp_tape_close(tape);
-    if (failures)
-        fail_msg("%s: %d gradient(s) disagree with finite differences", p->name, failures);
-}
-
-static gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff)
-{
-    gc_input in = {name, ndim, {0}, v, diff};
-    memcpy(in.shape, shape, (size_t)ndim * sizeof *shape);
-    return in;
-}
 
 /* ---- builders ---------------------------------------------------------------------- */
 
@@ -1434,7 +1141,7 @@ static void test_accuracy_forward(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, open_device, close_device)
+#define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
         T(test_conv2d_forward),
         T(test_pool2d_forward),

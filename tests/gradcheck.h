@@ -1,0 +1,70 @@
+/* The finite-difference gradient checker shared by the op tests, and the
+ * host-data helpers it needs. A check turns an op's output y into a scalar
+ * with a fixed random projection, L = sum_i r_i y_i: analytically (reshape y
+ * to (1, n), linear with r, backward) and numerically (y read back in
+ * logical order and summed in double, for x[i] +- eps). Every check also
+ * verifies that the analytic values scaled by 1.1 would fail, so none
+ * passes vacuously. */
+#ifndef DP_TESTS_GRADCHECK_H
+#define DP_TESTS_GRADCHECK_H
+
+#include "testutil.h"
+
+#include "dp/autograd.h"
+#include "dp/core.h"
+#include "dp/ops.h"
+#include "dp/tensor.h"
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        int ok_rc_ = (expr);                                                                       \
+        if (ok_rc_ != 0)                                                                           \
+            fail_msg("%s: %s (%s)", #expr, dp_strerror(ok_rc_), dp_last_error());                  \
+    } while (0)
+
+/* The device the checks run on: each test opens its own (gc_open_device and
+ * gc_close_device as cmocka setup and teardown), so that a sticky device
+ * error stays in the test that caused it. */
+extern dp_device_t *gc_dev;
+int gc_open_device(void **state);
+int gc_close_device(void **state);
+
+int64_t count(int ndim, const int64_t *shape);
+float *normal_array(dp_rng *rng, int64_t n, float scale);
+dp_tensor_t *upload(int ndim, const int64_t *shape, const float *v);
+float *download(const dp_tensor_t *t);
+
+#define GC_MAX_IN 6
+
+typedef int (*build_fn)(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx);
+
+typedef struct gc_input {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    float *v; /* the base values; freed by gc_run */
+    bool diff;
+} gc_input;
+
+typedef struct gc_problem {
+    const char *name;
+    build_fn build;
+    const void *ctx;
+    int nin;
+    gc_input in[GC_MAX_IN];
+    double eps;  /* 0: 2e-2 */
+    double rtol; /* 0: 1e-2 */
+    double atol; /* 0: 1e-3 */
+    /* The output is piecewise linear (ReLU): when a perturbation changes
+     * which outputs are positive, retry with eps / 4 and eps / 16, then skip
+     * the point (a check with over 10% skipped fails as vacuous). */
+    bool kink;
+    int checks; /* elements checked per input; 0: 100 (all when fewer) */
+    uint64_t seed;
+} gc_problem;
+
+/* Runs the check and frees the problem's arrays. */
+void gc_run(gc_problem *p);
+gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff);
+
+#endif
