@@ -28,7 +28,7 @@ typedef struct dp_train_options {
     bool shuffle;
     int64_t limit_train, limit_test; /* 0 = all */
     bool progress;           /* draw the progress bar on stderr */
-    int max_steps_in_flight; /* 0 = 2 */
+    int max_steps_in_flight; /* finished steps the front end may run ahead of; 0 = 1 */
     int allreduce;           /* dp_allreduce_algo: ring (default) or naive */
     const char *checkpoint_path; /* written after every epoch, atomically; NULL: none */
     const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
