@@ -30,7 +30,6 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
@@ -53,52 +52,9 @@ def read_idx_labels(path, limit):
     return torch.from_numpy(y.astype(np.int64))
 
 
-class Residual(nn.Module):
-    """d2l's Residual block."""
-
-    def __init__(self, input_channels, num_channels, use_1x1conv=False, strides=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(input_channels, num_channels, kernel_size=3, padding=1,
-                               stride=strides)
-        self.conv2 = nn.Conv2d(num_channels, num_channels, kernel_size=3, padding=1)
-        if use_1x1conv:
-            self.conv3 = nn.Conv2d(input_channels, num_channels, kernel_size=1,
-                                   stride=strides)
-        else:
-            self.conv3 = None
-        self.bn1 = nn.BatchNorm2d(num_channels)
-        self.bn2 = nn.BatchNorm2d(num_channels)
-
-    def forward(self, X):
-        Y = F.relu(self.bn1(self.conv1(X)))
-        Y = self.bn2(self.conv2(Y))
-        if self.conv3:
-            X = self.conv3(X)
-        Y += X
-        return F.relu(Y)
-
-
-def resnet18(num_classes=10, in_channels=1):
-    def resnet_block(in_channels, out_channels, num_residuals, first_block=False):
-        blk = []
-        for i in range(num_residuals):
-            if i == 0 and not first_block:
-                blk.append(Residual(in_channels, out_channels, use_1x1conv=True, strides=2))
-            else:
-                blk.append(Residual(out_channels, out_channels))
-        return nn.Sequential(*blk)
-
-    net = nn.Sequential(
-        nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1),
-        nn.BatchNorm2d(64),
-        nn.ReLU())
-    net.add_module("resnet_block1", resnet_block(64, 64, 2, first_block=True))
-    net.add_module("resnet_block2", resnet_block(64, 128, 2))
-    net.add_module("resnet_block3", resnet_block(128, 256, 2))
-    net.add_module("resnet_block4", resnet_block(256, 512, 2))
-    net.add_module("global_avg_pool", nn.AdaptiveAvgPool2d((1, 1)))
-    net.add_module("fc", nn.Sequential(nn.Flatten(), nn.Linear(512, num_classes)))
-    return net
+# The seed's ResNet-18, defined once, in tests/pytorch_compat.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from pytorch_compat import resnet18  # noqa: E402
 
 
 def init_weights(m):
