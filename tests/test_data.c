@@ -15,41 +15,6 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* The temp directory of the running test, made by setup and removed by
- * teardown. */
-static char *tmpdir;
-
-static int setup_tmp(void **state)
-{
-    (void)state;
-    tmpdir = tu_tempdir("data");
-    return tmpdir ? 0 : -1;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static int teardown_tmp(void **state)
-{
-    (void)state;
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(tmpdir);
-    tmpdir = NULL;
-    return 0;
-}
-
-/* "<tmpdir>/<name>" in a static buffer (one of two, so two can be live). */
-static const char *tmp_path(const char *name)
-{
-    static char buf[2][512];
-    static int which;
-    which ^= 1;
-    snprintf(buf[which], sizeof buf[which], "%s/%s", tmpdir, name);
-    return buf[which];
-}
 
 /* An IDX image of unsigned bytes: header then `data`. Caller frees. */
 static uint8_t *make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len)
@@ -152,20 +117,20 @@ static void test_idx_plain_roundtrip(void **state)
     const uint32_t dims3[] = {2, 3, 4};
     size_t len;
     uint8_t *file = make_idx(3, dims3, data, &len);
-    assert_int_equal(tu_write_file(tmp_path("a-idx3"), file, len), 0);
-    check_idx(tmp_path("a-idx3"), 3, dims3, data);
+    assert_int_equal(tu_write_file(tu_tmp_path("a-idx3"), file, len), 0);
+    check_idx(tu_tmp_path("a-idx3"), 3, dims3, data);
     free(file);
 
     const uint32_t dims1[] = {24};
     file = make_idx(1, dims1, data, &len);
-    assert_int_equal(tu_write_file(tmp_path("a-idx1"), file, len), 0);
-    check_idx(tmp_path("a-idx1"), 1, dims1, data);
+    assert_int_equal(tu_write_file(tu_tmp_path("a-idx1"), file, len), 0);
+    check_idx(tu_tmp_path("a-idx1"), 1, dims1, data);
     free(file);
 
     const uint32_t dims4[] = {1, 2, 3, 4};
     file = make_idx(4, dims4, data, &len);
-    assert_int_equal(tu_write_file(tmp_path("a-idx4"), file, len), 0);
-    check_idx(tmp_path("a-idx4"), 4, dims4, data);
+    assert_int_equal(tu_write_file(tu_tmp_path("a-idx4"), file, len), 0);
+    check_idx(tu_tmp_path("a-idx4"), 4, dims4, data);
     free(file);
 }
 
@@ -178,11 +143,11 @@ static void test_idx_gz_roundtrip(void **state)
     const uint32_t dims[] = {50, 10, 10};
     size_t len;
     uint8_t *file = make_idx(3, dims, data, &len);
-    write_gz(tmp_path("b-idx3.gz"), file, len);
-    check_idx(tmp_path("b-idx3.gz"), 3, dims, data);
+    write_gz(tu_tmp_path("b-idx3.gz"), file, len);
+    check_idx(tu_tmp_path("b-idx3.gz"), 3, dims, data);
     /* Told apart by the magic, not the name. */
-    write_gz(tmp_path("b-noext"), file, len);
-    check_idx(tmp_path("b-noext"), 3, dims, data);
+    write_gz(tu_tmp_path("b-noext"), file, len);
+    check_idx(tu_tmp_path("b-noext"), 3, dims, data);
     free(file);
     free(data);
 }
@@ -195,17 +160,17 @@ static void test_idx_truncated_plain(void **state)
     const uint32_t dims[] = {2, 3, 4};
     size_t len;
     uint8_t *file = make_idx(3, dims, data, &len);
-    assert_int_equal(tu_write_file(tmp_path("short-idx3"), file, len - 4), 0);
-    expect_idx_error(tmp_path("short-idx3"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tu_tmp_path("short-idx3"), file, len - 4), 0);
+    expect_idx_error(tu_tmp_path("short-idx3"), DP_ETRUNC);
     assert_error_mentions("expected 24");
     assert_error_mentions("found 20");
     /* Cut inside the sizes, and inside the magic. */
-    assert_int_equal(tu_write_file(tmp_path("short-hdr"), file, 9), 0);
-    expect_idx_error(tmp_path("short-hdr"), DP_ETRUNC);
-    assert_int_equal(tu_write_file(tmp_path("short-magic"), file, 2), 0);
-    expect_idx_error(tmp_path("short-magic"), DP_ETRUNC);
-    assert_int_equal(tu_write_file(tmp_path("empty"), file, 0), 0);
-    expect_idx_error(tmp_path("empty"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tu_tmp_path("short-hdr"), file, 9), 0);
+    expect_idx_error(tu_tmp_path("short-hdr"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tu_tmp_path("short-magic"), file, 2), 0);
+    expect_idx_error(tu_tmp_path("short-magic"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tu_tmp_path("empty"), file, 0), 0);
+    expect_idx_error(tu_tmp_path("empty"), DP_ETRUNC);
     free(file);
 }
 
@@ -219,38 +184,38 @@ static void test_idx_truncated_gz(void **state)
     const uint32_t dims[] = {N};
     size_t len;
     uint8_t *file = make_idx(1, dims, data, &len);
-    write_gz(tmp_path("full.gz"), file, len);
+    write_gz(tu_tmp_path("full.gz"), file, len);
     size_t gz_len;
-    uint8_t *gz = read_whole(tmp_path("full.gz"), &gz_len);
+    uint8_t *gz = read_whole(tu_tmp_path("full.gz"), &gz_len);
 
     /* Cut in half. */
-    assert_int_equal(tu_write_file(tmp_path("half.gz"), gz, gz_len / 2), 0);
+    assert_int_equal(tu_write_file(tu_tmp_path("half.gz"), gz, gz_len / 2), 0);
     dp_idx idx;
-    int rc = dp_idx_read(tmp_path("half.gz"), &idx);
+    int rc = dp_idx_read(tu_tmp_path("half.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
     assert_error_mentions("half.gz");
     assert_null(idx.data);
 
     /* Only the 8-byte trailer (CRC, length) missing: all data is there. */
-    assert_int_equal(tu_write_file(tmp_path("notrailer.gz"), gz, gz_len - 8), 0);
-    expect_idx_error(tmp_path("notrailer.gz"), DP_ETRUNC);
+    assert_int_equal(tu_write_file(tu_tmp_path("notrailer.gz"), gz, gz_len - 8), 0);
+    expect_idx_error(tu_tmp_path("notrailer.gz"), DP_ETRUNC);
 
     /* Cut inside the gzip header. */
-    assert_int_equal(tu_write_file(tmp_path("gzhdr.gz"), gz, 5), 0);
-    rc = dp_idx_read(tmp_path("gzhdr.gz"), &idx);
+    assert_int_equal(tu_write_file(tu_tmp_path("gzhdr.gz"), gz, 5), 0);
+    rc = dp_idx_read(tu_tmp_path("gzhdr.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
     assert_error_mentions("gzhdr.gz");
 
     /* One byte flipped in the (stored) data: the CRC catches it. */
     gz[gz_len / 2] ^= 0x5a;
-    assert_int_equal(tu_write_file(tmp_path("corrupt.gz"), gz, gz_len), 0);
-    expect_idx_error(tmp_path("corrupt.gz"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("corrupt.gz"), gz, gz_len), 0);
+    expect_idx_error(tu_tmp_path("corrupt.gz"), DP_EFORMAT);
     assert_error_mentions("corrupt");
 
     /* A gzip magic followed by garbage. */
     const uint8_t junk[] = {0x1f, 0x8b, 0x77, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    assert_int_equal(tu_write_file(tmp_path("junk.gz"), junk, sizeof junk), 0);
-    rc = dp_idx_read(tmp_path("junk.gz"), &idx);
+    assert_int_equal(tu_write_file(tu_tmp_path("junk.gz"), junk, sizeof junk), 0);
+    rc = dp_idx_read(tu_tmp_path("junk.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
     assert_error_mentions("junk.gz");
 
@@ -264,46 +229,46 @@ static void test_idx_bad_header(void **state)
     (void)state;
     tu_quiet_log();
     const uint8_t wrong_magic[] = {0x01, 0x02, 0x08, 0x01, 0, 0, 0, 1, 7};
-    assert_int_equal(tu_write_file(tmp_path("magic"), wrong_magic, sizeof wrong_magic), 0);
-    expect_idx_error(tmp_path("magic"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("magic"), wrong_magic, sizeof wrong_magic), 0);
+    expect_idx_error(tu_tmp_path("magic"), DP_EFORMAT);
     assert_error_mentions("magic");
     assert_error_mentions("expected 00 00 08");
     assert_error_mentions("found 01 02 08 01");
 
     const uint8_t bad_type[] = {0, 0, 0x0d, 0x01, 0, 0, 0, 1, 7, 7, 7, 7};
-    assert_int_equal(tu_write_file(tmp_path("type"), bad_type, sizeof bad_type), 0);
-    expect_idx_error(tmp_path("type"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("type"), bad_type, sizeof bad_type), 0);
+    expect_idx_error(tu_tmp_path("type"), DP_EFORMAT);
     assert_error_mentions("0x0d");
 
     const uint8_t zero_dims[] = {0, 0, 0x08, 0x00, 7};
-    assert_int_equal(tu_write_file(tmp_path("dims0"), zero_dims, sizeof zero_dims), 0);
-    expect_idx_error(tmp_path("dims0"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("dims0"), zero_dims, sizeof zero_dims), 0);
+    expect_idx_error(tu_tmp_path("dims0"), DP_EFORMAT);
     assert_error_mentions("dimensions");
 
     const uint8_t five_dims[] = {0, 0, 0x08, 0x05, 0, 0, 0, 1, 0, 0, 0, 1, 0,
                                  0, 0, 1,    0,    0, 0, 1, 0, 0, 0, 1, 7};
-    assert_int_equal(tu_write_file(tmp_path("dims5"), five_dims, sizeof five_dims), 0);
-    expect_idx_error(tmp_path("dims5"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("dims5"), five_dims, sizeof five_dims), 0);
+    expect_idx_error(tu_tmp_path("dims5"), DP_EFORMAT);
 
     /* 2^32-1 squared: absurd, and must not overflow. */
     const uint8_t huge[] = {0, 0, 0x08, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1};
-    assert_int_equal(tu_write_file(tmp_path("huge"), huge, sizeof huge), 0);
-    expect_idx_error(tmp_path("huge"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("huge"), huge, sizeof huge), 0);
+    expect_idx_error(tu_tmp_path("huge"), DP_EFORMAT);
     /* 2 GiB in one dimension. */
     const uint8_t big[] = {0, 0, 0x08, 0x01, 0x80, 0, 0, 0, 1};
-    assert_int_equal(tu_write_file(tmp_path("big"), big, sizeof big), 0);
-    expect_idx_error(tmp_path("big"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("big"), big, sizeof big), 0);
+    expect_idx_error(tu_tmp_path("big"), DP_EFORMAT);
 
     const uint8_t trailing[] = {0, 0, 0x08, 0x01, 0, 0, 0, 2, 7, 8, 9};
-    assert_int_equal(tu_write_file(tmp_path("trailing"), trailing, sizeof trailing), 0);
-    expect_idx_error(tmp_path("trailing"), DP_EFORMAT);
+    assert_int_equal(tu_write_file(tu_tmp_path("trailing"), trailing, sizeof trailing), 0);
+    expect_idx_error(tu_tmp_path("trailing"), DP_EFORMAT);
     assert_error_mentions("trailing");
-    write_gz(tmp_path("trailing.gz"), trailing, sizeof trailing);
-    expect_idx_error(tmp_path("trailing.gz"), DP_EFORMAT);
+    write_gz(tu_tmp_path("trailing.gz"), trailing, sizeof trailing);
+    expect_idx_error(tu_tmp_path("trailing.gz"), DP_EFORMAT);
 
     /* Wrong magic inside a valid gzip stream. */
-    write_gz(tmp_path("magic.gz"), wrong_magic, sizeof wrong_magic);
-    expect_idx_error(tmp_path("magic.gz"), DP_EFORMAT);
+    write_gz(tu_tmp_path("magic.gz"), wrong_magic, sizeof wrong_magic);
+    expect_idx_error(tu_tmp_path("magic.gz"), DP_EFORMAT);
     assert_error_mentions("found 01 02 08 01");
 }
 
@@ -311,7 +276,7 @@ static void test_idx_missing(void **state)
 {
     (void)state;
     tu_quiet_log();
-    expect_idx_error(tmp_path("does-not-exist.gz"), DP_ENOENT);
+    expect_idx_error(tu_tmp_path("does-not-exist.gz"), DP_ENOENT);
     expect_idx_error("/nonexistent-dir-dptrain/x-idx1-ubyte", DP_ENOENT);
     dp_idx_close(NULL);
 }
@@ -351,9 +316,9 @@ static void test_fashion_mnist_missing(void **state)
     assert_error_mentions("/nonexistent-dir-dptrain: no such directory");
     assert_null(ds.images);
     /* A directory without the files. */
-    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_ENOENT);
+    assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_ENOENT);
     assert_error_mentions("train-images-idx3-ubyte");
-    assert_int_equal(dp_fashion_mnist_load(tmpdir, false, &ds), DP_ENOENT);
+    assert_int_equal(dp_fashion_mnist_load(tu_tmp, false, &ds), DP_ENOENT);
     assert_error_mentions("t10k-images-idx3-ubyte");
 }
 
@@ -362,9 +327,9 @@ static void test_fashion_mnist_synthetic(void **state)
     (void)state;
     tu_quiet_log();
     const uint8_t labels[] = {3, 0, 9, 1, 5};
-    write_split(tmpdir, "t10k", 5, 5, labels, false);
+    write_split(tu_tmp, "t10k", 5, 5, labels, false);
     dp_dataset ds;
-    int rc = dp_fashion_mnist_load(tmpdir, false, &ds);
+    int rc = dp_fashion_mnist_load(tu_tmp, false, &ds);
     if (rc != 0)
         fail_msg("%s", dp_last_error());
     assert_int_equal(ds.n, 5);
@@ -383,15 +348,15 @@ static void test_fashion_mnist_synthetic(void **state)
     dp_dataset_close(NULL);
 
     /* Train split: images gzipped, labels plain; counts disagree. */
-    write_split(tmpdir, "train", 4, 5, labels, true);
-    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    write_split(tu_tmp, "train", 4, 5, labels, true);
+    assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
     assert_error_mentions("train-labels-idx1-ubyte");
     assert_null(ds.images);
 
     /* A label of 10. */
     const uint8_t bad[] = {1, 2, 10, 3};
-    write_split(tmpdir, "train", 4, 4, bad, true);
-    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    write_split(tu_tmp, "train", 4, 4, bad, true);
+    assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
     assert_error_mentions("train-labels-idx1-ubyte");
     assert_error_mentions("index 2");
 
@@ -399,9 +364,9 @@ static void test_fashion_mnist_synthetic(void **state)
     const uint32_t dims[] = {4};
     size_t len;
     uint8_t *file = make_idx(1, dims, bad, &len);
-    write_gz(tmp_path("train-images-idx3-ubyte.gz"), file, len);
+    write_gz(tu_tmp_path("train-images-idx3-ubyte.gz"), file, len);
     free(file);
-    assert_int_equal(dp_fashion_mnist_load(tmpdir, true, &ds), DP_EFORMAT);
+    assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
     assert_error_mentions("train-images-idx3-ubyte.gz");
 }
 
@@ -781,14 +746,14 @@ static void test_loader_invalid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_idx_plain_roundtrip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_idx_gz_roundtrip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_idx_truncated_plain, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_idx_truncated_gz, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_idx_bad_header, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_idx_missing, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_fashion_mnist_missing, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_fashion_mnist_synthetic, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_plain_roundtrip, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_gz_roundtrip, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_truncated_plain, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_truncated_gz, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_bad_header, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_idx_missing, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_missing, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_synthetic, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test(test_fashion_mnist_labels),
         cmocka_unit_test(test_fashion_mnist_real),
         cmocka_unit_test(test_loader_batches),

@@ -22,39 +22,6 @@
 
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
-static char *tmpdir;
-
-static int setup_tmp(void **state)
-{
-    (void)state;
-    tmpdir = tu_tempdir("safetensors");
-    return tmpdir ? 0 : -1;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static int teardown_tmp(void **state)
-{
-    (void)state;
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(tmpdir);
-    tmpdir = NULL;
-    return 0;
-}
-
-/* "<tmpdir>/<name>" in a static buffer (one of two, so two can be live). */
-static const char *tmp_path(const char *name)
-{
-    static char buf[2][512];
-    static int which;
-    which ^= 1;
-    snprintf(buf[which], sizeof buf[which], "%s/%s", tmpdir, name);
-    return buf[which];
-}
 
 /* The whole file; caller frees. NULL if it cannot be read. */
 static unsigned char *read_all(const char *path, size_t *len)
@@ -88,7 +55,7 @@ static int count_temp_files(const char *dir)
 static const char *write_raw(const char *name, uint64_t size_field, const char *hdr, size_t hlen,
                              const void *data, size_t n)
 {
-    const char *path = tmp_path(name);
+    const char *path = tu_tmp_path(name);
     size_t len = 8 + hlen + n;
     unsigned char *buf = malloc(len + 1);
     for (int i = 0; i < 8; i++)
@@ -188,7 +155,7 @@ static void test_golden_file_reads(void **state)
 {
     (void)state;
     assert_int_equal(sizeof golden - 1, 72);
-    const char *path = tmp_path("golden.safetensors");
+    const char *path = tu_tmp_path("golden.safetensors");
     assert_int_equal(tu_write_file(path, golden, sizeof golden - 1), 0);
     dp_safetensors_t *f = NULL;
     assert_int_equal(dp_safetensors_open(&f, path), 0);
@@ -214,7 +181,7 @@ static void test_writer_matches_golden(void **state)
     (void)state;
     const float v[2] = {1.0f, 2.0f};
     dp_st_tensor t = make_tensor("a", DP_ST_F32, 1, (int64_t[]){2}, v);
-    const char *path = tmp_path("ours.safetensors");
+    const char *path = tu_tmp_path("ours.safetensors");
     assert_int_equal(dp_safetensors_write(path, &t, 1, NULL, 0), 0);
     size_t len;
     unsigned char *got = read_all(path, &len);
@@ -222,7 +189,7 @@ static void test_writer_matches_golden(void **state)
     assert_int_equal(len, sizeof golden - 1);
     assert_memory_equal(got, golden, len);
     free(got);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
 }
 
 /* Metadata first, escaped as serde_json escapes, then the tensors in order. */
@@ -232,7 +199,7 @@ static void test_exact_bytes_with_metadata(void **state)
     const int32_t seven = 7;
     dp_st_tensor t = make_tensor("x", DP_ST_I32, 1, (int64_t[]){1}, &seven);
     const char *meta[] = {"note", "q\"b\\n\nt\tc\x01/\xc3\xa9", "k2", ""};
-    const char *path = tmp_path("meta.safetensors");
+    const char *path = tu_tmp_path("meta.safetensors");
     assert_int_equal(dp_safetensors_write(path, &t, 1, meta, 2), 0);
 
     const char *json = "{\"__metadata__\":{\"note\":\"q\\\"b\\\\n\\nt\\tc\\u0001/\xc3\xa9\","
@@ -285,7 +252,7 @@ static void test_round_trip(void **state)
     const char *meta[] = {
         "epoch", "12", "config",           "{\"lr\": 0.1}\n\ttab \\ back \x1f end",
         "empty", "",   "\xe2\x82\xac key", "\xf0\x9f\x98\x80"};
-    const char *path = tmp_path("round.safetensors");
+    const char *path = tu_tmp_path("round.safetensors");
     assert_int_equal(dp_safetensors_write(path, in, n, meta, 4), 0);
 
     dp_safetensors_t *f = NULL;
@@ -318,13 +285,13 @@ static void test_round_trip(void **state)
         total += in[i].bytes;
     assert_int_equal(hlen % 8, 0);
     assert_int_equal(len, 8 + hlen + total);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
 }
 
 static void test_empty_file_round_trip(void **state)
 {
     (void)state;
-    const char *path = tmp_path("empty.safetensors");
+    const char *path = tu_tmp_path("empty.safetensors");
     assert_int_equal(dp_safetensors_write(path, NULL, 0, NULL, 0), 0);
     size_t len;
     unsigned char *raw = read_all(path, &len);
@@ -388,8 +355,8 @@ static void test_header_variants_accepted(void **state)
     memset(name, 'n', DP_ST_MAX_NAME);
     name[DP_ST_MAX_NAME] = '\0';
     dp_st_tensor one = make_tensor(name, DP_ST_U8, 0, NULL, "x");
-    assert_int_equal(dp_safetensors_write(tmp_path("long"), &one, 1, NULL, 0), 0);
-    assert_int_equal(dp_safetensors_open(&f, tmp_path("long")), 0);
+    assert_int_equal(dp_safetensors_write(tu_tmp_path("long"), &one, 1, NULL, 0), 0);
+    assert_int_equal(dp_safetensors_open(&f, tu_tmp_path("long")), 0);
     assert_int_equal(dp_safetensors_find(f, name, NULL), 0);
     dp_safetensors_close(f);
 }
@@ -409,13 +376,13 @@ static void test_truncated_every_cut(void **state)
         make_tensor("last", DP_ST_U8, 1, (int64_t[]){3}, "abc"),
     };
     const char *meta[] = {"epoch", "1"};
-    const char *full = tmp_path("full.safetensors");
+    const char *full = tu_tmp_path("full.safetensors");
     assert_int_equal(dp_safetensors_write(full, in, 3, meta, 1), 0);
     size_t len;
     unsigned char *raw = read_all(full, &len);
     size_t data_start = len - (16 + 16 + 3);
     for (size_t cut = 0; cut < len; cut++) {
-        const char *path = tmp_path("cut.safetensors");
+        const char *path = tu_tmp_path("cut.safetensors");
         assert_int_equal(tu_write_file(path, raw, cut), 0);
         if (cut < 8)
             expect_open_fails(path, DP_ETRUNC, "too short", NULL);
@@ -425,13 +392,13 @@ static void test_truncated_every_cut(void **state)
             expect_open_fails(path, DP_ETRUNC, "tensor '", "file truncated");
     }
     /* Cut inside the data: the tensor whose bytes are missing is named. */
-    assert_int_equal(tu_write_file(tmp_path("cut2"), raw, data_start + 20), 0);
-    expect_open_fails(tmp_path("cut2"), DP_ETRUNC, "tensor 'k'", "[16, 32]");
+    assert_int_equal(tu_write_file(tu_tmp_path("cut2"), raw, data_start + 20), 0);
+    expect_open_fails(tu_tmp_path("cut2"), DP_ETRUNC, "tensor 'k'", "[16, 32]");
     /* One byte too many is a tail that belongs to no tensor. */
     raw = realloc(raw, len + 1);
     raw[len] = 0;
-    assert_int_equal(tu_write_file(tmp_path("long"), raw, len + 1), 0);
-    expect_open_fails(tmp_path("long"), DP_EFORMAT, "[35, 36)", "no tensor");
+    assert_int_equal(tu_write_file(tu_tmp_path("long"), raw, len + 1), 0);
+    expect_open_fails(tu_tmp_path("long"), DP_EFORMAT, "[35, 36)", "no tensor");
     free(raw);
     dp_log_set(NULL, NULL);
 }
@@ -560,7 +527,7 @@ static void test_corrupt_headers(void **state)
                      dp_last_error());
         assert_null(f);
         /* Every message names the file. */
-        assert_error_has(tmpdir);
+        assert_error_has(tu_tmp);
     }
     dp_log_set(NULL, NULL);
 }
@@ -596,7 +563,7 @@ static void test_mutations_never_crash(void **state)
         make_tensor("b", DP_ST_U8, 0, NULL, "x"),
     };
     const char *meta[] = {"k", "v\n\x01", "\xe2\x82\xac", "2"};
-    const char *base_path = tmp_path("base.safetensors");
+    const char *base_path = tu_tmp_path("base.safetensors");
     assert_int_equal(dp_safetensors_write(base_path, in, 4, meta, 2), 0);
     size_t len;
     unsigned char *base = read_all(base_path, &len);
@@ -627,7 +594,7 @@ static void test_mutations_never_crash(void **state)
                 buf[at] = (unsigned char)interesting[(x >> 24) % (sizeof interesting - 1)];
             }
         }
-        const char *path = tmp_path("mutant.safetensors");
+        const char *path = tu_tmp_path("mutant.safetensors");
         assert_int_equal(tu_write_file(path, buf, n), 0);
         dp_safetensors_t *f = NULL;
         int rc = dp_safetensors_open(&f, path);
@@ -661,7 +628,7 @@ static void test_write_rejects_bad_input(void **state)
     (void)state;
     tu_quiet_log();
     const float v[4] = {0};
-    const char *path = tmp_path("bad.safetensors");
+    const char *path = tu_tmp_path("bad.safetensors");
     char long_name[DP_ST_MAX_NAME + 2];
     memset(long_name, 'x', DP_ST_MAX_NAME + 1);
     long_name[DP_ST_MAX_NAME + 1] = '\0';
@@ -720,7 +687,7 @@ static void test_write_rejects_bad_input(void **state)
     assert_int_equal(dp_safetensors_write(path, &t, 1, NULL, 1), DP_EINVAL);
 
     assert_int_equal(access(path, F_OK), -1);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
     dp_log_set(NULL, NULL);
 }
 
@@ -747,7 +714,7 @@ static void check_old_file(const char *path)
 static void test_write_replaces_existing(void **state)
 {
     (void)state;
-    const char *path = tmp_path("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     write_old_file(path);
     check_old_file(path);
     const int64_t k[3] = {1, 2, 3};
@@ -761,11 +728,11 @@ static void test_write_replaces_existing(void **state)
     assert_int_equal(dp_safetensors_find(f, "new", &got), 0);
     assert_same_tensor(&got, &t);
     dp_safetensors_close(f);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
 
     /* A bare file name (no directory part) is written in the current one. */
     char *cwd = getcwd(NULL, 0);
-    assert_int_equal(chdir(tmpdir), 0);
+    assert_int_equal(chdir(tu_tmp), 0);
     int rc = dp_safetensors_write("bare.safetensors", &t, 1, NULL, 0);
     int ok = access("bare.safetensors", R_OK);
     assert_int_equal(chdir(cwd), 0);
@@ -778,12 +745,12 @@ static void test_write_missing_directory(void **state)
 {
     (void)state;
     tu_quiet_log();
-    const char *path = tmp_path("missing/ckpt.safetensors");
+    const char *path = tu_tmp_path("missing/ckpt.safetensors");
     dp_st_tensor t = make_tensor("a", DP_ST_F32, 1, (int64_t[]){2}, old_v);
     assert_int_equal(dp_safetensors_write(path, &t, 1, NULL, 0), DP_EIO);
     assert_error_has(path);
     assert_error_has("No such file or directory");
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
     dp_log_set(NULL, NULL);
 }
 
@@ -793,7 +760,7 @@ static void test_write_rename_fails(void **state)
 {
     (void)state;
     tu_quiet_log();
-    const char *path = tmp_path("dir.safetensors");
+    const char *path = tu_tmp_path("dir.safetensors");
     assert_int_equal(mkdir(path, 0755), 0);
     char inner[600];
     snprintf(inner, sizeof inner, "%s/keep", path);
@@ -806,7 +773,7 @@ static void test_write_rename_fails(void **state)
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
     assert_int_equal(access(inner, F_OK), 0);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
     dp_log_set(NULL, NULL);
 }
 
@@ -820,7 +787,7 @@ static void test_write_readonly_directory(void **state)
         return;
     }
     tu_quiet_log();
-    const char *dir = tmp_path("ro");
+    const char *dir = tu_tmp_path("ro");
     assert_int_equal(mkdir(dir, 0755), 0);
     char path[600];
     snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
@@ -843,7 +810,7 @@ static void test_write_fails_midway(void **state)
 {
     (void)state;
     tu_quiet_log();
-    const char *path = tmp_path("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     write_old_file(path);
     static uint8_t big[1 << 16];
     memset(big, 0xab, sizeof big);
@@ -867,7 +834,7 @@ static void test_write_fails_midway(void **state)
     assert_error_has(path);
     assert_error_has("write failed: File too large");
     check_old_file(path);
-    assert_int_equal(count_temp_files(tmpdir), 0);
+    assert_int_equal(count_temp_files(tu_tmp), 0);
     dp_log_set(NULL, NULL);
 }
 
@@ -882,11 +849,11 @@ static void test_api_edges(void **state)
     assert_null(dp_safetensors_meta(NULL, "k"));
     assert_int_equal(dp_safetensors_find(NULL, "a", NULL), DP_ENOENT);
 
-    expect_open_fails(tmp_path("nothing.safetensors"), DP_ENOENT, "nothing.safetensors",
+    expect_open_fails(tu_tmp_path("nothing.safetensors"), DP_ENOENT, "nothing.safetensors",
                       "no such file");
-    expect_open_fails(tmpdir, DP_EIO, "not a regular file", NULL);
+    expect_open_fails(tu_tmp, DP_EIO, "not a regular file", NULL);
 
-    const char *path = tmp_path("g.safetensors");
+    const char *path = tu_tmp_path("g.safetensors");
     assert_int_equal(tu_write_file(path, golden, sizeof golden - 1), 0);
     dp_safetensors_t *f = NULL;
     assert_int_equal(dp_safetensors_open(&f, path), 0);
@@ -908,23 +875,23 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_size),
-        cmocka_unit_test_setup_teardown(test_golden_file_reads, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_writer_matches_golden, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_exact_bytes_with_metadata, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_round_trip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_empty_file_round_trip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_header_variants_accepted, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_truncated_every_cut, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_corrupt_headers, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_bad_header_size, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_mutations_never_crash, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_rejects_bad_input, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_replaces_existing, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_missing_directory, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_rename_fails, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_readonly_directory, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_fails_midway, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_api_edges, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_golden_file_reads, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_writer_matches_golden, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_exact_bytes_with_metadata, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_round_trip, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_empty_file_round_trip, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_header_variants_accepted, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_truncated_every_cut, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_corrupt_headers, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_bad_header_size, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_mutations_never_crash, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_rejects_bad_input, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_replaces_existing, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_missing_directory, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_rename_fails, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_readonly_directory, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_write_fails_midway, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_api_edges, tu_setup_tmp, tu_teardown_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,4 +42,37 @@ static void quiet(dp_log_level level, const char *msg, void *user)
 void tu_quiet_log(void)
 {
     dp_log_set(quiet, NULL);
+}
+
+char *tu_tmp;
+
+int tu_setup_tmp(void **state)
+{
+    (void)state;
+    tu_tmp = tu_tempdir("test");
+    return tu_tmp ? 0 : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int tu_teardown_tmp(void **state)
+{
+    (void)state;
+    nftw(tu_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tu_tmp);
+    tu_tmp = NULL;
+    return 0;
+}
+
+const char *tu_tmp_path(const char *name)
+{
+    static char buf[2][512];
+    static int which;
+    which ^= 1;
+    snprintf(buf[which], sizeof buf[which], "%s/%s", tu_tmp, name);
+    return buf[which];
 }

@@ -13,6 +13,14 @@
 /* A fresh directory under the test's working directory; the caller frees
  * the returned string. */
 char *tu_tempdir(const char *name);
+/* A temp directory per test: tu_setup_tmp and tu_teardown_tmp are cmocka
+ * setup and teardown functions that make tu_tmp and remove it with all it
+ * holds; tu_tmp_path(name) is "<tu_tmp>/<name>" in a static buffer (one of
+ * two, so two can be live at once). */
+extern char *tu_tmp;
+int tu_setup_tmp(void **state);
+int tu_teardown_tmp(void **state);
+const char *tu_tmp_path(const char *name);
 /* Writes `n` bytes to `path`; returns 0 or -1. */
 int tu_write_file(const char *path, const void *data, size_t n);
 /* Whether Debian's Fashion-MNIST files are present (tests that need them
