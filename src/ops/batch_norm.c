@@ -25,18 +25,8 @@ static int batch_norm_backward(dp__node *node)
     dp_device_t *dev = x->dev;
     dp_tensor_t *dy = y->grad;
     int64_t C = x->shape[1];
-    if (bn->p.relu && !y->grad_masked) {
-        /* Through the fused ReLU first, as conv2d: dz = dy where y > 0. */
-        dp_tensor_t *dz;
-        DP_TRY(dp__tensor_alloc_like(&dz, dy));
-        dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
-                              .a = dy->data,
-                              .b = y->data,
-                              .out = dz->data,
-                              .n = dp__numel(y->ndim, y->shape)};
-        DP_TRY(dev->ops->eltwise(dev, &e));
-        dy = dz;
-    }
+    if (bn->p.relu) /* through the fused ReLU first, as conv2d */
+        DP_TRY(dp__relu_masked_grad(y, &dy));
     dp_tensor_t *dx = NULL, *dgamma = NULL, *dbeta = NULL;
     DP_TRY(dp__grad_begin(x, &dx));
     DP_TRY(dp__grad_begin(gamma, &dgamma));

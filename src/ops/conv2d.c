@@ -19,20 +19,10 @@ static int conv2d_backward(dp__node *node)
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
     dp_tensor_t *dy = y->grad;
-    if (cn->p.relu && !y->grad_masked) {
-        /* Through the fused ReLU first: dz = dy where y > 0. (An average
-         * pool right after the ReLU applies this mask in its own backward
-         * pass and says so with grad_masked.) */
-        dp_tensor_t *dz;
-        DP_TRY(dp__tensor_alloc_like(&dz, dy));
-        dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
-                              .a = dy->data,
-                              .b = y->data,
-                              .out = dz->data,
-                              .n = dp__numel(y->ndim, y->shape)};
-        DP_TRY(dev->ops->eltwise(dev, &e));
-        dy = dz;
-    }
+    /* Through the fused ReLU first. (An average pool right after it applies
+     * the mask in its own backward pass and says so with grad_masked.) */
+    if (cn->p.relu)
+        DP_TRY(dp__relu_masked_grad(y, &dy));
     dp__conv2d_args a;
     memset(&a, 0, sizeof a);
     a.x = dp__desc(x);

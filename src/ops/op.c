@@ -19,6 +19,21 @@ int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int n
     return 0;
 }
 
+int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz)
+{
+    if (y->grad_masked) {
+        *dz = y->grad;
+        return 0;
+    }
+    DP_TRY(dp__tensor_alloc_like(dz, y->grad));
+    dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
+                          .a = y->grad->data,
+                          .b = y->data,
+                          .out = (*dz)->data,
+                          .n = dp__numel(y->ndim, y->shape)};
+    return y->dev->ops->eltwise(y->dev, &e);
+}
+
 int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n)
 {
     for (int i = 1; i < n; i++) {
