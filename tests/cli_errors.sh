@@ -104,7 +104,7 @@ expect_error "eval without a checkpoint" "eval needs --checkpoint" -- "$bin" eva
 help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
             --seed --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
-            --progress; do
+            --progress --allreduce --sync-bn --checkpoint --resume --init; do
   if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
     fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
 done
