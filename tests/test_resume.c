@@ -123,6 +123,25 @@ static void kill_and_resume(void **state)
     assert_string_equal(meta(killed, "dptrain.epochs_done", buf, sizeof buf), "3");
     assert_same_tensors(whole, killed);
 
+    /* SIGTERM: the run finishes its step, saves itself (mid-epoch, with the
+     * batch to go on from) and exits 143; resumed, it ends where an
+     * uninterrupted run does. */
+    char stopped[256];
+    snprintf(stopped, sizeof stopped, "%s/stopped.safetensors", dir);
+    const char *e[] = {"--checkpoint", stopped, NULL};
+    pid = start_train(e);
+    nanosleep(&(struct timespec){0, 700000000}, NULL);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(pid), 143);
+    char batch[64];
+    printf("SIGTERM: stopped before epoch %d batch %s\n",
+           atoi(meta(stopped, "dptrain.epochs_done", buf, sizeof buf)) + 1,
+           meta(stopped, "dptrain.batch", batch, sizeof batch));
+    const char *g[] = {"--checkpoint", stopped, "--resume", stopped, NULL};
+    assert_int_equal(wait_exit(start_train(g)), 0);
+    assert_same_tensors(whole, stopped);
+    remove(stopped);
+
     /* Resuming a finished run asks for more epochs; a corrupt file is an
      * error naming it. */
     const char *d[] = {"--resume", killed, NULL};

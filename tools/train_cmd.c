@@ -3,9 +3,28 @@
 
 #include "dp/dp.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* SIGINT and SIGTERM ask the run to stop after its current step and save
+ * itself; a second signal ends it at once (the handler resets itself). */
+static void on_stop_signal(int signo)
+{
+    dp_train_request_stop(signo);
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static const char usage_train[] =
     "usage: dptrain train [options]\n"
@@ -39,7 +58,9 @@ static const char usage_train[] =
     "  --sync-bn            batch norm statistics over all devices together\n"
     "                       (SyncBatchNorm), not each device's shard [off]\n"
     "  --checkpoint FILE    write weights and training state to FILE (safetensors,\n"
-    "                       PyTorch's state_dict names) after every epoch [none]\n"
+    "                       PyTorch's state_dict names) after every epoch, and on\n"
+    "                       SIGINT/SIGTERM after the current step [none; a\n"
+    "                       stopped run writes dptrain-interrupted.safetensors]\n"
     "  --resume FILE        go on from a checkpoint: same weights, momentum, seed\n"
     "                       and data order as if never stopped [none]\n"
     "  --init FILE          start from the weights in FILE (a checkpoint or a\n"
@@ -159,7 +180,17 @@ int cmd_train(int argc, char **argv)
     }
     o.progress = strcmp(progress, "always") == 0 || (strcmp(progress, "auto") == 0 && isatty(2));
     dp_train_result r;
+    catch_stop_signals();
     int rc = dp_train(&o, &r);
+    if (rc == DP_EINTR) {
+        int signo = dp_train_stop_signal();
+        fprintf(stderr,
+                "dptrain: stopped by %s before epoch %d batch %lld; saved %s; go on with the same "
+                "command and --resume %s\n",
+                signo == SIGINT ? "SIGINT" : "SIGTERM", r.stopped_epoch, (long long)r.stopped_batch,
+                r.checkpoint, r.checkpoint);
+        return 128 + (signo > 0 ? signo : SIGTERM);
+    }
     if (rc < 0)
         return cli_fail(rc);
     printf("test acc: %.2f, %.1f sec/epoch on %s\n", r.test_acc, r.sec_per_epoch, r.devices);

@@ -24,7 +24,10 @@ extern "C" {
 
 typedef struct dp_checkpoint_state {
     char model[32];
-    int epochs_done;  /* training goes on with this epoch (from 0), at batch 0 */
+    int epochs_done;  /* training goes on with this epoch (from 0) */
+    int64_t batch;    /* ... at this batch of it: 0, or where a signal stopped it */
+    /* the stopped epoch's figures so far: summed loss, correct count, seconds */
+    double partial_loss, partial_correct, partial_seconds;
     int64_t step;     /* optimizer steps so far */
     uint64_t seed;    /* weights and the shuffle of every epoch derive from it */
     int64_t batch_size;

@@ -45,10 +45,26 @@ typedef struct dp_train_result {
     double sec_per_epoch;  /* mean training time per epoch, evaluation excluded */
     double train_loss, train_acc;
     char devices[256];     /* "[cpu:0]" */
+    char checkpoint[512];  /* the checkpoint written when stopped (DP_EINTR) */
+    int stopped_epoch;     /* the epoch (from 1) and batch (from 0) it stopped before */
+    int64_t stopped_batch;
     int epochs_done;
 } dp_train_result;
 
+/* Trains; returns 0, a negative DP_E* code, or DP_EINTR after
+ * dp_train_request_stop: then the step in progress was finished and a
+ * checkpoint written (result->checkpoint) from which --resume goes on at
+ * the next batch, with the same result as an uninterrupted run. */
 int dp_train(const dp_train_options *o, dp_train_result *result);
+
+/* Asks a running dp_train to stop after its current step. Only stores
+ * `signo` (async-signal-safe): a SIGINT or SIGTERM handler may call it. */
+void dp_train_request_stop(int signo);
+/* The signal number given to dp_train_request_stop, or 0. */
+int dp_train_stop_signal(void);
+
+/* Where an interrupted run without --checkpoint saves itself. */
+#define DP_INTERRUPT_CHECKPOINT "dptrain-interrupted.safetensors"
 
 /* Test accuracy of a checkpoint's weights (dptrain's or a plain state
  * dict); model NULL takes the model named in the checkpoint. */

@@ -93,8 +93,8 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
                                      .shape = {numel}, .data = hv,
                                      .bytes = (size_t)numel * sizeof *hv};
     }
-    char vals[9][64];
-    const char *meta[2 * 12];
+    char vals[9][96];
+    const char *meta[2 * 14];
     int nmeta = 0;
     meta[nmeta++] = "format";
     meta[nmeta++] = "pt";
@@ -104,17 +104,20 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         history = history_str(st);
         if (!history)
             rc = DP_ENOMEM;
-        snprintf(vals[0], 64, "%d", st->epochs_done);
-        snprintf(vals[1], 64, "%" PRId64, st->step);
-        snprintf(vals[2], 64, "%" PRIu64, st->seed);
-        snprintf(vals[3], 64, "%" PRId64, st->batch_size);
-        snprintf(vals[4], 64, "%.9g", st->lr);
-        snprintf(vals[5], 64, "%.9g", st->momentum);
-        snprintf(vals[6], 64, "%.9g", st->weight_decay);
+        snprintf(vals[0], 96, "%d", st->epochs_done);
+        snprintf(vals[1], 96, "%" PRId64, st->step);
+        snprintf(vals[2], 96, "%" PRIu64, st->seed);
+        snprintf(vals[3], 96, "%" PRId64, st->batch_size);
+        snprintf(vals[4], 96, "%.9g", st->lr);
+        snprintf(vals[5], 96, "%.9g", st->momentum);
+        snprintf(vals[6], 96, "%.9g", st->weight_decay);
+        snprintf(vals[7], 96, "%" PRId64, st->batch);
+        snprintf(vals[8], 96, "%.17g %.17g %.17g", st->partial_loss, st->partial_correct,
+                 st->partial_seconds);
         const char *keys[] = {"dptrain.epochs_done", "dptrain.step",     "dptrain.seed",
                               "dptrain.batch_size",  "dptrain.lr",       "dptrain.momentum",
-                              "dptrain.weight_decay"};
-        for (int i = 0; i < 7; i++) {
+                              "dptrain.weight_decay", "dptrain.batch",   "dptrain.partial"};
+        for (int i = 0; i < 9; i++) {
             meta[nmeta++] = keys[i];
             meta[nmeta++] = vals[i];
         }
@@ -311,6 +314,15 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
         rc = meta_double(f, path, "dptrain.momentum", &st->momentum);
     if (rc == 0)
         rc = meta_double(f, path, "dptrain.weight_decay", &st->weight_decay);
+    if (rc == 0 && dp_safetensors_meta(f, "dptrain.batch")) {
+        rc = meta_i64(f, path, "dptrain.batch", 0, &st->batch);
+        const char *partial = dp_safetensors_meta(f, "dptrain.partial");
+        if (rc == 0 && (!partial || sscanf(partial, "%lf %lf %lf", &st->partial_loss,
+                                           &st->partial_correct, &st->partial_seconds) != 3)) {
+            DP_ERROR("%s: metadata 'dptrain.partial' is missing or malformed", path);
+            rc = DP_EFORMAT;
+        }
+    }
     if (rc == 0) {
         st->epochs_done = (int)epochs;
         st->seed = (uint64_t)seed;

@@ -19,8 +19,21 @@
 #include "device/device.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
+
+static volatile sig_atomic_t stop_signal;
+
+void dp_train_request_stop(int signo)
+{
+    stop_signal = signo ? signo : -1;
+}
+
+int dp_train_stop_signal(void)
+{
+    return stop_signal;
+}
 
 void dp_train_options_default(dp_train_options *o)
 {
@@ -62,6 +75,9 @@ typedef struct trainer {
     uint64_t seed;           /* --seed, or the resumed run's */
     int64_t step;
     char devices[256];
+    char stopped_path[512]; /* set when a stop request ended the run */
+    int stopped_epoch;
+    int64_t stopped_batch;
 } trainer;
 
 /* --resume: the weights, momentum and position of an interrupted run. */
@@ -248,6 +264,38 @@ static int evaluate(trainer *t, double *acc)
     return rc;
 }
 
+/* Finishes the steps in flight and writes a checkpoint that resumes epoch
+ * `epoch` at batch `next`, with the epoch's figures so far. */
+static int save_stopped(trainer *t, int epoch, int64_t next, double seconds)
+{
+    const dp_train_options *o = t->o;
+    DP_TRY(dp_waitall());
+    float loss_sum = 0, correct = 0;
+    DP_TRY(dp_tensor_to_host(t->loss_sum, &loss_sum, sizeof loss_sum));
+    DP_TRY(dp_tensor_to_host(t->correct, &correct, sizeof correct));
+    dp_checkpoint_state *ck = t->ck;
+    snprintf(ck->model, sizeof ck->model, "%s", o->model);
+    ck->epochs_done = epoch;
+    ck->batch = next;
+    ck->partial_loss = loss_sum;
+    ck->partial_correct = correct;
+    ck->partial_seconds = seconds;
+    ck->nhistory = epoch;
+    ck->step = t->step;
+    ck->seed = t->seed;
+    ck->batch_size = o->batch_size;
+    ck->lr = o->lr;
+    ck->momentum = o->momentum;
+    ck->weight_decay = o->weight_decay;
+    snprintf(ck->devices, sizeof ck->devices, "%s", t->devices);
+    snprintf(t->stopped_path, sizeof t->stopped_path, "%s",
+             o->checkpoint_path ? o->checkpoint_path : DP_INTERRUPT_CHECKPOINT);
+    DP_TRY(dp_checkpoint_save(t->stopped_path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
+    t->stopped_epoch = epoch;
+    t->stopped_batch = next;
+    return DP_EINTR;
+}
+
 static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
 {
     const dp_train_options *o = t->o;
@@ -257,16 +305,29 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
         depth = 16;
     int64_t batches = dp_loader_num_batches(t->train_loader);
     int64_t samples = dp_loader_num_samples(t->train_loader);
-    int64_t logged = 0;
-    DP_TRY(dp_tensor_fill(t->loss_sum, 0.0f));
-    DP_TRY(dp_tensor_fill(t->correct, 0.0f));
-    DP_TRY(dp_loader_start_epoch(t->train_loader, epoch, 0));
-    double start = dp_time_seconds();
+    /* A run stopped by a signal goes on at the batch it stopped before,
+     * with the epoch's figures so far. */
+    int64_t first = 0;
+    double before = 0, loss0 = 0, correct0 = 0;
+    if (t->o->resume_path && epoch == t->ck->epochs_done && t->ck->batch > 0) {
+        first = t->ck->batch;
+        before = t->ck->partial_seconds;
+        loss0 = t->ck->partial_loss;
+        correct0 = t->ck->partial_correct;
+        t->ck->batch = 0; /* used once: the next epoch starts at its first batch */
+    }
+    int64_t logged = first;
+    DP_TRY(dp_tensor_fill(t->loss_sum, (float)loss0));
+    DP_TRY(dp_tensor_fill(t->correct, (float)correct0));
+    DP_TRY(dp_loader_start_epoch(t->train_loader, epoch, first));
+    double start = dp_time_seconds() - before;
     dp_batch b;
     int more, rc = 0;
-    int64_t issued = 0, seen = 0;
+    int64_t issued = 0, seen = first * o->batch_size;
     while ((more = dp_loader_next(t->train_loader, &b)) > 0) {
         DP_TRY(train_step(t, &b));
+        if (stop_signal)
+            return save_stopped(t, epoch, b.index + 1, dp_time_seconds() - start);
         for (int k = 0; k < t->ndev; k++)
             ring[issued % depth][k] = dp_event_record(t->devs[k]);
         issued++;
@@ -276,6 +337,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
             int64_t done = issued - depth;
             for (int k = 0; k < t->ndev; k++)
                 DP_TRY(dp_event_wait(ring[done % depth][k]));
+            done += first; /* the batch number within the epoch */
             double el = dp_time_seconds() - start;
             dp_progress_update(t->progress, epoch + 1, o->epochs, done + 1, batches,
                                t->step_loss[done] / (double)o->batch_size, seen / el);
@@ -289,8 +351,8 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     DP_TRY(dp_waitall());
     double seconds = dp_time_seconds() - start;
     dp_progress_done(t->progress);
-    for (; t->metrics && o->log_steps && logged < issued; logged++) {
-        int64_t n = logged == issued - 1 ? samples - (issued - 1) * o->batch_size : o->batch_size;
+    for (; t->metrics && o->log_steps && logged < first + issued; logged++) {
+        int64_t n = logged == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
         DP_TRY(dp_metrics_write_step(t->metrics, epoch * batches + logged + 1, epoch + 1,
                                      t->step_loss[logged] / (double)n));
     }
@@ -343,6 +405,8 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
             dp_checkpoint_state *ck = t.ck;
             snprintf(ck->model, sizeof ck->model, "%s", o->model);
             ck->epochs_done = e + 1;
+            ck->batch = 0;
+            ck->partial_loss = ck->partial_correct = ck->partial_seconds = 0;
             ck->step = t.step;
             ck->seed = t.seed;
             ck->batch_size = o->batch_size;
@@ -360,6 +424,11 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         result->sec_per_epoch = total / (e + 1 - first);
     }
     snprintf(result->devices, sizeof result->devices, "%s", t.devices);
+    if (rc == DP_EINTR) {
+        snprintf(result->checkpoint, sizeof result->checkpoint, "%s", t.stopped_path);
+        result->stopped_epoch = t.stopped_epoch + 1;
+        result->stopped_batch = t.stopped_batch;
+    }
     if (rc == 0 && t.metrics) {
         rc = dp_metrics_close(t.metrics);
         t.metrics = NULL;
