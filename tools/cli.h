@@ -4,6 +4,7 @@
 #define DP_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Each prints "dptrain: error: FLAG VALUE: WANT" and returns 2 on failure. */
@@ -11,6 +12,11 @@ int cli_bad_value(const char *flag, const char *value, const char *want);
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
                     float *out);
+/* For option argv[*i] of `command`: checks that it is one of names[0..n)
+ * and has a value, stores the value and steps *i past it. Returns 0, or 2
+ * after printing "unknown option" or "needs a value". */
+int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
+                     int *i, const char **value);
 /* Reports a failed library call (the detail was logged already); returns 1. */
 int cli_fail(int status);
 

@@ -42,17 +42,11 @@ int cmd_demo(int argc, char **argv)
             fputs(usage_demo, stdout);
             return 0;
         }
-        if (strcmp(f, "--devices") && strcmp(f, "--allreduce") && strcmp(f, "--ops") &&
-            strcmp(f, "--steps")) {
-            fprintf(stderr, "dptrain: error: unknown option '%s' for demo (see dptrain demo --help)\n",
-                    f);
+        static const char *const with_value[] = {"--devices", "--allreduce", "--ops", "--steps"};
+        const char *v;
+        if (cli_option_value("demo", with_value, sizeof with_value / sizeof *with_value, argc, argv,
+                             &i, &v))
             return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "dptrain: error: %s needs a value\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
         if (strcmp(f, "--devices") == 0) {
             devices = v;
         } else if (strcmp(f, "--allreduce") == 0) {
@@ -76,7 +70,8 @@ int cmd_demo(int argc, char **argv)
     else if (strcmp(name, "scratch") == 0)
         rc = example_lenet_scratch(devices, algo, (int)steps);
     else {
-        fprintf(stderr, "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async, scratch)\n",
+        fprintf(stderr,
+                "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async, scratch)\n",
                 name);
         return 2;
     }

@@ -294,18 +294,11 @@ int cmd_devices(int argc, char **argv)
             bench = true;
             continue;
         }
-        if (strcmp(f, "--devices") && strcmp(f, "--threads") && strcmp(f, "--seconds")) {
-            fprintf(
-                stderr,
-                "dptrain: error: unknown option '%s' for devices (see dptrain devices --help)\n",
-                f);
+        static const char *const with_value[] = {"--devices", "--threads", "--seconds"};
+        const char *v;
+        if (cli_option_value("devices", with_value, sizeof with_value / sizeof *with_value, argc,
+                             argv, &i, &v))
             return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "dptrain: error: %s needs a value\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
         int rc = 0;
         if (strcmp(f, "--devices") == 0) {
             spec = v;

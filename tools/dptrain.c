@@ -56,8 +56,7 @@ int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64
     return 0;
 }
 
-int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
-                       float *out)
+int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open, float *out)
 {
     char *end;
     errno = 0;
@@ -70,6 +69,26 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool 
         return cli_bad_value(flag, s, want);
     }
     *out = (float)v;
+    return 0;
+}
+
+int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
+                     int *i, const char **value)
+{
+    const char *f = argv[*i];
+    bool known = false;
+    for (size_t k = 0; k < n; k++)
+        known |= strcmp(f, names[k]) == 0;
+    if (!known) {
+        fprintf(stderr, "dptrain: error: unknown option '%s' for %s (see dptrain %s --help)\n", f,
+                command, command);
+        return 2;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "dptrain: error: %s needs a value\n", f);
+        return 2;
+    }
+    *value = argv[++*i];
     return 0;
 }
 

@@ -32,22 +32,13 @@ int cmd_eval(int argc, char **argv)
             fputs(usage_eval, stdout);
             return 0;
         }
-        static const char *const with_value[] = {"--checkpoint", "--model",     "--devices",
+        static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
                                                  "--threads",    "--batch-size", "--data",
                                                  "--limit-test"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            known |= strcmp(f, with_value[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "dptrain: error: unknown option '%s' for eval (see dptrain eval --help)\n",
-                    f);
+        const char *v;
+        if (cli_option_value("eval", with_value, sizeof with_value / sizeof *with_value, argc, argv,
+                             &i, &v))
             return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "dptrain: error: %s needs a value\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
         int64_t n;
         if (strcmp(f, "--checkpoint") == 0) {
             o.checkpoint = v;

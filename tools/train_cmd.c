@@ -92,23 +92,14 @@ int cmd_train(int argc, char **argv)
             continue;
         }
         static const char *const with_value[] = {
-            "--model",  "--devices", "--threads", "--batch-size",  "--lr",
-            "--epochs", "--seed",    "--data",    "--metrics",     "--plot",
-            "--momentum", "--weight-decay", "--limit-train", "--limit-test", "--progress",
-            "--allreduce", "--checkpoint", "--resume", "--init"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            known |= strcmp(f, with_value[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "dptrain: error: unknown option '%s' for train (see dptrain train --help)\n",
-                    f);
+            "--model",     "--devices",      "--threads",     "--batch-size", "--lr",
+            "--epochs",    "--seed",         "--data",        "--metrics",    "--plot",
+            "--momentum",  "--weight-decay", "--limit-train", "--limit-test", "--progress",
+            "--allreduce", "--checkpoint",   "--resume",      "--init"};
+        const char *v;
+        if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
+                             argv, &i, &v))
             return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "dptrain: error: %s needs a value\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
         int64_t n;
         int rc = 0;
         if (strcmp(f, "--model") == 0) {
