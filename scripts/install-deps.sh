@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
-          libcmocka-dev dataset-fashion-mnist "$@")
+          libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin "$@")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 /* Shared by the command-line tool's commands. Each command is one file:
- * train_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches. */
+ * train_cmd.c, eval_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
+ * cli.c parses values. */
 #ifndef DP_TOOLS_CLI_H
 #define DP_TOOLS_CLI_H
 
@@ -19,6 +20,11 @@ int cli_option_value(const char *command, const char *const *names, size_t n, in
                      int *i, const char **value);
 /* Reports a failed library call (the detail was logged already); returns 1. */
 int cli_fail(int status);
+
+struct dp_train_options;
+/* dptrain train's flags into *o (defaults first). Returns 0, with *help set
+ * for -h/--help, or 2 after printing the one-line error. */
+int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);
 
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);

@@ -50,7 +50,8 @@ int cmd_demo(int argc, char **argv)
         if (strcmp(f, "--devices") == 0) {
             devices = v;
         } else if (strcmp(f, "--allreduce") == 0) {
-            if (dp_allreduce_algo_parse(v) < 0)
+            int a = dp_allreduce_algo_parse(v);
+            if (a != DP_ALLREDUCE_RING && a != DP_ALLREDUCE_NAIVE)
                 return cli_bad_value(f, v, "expected ring or naive");
             algo = v;
         } else if (strcmp(f, "--steps") == 0) {

@@ -4,12 +4,9 @@
 
 #include "cli.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char usage_main[] =
     "usage: dptrain <command> [options]\n"
@@ -26,77 +23,34 @@ static const char usage_main[] =
     "  -h, --help     show this help\n"
     "  --version      print the version\n";
 
+/* Under mpirun an error names its rank, and warnings come from rank 0 only
+ * (every rank would print the same). */
 static void log_to_stderr(dp_log_level level, const char *msg, void *user)
 {
     (void)user;
-    if (level >= DP_LOG_WARN)
-        fprintf(stderr, "dptrain: %s: %s\n", level == DP_LOG_ERROR ? "error" : "warning", msg);
+    char who[64] = "";
+    if (dp_dist_size() > 1)
+        snprintf(who, sizeof who, "rank %d on %s: ", dp_dist_rank(), dp_dist_host());
+    if (level == DP_LOG_ERROR)
+        fprintf(stderr, "dptrain: %serror: %s\n", who, msg);
+    else if (level == DP_LOG_WARN && dp_dist_rank() == 0)
+        fprintf(stderr, "dptrain: warning: %s\n", msg);
     else if (level == DP_LOG_INFO && getenv("DP_PROFILE"))
-        fprintf(stderr, "dptrain: %s\n", msg);
+        fprintf(stderr, "dptrain: %s%s\n", who, msg);
 }
 
-int cli_bad_value(const char *flag, const char *value, const char *want)
+static int run_command(int argc, char **argv)
 {
-    fprintf(stderr, "dptrain: error: %s %s: %s\n", flag, value, want);
+    if (strcmp(argv[1], "train") == 0)
+        return cmd_train(argc - 2, argv + 2);
+    if (strcmp(argv[1], "eval") == 0)
+        return cmd_eval(argc - 2, argv + 2);
+    if (strcmp(argv[1], "demo") == 0)
+        return cmd_demo(argc - 2, argv + 2);
+    if (strcmp(argv[1], "devices") == 0)
+        return cmd_devices(argc - 2, argv + 2);
+    fprintf(stderr, "dptrain: error: unknown command '%s' (see dptrain --help)\n", argv[1]);
     return 2;
-}
-
-int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-        char want[96];
-        snprintf(want, sizeof want, "expected an integer from %lld to %lld", (long long)lo,
-                 (long long)hi);
-        return cli_bad_value(flag, s, want);
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open, float *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo || (lo_open && v == lo) ||
-        v > hi) {
-        char want[96];
-        snprintf(want, sizeof want, "expected a number %s %g and <= %g", lo_open ? ">" : ">=", lo,
-                 hi);
-        return cli_bad_value(flag, s, want);
-    }
-    *out = (float)v;
-    return 0;
-}
-
-int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
-                     int *i, const char **value)
-{
-    const char *f = argv[*i];
-    bool known = false;
-    for (size_t k = 0; k < n; k++)
-        known |= strcmp(f, names[k]) == 0;
-    if (!known) {
-        fprintf(stderr, "dptrain: error: unknown option '%s' for %s (see dptrain %s --help)\n", f,
-                command, command);
-        return 2;
-    }
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "dptrain: error: %s needs a value\n", f);
-        return 2;
-    }
-    *value = argv[++*i];
-    return 0;
-}
-
-int cli_fail(int status)
-{
-    if (dp_last_error()[0] == '\0')
-        fprintf(stderr, "dptrain: error: %s\n", dp_strerror(status));
-    return 1;
 }
 
 int main(int argc, char **argv)
@@ -110,14 +64,16 @@ int main(int argc, char **argv)
         printf("dptrain %s\n", DP_VERSION_STRING);
         return 0;
     }
-    if (strcmp(argv[1], "train") == 0)
-        return cmd_train(argc - 2, argv + 2);
-    if (strcmp(argv[1], "eval") == 0)
-        return cmd_eval(argc - 2, argv + 2);
-    if (strcmp(argv[1], "demo") == 0)
-        return cmd_demo(argc - 2, argv + 2);
-    if (strcmp(argv[1], "devices") == 0)
-        return cmd_devices(argc - 2, argv + 2);
-    fprintf(stderr, "dptrain: error: unknown command '%s' (see dptrain --help)\n", argv[1]);
-    return 2;
+    /* Under mpirun: every rank runs the command; a rank that fails ends
+     * the whole job at once (MPI_Abort), so none waits for it forever. */
+    if (dp_dist_init(&argc, &argv) < 0)
+        return 1;
+    int status = run_command(argc, argv);
+    if (status != 0 && status < 128 && dp_dist_size() > 1) {
+        fprintf(stderr, "dptrain: rank %d on %s failed (exit %d): ending all %d ranks\n",
+                dp_dist_rank(), dp_dist_host(), status, dp_dist_size());
+        dp_dist_abort(status);
+    }
+    dp_dist_finalize();
+    return status;
 }

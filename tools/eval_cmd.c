@@ -71,6 +71,7 @@ int cmd_eval(int argc, char **argv)
     int rc = dp_evaluate(&o, &acc, devices, sizeof devices);
     if (rc < 0)
         return cli_fail(rc);
-    printf("test acc: %.4f\n", acc);
+    if (dp_dist_rank() == 0)
+        printf("test acc: %.4f\n", acc);
     return 0;
 }

@@ -68,15 +68,16 @@ static const char usage_train[] =
     "  --progress MODE      progress bar on stderr: auto, always, never [auto]\n"
     "  -h, --help           show this help\n";
 
-int cmd_train(int argc, char **argv)
+int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
 {
     dp_train_options o;
     dp_train_options_default(&o);
     const char *progress = "auto";
+    *help = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage_train, stdout);
+            *help = true;
             return 0;
         }
         if (strcmp(f, "--log-steps") == 0) {
@@ -150,8 +151,8 @@ int cmd_train(int argc, char **argv)
             o.init_path = v;
         } else if (strcmp(f, "--allreduce") == 0) {
             int algo = dp_allreduce_algo_parse(v);
-            if (algo < 0)
-                return cli_bad_value(f, v, "expected ring or naive");
+            if (algo < DP_ALLREDUCE_AUTO)
+                return cli_bad_value(f, v, "expected auto, ring, naive, mpi or nccl");
             o.allreduce = algo;
         } else if (strcmp(f, "--progress") == 0) {
             if (strcmp(v, "auto") && strcmp(v, "always") && strcmp(v, "never"))
@@ -169,10 +170,29 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "dptrain: error: --log-steps needs --metrics FILE\n");
         return 2;
     }
-    o.progress = strcmp(progress, "always") == 0 || (strcmp(progress, "auto") == 0 && isatty(2));
+    /* Rank 0 speaks for all ranks: progress, metrics, plots, checkpoints. */
+    o.progress = dp_dist_rank() == 0 &&
+                 (strcmp(progress, "always") == 0 || (strcmp(progress, "auto") == 0 && isatty(2)));
+    *out = o;
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    dp_train_options o;
+    bool help;
+    int status = cli_train_parse(argc, argv, &o, &help);
+    if (status != 0)
+        return status;
+    if (help) {
+        fputs(usage_train, stdout);
+        return 0;
+    }
     dp_train_result r;
     catch_stop_signals();
     int rc = dp_train(&o, &r);
+    if (rc == DP_EINTR && dp_dist_rank() != 0)
+        return 128 + (dp_train_stop_signal() > 0 ? dp_train_stop_signal() : SIGTERM);
     if (rc == DP_EINTR) {
         int signo = dp_train_stop_signal();
         fprintf(stderr,
@@ -184,6 +204,7 @@ int cmd_train(int argc, char **argv)
     }
     if (rc < 0)
         return cli_fail(rc);
-    printf("test acc: %.2f, %.1f sec/epoch on %s\n", r.test_acc, r.sec_per_epoch, r.devices);
+    if (dp_dist_rank() == 0)
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", r.test_acc, r.sec_per_epoch, r.devices);
     return 0;
 }

@@ -30,7 +30,8 @@ extern "C" {
     X(EDEVICE, -8, "device error")                                                                 \
     X(ENOTSUP, -9, "not supported in this build")                                                  \
     X(ENONFINITE, -10, "non-finite value")                                                         \
-    X(EINTR, -11, "interrupted")
+    X(EINTR, -11, "interrupted")                                                                   \
+    X(ECOMM, -12, "communication between processes failed")
 
 typedef enum dp_status {
 #define DP__STATUS_ENUM(name, value, msg) DP_##name = value,

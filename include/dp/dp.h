@@ -35,6 +35,7 @@
 #include "dp/checkpoint.h"
 #include "dp/core.h"
 #include "dp/data.h"
+#include "dp/dist.h"
 #include "dp/nn.h"
 #include "dp/ops.h"
 #include "dp/optim.h"

@@ -31,23 +31,31 @@ int dp_chunk_sizes(int64_t rows, int n, int64_t *sizes);
 /* Splits x along dimension 0 into torch.chunk pieces, piece k on devs[k];
  * *nchunks receives the count. Differentiable: the backward gathers the
  * pieces' gradients into x's. */
-int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *const *devs,
-               int n);
+int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *const *devs, int n);
 /* Concatenates xs[0..n) along dimension 0 on `dst`. Differentiable. */
 int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst);
 /* Copies src into every dsts[k] (same element count), each on its device. */
 int dp_broadcast(dp_tensor_t *const *dsts, int n, const dp_tensor_t *src);
 
 typedef enum dp_allreduce_algo {
+    DP_ALLREDUCE_AUTO = -1, /* mpi under mpirun with more than one rank, else ring */
     DP_ALLREDUCE_RING = 0,  /* reduce-scatter + all-gather: each device sends 2(n-1)/n */
     DP_ALLREDUCE_NAIVE = 1, /* the seed's: sum into bufs[0], then copy it to the others */
+    DP_ALLREDUCE_MPI = 2,   /* hierarchical: sum into bufs[0], MPI_Allreduce across the
+                               ranks (dp/dist.h), copy back to the rank's devices */
+    DP_ALLREDUCE_NCCL = 3,  /* NCCL over the GPUs (CUDA builds) */
 } dp_allreduce_algo;
 
 /* After it runs, every bufs[k] holds the elementwise sum of all of them
- * (same size, float, each on its own device). */
+ * (same size, float, each on its own device); with DP_ALLREDUCE_MPI, the sum
+ * over every rank's buffers. AUTO is resolved first (dp_allreduce_resolve). */
 int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo);
-/* "naive" or "ring" -> the algorithm; -1 if unknown. */
+/* "ring", "naive", "mpi", "nccl" or "auto" -> the algorithm; -2 if unknown. */
 int dp_allreduce_algo_parse(const char *name);
+/* The algorithm AUTO stands for here: mpi across several ranks, else ring. */
+dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo);
+/* "ring", "naive", ... */
+const char *dp_allreduce_algo_name(dp_allreduce_algo algo);
 
 /* get_params: a replica of `src` on each devs[k] (same model, same values,
  * its own gradients). replicas[k] are new models the caller closes. */
@@ -80,8 +88,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
 void dp_data_parallel_close(dp_data_parallel_t *dp);
 /* Scatters x (on devs[0]) over the replicas, runs them concurrently and
  * gathers the outputs on devs[0]. */
-int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
-                             dp_tensor_t **out);
+int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train, dp_tensor_t **out);
 /* Starts a step on every replica (gradients written fresh by the backward). */
 void dp_data_parallel_zero_grad(dp_data_parallel_t *dp);
 /* After dp_backward: sums the replicas' gradients with the allreduce, then

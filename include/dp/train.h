@@ -44,7 +44,7 @@ typedef struct dp_train_result {
     double test_acc;       /* after the last epoch */
     double sec_per_epoch;  /* mean training time per epoch, evaluation excluded */
     double train_loss, train_acc;
-    char devices[256];     /* "[cpu:0]" */
+    char devices[320];     /* "[cpu:0]", "[cpu:0] x 2 ranks" */
     char checkpoint[512];  /* the checkpoint written when stopped (DP_EINTR) */
     int stopped_epoch;     /* the epoch (from 1) and batch (from 0) it stopped before */
     int64_t stopped_batch;

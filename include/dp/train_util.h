@@ -23,6 +23,8 @@ typedef struct dp_epoch_stats {
     int64_t batch_size;
     double lr;
     double peak_rss_mb;        /* peak resident memory so far; < 0 = unknown */
+    int ranks;                 /* MPI ranks (mpirun); 0 or 1: one process */
+    double allreduce_ms;       /* with ranks > 1: mean time per step in MPI_Allreduce */
 } dp_epoch_stats;
 
 /* ---- metrics: one JSON object per line ---------------------------------- */

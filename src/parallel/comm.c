@@ -6,6 +6,8 @@
  * waits for the reader's event before writing that buffer again. */
 #include "dp/parallel.h"
 
+#include "dp/dist.h"
+
 #include "autograd/tape.h"
 #include "core/internal.h"
 #include "parallel/comm.h"
@@ -216,16 +218,23 @@ static int copy_on(dp_device_t *dev, float *dst, const float *src, int64_t n)
     return dev->ops->copy_device(dev, dst, src, (size_t)n * sizeof(float));
 }
 
-/* The seed's allreduce: data[0] += data[i] for every i, then data[i] =
- * data[0] copied back into each device's own buffer (in place: the d2l
- * version that rebinds data[i] leaves the other devices without the sum). */
-static int allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len)
+/* The first half of the seed's allreduce: data[0] += data[i] for every i. */
+int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)
 {
     dp_device_t *d0 = bufs[0]->dev;
     for (int i = 1; i < n; i++) {
         dp__after(d0, bufs[i]->dev);
         DP_TRY(accumulate_on(d0, bufs[0]->data, bufs[i]->data, len));
     }
+    return 0;
+}
+
+/* The second half: data[0] copied back into each device's own buffer (in
+ * place: the d2l version that rebinds data[i] leaves the other devices
+ * without the sum). */
+int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    dp_device_t *d0 = bufs[0]->dev;
     for (int i = 1; i < n; i++) {
         dp__after(bufs[i]->dev, d0);
         DP_TRY(copy_on(bufs[i]->dev, bufs[i]->data, bufs[0]->data, len));
@@ -234,6 +243,13 @@ static int allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len)
     for (int i = 1; i < n; i++)
         dp__after(d0, bufs[i]->dev);
     return 0;
+}
+
+/* The seed's allreduce: sum into device 0, then copy back. */
+int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    DP_TRY(dp__reduce_to_first(bufs, n, len));
+    return dp__broadcast_from_first(bufs, n, len);
 }
 
 /* Ring allreduce over n chunks. Reduce-scatter: in step s, device k+1 adds
@@ -298,21 +314,55 @@ int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
             }
         }
     }
-    if (n == 1)
-        return 0;
-    int rc = algo == DP_ALLREDUCE_NAIVE ? allreduce_naive(bufs, n, len)
-                                        : allreduce_ring(bufs, n, len);
+    algo = dp_allreduce_resolve(algo);
+    int rc;
+    switch (algo) {
+    case DP_ALLREDUCE_MPI:
+        rc = dp__allreduce_mpi(bufs, n, len);
+        break;
+    case DP_ALLREDUCE_NCCL:
+        rc = dp__allreduce_nccl(bufs, n, len);
+        break;
+    case DP_ALLREDUCE_NAIVE:
+        rc = n > 1 ? dp__allreduce_naive(bufs, n, len) : 0;
+        break;
+    case DP_ALLREDUCE_RING:
+        rc = n > 1 ? allreduce_ring(bufs, n, len) : 0;
+        break;
+    default:
+        DP_ERROR("allreduce: unknown algorithm %d", (int)algo);
+        return DP_EINVAL;
+    }
     if (rc == 0)
         for (int k = 0; k < n; k++)
             dp__tensor_written(bufs[k]);
     return rc;
 }
 
+static const char *const algo_names[] = {"ring", "naive", "mpi", "nccl"};
+
 int dp_allreduce_algo_parse(const char *name)
 {
-    if (strcmp(name, "ring") == 0)
-        return DP_ALLREDUCE_RING;
-    if (strcmp(name, "naive") == 0)
-        return DP_ALLREDUCE_NAIVE;
-    return -1;
+    if (strcmp(name, "auto") == 0)
+        return DP_ALLREDUCE_AUTO;
+    for (int i = 0; i < (int)(sizeof algo_names / sizeof algo_names[0]); i++)
+        if (strcmp(name, algo_names[i]) == 0)
+            return i;
+    return -2;
+}
+
+const char *dp_allreduce_algo_name(dp_allreduce_algo algo)
+{
+    if (algo == DP_ALLREDUCE_AUTO)
+        return "auto";
+    return algo >= 0 && (int)algo < (int)(sizeof algo_names / sizeof algo_names[0])
+               ? algo_names[algo]
+               : "?";
+}
+
+dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo)
+{
+    if (algo != DP_ALLREDUCE_AUTO)
+        return algo;
+    return dp_dist_size() > 1 ? DP_ALLREDUCE_MPI : DP_ALLREDUCE_RING;
 }

@@ -3,6 +3,8 @@
  * gradient buffers, and the same SGD update on every replica. */
 #include "dp/parallel.h"
 
+#include "dp/dist.h"
+
 #include "core/internal.h"
 #include "device/device.h"
 #include "nn/model.h"
@@ -78,6 +80,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
         return DP_ENOMEM;
     dp->n = n;
     dp->opt = *opt;
+    dp->opt.allreduce = dp_allreduce_resolve(opt->allreduce);
     for (int k = 0; k < n; k++)
         dp->devs[k] = devs[k];
     dp->replicas[0] = model;
@@ -102,8 +105,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     return 0;
 }
 
-int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
-                             dp_tensor_t **out)
+int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train, dp_tensor_t **out)
 {
     if (dp->n == 1)
         return dp_model_forward(dp->replicas[0], x, train, out);
@@ -143,8 +145,10 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
 {
     /* Each replica updated its running statistics from its own shard; their
      * mean is what one device would hold (PyTorch's DataParallel keeps only
-     * device 0's and drops the rest). */
-    if (dp->n == 1 || !dp_model_buffers(dp->replicas[0]))
+     * device 0's and drops the rest). Under mpirun: the mean over every
+     * rank's replicas. */
+    int ranks = dp->opt.allreduce == DP_ALLREDUCE_MPI ? dp_dist_size() : 1;
+    if (dp->n * ranks == 1 || !dp_model_buffers(dp->replicas[0]))
         return 0;
     dp_tensor_t *bufs[DP_MAX_DEVICES];
     for (int k = 0; k < dp->n; k++)
@@ -155,7 +159,7 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
                               .a = bufs[k]->data,
                               .out = bufs[k]->data,
                               .n = dp_tensor_numel(bufs[k]),
-                              .alpha = 1.0f / (float)dp->n};
+                              .alpha = 1.0f / (float)(dp->n * ranks)};
         DP_TRY(dp->devs[k]->ops->eltwise(dp->devs[k], &a));
     }
     return 0;

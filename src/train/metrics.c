@@ -173,6 +173,10 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
     put_number(f, "lr", "%.6g", s->lr);
     if (s->peak_rss_mb >= 0)
         put_number(f, "peak_rss_mb", "%.1f", s->peak_rss_mb);
+    if (s->ranks > 1) {
+        fprintf(f, ", \"ranks\": %d", s->ranks);
+        put_number(f, "allreduce_ms", "%.3f", s->allreduce_ms);
+    }
     fputs("}\n", f);
     /* The stream's error flag covers every fprintf above. */
     int failed = fflush(f) != 0 || ferror(f);

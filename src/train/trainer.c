@@ -5,12 +5,21 @@
  * is enough: while the devices run step k the front end issues step k + 1,
  * so they never wait for it, and only two steps' tensors are ever alive
  * (ResNet-18 at batch 256: 3.5 GB peak, against 6.6 GB two steps ahead, at
- * the same speed). */
+ * the same speed).
+ *
+ * Under mpirun every rank runs this loop on the same global batches (the
+ * same shuffle, from the seed) and takes its own chunk of each
+ * (torch.chunk over the ranks, then over its devices); the gradients are
+ * summed over every rank's devices (DP_ALLREDUCE_MPI), so all ranks make the
+ * same update. Rank 0 alone writes metrics, plots and checkpoints. Ranks
+ * agree at every step on whether to stop, so a signal that reaches one rank
+ * first still stops all of them after the same step. */
 #include "dp/train.h"
 
 #include "dp/autograd.h"
 #include "dp/checkpoint.h"
 #include "dp/data.h"
+#include "dp/dist.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/parallel.h"
@@ -44,6 +53,7 @@ void dp_train_options_default(dp_train_options *o)
     o->lr = 0.2f;
     o->epochs = 10;
     o->shuffle = true;
+    o->allreduce = DP_ALLREDUCE_AUTO;
 }
 
 /* A tape-owned tensor holding a copy of host data. */
@@ -68,13 +78,16 @@ typedef struct trainer {
     dp_dataset train, test;
     dp_loader_t *train_loader, *test_loader;
     dp_tensor_t *loss_sum, *correct; /* per-epoch accumulators on the device */
-    float *step_loss;                /* host copies of each step's loss */
+    float *step_loss;                /* host copies of each step's loss (this rank's rows) */
+    int64_t *step_rows;              /* this rank's rows of each step */
+    int rank, ranks;                 /* MPI: this process's rank of `ranks` */
     dp_metrics_t *metrics;
     dp_progress_t *progress;
     dp_checkpoint_state *ck; /* the epochs so far (ck->history) and what a checkpoint holds */
     uint64_t seed;           /* --seed, or the resumed run's */
     int64_t step;
-    char devices[256];
+    char devices[256];      /* "[cpu:0, cpu:1]": this rank's */
+    char where[288];        /* devices, and " x 4 ranks" under mpirun */
     char stopped_path[512]; /* set when a stop request ended the run */
     int stopped_epoch;
     int64_t stopped_batch;
@@ -93,12 +106,62 @@ static int resume(trainer *t)
     }
     if (t->ck->batch_size != o->batch_size || (float)t->ck->lr != o->lr)
         DP_WARN("%s was trained with batch size %lld and lr %g; going on with %lld and %g",
-                o->resume_path, (long long)t->ck->batch_size, t->ck->lr,
-                (long long)o->batch_size, (double)o->lr);
+                o->resume_path, (long long)t->ck->batch_size, t->ck->lr, (long long)o->batch_size,
+                (double)o->lr);
     t->seed = t->ck->seed;
     t->step = t->ck->step;
     for (int i = 0; i < t->ck->nhistory; i++)
         t->ck->history[i].devices = t->devices;
+    return 0;
+}
+
+/* This rank's rows of a global batch of n: chunk `rank` of torch.chunk(n,
+ * ranks), starting at row *first. */
+static int64_t rank_rows(const trainer *t, int64_t n, int64_t *first)
+{
+    int64_t sizes[DP_MAX_RANKS];
+    dp_chunk_sizes(n, t->ranks, sizes);
+    *first = 0;
+    for (int r = 0; r < t->rank; r++)
+        *first += sizes[r];
+    return sizes[t->rank];
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Every rank must train the same model on the same batches: a rank started
+ * with other options would silently train something else. */
+static int check_ranks_agree(const trainer *t)
+{
+    const dp_train_options *o = t->o;
+    uint64_t h = 14695981039346656037ull;
+    h = fnv1a(h, o->model, strlen(o->model) + 1);
+    h = fnv1a(h, &o->batch_size, sizeof o->batch_size);
+    h = fnv1a(h, &o->lr, sizeof o->lr);
+    h = fnv1a(h, &o->momentum, sizeof o->momentum);
+    h = fnv1a(h, &o->weight_decay, sizeof o->weight_decay);
+    h = fnv1a(h, &o->epochs, sizeof o->epochs);
+    h = fnv1a(h, &o->seed, sizeof o->seed);
+    h = fnv1a(h, &o->shuffle, sizeof o->shuffle);
+    h = fnv1a(h, &o->limit_train, sizeof o->limit_train);
+    h = fnv1a(h, &o->limit_test, sizeof o->limit_test);
+    h = fnv1a(h, &o->sync_bn, sizeof o->sync_bn);
+    uint64_t all[DP_MAX_RANKS];
+    DP_TRY(dp_dist_gather_u64(h, all));
+    for (int r = 1; r < t->ranks; r++) {
+        if (all[r] != all[0]) {
+            DP_ERROR("rank %d was started with other training options than rank 0 (model, batch "
+                     "size, lr, epochs, seed, limits must be the same on every rank)",
+                     r);
+            return DP_EINVAL;
+        }
+    }
     return 0;
 }
 
@@ -125,15 +188,39 @@ static int check_writable_dir(const char *path)
 static int setup(trainer *t)
 {
     const dp_train_options *o = t->o;
-    if (o->checkpoint_path)
+    t->rank = dp_dist_rank();
+    t->ranks = dp_dist_size();
+    if (t->ranks > DP_MAX_RANKS) {
+        DP_ERROR("%d ranks: at most %d", t->ranks, DP_MAX_RANKS);
+        return DP_EINVAL;
+    }
+    dp_allreduce_algo algo = dp_allreduce_resolve(o->allreduce);
+    if (t->ranks > 1 && algo != DP_ALLREDUCE_MPI) {
+        DP_ERROR("--allreduce %s sums within one process; across the %d ranks of mpirun use "
+                 "--allreduce mpi (the default under mpirun)",
+                 dp_allreduce_algo_name(algo), t->ranks);
+        return DP_EINVAL;
+    }
+    if (t->ranks > 1)
+        DP_TRY(check_ranks_agree(t));
+    if (o->checkpoint_path && t->rank == 0)
         DP_TRY(check_writable_dir(o->checkpoint_path));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
     t->dev = t->devs[0];
     dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);
-    if (o->batch_size < t->ndev) {
-        DP_ERROR("--batch-size %lld is smaller than the %d devices: each device needs at least "
-                 "one sample of every batch",
-                 (long long)o->batch_size, t->ndev);
+    if (t->ranks > 1)
+        snprintf(t->where, sizeof t->where, "%s x %d ranks", t->devices, t->ranks);
+    else
+        snprintf(t->where, sizeof t->where, "%s", t->devices);
+    if (o->batch_size < (int64_t)t->ndev * t->ranks) {
+        if (t->ranks > 1)
+            DP_ERROR("--batch-size %lld is smaller than the %d ranks x %d devices: each device "
+                     "needs at least one sample of every batch",
+                     (long long)o->batch_size, t->ranks, t->ndev);
+        else
+            DP_ERROR("--batch-size %lld is smaller than the %d devices: each device needs at "
+                     "least one sample of every batch",
+                     (long long)o->batch_size, t->ndev);
         return DP_EINVAL;
     }
     t->ck = dp__calloc(1, sizeof *t->ck);
@@ -145,9 +232,8 @@ static int setup(trainer *t)
     DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
-    dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .sgd = {o->lr, o->momentum, o->weight_decay},
-                                   .sync_bn = o->sync_bn};
+    dp_data_parallel_options po = {
+        .allreduce = algo, .sgd = {o->lr, o->momentum, o->weight_decay}, .sync_bn = o->sync_bn};
     DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     if (o->resume_path)
         DP_TRY(resume(t));
@@ -164,14 +250,18 @@ static int setup(trainer *t)
     int64_t one = 1;
     DP_TRY(dp_tensor_new(&t->loss_sum, t->dev, DP_F32, 1, &one));
     DP_TRY(dp_tensor_new(&t->correct, t->dev, DP_F32, 1, &one));
-    t->step_loss = dp__calloc((size_t)dp_loader_num_batches(t->train_loader) + 1, sizeof(float));
-    if (!t->step_loss)
+    size_t nb = (size_t)dp_loader_num_batches(t->train_loader) + 1;
+    t->step_loss = dp__calloc(nb, sizeof(float));
+    t->step_rows = dp__calloc(nb, sizeof(int64_t));
+    if (!t->step_loss || !t->step_rows)
         return DP_ENOMEM;
-    if (o->metrics_path && o->resume_path)
-        DP_TRY(dp_metrics_open_append(&t->metrics, o->metrics_path));
-    else if (o->metrics_path)
-        DP_TRY(dp_metrics_open(&t->metrics, o->metrics_path));
-    DP_TRY(dp_progress_init(&t->progress, o->progress));
+    if (o->metrics_path && t->rank == 0) {
+        if (o->resume_path)
+            DP_TRY(dp_metrics_open_append(&t->metrics, o->metrics_path));
+        else
+            DP_TRY(dp_metrics_open(&t->metrics, o->metrics_path));
+    }
+    DP_TRY(dp_progress_init(&t->progress, o->progress && t->rank == 0));
     return 0;
 }
 
@@ -182,6 +272,7 @@ static void teardown(trainer *t)
     dp_metrics_close(t->metrics);
     dp__free(t->ck);
     dp__free(t->step_loss);
+    dp__free(t->step_rows);
     dp_tensor_free(t->loss_sum);
     dp_tensor_free(t->correct);
     dp_tape_close(t->tape);
@@ -195,16 +286,28 @@ static void teardown(trainer *t)
     dp_devices_close(t->devs, t->ndev);
 }
 
-/* Issues one training step on batch b; returns without waiting. */
+/* Issues one training step on (this rank's chunk of) batch b; returns
+ * without waiting. */
 static int train_step(trainer *t, const dp_batch *b)
 {
     dp_device_t *dev = t->dev;
-    int64_t xs[4] = {b->n, 1, t->train.rows, t->train.cols}, ys[1] = {b->n};
+    int64_t row0, n = rank_rows(t, b->n, &row0);
+    int64_t pixels = t->train.rows * t->train.cols;
+    int64_t xs[4] = {n, 1, t->train.rows, t->train.cols}, ys[1] = {n};
     dp_tensor_t *x, *y, *logits, *loss;
+    t->step_rows[b->index] = n;
+    if (n == 0) {
+        /* A last batch smaller than the ranks: this rank adds zero
+         * gradients to the sum and makes the same update as the others. */
+        t->step_loss[b->index] = 0;
+        dp_data_parallel_zero_grad(t->dp);
+        t->step++;
+        return dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
+    }
     dp_tape_begin(t->tape);
-    int rc = upload(&x, dev, DP_F32, 4, xs, b->x);
+    int rc = upload(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
     if (rc == 0)
-        rc = upload(&y, dev, DP_I32, 1, ys, b->y);
+        rc = upload(&y, dev, DP_I32, 1, ys, b->y + row0);
     if (rc == 0)
         rc = dp_data_parallel_forward(t->dp, x, true, &logits);
     if (rc == 0)
@@ -220,7 +323,8 @@ static int train_step(trainer *t, const dp_batch *b)
         rc = dp_backward(loss);
     }
     /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
-     * is summed over the whole batch, the update divides by its size. */
+     * is summed over the whole (global) batch, the update divides by its
+     * size. */
     if (rc == 0)
         rc = dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
     dp_tape_end(t->tape);
@@ -238,28 +342,37 @@ static int evaluate(trainer *t, double *acc)
     int64_t seen = 0, issued = 0;
     int rc = 0, more;
     while (rc == 0 && (more = dp_loader_next(t->test_loader, &b)) > 0) {
+        /* Each rank evaluates its chunk of every batch. */
+        int64_t row0, n = rank_rows(t, b.n, &row0);
+        seen += b.n;
+        if (n == 0)
+            continue;
         /* One batch in flight: the previous one has finished everywhere. */
         if (issued++ > 0)
             rc = dp_waitall();
         if (rc < 0)
             break;
-        int64_t xs[4] = {b.n, 1, t->test.rows, t->test.cols}, ys[1] = {b.n};
+        int64_t pixels = t->test.rows * t->test.cols;
+        int64_t xs[4] = {n, 1, t->test.rows, t->test.cols}, ys[1] = {n};
         dp_tensor_t *x, *y, *logits;
         dp_tape_begin(t->eval_tape);
-        rc = upload(&x, dev, DP_F32, 4, xs, b.x);
+        rc = upload(&x, dev, DP_F32, 4, xs, b.x + row0 * pixels);
         if (rc == 0)
-            rc = upload(&y, dev, DP_I32, 1, ys, b.y);
+            rc = upload(&y, dev, DP_I32, 1, ys, b.y + row0);
         if (rc == 0)
             rc = dp_data_parallel_forward(t->dp, x, false, &logits);
         if (rc == 0)
             rc = dp_accuracy_accumulate(t->correct, logits, y);
         dp_tape_end(t->eval_tape);
         dp_tape_reset(t->eval_tape);
-        seen += b.n;
     }
+    if (rc == 0 && more < 0)
+        rc = more;
     float correct = 0;
     if (rc == 0)
         rc = dp_tensor_to_host(t->correct, &correct, sizeof correct);
+    if (rc == 0)
+        rc = dp_dist_sum_f32(&correct, 1);
     *acc = seen ? correct / (double)seen : 0.0;
     return rc;
 }
@@ -270,9 +383,11 @@ static int save_stopped(trainer *t, int epoch, int64_t next, double seconds)
 {
     const dp_train_options *o = t->o;
     DP_TRY(dp_waitall());
-    float loss_sum = 0, correct = 0;
-    DP_TRY(dp_tensor_to_host(t->loss_sum, &loss_sum, sizeof loss_sum));
-    DP_TRY(dp_tensor_to_host(t->correct, &correct, sizeof correct));
+    float sums[2] = {0, 0};
+    DP_TRY(dp_tensor_to_host(t->loss_sum, &sums[0], sizeof(float)));
+    DP_TRY(dp_tensor_to_host(t->correct, &sums[1], sizeof(float)));
+    DP_TRY(dp_dist_sum_f32(sums, 2));
+    float loss_sum = sums[0], correct = sums[1];
     dp_checkpoint_state *ck = t->ck;
     snprintf(ck->model, sizeof ck->model, "%s", o->model);
     ck->epochs_done = epoch;
@@ -290,7 +405,8 @@ static int save_stopped(trainer *t, int epoch, int64_t next, double seconds)
     snprintf(ck->devices, sizeof ck->devices, "%s", t->devices);
     snprintf(t->stopped_path, sizeof t->stopped_path, "%s",
              o->checkpoint_path ? o->checkpoint_path : DP_INTERRUPT_CHECKPOINT);
-    DP_TRY(dp_checkpoint_save(t->stopped_path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
+    if (t->rank == 0)
+        DP_TRY(dp_checkpoint_save(t->stopped_path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
     t->stopped_epoch = epoch;
     t->stopped_batch = next;
     return DP_EINTR;
@@ -315,19 +431,28 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
         loss0 = t->ck->partial_loss;
         correct0 = t->ck->partial_correct;
         t->ck->batch = 0; /* used once: the next epoch starts at its first batch */
+        if (t->rank != 0)
+            loss0 = correct0 = 0; /* the totals so far are added once, on rank 0 */
     }
     int64_t logged = first;
     DP_TRY(dp_tensor_fill(t->loss_sum, (float)loss0));
     DP_TRY(dp_tensor_fill(t->correct, (float)correct0));
     DP_TRY(dp_loader_start_epoch(t->train_loader, epoch, first));
+    double comm0 = dp_dist_comm_seconds(NULL);
     double start = dp_time_seconds() - before;
     dp_batch b;
     int more, rc = 0;
     int64_t issued = 0, seen = first * o->batch_size;
     while ((more = dp_loader_next(t->train_loader, &b)) > 0) {
         DP_TRY(train_step(t, &b));
-        if (stop_signal)
+        bool stop = stop_signal != 0;
+        if (t->ranks > 1)
+            DP_TRY(dp_dist_any(stop, &stop));
+        if (stop) {
+            if (!stop_signal)
+                stop_signal = SIGTERM; /* another rank's signal */
             return save_stopped(t, epoch, b.index + 1, dp_time_seconds() - start);
+        }
         for (int k = 0; k < t->ndev; k++)
             ring[issued % depth][k] = dp_event_record(t->devs[k]);
         issued++;
@@ -340,8 +465,10 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
             done += first; /* the batch number within the epoch */
             double el = dp_time_seconds() - start;
             dp_progress_update(t->progress, epoch + 1, o->epochs, done + 1, batches,
-                               t->step_loss[done] / (double)o->batch_size, seen / el);
-            for (; t->metrics && o->log_steps && logged <= done; logged++)
+                               t->step_loss[done] / (double)DP_MAX(t->step_rows[done], 1),
+                               seen / el);
+            /* Across ranks a step's loss is known at the end of the epoch. */
+            for (; t->metrics && o->log_steps && t->ranks == 1 && logged <= done; logged++)
                 DP_TRY(dp_metrics_write_step(t->metrics, epoch * batches + logged + 1, epoch + 1,
                                              t->step_loss[logged] / (double)o->batch_size));
         }
@@ -351,14 +478,18 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     DP_TRY(dp_waitall());
     double seconds = dp_time_seconds() - start;
     dp_progress_done(t->progress);
+    if (t->ranks > 1 && o->log_steps)
+        DP_TRY(dp_dist_sum_f32(t->step_loss + logged, (int)(first + issued - logged)));
     for (; t->metrics && o->log_steps && logged < first + issued; logged++) {
         int64_t n = logged == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
         DP_TRY(dp_metrics_write_step(t->metrics, epoch * batches + logged + 1, epoch + 1,
                                      t->step_loss[logged] / (double)n));
     }
-    float loss_sum = 0, correct = 0;
-    DP_TRY(dp_tensor_to_host(t->loss_sum, &loss_sum, sizeof loss_sum));
-    DP_TRY(dp_tensor_to_host(t->correct, &correct, sizeof correct));
+    float sums[2] = {0, 0};
+    DP_TRY(dp_tensor_to_host(t->loss_sum, &sums[0], sizeof(float)));
+    DP_TRY(dp_tensor_to_host(t->correct, &sums[1], sizeof(float)));
+    DP_TRY(dp_dist_sum_f32(sums, 2));
+    float loss_sum = sums[0], correct = sums[1];
     s->epoch = epoch + 1;
     s->train_loss = samples ? loss_sum / (double)samples : 0.0;
     s->train_acc = samples ? correct / (double)samples : 0.0;
@@ -367,6 +498,10 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     s->devices = t->devices;
     s->batch_size = o->batch_size;
     s->lr = o->lr;
+    s->ranks = t->ranks;
+    /* Time inside MPI_Allreduce, waiting for the slowest rank included. */
+    double comm = dp_dist_comm_seconds(NULL) - comm0;
+    s->allreduce_ms = issued ? 1e3 * comm / (double)issued : 0.0;
     rc = evaluate(t, &s->test_acc);
     s->peak_rss_mb = dp_peak_rss_mb();
     return rc;
@@ -399,9 +534,9 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         total += s->epoch_seconds;
         if (t.metrics)
             rc = dp_metrics_write_epoch(t.metrics, s);
-        if (rc == 0 && o->plot_path)
+        if (rc == 0 && o->plot_path && t.rank == 0)
             rc = dp_plot_write(o->plot_path, o->epochs, t.ck->history, e + 1);
-        if (rc == 0 && o->checkpoint_path) {
+        if (rc == 0 && o->checkpoint_path && t.rank == 0) {
             dp_checkpoint_state *ck = t.ck;
             snprintf(ck->model, sizeof ck->model, "%s", o->model);
             ck->epochs_done = e + 1;
@@ -414,8 +549,7 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
             ck->momentum = o->momentum;
             ck->weight_decay = o->weight_decay;
             snprintf(ck->devices, sizeof ck->devices, "%s", t.devices);
-            rc = dp_checkpoint_save(o->checkpoint_path, t.model, dp_data_parallel_sgd(t.dp, 0),
-                                    ck);
+            rc = dp_checkpoint_save(o->checkpoint_path, t.model, dp_data_parallel_sgd(t.dp, 0), ck);
         }
         result->epochs_done = e + 1;
         result->test_acc = s->test_acc;
@@ -423,7 +557,7 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         result->train_acc = s->train_acc;
         result->sec_per_epoch = total / (e + 1 - first);
     }
-    snprintf(result->devices, sizeof result->devices, "%s", t.devices);
+    snprintf(result->devices, sizeof result->devices, "%s", t.where);
     if (rc == DP_EINTR) {
         snprintf(result->checkpoint, sizeof result->checkpoint, "%s", t.stopped_path);
         result->stopped_epoch = t.stopped_epoch + 1;
@@ -462,6 +596,8 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     trainer t;
     memset(&t, 0, sizeof t);
     t.o = &to;
+    t.rank = dp_dist_rank();
+    t.ranks = dp_dist_size();
     int64_t one = 1;
     int rc = dp_devices_open(t.devs, &t.ndev, to.devices, to.threads);
     if (rc == 0) {

@@ -2,11 +2,17 @@
 #include "device/cpu/cpu.h"
 
 #include <omp.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
+/* The cores this process may run on: all of the machine's, or those that
+ * taskset or mpirun's binding (one core per rank) leave it. */
 int dp__cpu_count(void)
 {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
@@ -40,8 +46,7 @@ static int cpu_open(dp_device_t *dev)
         dp__free(cpu);
         return DP_EDEVICE;
     }
-    if (dnnl_stream_create(&cpu->stream, cpu->engine, dnnl_stream_default_flags) !=
-        dnnl_success) {
+    if (dnnl_stream_create(&cpu->stream, cpu->engine, dnnl_stream_default_flags) != dnnl_success) {
         DP_ERROR("%s: oneDNN stream cannot be created", dev->name);
         dnnl_engine_destroy(cpu->engine);
         dp__free(cpu);

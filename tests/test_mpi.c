@@ -1,0 +1,457 @@
+/* Many processes: dptrain under `mpirun -np 2` trains the same LeNet as one
+ * process with the same global batch, a rank that dies or fails ends every
+ * rank within seconds with a message naming it, SIGTERM checkpoints, and a
+ * checkpoint of 2 ranks resumes in 1. Runs the built dptrain (DP_BUILD_DIR)
+ * under Open MPI's mpirun; skips, saying so, in a build without MPI. */
+#include "testutil.h"
+
+#include "dp/dp.h"
+#include "dp/safetensors.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dptrain[512];
+static char mpirun[512];
+
+static bool find_in_path(const char *name, char *out, size_t size)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s:/usr/bin", path ? path : "");
+    for (char *save, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        snprintf(out, size, "%s/%s", dir, name);
+        if (access(out, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("DP_BUILD_DIR");
+    snprintf(dptrain, sizeof dptrain, "%s/dptrain", dir ? dir : "..");
+    if (access(dptrain, X_OK) != 0) {
+        printf("no dptrain binary at %s (run through ctest, which sets DP_BUILD_DIR)\n", dptrain);
+        return -1;
+    }
+    /* mpirun as root (CI containers), ranks on more ranks than cores, and
+     * no cross-memory attach (often forbidden in containers). */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    return 0;
+}
+
+static void skip_without_mpi(void)
+{
+    if (!dp_dist_built()) {
+        printf("SKIP: this build has no MPI (install libopenmpi-dev and rebuild)\n");
+        skip();
+    }
+    if (!find_in_path("mpirun", mpirun, sizeof mpirun)) {
+        printf("SKIP: no mpirun on PATH (apt-get install openmpi-bin)\n");
+        skip();
+    }
+    if (!tu_have_fashion_mnist()) {
+        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
+        skip();
+    }
+}
+
+/* Starts argv (NULL-terminated) with stdout and stderr into `log`. */
+static pid_t start(const char *const *argv, const char *log)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setpgid(0, 0); /* its own group: a failed test kills what is left */
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int status_code(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Waits up to `seconds`; -1 if it is still running then (it is killed). */
+static int wait_for(pid_t pid, double seconds)
+{
+    int status;
+    for (double t = 0; t < seconds; t += 0.01) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return status_code(status);
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The common small run: LeNet, 20 steps of a global batch of 64 (the last
+ * one a single sample: fewer than ranks x devices), momentum, shuffled. */
+#define COMMON                                                                                     \
+    "train", "--epochs", "1", "--limit-train", "1217", "--limit-test", "500", "--batch-size",      \
+        "64", "--lr", "0.1", "--momentum", "0.9", "--threads", "1", "--seed", "3", "--progress",   \
+        "never"
+
+static int run(int ranks, const char *devices, const char *ck, const char *metrics,
+               const char *const *extra, const char *log)
+{
+    const char *argv[64];
+    int n = 0;
+    char np[16];
+    if (ranks > 0) {
+        snprintf(np, sizeof np, "%d", ranks);
+        argv[n++] = mpirun;
+        argv[n++] = "-np";
+        argv[n++] = np;
+    }
+    const char *common[] = {COMMON};
+    argv[n++] = dptrain;
+    for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+        argv[n++] = common[i];
+    argv[n++] = "--devices";
+    argv[n++] = devices;
+    argv[n++] = "--checkpoint";
+    argv[n++] = ck;
+    if (metrics) {
+        argv[n++] = "--metrics";
+        argv[n++] = metrics;
+    }
+    for (int i = 0; extra && extra[i]; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    int rc = wait_for(start(argv, log), 300);
+    if (rc != 0) {
+        char *s = slurp(log);
+        printf("%s", s);
+        free(s);
+    }
+    return rc;
+}
+
+/* max |a - b| / max |b| over every float tensor of two checkpoints. */
+static double max_rel_diff(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    double worst = 0;
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
+        assert_int_equal(ta.bytes, tb.bytes);
+        if (ta.dtype != DP_ST_F32)
+            continue;
+        const float *x = ta.data, *y = tb.data;
+        size_t n = ta.bytes / sizeof(float);
+        double d = 0, m = 0;
+        for (size_t k = 0; k < n; k++) {
+            d = fmax(d, fabs((double)x[k] - y[k]));
+            m = fmax(m, fabs((double)y[k]));
+        }
+        if (m > 0)
+            worst = fmax(worst, d / m);
+    }
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+    return worst;
+}
+
+static double json_number(const char *path, const char *key)
+{
+    char *s = slurp(path);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(s, pat);
+    double v = p ? atof(p + strlen(pat)) : NAN;
+    free(s);
+    return v;
+}
+
+static void ranks_equal_one_process(void **state)
+{
+    (void)state;
+    skip_without_mpi();
+    char log[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    char one[256], m1[256], path[256], metrics[256];
+    snprintf(one, sizeof one, "%s", tu_tmp_path("1x1.safetensors"));
+    snprintf(m1, sizeof m1, "%s", tu_tmp_path("1x1.jsonl"));
+    assert_int_equal(run(0, "1", one, m1, NULL, log), 0);
+    double loss1 = json_number(m1, "train_loss"), acc1 = json_number(m1, "test_acc");
+
+    static const struct {
+        int ranks;
+        const char *devices, *what;
+    } runs[] = {{0, "2", "1 rank x 2 devices"},
+                {2, "1", "2 ranks x 1 device"},
+                {2, "2", "2 ranks x 2 devices"}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        snprintf(path, sizeof path, "%s", tu_tmp_path("n.safetensors"));
+        snprintf(metrics, sizeof metrics, "%s", tu_tmp_path("n.jsonl"));
+        assert_int_equal(run(runs[i].ranks, runs[i].devices, path, metrics, NULL, log), 0);
+        double d = max_rel_diff(path, one);
+        double loss = json_number(metrics, "train_loss"), acc = json_number(metrics, "test_acc");
+        printf("%-20s vs 1 rank x 1 device: max |difference| / max |param| = %.3g; train loss "
+               "%.6f vs %.6f, test acc %.4f vs %.4f\n",
+               runs[i].what, d, loss, loss1, acc, acc1);
+        assert_true(d <= 1e-4);
+        /* Every sample counted once: the epoch's mean loss over 1217. */
+        tu_assert_close(loss, loss1, 1e-4, 0);
+        tu_assert_close(acc, acc1, 0, 0.0021); /* one test image of 500 */
+    }
+}
+
+/* The pid of rank `rank` among mpirun's children. */
+static pid_t find_rank(pid_t parent, int rank)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    char want[64];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    pid_t found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d))) {
+        pid_t pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char p[64], buf[1024];
+        snprintf(p, sizeof p, "/proc/%d/stat", pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        int ppid = 0;
+        if (fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1)
+            ppid = 0;
+        fclose(f);
+        if (ppid != parent)
+            continue;
+        snprintf(p, sizeof p, "/proc/%d/environ", pid);
+        f = fopen(p, "r");
+        if (!f)
+            continue;
+        size_t n;
+        char env[1 << 16];
+        n = fread(env, 1, sizeof env - 1, f);
+        fclose(f);
+        env[n] = '\0';
+        for (size_t k = 0; k < n; k += strlen(env + k) + 1) {
+            snprintf(buf, sizeof buf, "%s", env + k);
+            if (strcmp(buf, want) == 0)
+                found = pid;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Whether pid has ended (gone, or a zombie) within `seconds`. */
+static bool gone(pid_t pid, double seconds)
+{
+    for (double t = 0; t < seconds; t += 0.01) {
+        char p[64], st = 0;
+        snprintf(p, sizeof p, "/proc/%d/stat", pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            return true;
+        if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+            st = 0;
+        fclose(f);
+        if (st == 'Z' || st == 'X')
+            return true;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    return false;
+}
+
+static void killed_rank_ends_all(void **state)
+{
+    (void)state;
+    skip_without_mpi();
+    char log[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    char np[] = "2";
+    const char *argv[] = {mpirun, "-np",       np,  dptrain,      "train", "--epochs",
+                          "5",    "--threads", "1", "--progress", "never", "--limit-test",
+                          "100",  NULL};
+    pid_t pid = start(argv, log);
+    /* Both ranks training: wait for rank 1, then a little longer. */
+    pid_t victim = -1;
+    for (int i = 0; i < 1000 && victim < 0; i++) {
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+        victim = find_rank(pid, 1);
+    }
+    assert_true(victim > 0);
+    pid_t other = find_rank(pid, 0);
+    nanosleep(&(struct timespec){2, 0}, NULL);
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    double t0 = now();
+    int rc = wait_for(pid, 30);
+    double took = now() - t0;
+    char *out = slurp(log);
+    printf("rank 1 killed: mpirun exited %d after %.1f s; it said:\n%s", rc, took, out);
+    assert_true(rc > 0); /* -1: still running after 30 s */
+    assert_non_null(strstr(out, "rank 1"));
+    if (other > 0)
+        assert_true(gone(other, 5)); /* rank 0 ended too */
+    free(out);
+}
+
+static void failing_rank_ends_all(void **state)
+{
+    (void)state;
+    skip_without_mpi();
+    char log[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    /* Rank 1 alone is given a data directory that does not exist. */
+    const char *argv[] = {mpirun,      "-np",        "1",          dptrain,  "train",
+                          "--threads", "1",          "--progress", "never",  ":",
+                          "-np",       "1",          dptrain,      "train",  "--threads",
+                          "1",         "--progress", "never",      "--data", "/nonexistent/fashion",
+                          NULL};
+    double t0 = now();
+    int rc = wait_for(start(argv, log), 30);
+    double took = now() - t0;
+    char *out = slurp(log);
+    printf("rank 1 fails: mpirun exited %d after %.1f s; it said:\n%s", rc, took, out);
+    assert_true(rc > 0);
+    assert_non_null(strstr(out, "rank 1"));
+    assert_non_null(strstr(out, "/nonexistent/fashion"));
+    free(out);
+}
+
+/* SIGTERM to mpirun reaches every rank; they agree on the step, rank 0
+ * saves, and resumed with 2 ranks the run ends exactly where an
+ * uninterrupted one does. */
+static void sigterm_checkpoints_all_ranks(void **state)
+{
+    (void)state;
+    skip_without_mpi();
+    char log[256], whole[256], ck[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    snprintf(whole, sizeof whole, "%s", tu_tmp_path("whole.safetensors"));
+    snprintf(ck, sizeof ck, "%s", tu_tmp_path("ck.safetensors"));
+    const char *three_epochs[] = {"--epochs", "3", "--limit-train", "12288", NULL};
+    assert_int_equal(run(2, "1", whole, NULL, three_epochs, log), 0);
+
+    const char *argv[] = {mpirun,  "-np",          "2",     dptrain,
+                          "train", "--epochs",     "3",     "--limit-train",
+                          "12288", "--limit-test", "500",   "--batch-size",
+                          "64",    "--lr",         "0.1",   "--momentum",
+                          "0.9",   "--threads",    "1",     "--seed",
+                          "3",     "--progress",   "never", "--devices",
+                          "1",     "--checkpoint", ck,      NULL};
+    pid_t pid = start(argv, log);
+    /* Stop it in its second epoch: right after the first checkpoint. */
+    struct stat st;
+    for (int i = 0; i < 30000 && stat(ck, &st) != 0; i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int rc = wait_for(pid, 60);
+    char *out = slurp(log);
+    printf("SIGTERM to mpirun: exit %d; it said:\n%s", rc, out);
+    assert_true(rc != 0 && rc != -1);
+    assert_non_null(strstr(out, "stopped by SIGTERM before epoch"));
+    assert_non_null(strstr(out, "--resume"));
+    free(out);
+
+    const char *resume[] = {"--epochs", "3", "--limit-train", "12288", "--resume", ck, NULL};
+    assert_int_equal(run(2, "1", ck, NULL, resume, log), 0);
+    double d = max_rel_diff(ck, whole);
+    printf("stopped and resumed with 2 ranks vs uninterrupted: max |difference| = %.3g\n", d);
+    assert_true(d == 0);
+}
+
+/* A checkpoint written by 2 ranks goes on in 1 process (and the other way
+ * round) and ends where 1 process alone does: 10 steps, then 10 more. (Over
+ * hundreds of steps any change of summation order grows: 1 process on 2
+ * devices and 2 ranks agree exactly with each other, and both drift from 1
+ * device by 4e-4 after 40 steps here.) */
+static void resume_with_other_rank_count(void **state)
+{
+    (void)state;
+    skip_without_mpi();
+    char log[256], whole[256], ck[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    snprintf(whole, sizeof whole, "%s", tu_tmp_path("whole.safetensors"));
+    snprintf(ck, sizeof ck, "%s", tu_tmp_path("ck.safetensors"));
+    const char *two[] = {"--epochs", "2", "--limit-train", "640", NULL};
+    assert_int_equal(run(0, "1", whole, NULL, two, log), 0);
+    static const struct {
+        int first, second;
+    } plans[] = {{2, 0}, {0, 2}};
+    for (int i = 0; i < 2; i++) {
+        const char *one[] = {"--limit-train", "640", NULL};
+        assert_int_equal(run(plans[i].first, "1", ck, NULL, one, log), 0);
+        const char *resume[] = {"--epochs", "2", "--limit-train", "640", "--resume", ck, NULL};
+        assert_int_equal(run(plans[i].second, "1", ck, NULL, resume, log), 0);
+        double d = max_rel_diff(ck, whole);
+        printf("epoch 1 on %d rank(s), epoch 2 on %d: max |difference| / max |param| vs 1 "
+               "process = %.3g\n",
+               plans[i].first ? plans[i].first : 1, plans[i].second ? plans[i].second : 1, d);
+        assert_true(d <= 1e-4);
+        remove(ck);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(ranks_equal_one_process, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(killed_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(failing_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(sigterm_checkpoints_all_ranks, tu_setup_tmp,
+                                        tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(resume_with_other_rank_count, tu_setup_tmp,
+                                        tu_teardown_tmp),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,74 @@
+/* The command line's shared parsing and error helpers (tools/cli.h). */
+#include "cli.h"
+
+#include "dp/dp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_bad_value(const char *flag, const char *value, const char *want)
+{
+    fprintf(stderr, "dptrain: error: %s %s: %s\n", flag, value, want);
+    return 2;
+}
+
+int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "expected an integer from %lld to %lld", (long long)lo,
+                 (long long)hi);
+        return cli_bad_value(flag, s, want);
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo || (lo_open && v == lo) ||
+        v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "expected a number %s %g and <= %g", lo_open ? ">" : ">=", lo,
+                 hi);
+        return cli_bad_value(flag, s, want);
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
+                     int *i, const char **value)
+{
+    const char *f = argv[*i];
+    bool known = false;
+    for (size_t k = 0; k < n; k++)
+        known |= strcmp(f, names[k]) == 0;
+    if (!known) {
+        fprintf(stderr, "dptrain: error: unknown option '%s' for %s (see dptrain %s --help)\n", f,
+                command, command);
+        return 2;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "dptrain: error: %s needs a value\n", f);
+        return 2;
+    }
+    *value = argv[++*i];
+    return 0;
+}
+
+int cli_fail(int status)
+{
+    if (dp_last_error()[0] == '\0')
+        fprintf(stderr, "dptrain: error: %s\n", dp_strerror(status));
+    return 1;
+}
