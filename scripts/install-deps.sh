@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
-          libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin "$@")
+          libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 "$@")
 
 missing=()
 for p in "${packages[@]}"; do
