@@ -61,7 +61,8 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("dptrain %s\n", DP_VERSION_STRING);
+        printf("dptrain %s\nmulti-process (MPI): %s\n", DP_VERSION_STRING,
+               dp_dist_built() ? dp_dist_library() : "off (built without Open MPI)");
         return 0;
     }
     /* Under mpirun: every rank runs the command; a rank that fails ends

@@ -22,8 +22,9 @@ extern "C" {
 
 #define DP_MAX_RANKS 4096
 
-/* Whether this build has MPI. */
+/* Whether this build has MPI, and which ("Open MPI v4.1.4"; "none"). */
 bool dp_dist_built(void);
+const char *dp_dist_library(void);
 /* Whether this process was started by mpirun (Open MPI's environment). */
 bool dp_dist_launched(void);
 

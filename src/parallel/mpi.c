@@ -52,6 +52,25 @@ bool dp_dist_built(void)
     return true;
 }
 
+static char library[MPI_MAX_LIBRARY_VERSION_STRING];
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+
+/* "Open MPI v4.1.4, package: ..." up to the first comma. */
+static void read_library(void)
+{
+    int len = 0;
+    if (MPI_Get_library_version(library, &len) != MPI_SUCCESS)
+        len = 0;
+    library[len] = '\0';
+    library[strcspn(library, ",\n")] = '\0';
+}
+
+const char *dp_dist_library(void)
+{
+    pthread_once(&library_once, read_library);
+    return library;
+}
+
 /* An MPI error as DP_ECOMM, with MPI's own words. */
 static int mpi_fail(int err, const char *what)
 {
@@ -242,6 +261,11 @@ int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len)
 bool dp_dist_built(void)
 {
     return false;
+}
+
+const char *dp_dist_library(void)
+{
+    return "none";
 }
 
 int dp_dist_init(int *argc, char ***argv)
