@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
 
-.PHONY: all deps build train test test-asan test-tsan clean
+.PHONY: all deps build train test test-asan test-tsan clean fuzz
 
 all: build
 
@@ -13,7 +13,7 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DDP_WERROR=ON
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -24,14 +24,17 @@ train: build
 	  --epochs $(EPOCHS) --metrics lenet.jsonl --plot lenet.png
 
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then the threaded tests under ThreadSanitizer.
+# then the threaded tests under ThreadSanitizer. `build` has warnings as errors,
+# the CUDA backend included where nvcc is installed; the sanitizer builds are
+# CPU-only (nvcc's code is not instrumented).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 
 test-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \
+	  -DDP_CUDA=OFF
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
@@ -41,10 +44,47 @@ test-asan: deps
 # OpenMP team (libgomp is not instrumented) starts.
 TSAN_TESTS = ^(test_engine|test_data|test_parallel|test_train|test_resume|cli_demo)$$
 test-tsan: deps
-	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON -DDP_CUDA=OFF
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
+# Fuzzing (tests/fuzz/): libFuzzer targets for the IDX reader (plain and
+# gzip), the safetensors reader, the checkpoint loader and the command-line
+# parsers, built with clang under ASan+UBSan in build-fuzz. Each runs
+# FUZZ_SECONDS on a scratch copy of its seeds and regression inputs (what it
+# finds never lands in the tree) and prints libFuzzer's "Done N runs" line;
+# an input that crashes a target, hangs it (30 s) or makes it allocate over
+# 256 MB at once is kept in build-fuzz/crashes/ and fails the run.
+# tests/test_fuzz_regress.c replays the seeds and regression inputs in
+# `make test`.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = idx safetensors checkpoint cli
+fuzz:
+	@scripts/install-deps.sh clang libclang-rt-14-dev
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DDP_SANITIZE='address;undefined' -DCMAKE_C_FLAGS='-fsanitize=fuzzer-no-link -Wno-pass-failed' \
+	  -DDP_CUDA=OFF -DDP_MPI=OFF -DBUILD_TESTING=OFF \
+	  -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tests/fuzz/project.cmake
+	cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@mkdir -p build-fuzz/crashes; failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	  corpus=$$(mktemp -d); cp tests/fuzz/corpus/$$t/* $$corpus/; \
+	  for f in tests/fuzz/regress/$$t/*; do [ -f "$$f" ] && cp "$$f" "$$corpus/regress-$${f##*/}"; done; \
+	  log=build-fuzz/fuzz_$$t.log; \
+	  if build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 -malloc_limit_mb=256 \
+	       -close_fd_mask=3 -artifact_prefix=build-fuzz/crashes/$$t- $$corpus > $$log 2>&1; then \
+	    echo "fuzz_$$t: $$(grep '^Done' $$log)"; \
+	  else \
+	    echo "fuzz_$$t: CRASHED (log: $$log)"; grep -A30 -m1 '^==[0-9]*==\|^fuzz \|deadly signal' $$log; \
+	    failed="$$failed $$t"; \
+	  fi; \
+	  rm -rf $$corpus; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "fuzz: crashed:$$failed; the inputs are in build-fuzz/crashes/ (replay one: build-fuzz/fuzz/fuzz_TARGET FILE)"; \
+	  exit 1; \
+	fi
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

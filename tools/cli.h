@@ -26,6 +26,22 @@ struct dp_train_options;
  * for -h/--help, or 2 after printing the one-line error. */
 int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);
 
+struct dp_eval_options;
+/* dptrain eval's flags into *o, the same way. */
+int cli_eval_parse(int argc, char **argv, struct dp_eval_options *o, bool *help);
+
+/* dptrain demo NAME [options]: which demonstration, with what. */
+struct cli_demo_options {
+    const char *name;    /* dataparallel, allreduce, async or scratch */
+    const char *devices; /* for dataparallel, allreduce and scratch */
+    const char *algo;    /* ring or naive */
+    int64_t ops;         /* small ops for async */
+    int64_t steps;       /* training steps for scratch */
+};
+/* dptrain demo's name and flags into *o, the same way; an unknown name is
+ * an error here, so the command only dispatches. */
+int cli_demo_parse(int argc, char **argv, struct cli_demo_options *o, bool *help);
+
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

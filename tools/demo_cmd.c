@@ -28,18 +28,23 @@ static const char usage_demo[] =
     "  --steps N            training steps for scratch [20]\n"
     "  -h, --help           show this help\n";
 
-int cmd_demo(int argc, char **argv)
+int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *help)
 {
-    if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
-        fputs(usage_demo, argc < 1 ? stderr : stdout);
-        return argc < 1 ? 2 : 0;
+    *help = false;
+    if (argc < 1) {
+        fputs(usage_demo, stderr);
+        return 2;
     }
-    const char *name = argv[0], *devices = "2", *algo = "ring";
-    int64_t ops = 10000, steps = 20;
+    if (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
+        *help = true;
+        return 0;
+    }
+    struct cli_demo_options o = {
+        .name = argv[0], .devices = "2", .algo = "ring", .ops = 10000, .steps = 20};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage_demo, stdout);
+            *help = true;
             return 0;
         }
         static const char *const with_value[] = {"--devices", "--allreduce", "--ops", "--steps"};
@@ -48,33 +53,50 @@ int cmd_demo(int argc, char **argv)
                              &i, &v))
             return 2;
         if (strcmp(f, "--devices") == 0) {
-            devices = v;
+            o.devices = v;
         } else if (strcmp(f, "--allreduce") == 0) {
             int a = dp_allreduce_algo_parse(v);
             if (a != DP_ALLREDUCE_RING && a != DP_ALLREDUCE_NAIVE)
                 return cli_bad_value(f, v, "expected ring or naive");
-            algo = v;
+            o.algo = v;
         } else if (strcmp(f, "--steps") == 0) {
-            if (cli_parse_i64(f, v, 1, 234, &steps))
+            if (cli_parse_i64(f, v, 1, 234, &o.steps))
                 return 2;
-        } else if (cli_parse_i64(f, v, 1, 100000000, &ops)) {
+        } else if (cli_parse_i64(f, v, 1, 100000000, &o.ops)) {
             return 2;
         }
     }
-    int rc;
-    if (strcmp(name, "dataparallel") == 0)
-        rc = example_dataparallel(devices);
-    else if (strcmp(name, "allreduce") == 0)
-        rc = example_allreduce(devices, algo);
-    else if (strcmp(name, "async") == 0)
-        rc = example_async((int)ops);
-    else if (strcmp(name, "scratch") == 0)
-        rc = example_lenet_scratch(devices, algo, (int)steps);
-    else {
+    if (strcmp(o.name, "dataparallel") && strcmp(o.name, "allreduce") && strcmp(o.name, "async") &&
+        strcmp(o.name, "scratch")) {
         fprintf(stderr,
                 "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async, scratch)\n",
-                name);
+                o.name);
         return 2;
     }
+    *out = o;
+    return 0;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    struct cli_demo_options o;
+    bool help;
+    int status = cli_demo_parse(argc, argv, &o, &help);
+    if (status != 0)
+        return status;
+    if (help) {
+        fputs(usage_demo, stdout);
+        return 0;
+    }
+    /* cli_demo_parse accepted the name: it is one of these four. */
+    int rc;
+    if (strcmp(o.name, "dataparallel") == 0)
+        rc = example_dataparallel(o.devices);
+    else if (strcmp(o.name, "allreduce") == 0)
+        rc = example_allreduce(o.devices, o.algo);
+    else if (strcmp(o.name, "async") == 0)
+        rc = example_async((int)o.ops);
+    else
+        rc = example_lenet_scratch(o.devices, o.algo, (int)o.steps);
     return rc < 0 ? cli_fail(rc) : 0;
 }

@@ -23,13 +23,14 @@ static const char usage_eval[] =
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
     "  -h, --help           show this help\n";
 
-int cmd_eval(int argc, char **argv)
+int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
 {
     dp_eval_options o = {0};
+    *help = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage_eval, stdout);
+            *help = true;
             return 0;
         }
         static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
@@ -65,6 +66,21 @@ int cmd_eval(int argc, char **argv)
     if (!o.checkpoint) {
         fprintf(stderr, "dptrain: error: eval needs --checkpoint FILE\n");
         return 2;
+    }
+    *out = o;
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    dp_eval_options o;
+    bool help;
+    int status = cli_eval_parse(argc, argv, &o, &help);
+    if (status != 0)
+        return status;
+    if (help) {
+        fputs(usage_eval, stdout);
+        return 0;
     }
     double acc;
     char devices[256];

@@ -25,6 +25,9 @@
 #define IDX_MAX_BYTES ((uint64_t)1 << 30)
 /* gzread takes an unsigned int and returns an int: read in pieces. */
 #define IDX_CHUNK ((size_t)1 << 26)
+/* The data buffer starts this large and doubles as bytes arrive, so a short
+ * file whose header promises up to IDX_MAX_BYTES costs what it holds. */
+#define IDX_FIRST_ALLOC ((size_t)1 << 20)
 
 /* Reads up to `n` bytes; `*got` says how many arrived. Returns the zlib error
  * state after the read: Z_OK (a short read then means end of a plain file),
@@ -148,6 +151,37 @@ static int read_header(gzFile f, const char *path, dp_idx *idx)
     return DP_OK;
 }
 
+/* Reads the `want` data bytes into *out, in a buffer grown as they arrive. */
+static int read_data(gzFile f, const char *path, size_t want, uint8_t **out)
+{
+    size_t cap = DP_MIN(want, IDX_FIRST_ALLOC), have = 0;
+    uint8_t *buf = dp__malloc(cap);
+    if (!buf)
+        return DP_ENOMEM;
+    for (;;) {
+        size_t got;
+        int err = read_bytes(f, buf + have, cap - have, &got);
+        have += got;
+        if (have < cap) {
+            dp__free(buf);
+            return read_failure(f, path, "data", want, have, err);
+        }
+        if (cap == want)
+            break;
+        cap = DP_MIN(want, 2 * cap);
+        uint8_t *grown = dp__malloc(cap);
+        if (!grown) {
+            dp__free(buf);
+            return DP_ENOMEM;
+        }
+        memcpy(grown, buf, have);
+        dp__free(buf);
+        buf = grown;
+    }
+    *out = buf;
+    return DP_OK;
+}
+
 int dp_idx_read(const char *path, dp_idx *out)
 {
     DP_ASSERT(path && out);
@@ -160,21 +194,14 @@ int dp_idx_read(const char *path, dp_idx *out)
     rc = read_header(f, path, &idx);
     if (rc < 0)
         goto fail;
-    idx.data = dp__malloc(idx.size);
-    if (!idx.data) {
-        rc = DP_ENOMEM;
+    rc = read_data(f, path, idx.size, &idx.data);
+    if (rc < 0)
         goto fail;
-    }
-    size_t got;
-    int err = read_bytes(f, idx.data, idx.size, &got);
-    if (got < idx.size) {
-        rc = read_failure(f, path, "data", idx.size, got, err);
-        goto fail;
-    }
     /* One more byte: there must be none, and for gzip this read also makes
      * zlib check the stream's trailer (CRC and length). */
     uint8_t extra;
-    err = read_bytes(f, &extra, 1, &got);
+    size_t got;
+    int err = read_bytes(f, &extra, 1, &got);
     if (got > 0) {
         DP_ERROR("%s: trailing bytes after the %zu data bytes the IDX header promises", path,
                  idx.size);

@@ -5,7 +5,9 @@
 
 #include "core/internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,8 +240,10 @@ int dp_checkpoint_load_weights(const char *path, dp_model_t *m)
     return rc;
 }
 
+/* A count in [lo, hi]; one past either end (strtoll's ERANGE included) is
+ * a corrupt file, never a value clamped or cut to fit. */
 static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key, int64_t lo,
-                    int64_t *out)
+                    int64_t hi, int64_t *out)
 {
     const char *v = dp_safetensors_meta(f, key);
     char *end;
@@ -248,9 +252,11 @@ static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key
                  key);
         return DP_EFORMAT;
     }
+    errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo) {
-        DP_ERROR("%s: metadata '%s' is '%s', not a count", path, key, v);
+    if (*v == '\0' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+        DP_ERROR("%s: metadata '%s' is '%s', not a count from %" PRId64 " to %" PRId64, path, key,
+                 v, lo, hi);
         return DP_EFORMAT;
     }
     *out = x;
@@ -301,13 +307,13 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
     DP_TRY(dp_safetensors_open(&f, path));
     memset(st, 0, sizeof *st);
     int64_t epochs = 0, seed = 0;
-    int rc = meta_i64(f, path, "dptrain.epochs_done", 0, &epochs);
+    int rc = meta_i64(f, path, "dptrain.epochs_done", 0, INT_MAX, &epochs);
     if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.step", 0, &st->step);
+        rc = meta_i64(f, path, "dptrain.step", 0, INT64_MAX, &st->step);
     if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.seed", 0, &seed);
+        rc = meta_i64(f, path, "dptrain.seed", 0, INT64_MAX, &seed);
     if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.batch_size", 1, &st->batch_size);
+        rc = meta_i64(f, path, "dptrain.batch_size", 1, INT64_MAX, &st->batch_size);
     if (rc == 0)
         rc = meta_double(f, path, "dptrain.lr", &st->lr);
     if (rc == 0)
@@ -315,7 +321,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
     if (rc == 0)
         rc = meta_double(f, path, "dptrain.weight_decay", &st->weight_decay);
     if (rc == 0 && dp_safetensors_meta(f, "dptrain.batch")) {
-        rc = meta_i64(f, path, "dptrain.batch", 0, &st->batch);
+        rc = meta_i64(f, path, "dptrain.batch", 0, INT64_MAX, &st->batch);
         const char *partial = dp_safetensors_meta(f, "dptrain.partial");
         if (rc == 0 && (!partial || sscanf(partial, "%lf %lf %lf", &st->partial_loss,
                                            &st->partial_correct, &st->partial_seconds) != 3)) {

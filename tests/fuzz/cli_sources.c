@@ -1,0 +1,36 @@
+/* The command line's parsers for the CLI fuzz target and the regression
+ * test, which have no build of tools/ of their own: the tools' sources are
+ * compiled here as one unit. cmd_demo calls the examples (examples/, built
+ * into dptrain); the parsers never do, so stand-ins that refuse to run take
+ * their place. */
+#include "../../tools/cli.c"
+#include "../../tools/demo_cmd.c"
+#include "../../tools/eval_cmd.c"
+#include "../../tools/train_cmd.c"
+
+int example_dataparallel(const char *devices)
+{
+    (void)devices;
+    return DP_ENOTSUP;
+}
+
+int example_allreduce(const char *devices, const char *algo)
+{
+    (void)devices;
+    (void)algo;
+    return DP_ENOTSUP;
+}
+
+int example_lenet_scratch(const char *devices, const char *algo, int steps)
+{
+    (void)devices;
+    (void)algo;
+    (void)steps;
+    return DP_ENOTSUP;
+}
+
+int example_async(int ops)
+{
+    (void)ops;
+    return DP_ENOTSUP;
+}

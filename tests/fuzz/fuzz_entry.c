@@ -1,0 +1,572 @@
+/* The fuzz targets' entry points (fuzz_entry.h says what each input means).
+ *
+ * The readers take paths, so an input is written to a memfd first and read
+ * back through /proc/self/fd/N: a regular file that never touches a disk and
+ * needs no cleaning up after a crash. Errors the library logs while a reader
+ * runs are captured (nothing is printed) so that a failure can be checked to
+ * have said, in one line that begins with the file's name, what is wrong. */
+#include "fuzz_entry.h"
+
+#include "../../tools/cli.h"
+#include "dp/dp.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- shared: the input file, captured errors, failed checks --------------- */
+
+static int fz_input_fd = -1;
+static char fz_input_path[64];
+/* A directory for files the library writes itself (dp_safetensors_write
+ * renames a temporary file beside its target, which a memfd cannot do). */
+static char fz_scratch_dir[256];
+
+/* Errors logged by the thread that runs an entry, while it runs a reader;
+ * device worker threads have their own (false) flag. */
+static _Thread_local bool fz_capturing;
+static _Thread_local int fz_errors;
+static _Thread_local char fz_last_error[1024];
+
+static void fz_log(dp_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level != DP_LOG_ERROR || !fz_capturing)
+        return;
+    fz_errors++;
+    snprintf(fz_last_error, sizeof fz_last_error, "%s", msg);
+}
+
+static void fz_capture_begin(void)
+{
+    dp_log_set(fz_log, NULL);
+    fz_capturing = true;
+    fz_errors = 0;
+    fz_last_error[0] = '\0';
+}
+
+static void fz_capture_end(void)
+{
+    fz_capturing = false;
+}
+
+/* A broken promise of a reader: said on stderr, returned as -1. */
+static int fz_bad(const char *target, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz %s: ", target);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
+/* A call that returned rc < 0 must have logged an error beginning with
+ * "<path>: ". */
+static int fz_check_failure(const char *target, const char *call, int rc, const char *path)
+{
+    size_t n = strlen(path);
+    if (fz_errors == 0)
+        return fz_bad(target, "%s returned %d (%s) and logged no error", call, rc, dp_strerror(rc));
+    if (strncmp(fz_last_error, path, n) != 0 || strncmp(fz_last_error + n, ": ", 2) != 0)
+        return fz_bad(target, "%s: the error does not begin with the file's name: %s", call,
+                      fz_last_error);
+    return 0;
+}
+
+/* The input's bytes in the memfd; its path, or NULL (said on stderr). */
+static const char *fz_input_file(const char *target, const uint8_t *data, size_t size)
+{
+    if (fz_input_fd < 0) {
+        fz_input_fd = memfd_create("dptrain-fuzz-input", MFD_CLOEXEC);
+        if (fz_input_fd < 0) {
+            fz_bad(target, "memfd_create: %s", strerror(errno));
+            return NULL;
+        }
+        snprintf(fz_input_path, sizeof fz_input_path, "/proc/self/fd/%d", fz_input_fd);
+    }
+    if (ftruncate(fz_input_fd, 0) < 0) {
+        fz_bad(target, "ftruncate: %s", strerror(errno));
+        return NULL;
+    }
+    for (size_t done = 0; done < size;) {
+        ssize_t w = pwrite(fz_input_fd, data + done, size - done, (off_t)done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            fz_bad(target, "writing the input: %s", strerror(errno));
+            return NULL;
+        }
+        done += (size_t)w;
+    }
+    return fz_input_path;
+}
+
+static void fz_scratch_remove(void)
+{
+    if (fz_scratch_dir[0])
+        rmdir(fz_scratch_dir);
+    fz_scratch_dir[0] = '\0';
+}
+
+/* The scratch directory, made on first use; removed at exit (libFuzzer ends
+ * with exit(), never through fuzz_teardown). */
+static const char *fz_scratch(const char *target)
+{
+    if (fz_scratch_dir[0])
+        return fz_scratch_dir;
+    const char *bases[] = {"/dev/shm", getenv("TMPDIR"), "/tmp"};
+    for (size_t i = 0; i < sizeof bases / sizeof *bases; i++) {
+        if (!bases[i])
+            continue;
+        snprintf(fz_scratch_dir, sizeof fz_scratch_dir, "%s/dptrain-fuzz-XXXXXX", bases[i]);
+        if (mkdtemp(fz_scratch_dir)) {
+            static bool registered;
+            if (!registered)
+                registered = atexit(fz_scratch_remove) == 0;
+            return fz_scratch_dir;
+        }
+    }
+    fz_scratch_dir[0] = '\0';
+    fz_bad(target, "cannot make a scratch directory: %s", strerror(errno));
+    return NULL;
+}
+
+/* ---- idx ------------------------------------------------------------------- */
+
+/* Whether `p` (n bytes) is a well-formed IDX file by the format's own rules;
+ * *header gets the header's length. */
+static bool fz_idx_valid(const uint8_t *p, size_t n, size_t *header)
+{
+    if (n < 4 || p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4)
+        return false;
+    size_t h = 4 + 4 * (size_t)p[3];
+    if (n < h)
+        return false;
+    uint64_t bytes = 1;
+    for (int i = 0; i < p[3]; i++) {
+        const uint8_t *b = p + 4 + 4 * i;
+        bytes *= (uint64_t)b[0] << 24 | (uint64_t)b[1] << 16 | (uint64_t)b[2] << 8 | b[3];
+        if (bytes > (uint64_t)1 << 30)
+            return false;
+    }
+    *header = h;
+    return n - h == bytes;
+}
+
+/* `src` as one gzip member (level 1); NULL if zlib fails. */
+static uint8_t *fz_gzip(const uint8_t *src, size_t n, size_t *out_n)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (n > UINT_MAX / 2 || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return NULL;
+    uLong cap = deflateBound(&z, (uLong)n);
+    uint8_t *out = malloc(cap);
+    if (out) {
+        z.next_in = (Bytef *)(uintptr_t)src;
+        z.avail_in = (uInt)n;
+        z.next_out = out;
+        z.avail_out = (uInt)cap;
+        if (deflate(&z, Z_FINISH) == Z_STREAM_END) {
+            *out_n = z.total_out;
+        } else {
+            free(out);
+            out = NULL;
+        }
+    }
+    deflateEnd(&z);
+    return out;
+}
+
+int fuzz_idx_input(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    uint8_t mode = data[0];
+    const uint8_t *payload = data + 1;
+    size_t payload_n = size - 1;
+    bool gzip = mode & 1, corrupt_crc = gzip && (mode & 2);
+    size_t cut = gzip ? (size_t)(mode >> 2) : 0;
+
+    const uint8_t *file = payload;
+    size_t file_n = payload_n;
+    uint8_t *packed = NULL;
+    if (gzip) {
+        packed = fz_gzip(payload, payload_n, &file_n);
+        if (!packed)
+            return fz_bad("idx", "zlib could not compress %zu bytes", payload_n);
+        if (corrupt_crc)
+            packed[file_n - 8] ^= 0x5a; /* the trailer: CRC-32, then the length */
+        file_n -= cut < file_n ? cut : file_n;
+        file = packed;
+    }
+    const char *path = fz_input_file("idx", file, file_n);
+    if (!path) {
+        free(packed);
+        return -1;
+    }
+
+    dp_idx idx;
+    fz_capture_begin();
+    int rc = dp_idx_read(path, &idx);
+    fz_capture_end();
+
+    /* What the reader must make of it, where that is known: a plain file
+     * (not starting with the gzip magic), or an intact gzip stream, reads
+     * exactly when the bytes are a well-formed IDX file; a damaged gzip
+     * stream never reads. */
+    size_t header = 0;
+    bool valid = fz_idx_valid(payload, payload_n, &header);
+    bool plain = !gzip && !(payload_n >= 2 && payload[0] == 0x1f && payload[1] == 0x8b);
+    bool damaged = gzip && (corrupt_crc || cut > 0);
+    int result = 0;
+    if (rc < 0) {
+        result = fz_check_failure("idx", "dp_idx_read", rc, path);
+        if (result == 0 && valid && (plain || (gzip && !damaged)))
+            result = fz_bad("idx", "a well-formed IDX file (%s) failed: %s",
+                            gzip ? "gzip" : "plain", fz_last_error);
+    } else {
+        uint64_t bytes = 1;
+        for (int i = 0; i < idx.ndims; i++)
+            bytes *= (uint64_t)idx.dims[i];
+        if (idx.ndims < 1 || idx.ndims > 4 || idx.type != 0x08 || bytes != idx.size)
+            result = fz_bad("idx", "read %d dims of %zu bytes, inconsistent", idx.ndims, idx.size);
+        else if (damaged)
+            result = fz_bad("idx", "a damaged gzip stream read (crc %d, cut %zu)", (int)corrupt_crc,
+                            cut);
+        else if ((plain || gzip) &&
+                 (!valid || idx.size != payload_n - header ||
+                  (idx.size && memcmp(idx.data, payload + header, idx.size) != 0)))
+            result = fz_bad("idx", "read, but not the bytes of the file");
+        /* Every byte is read, so ASan sees any that are not there. */
+        volatile unsigned sum = 0;
+        for (size_t i = 0; i < idx.size; i++)
+            sum += idx.data[i];
+        (void)sum;
+        dp_idx_close(&idx);
+    }
+    free(packed);
+    return result;
+}
+
+/* ---- safetensors ----------------------------------------------------------- */
+
+/* The bytes of shape x dtype, or false on overflow. */
+static bool fz_st_bytes(const dp_st_tensor *t, uint64_t *out)
+{
+    uint64_t n = dp_st_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0)
+            return false;
+        uint64_t s = (uint64_t)t->shape[d];
+        if (s && n > UINT64_MAX / s)
+            return false;
+        n *= s;
+    }
+    *out = n;
+    return true;
+}
+
+/* Everything an opened file hands out is consistent and readable; its
+ * tensors go to ts[0..n). */
+static int fz_st_check(const char *target, const dp_safetensors_t *f, int n, dp_st_tensor *ts)
+{
+    for (int i = 0; i < n; i++) {
+        dp_st_tensor *t = &ts[i], u;
+        if (dp_safetensors_get(f, i, t) != 0)
+            return fz_bad(target, "dp_safetensors_get(%d) failed", i);
+        uint64_t bytes;
+        if (!t->name || !t->name[0] || t->ndim < 0 || t->ndim > DP_ST_MAX_DIMS ||
+            dp_st_dtype_size(t->dtype) == 0 || !fz_st_bytes(t, &bytes) || bytes != t->bytes ||
+            (t->bytes && !t->data))
+            return fz_bad(target, "tensor %d is inconsistent", i);
+        if (dp_safetensors_find(f, t->name, &u) != 0 || u.data != t->data || u.bytes != t->bytes)
+            return fz_bad(target, "tensor %d ('%s') is not found by its name", i, t->name);
+        volatile unsigned sum = 0;
+        for (size_t b = 0; b < t->bytes; b++)
+            sum += ((const uint8_t *)t->data)[b];
+        (void)sum;
+    }
+    dp_st_tensor none;
+    if (dp_safetensors_find(f, "__metadata__", &none) != DP_ENOENT ||
+        dp_safetensors_find(f, "", &none) != DP_ENOENT)
+        return fz_bad(target, "found a tensor that cannot be there");
+    static const char *const keys[] = {"format", "dptrain.model", "dptrain.history", ""};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const char *v = dp_safetensors_meta(f, keys[k]);
+        if (v)
+            (void)strlen(v);
+    }
+    return 0;
+}
+
+/* ts (n tensors, from an opened file) written with dp_safetensors_write and
+ * read back must be the same tensors. Names longer than the writer takes are
+ * skipped: the reader is more lenient there on purpose. */
+static int fz_st_round_trip(const char *target, const dp_st_tensor *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(ts[i].name) > DP_ST_MAX_NAME)
+            return 0;
+    const char *dir = fz_scratch(target);
+    if (!dir)
+        return -1;
+    char path[300];
+    snprintf(path, sizeof path, "%s/round-trip.safetensors", dir);
+    fz_capture_begin();
+    int rc = dp_safetensors_write(path, ts, n, NULL, 0);
+    dp_safetensors_t *g = NULL;
+    if (rc == 0)
+        rc = dp_safetensors_open(&g, path);
+    fz_capture_end();
+    unlink(path);
+    if (rc < 0)
+        return fz_bad(target, "an opened file does not write back: %s", fz_last_error);
+    int result = 0;
+    if (dp_safetensors_count(g) != n)
+        result = fz_bad(target, "wrote %d tensors, read back %d", n, dp_safetensors_count(g));
+    for (int i = 0; result == 0 && i < n; i++) {
+        dp_st_tensor u;
+        const dp_st_tensor *t = &ts[i];
+        if (dp_safetensors_get(g, i, &u) != 0 || strcmp(u.name, t->name) != 0 ||
+            u.dtype != t->dtype || u.ndim != t->ndim ||
+            memcmp(u.shape, t->shape, (size_t)t->ndim * sizeof *t->shape) != 0 ||
+            u.bytes != t->bytes || (t->bytes && memcmp(u.data, t->data, t->bytes) != 0))
+            result = fz_bad(target, "tensor %d ('%s') reads back different", i, t->name);
+    }
+    dp_safetensors_close(g);
+    return result;
+}
+
+int fuzz_safetensors_input(const uint8_t *data, size_t size)
+{
+    const char *path = fz_input_file("safetensors", data, size);
+    if (!path)
+        return -1;
+    dp_safetensors_t *f;
+    fz_capture_begin();
+    int rc = dp_safetensors_open(&f, path);
+    fz_capture_end();
+    if (rc < 0)
+        return fz_check_failure("safetensors", "dp_safetensors_open", rc, path);
+    int n = dp_safetensors_count(f);
+    dp_st_tensor *ts = calloc(n > 0 ? (size_t)n : 1, sizeof *ts);
+    int result = ts ? fz_st_check("safetensors", f, n, ts) : -1;
+    if (result == 0)
+        result = fz_st_round_trip("safetensors", ts, n);
+    free(ts);
+    dp_safetensors_close(f);
+    return result;
+}
+
+/* ---- checkpoint ------------------------------------------------------------ */
+
+/* The models a checkpoint is loaded into: LeNet, and the DataParallel
+ * tutorial's Linear(5, 2), whose checkpoints are small enough for the fuzzer
+ * to reach every check of a resumable one (weights, momentum, state) with
+ * inputs of a few hundred bytes. Each has an SGD with momentum. */
+enum { FZ_LENET, FZ_TUTORIAL, FZ_MODELS };
+static const char *const fz_model_names[FZ_MODELS] = {"lenet", "tutorial"};
+static dp_device_t *fz_dev;
+static dp_model_t *fz_models[FZ_MODELS];
+static dp_sgd_t *fz_sgds[FZ_MODELS];
+static dp_checkpoint_state *fz_state; /* large: on the heap */
+
+/* Made on first use and kept: making models per input would dominate the
+ * time. One kernel thread: cpu:0 only copies weights here. */
+static int fz_models_make(void)
+{
+    if (fz_state)
+        return 0;
+    dp_sgd_options opt = {.lr = 0.1f, .momentum = 0.9f};
+    int rc = dp_device_open(&fz_dev, "cpu:0", 1);
+    for (int i = 0; rc == 0 && i < FZ_MODELS; i++) {
+        rc = dp_model_create(&fz_models[i], fz_model_names[i], fz_dev, 0);
+        if (rc == 0)
+            rc = dp_sgd_init(&fz_sgds[i], dp_model_params(fz_models[i]), &opt);
+    }
+    if (rc == 0 && !(fz_state = malloc(sizeof *fz_state)))
+        rc = DP_ENOMEM;
+    if (rc < 0) {
+        fuzz_teardown();
+        return fz_bad("checkpoint", "cannot make the models on cpu:0: %s", dp_strerror(rc));
+    }
+    return 0;
+}
+
+int fuzz_checkpoint_input(const uint8_t *data, size_t size)
+{
+    if (fz_models_make() < 0)
+        return -1;
+    const char *path = fz_input_file("checkpoint", data, size);
+    if (!path)
+        return -1;
+
+    /* As dptrain eval does: the model the file names, else LeNet. */
+    char name[32] = "";
+    fz_capture_begin();
+    int rc = dp_checkpoint_model(path, name, sizeof name);
+    fz_capture_end();
+    /* DP_ENOENT is a plain state dict (no model named), not an error. */
+    if (rc < 0 && rc != DP_ENOENT &&
+        fz_check_failure("checkpoint", "dp_checkpoint_model", rc, path) < 0)
+        return -1;
+    int which = rc == 0 && strcmp(name, "tutorial") == 0 ? FZ_TUTORIAL : FZ_LENET;
+    dp_model_t *m = fz_models[which];
+
+    fz_capture_begin();
+    rc = dp_checkpoint_load_weights(path, m);
+    fz_capture_end();
+    if (rc < 0 && fz_check_failure("checkpoint", "dp_checkpoint_load_weights", rc, path) < 0)
+        return -1;
+
+    fz_capture_begin();
+    rc = dp_checkpoint_load(path, m, fz_sgds[which], fz_state);
+    fz_capture_end();
+    if (rc < 0)
+        return fz_check_failure("checkpoint", "dp_checkpoint_load", rc, path);
+    const dp_checkpoint_state *st = fz_state;
+    if (st->epochs_done < 0 || st->step < 0 || st->batch < 0 || st->batch_size < 1 ||
+        st->nhistory < 0 || st->nhistory > DP_CHECKPOINT_MAX_HISTORY ||
+        strcmp(st->model, fz_model_names[which]) != 0)
+        return fz_bad("checkpoint",
+                      "resumable state out of range: epochs_done %d, step %lld, batch %lld, "
+                      "batch_size %lld, %d history entries",
+                      st->epochs_done, (long long)st->step, (long long)st->batch,
+                      (long long)st->batch_size, st->nhistory);
+    return 0;
+}
+
+/* ---- cli ------------------------------------------------------------------- */
+
+enum { FZ_MAX_ARGS = 64 };
+
+/* What a successful parse promised, checked against the options' ranges. */
+static int fz_cli_train(int argc, char **argv)
+{
+    dp_train_options o;
+    bool help;
+    int rc = cli_train_parse(argc, argv, &o, &help);
+    if (rc != 0 && rc != 2)
+        return fz_bad("cli", "cli_train_parse returned %d", rc);
+    if (rc != 0 || help)
+        return 0;
+    size_t plot = o.plot_path ? strlen(o.plot_path) : 0;
+    if (!o.model || o.batch_size < 1 || o.batch_size > (1 << 20) || o.epochs < 1 || !(o.lr > 0) ||
+        !isfinite(o.lr) || !(o.momentum >= 0 && o.momentum < 1) || !(o.weight_decay >= 0) ||
+        !isfinite(o.weight_decay) || o.threads < 0 || o.threads > 1024 || o.limit_train < 0 ||
+        o.limit_test < 0 || (o.resume_path && o.init_path) || (o.log_steps && !o.metrics_path) ||
+        (o.plot_path && (plot < 5 || (strcmp(o.plot_path + plot - 4, ".png") != 0 &&
+                                      strcmp(o.plot_path + plot - 4, ".svg") != 0))))
+        return fz_bad("cli", "train options accepted out of range");
+    return 0;
+}
+
+static int fz_cli_eval(int argc, char **argv)
+{
+    dp_eval_options o;
+    bool help;
+    int rc = cli_eval_parse(argc, argv, &o, &help);
+    if (rc != 0 && rc != 2)
+        return fz_bad("cli", "cli_eval_parse returned %d", rc);
+    if (rc != 0 || help)
+        return 0;
+    if (!o.checkpoint || o.threads < 0 || o.threads > 1024 || o.batch_size < 0 || o.limit_test < 0)
+        return fz_bad("cli", "eval options accepted out of range");
+    return 0;
+}
+
+static int fz_cli_demo(int argc, char **argv)
+{
+    struct cli_demo_options o;
+    bool help;
+    int rc = cli_demo_parse(argc, argv, &o, &help);
+    if (rc != 0 && rc != 2)
+        return fz_bad("cli", "cli_demo_parse returned %d", rc);
+    if (rc != 0 || help)
+        return 0;
+    if (strcmp(o.name, "dataparallel") && strcmp(o.name, "allreduce") && strcmp(o.name, "async") &&
+        strcmp(o.name, "scratch"))
+        return fz_bad("cli", "demo '%s' accepted", o.name);
+    if (o.steps < 1 || o.steps > 234 || o.ops < 1 || o.ops > 100000000 ||
+        (strcmp(o.algo, "ring") != 0 && strcmp(o.algo, "naive") != 0))
+        return fz_bad("cli", "demo options accepted out of range");
+    return 0;
+}
+
+int fuzz_cli_input(const uint8_t *data, size_t size)
+{
+    /* The arguments are cut out of one copy of the input, exactly as long
+     * as it (plus the NUL), so ASan sees a parser that reads past one. */
+    char *buf = malloc(size + 1);
+    if (!buf)
+        return -1;
+    memcpy(buf, data, size);
+    buf[size] = '\0';
+    char *argv[FZ_MAX_ARGS + 1];
+    int argc = 0;
+    for (char *p = buf; argc < FZ_MAX_ARGS;) {
+        argv[argc++] = p;
+        char *nl = memchr(p, '\n', size - (size_t)(p - buf));
+        if (!nl)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    argv[argc] = NULL;
+    int result = 0;
+    if (strcmp(argv[0], "train") == 0)
+        result = fz_cli_train(argc - 1, argv + 1);
+    else if (strcmp(argv[0], "eval") == 0)
+        result = fz_cli_eval(argc - 1, argv + 1);
+    else if (strcmp(argv[0], "demo") == 0)
+        result = fz_cli_demo(argc - 1, argv + 1);
+    free(buf);
+    return result;
+}
+
+/* ---- the table --------------------------------------------------------------- */
+
+fuzz_entry_fn fuzz_entry(const char *name)
+{
+    static const struct {
+        const char *name;
+        fuzz_entry_fn fn;
+    } entries[] = {{"idx", fuzz_idx_input},
+                   {"safetensors", fuzz_safetensors_input},
+                   {"checkpoint", fuzz_checkpoint_input},
+                   {"cli", fuzz_cli_input}};
+    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
+        if (strcmp(name, entries[i].name) == 0)
+            return entries[i].fn;
+    return NULL;
+}
+
+void fuzz_teardown(void)
+{
+    free(fz_state);
+    fz_state = NULL;
+    for (int i = 0; i < FZ_MODELS; i++) {
+        dp_sgd_close(fz_sgds[i]);
+        fz_sgds[i] = NULL;
+        dp_model_close(fz_models[i]);
+        fz_models[i] = NULL;
+    }
+    dp_device_close(fz_dev);
+    fz_dev = NULL;
+    if (fz_input_fd >= 0)
+        close(fz_input_fd);
+    fz_input_fd = -1;
+    fz_scratch_remove();
+    dp_log_set(NULL, NULL);
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpus, tests/fuzz/corpus/<target>/.
+
+Small valid and near-valid inputs in the form each entry point reads them
+(tests/fuzz/fuzz_entry.h): IDX files behind a mode byte, safetensors files,
+LeNet checkpoints and command lines, one argument per line. The files are
+checked in; run this again only to change them:
+
+    tests/fuzz/make_corpus.py [path/to/dptrain]
+
+With a dptrain binary, the checkpoint corpus also gets a real LeNet
+checkpoint (one epoch on 64 samples; needs Fashion-MNIST). The output is
+deterministic, except for that checkpoint's weights and timings.
+"""
+import gzip
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- idx: a mode byte, then the file ---------------------------------------
+
+def idx(dims, payload=None, type_code=0x08):
+    n = 1
+    for d in dims:
+        n *= d
+    if payload is None:
+        payload = bytes((7 * i + 3) % 256 for i in range(n))
+    return bytes([0, 0, type_code, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + payload
+
+
+PLAIN, GZIP = b"\x00", b"\x01"
+
+
+def gzip_mode(crc=False, cut=0):
+    return bytes([1 | (2 if crc else 0) | (cut << 2)])
+
+
+def idx_corpus():
+    labels = idx([5], bytes([0, 9, 3, 1, 7]))
+    images = idx([2, 3, 3])
+    put("idx", "labels-plain", PLAIN + labels)
+    put("idx", "images-plain", PLAIN + images)
+    put("idx", "images-4d-plain", PLAIN + idx([1, 2, 2, 2]))
+    put("idx", "empty-dim-plain", PLAIN + idx([0, 28, 28]))
+    put("idx", "labels-gzip", GZIP + labels)
+    put("idx", "images-gzip", GZIP + images)
+    # A gzip stream as the file itself: its bytes are the fuzzer's to mutate.
+    put("idx", "images-gzip-file", PLAIN + gzip.compress(images, mtime=0))
+    put("idx", "labels-gzip-file", PLAIN + gzip.compress(labels, mtime=0))
+    # Near-valid: each breaks one rule.
+    put("idx", "truncated-plain", PLAIN + images[:-3])
+    put("idx", "trailing-plain", PLAIN + images + b"\x00")
+    put("idx", "wrong-type-plain", PLAIN + idx([4], type_code=0x0D))
+    put("idx", "five-dims-plain", PLAIN + bytes([0, 0, 8, 5]) + struct.pack(">5I", 1, 1, 1, 1, 1) + b"\x00")
+    put("idx", "huge-dims-plain", PLAIN + bytes([0, 0, 8, 3]) + struct.pack(">3I", 60000, 28, 28))
+    put("idx", "header-only-plain", PLAIN + bytes([0, 0, 8]))
+    put("idx", "bad-crc-gzip", gzip_mode(crc=True) + images)
+    put("idx", "cut-trailer-gzip", gzip_mode(cut=4) + images)
+    put("idx", "cut-deep-gzip", gzip_mode(cut=20) + images)
+
+
+# ---- safetensors ------------------------------------------------------------
+
+def safetensors(tensors, meta=None, pad=True):
+    """tensors: (name, dtype, shape, bytes) in data order."""
+    header = {}
+    if meta is not None:
+        header["__metadata__"] = meta
+    data = b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-(8 + len(h)) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def f32(*v):
+    return struct.pack("<%df" % len(v), *v)
+
+
+def safetensors_corpus():
+    put("safetensors", "one-f32", safetensors([("w", "F32", [2, 2], f32(1, 2, 3, 4))]))
+    put("safetensors", "every-dtype", safetensors([
+        ("a.weight", "F32", [3], f32(0.5, -1, 2)),
+        ("a.steps", "I64", [], struct.pack("<q", 12)),
+        ("b.index", "I32", [2], struct.pack("<2i", -3, 7)),
+        ("c.bytes", "U8", [1, 5], b"\x01\x02\x03\x04\x05"),
+    ], meta={"format": "pt", "dptrain.model": "lenet"}))
+    put("safetensors", "empty-header", safetensors([]))
+    put("safetensors", "metadata-only", safetensors([], meta={"k": "v", "x": ""}))
+    put("safetensors", "zero-length", safetensors([
+        ("z", "F32", [0, 4], b""), ("w", "F32", [1], f32(1))]))
+    put("safetensors", "escaped-names", safetensors([
+        ("tab\tquote\"slash\\", "U8", [1], b"\x01"),
+        ("caf\u00e9 \U0001f600", "U8", [2], b"\x02\x03")], meta={"n\u00e9": "\u2603\n"}))
+    put("safetensors", "unpadded", safetensors([("w", "I32", [1], struct.pack("<i", 5))], pad=False))
+    hand = b'{"w": {"data_offsets": [0, 4], "shape": [1], "dtype": "F32"}, "__metadata__": {}}'
+    put("safetensors", "key-order", struct.pack("<Q", len(hand)) + hand + f32(1))
+    # Near-valid: each breaks one rule.
+    good = safetensors([("w", "F32", [2, 2], f32(1, 2, 3, 4))])
+    put("safetensors", "truncated-data", good[:-2])
+    put("safetensors", "trailing-data", good + b"\x00\x00\x00\x00")
+    put("safetensors", "size-too-big", struct.pack("<Q", 1 << 40) + good[8:])
+    put("safetensors", "short", b"\x10\x00\x00")
+    ov = b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}'
+    put("safetensors", "overlap", struct.pack("<Q", len(ov)) + ov + b"\x01\x02\x03")
+    bad_utf8 = b'{"\xc3\x28":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    put("safetensors", "bad-utf8", struct.pack("<Q", len(bad_utf8)) + bad_utf8 + b"\x00")
+    surrogate = b'{"\\ud83d\\ude00\\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    put("safetensors", "lone-surrogate", struct.pack("<Q", len(surrogate)) + surrogate + b"\x00")
+    big = b'{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}'
+    put("safetensors", "shape-overflow", struct.pack("<Q", len(big)) + big)
+
+
+# ---- checkpoint -------------------------------------------------------------
+
+# The DataParallel tutorial's Linear(5, 2) (src/nn/tutorial.c): small enough
+# to make every part of a resumable checkpoint in a few hundred bytes.
+TUTORIAL = [("fc.weight", [2, 5]), ("fc.bias", [2])]
+
+STATE = {"dptrain.model": "tutorial", "dptrain.epochs_done": "1", "dptrain.step": "4",
+         "dptrain.seed": "0", "dptrain.batch_size": "30", "dptrain.lr": "0.2",
+         "dptrain.momentum": "0.9", "dptrain.weight_decay": "0", "dptrain.devices": "cpu:0",
+         "dptrain.history": "0 2.3 0.1 0.1 1.5 40 100"}
+
+
+def weights(shapes, grow=0):
+    out = []
+    for name, shape in shapes:
+        shape = [shape[0] + grow] + shape[1:]
+        n = 1
+        for d in shape:
+            n *= d
+        out.append((name, "F32", shape, f32(*[0.125 * (i % 7) for i in range(n)])))
+    return out
+
+
+def checkpoint_corpus(dptrain):
+    w = weights(TUTORIAL)
+    velocity = [("_state.sgd.velocity", "F32", [12], f32(*[0.01] * 12))]
+    put("checkpoint", "tutorial-state-dict", safetensors(w, meta={"dptrain.model": "tutorial"}))
+    put("checkpoint", "tutorial-resumable", safetensors(w + velocity, meta=STATE))
+    put("checkpoint", "tutorial-mid-epoch", safetensors(w + velocity, meta=dict(
+        STATE, **{"dptrain.batch": "3", "dptrain.partial": "2.5 17 0.25"})))
+    put("checkpoint", "tutorial-wrong-shape", safetensors(weights(TUTORIAL, grow=1),
+                                                          meta={"dptrain.model": "tutorial"}))
+    put("checkpoint", "tutorial-no-momentum", safetensors(w, meta=STATE))
+    put("checkpoint", "tutorial-bad-history", safetensors(w + velocity, meta=dict(
+        STATE, **{"dptrain.history": "0 2.3 x"})))
+    put("checkpoint", "tutorial-big-counts", safetensors(w + velocity, meta=dict(
+        STATE, **{"dptrain.epochs_done": "9223372036854775807", "dptrain.lr": "nan"})))
+    put("checkpoint", "tutorial-extra-tensor", safetensors(
+        w + [("fc.extra", "F32", [1], f32(0))], meta={"dptrain.model": "tutorial"}))
+    put("checkpoint", "lenet-missing", safetensors(weights([("W1", [20, 1, 3, 3])])))
+    put("checkpoint", "resnet18-named", safetensors(w, meta={"dptrain.model": "resnet18"}))
+    if not dptrain:
+        return
+    # A real LeNet checkpoint (516 KB of weights, no momentum).
+    with tempfile.TemporaryDirectory() as tmp:
+        ck = os.path.join(tmp, "lenet.safetensors")
+        subprocess.run([dptrain, "train", "--limit-train", "64", "--limit-test", "64",
+                        "--epochs", "1", "--batch-size", "64", "--progress", "never",
+                        "--checkpoint", ck], check=True, stdout=subprocess.DEVNULL)
+        with open(ck, "rb") as f:
+            put("checkpoint", "dptrain-lenet", f.read())
+
+
+# ---- cli: one argument per line ---------------------------------------------
+
+CLI = {
+    "train-defaults": ["train"],
+    "train-help": ["train", "--help"],
+    "train-full": ["train", "--model", "lenet", "--devices", "2", "--allreduce", "naive",
+                   "--threads", "1", "--batch-size", "256", "--lr", "0.2", "--momentum", "0.9",
+                   "--weight-decay", "1e-4", "--epochs", "10", "--seed", "7", "--data", "/tmp",
+                   "--metrics", "m.jsonl", "--log-steps", "--plot", "p.png", "--no-shuffle",
+                   "--limit-train", "600", "--limit-test", "100", "--sync-bn",
+                   "--checkpoint", "c.safetensors", "--progress", "never"],
+    "train-resume": ["train", "--resume", "c.safetensors", "--epochs", "3"],
+    "train-init-resume": ["train", "--init", "a", "--resume", "b"],
+    "train-bad-lr": ["train", "--lr", "1e309"],
+    "train-bad-int": ["train", "--epochs", "99999999999999999999"],
+    "train-no-value": ["train", "--batch-size"],
+    "train-plot-svg": ["train", "--plot", ".svg"],
+    "train-unknown": ["train", "--epoch", "2"],
+    "eval": ["eval", "--checkpoint", "c.safetensors", "--model", "resnet18", "--devices",
+             "cpu:0,cpu:1", "--threads", "0", "--batch-size", "512", "--data", "/d",
+             "--limit-test", "10"],
+    "eval-missing": ["eval", "--model", "lenet"],
+    "eval-help": ["eval", "-h"],
+    "demo-async": ["demo", "async", "--ops", "100"],
+    "demo-scratch": ["demo", "scratch", "--devices", "2", "--allreduce", "ring", "--steps", "234"],
+    "demo-bad-steps": ["demo", "scratch", "--steps", "0x10"],
+    "demo-unknown": ["demo", "nope", "--ops", "-1"],
+    "demo-none": ["demo"],
+    "unknown-command": ["bench", "--x"],
+}
+
+
+def cli_corpus():
+    for name, argv in CLI.items():
+        put("cli", name, "\n".join(argv).encode())
+
+
+def main():
+    dptrain = sys.argv[1] if len(sys.argv) > 1 else None
+    for target in ("idx", "safetensors", "checkpoint", "cli"):
+        shutil.rmtree(os.path.join(CORPUS, target), ignore_errors=True)
+    idx_corpus()
+    safetensors_corpus()
+    checkpoint_corpus(dptrain)
+    cli_corpus()
+
+
+if __name__ == "__main__":
+    main()

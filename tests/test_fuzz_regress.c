@@ -1,0 +1,150 @@
+/* The fuzz targets' inputs without libFuzzer: every file of
+ * tests/fuzz/corpus/<target>/ (the seeds) and tests/fuzz/regress/<target>/
+ * (inputs that once crashed a target or broke one of its checks) goes
+ * through the same entry point as in the fuzzer (tests/fuzz/fuzz_entry.h),
+ * which must end cleanly: success, or an error that names the file. In
+ * `make test` this runs under gcc and again under ASan+UBSan, so a fixed
+ * crash stays fixed in every build, with or without clang. */
+#include "testutil.h"
+
+/* The entry points and the command line's parsers are compiled into this
+ * test: tests/CMakeLists.txt links each test with the library only. */
+#include "fuzz/cli_sources.c"
+#include "fuzz/fuzz_entry.c"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* tests/fuzz, from CTest's DP_SOURCE_DIR or else from this file's path. */
+static void fuzz_dir(char *buf, size_t size)
+{
+    const char *src = getenv("DP_SOURCE_DIR");
+    if (src && src[0]) {
+        snprintf(buf, size, "%s/tests/fuzz", src);
+        return;
+    }
+    snprintf(buf, size, "%s", __FILE__);
+    char *slash = strrchr(buf, '/');
+    snprintf(slash ? slash + 1 : buf, size - (size_t)(slash ? slash + 1 - buf : 0), "fuzz");
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Runs `entry` on every file of `dir` in name order; returns how many, or
+ * -1 if the directory is missing. Fails the test at the first input that
+ * does not end cleanly, naming it. */
+static int run_dir(fuzz_entry_fn entry, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = realloc(names, cap * sizeof *names);
+            assert_non_null(names);
+        }
+        names[n] = strdup(e->d_name);
+        assert_non_null(names[n]);
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, compare_names);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            fail_msg("cannot open %s", path);
+        unsigned char *data = NULL;
+        size_t len = 0, size = 0;
+        for (;;) {
+            if (len == size) {
+                size = size ? 2 * size : 4096;
+                data = realloc(data, size);
+                assert_non_null(data);
+            }
+            size_t got = fread(data + len, 1, size - len, f);
+            if (got == 0)
+                break;
+            len += got;
+        }
+        fclose(f);
+        /* An exact-size copy, so that ASan sees a read past the input. */
+        unsigned char *exact = malloc(len ? len : 1);
+        assert_non_null(exact);
+        if (len)
+            memcpy(exact, data, len);
+        free(data);
+        int rc = entry(exact, len);
+        free(exact);
+        if (rc != 0)
+            fail_msg("%s: did not end cleanly (see the line above)", path);
+        free(names[i]);
+    }
+    free(names);
+    return (int)n;
+}
+
+static void run_target(const char *target)
+{
+    fuzz_entry_fn entry = fuzz_entry(target);
+    assert_non_null(entry);
+    char base[3000], dir[3100];
+    fuzz_dir(base, sizeof base);
+    snprintf(dir, sizeof dir, "%s/corpus/%s", base, target);
+    int seeds = run_dir(entry, dir);
+    if (seeds <= 0)
+        fail_msg("%s: no seed inputs (missing or empty)", dir);
+    snprintf(dir, sizeof dir, "%s/regress/%s", base, target);
+    int regress = run_dir(entry, dir); /* -1: none found for this target yet */
+    print_message("fuzz %s: %d seed input(s), %d regression input(s), all clean\n", target, seeds,
+                  regress < 0 ? 0 : regress);
+}
+
+static void test_idx(void **state)
+{
+    (void)state;
+    run_target("idx");
+}
+
+static void test_safetensors(void **state)
+{
+    (void)state;
+    run_target("safetensors");
+}
+
+static void test_checkpoint(void **state)
+{
+    (void)state;
+    run_target("checkpoint");
+}
+
+static void test_cli(void **state)
+{
+    (void)state;
+    run_target("cli");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idx),
+        cmocka_unit_test(test_safetensors),
+        cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_cli),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    fuzz_teardown();
+    return failed;
+}
