@@ -2,6 +2,7 @@
 """Data-parallel scaling on paper: ring allreduce traffic vs compute per step.
 
 usage: bench/mpi_paper.py [--lenet-step S] [--resnet-step S] [--latency US]
+                          [--markdown]
 
 For P nodes training one global batch of 256 together, each step costs
   compute      T1 / P               (T1: the step on one node, measured)
@@ -30,12 +31,19 @@ def main():
                          "[3.6: bench/resnet_vs_pytorch.sh, 2 cores]")
     ap.add_argument("--latency", type=float, default=50.0,
                     help="microseconds per message [50: TCP between nodes]")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     a = ap.parse_args()
     steps = {"lenet_step": a.lenet_step, "resnet_step": a.resnet_step}
-    print("ring allreduce per step vs compute per step, global batch 256, "
-          "latency %g us per message" % a.latency)
-    print("%-9s %5s %7s %12s %10s %12s %9s" %
-          ("model", "nodes", "Gb/s", "MB sent/node", "comm ms", "compute ms", "speed-up"))
+    head = ("model", "nodes", "Gb/s", "MB sent/node", "comm ms", "compute ms", "speed-up")
+    if a.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + " --- |" * len(head))
+        row = "| %s | %d | %d | %.2f | %.2f | %.2f | %.1fx |"
+    else:
+        print("ring allreduce per step vs compute per step, global batch 256, "
+              "latency %g us per message" % a.latency)
+        print("%-9s %5s %7s %12s %10s %12s %9s" % head)
+        row = "%-9s %5d %7d %12.2f %10.2f %12.2f %8.1fx"
     for name, params, key in MODELS:
         nbytes = 4 * params
         t1 = steps[key]
@@ -44,9 +52,8 @@ def main():
                 sent = 2 * (p - 1) / p * nbytes
                 comm = sent * 8 / (gbps * 1e9) + 2 * (p - 1) * a.latency * 1e-6
                 compute = t1 / p
-                print("%-9s %5d %7d %12.2f %10.2f %12.2f %8.1fx" %
-                      (name, p, gbps, sent / 1e6, comm * 1e3, compute * 1e3,
-                       t1 / (compute + comm)))
+                print(row % (name, p, gbps, sent / 1e6, comm * 1e3, compute * 1e3,
+                             t1 / (compute + comm)))
 
 
 if __name__ == "__main__":
