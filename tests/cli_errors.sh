@@ -99,12 +99,19 @@ expect_error "missing checkpoint" "$dir/none.safetensors" -- \
 expect_error "checkpoint into a missing directory" "$dir/no/dir/ck.safetensors" -- \
   "$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$dir/no/dir/ck.safetensors"
 expect_error "eval without a checkpoint" "eval needs --checkpoint" -- "$bin" eval
+expect_error "bad --on-checkpoint-error" "--on-checkpoint-error retry.*expected stop or continue" -- \
+  "$bin" train --on-checkpoint-error retry
+expect_error "empty --on-checkpoint-error" "--on-checkpoint-error.*expected stop or continue" -- \
+  "$bin" train --on-checkpoint-error ""
+expect_error "--on-checkpoint-error without a value" "--on-checkpoint-error needs a value" -- \
+  "$bin" train --on-checkpoint-error
 
 # --help lists every flag with its default.
 help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
             --seed --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
-            --progress --allreduce --sync-bn --checkpoint --resume --init; do
+            --progress --allreduce --sync-bn --checkpoint --resume --init \
+            --on-checkpoint-error --skip-nonfinite --deterministic; do
   if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
     fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
 done

@@ -65,6 +65,16 @@ static const char usage_train[] =
     "                       and data order as if never stopped [none]\n"
     "  --init FILE          start from the weights in FILE (a checkpoint or a\n"
     "                       PyTorch state dict in safetensors) [the seed's init]\n"
+    "  --on-checkpoint-error stop|continue\n"
+    "                       when writing a checkpoint fails (disk full, I/O\n"
+    "                       error; the previous one stays intact): stop, or\n"
+    "                       warn and train on, trying again next epoch [stop]\n"
+    "  --skip-nonfinite     skip a step whose gradient holds a NaN or an Inf\n"
+    "                       (warn, count it in --metrics) instead of stopping;\n"
+    "                       either way a bad step is never applied [stop]\n"
+    "  --deterministic      bit-identical weights from runs with the same seed,\n"
+    "                       devices and --threads (CPU devices are; another\n"
+    "                       device count changes the summation order) [off]\n"
     "  --progress MODE      progress bar on stderr: auto, always, never [auto]\n"
     "  -h, --help           show this help\n";
 
@@ -92,11 +102,20 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             o.shuffle = false;
             continue;
         }
+        if (strcmp(f, "--skip-nonfinite") == 0) {
+            o.skip_nonfinite = true;
+            continue;
+        }
+        if (strcmp(f, "--deterministic") == 0) {
+            o.deterministic = true;
+            continue;
+        }
         static const char *const with_value[] = {
-            "--model",     "--devices",      "--threads",     "--batch-size", "--lr",
-            "--epochs",    "--seed",         "--data",        "--metrics",    "--plot",
-            "--momentum",  "--weight-decay", "--limit-train", "--limit-test", "--progress",
-            "--allreduce", "--checkpoint",   "--resume",      "--init"};
+            "--model",       "--devices",    "--threads",  "--batch-size",
+            "--lr",          "--epochs",     "--seed",     "--data",
+            "--metrics",     "--plot",       "--momentum", "--weight-decay",
+            "--limit-train", "--limit-test", "--progress", "--allreduce",
+            "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -154,6 +173,13 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             if (algo < DP_ALLREDUCE_AUTO)
                 return cli_bad_value(f, v, "expected auto, ring, naive, mpi or nccl");
             o.allreduce = algo;
+        } else if (strcmp(f, "--on-checkpoint-error") == 0) {
+            if (strcmp(v, "stop") == 0)
+                o.on_checkpoint_error = DP_ON_ERROR_STOP;
+            else if (strcmp(v, "continue") == 0)
+                o.on_checkpoint_error = DP_ON_ERROR_CONTINUE;
+            else
+                return cli_bad_value(f, v, "expected stop or continue");
         } else if (strcmp(f, "--progress") == 0) {
             if (strcmp(v, "auto") && strcmp(v, "always") && strcmp(v, "never"))
                 return cli_bad_value(f, v, "expected auto, always or never");

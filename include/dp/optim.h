@@ -24,6 +24,16 @@ typedef struct dp_sgd dp_sgd_t;
 int dp_sgd_init(dp_sgd_t **out, dp_params_t *params, const dp_sgd_options *opt);
 /* Enqueues one update of every parameter. */
 int dp_sgd_step(dp_sgd_t *s, float grad_scale);
+/* Makes every later dp_sgd_step first check the gradient buffer on the
+ * device: a step whose gradient holds a NaN or an Inf changes nothing
+ * (parameters and momentum stay as they were). DP_ENOTSUP where the device
+ * has no such check. */
+int dp_sgd_check_finite(dp_sgd_t *s);
+/* With the check on: the device address of one int64 that each step sets,
+ * in stream order, to the index into the parameter buffer of the first
+ * non-finite gradient element, or to dp_params_numel when all were finite
+ * (read it with an enqueued copy to the host). NULL without the check. */
+const int64_t *dp_sgd_first_nonfinite(dp_sgd_t *s);
 /* The momentum buffer (NULL without momentum), for checkpoints. */
 dp_tensor_t *dp_sgd_velocity(dp_sgd_t *s);
 void dp_sgd_set_lr(dp_sgd_t *s, float lr);

@@ -34,7 +34,23 @@ typedef struct dp_train_options {
     const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
     const char *init_path;       /* start from these weights; NULL: the seed's init */
     bool sync_bn;                /* batch statistics over all devices (SyncBatchNorm) */
+    /* Every step's summed gradient is checked for NaN and Inf on the device
+     * before the update; a bad step is never applied. false: the run stops
+     * (DP_ENONFINITE) naming the step and the parameter; true: the step is
+     * skipped with a warning and counted (dp_epoch_stats.skipped_steps). */
+    bool skip_nonfinite;
+    int on_checkpoint_error; /* dp_on_error: after a failed checkpoint write */
+    /* Pins what could make two runs with the same seed, devices and threads
+     * differ (the size of each OpenMP team); see dp_train's notes. */
+    bool deterministic;
 } dp_train_options;
+
+/* What a run does when writing its checkpoint fails (disk full, EIO): the
+ * previous checkpoint is left as it was either way. */
+typedef enum dp_on_error {
+    DP_ON_ERROR_STOP = 0,    /* stop with the error */
+    DP_ON_ERROR_CONTINUE = 1 /* warn, train on, try again after the next epoch */
+} dp_on_error;
 
 /* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,
  * shuffle on. */

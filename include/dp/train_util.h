@@ -25,6 +25,8 @@ typedef struct dp_epoch_stats {
     double peak_rss_mb;        /* peak resident memory so far; < 0 = unknown */
     int ranks;                 /* MPI ranks (mpirun); 0 or 1: one process */
     double allreduce_ms;       /* with ranks > 1: mean time per step in MPI_Allreduce */
+    double rss_mb;             /* resident memory at the end of the epoch; <= 0 = unknown */
+    int64_t skipped_steps;     /* steps dropped for a non-finite gradient */
 } dp_epoch_stats;
 
 /* ---- metrics: one JSON object per line ---------------------------------- */
@@ -59,6 +61,9 @@ int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats,
 
 /* Peak resident set size of this process in MiB (-1 if unknown). */
 double dp_peak_rss_mb(void);
+/* Resident set size of this process now, in MiB (-1 if unknown): unlike the
+ * peak, it shows memory that grows and is given back. */
+double dp_rss_mb(void);
 
 #ifdef __cplusplus
 }

@@ -53,7 +53,27 @@ typedef struct dp__device_ops {
     int (*batch_norm_backward)(dp_device_t *dev, const dp__batch_norm_args *a);
     int (*adaptive_avg_pool_forward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
     int (*adaptive_avg_pool_backward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
+    int (*check_finite)(dp_device_t *dev, const dp__check_finite_args *a); /* NULL: unchecked */
+
+    /* Optional, for backends whose commands finish on the device after the
+     * worker has issued them (CUDA). NULL where a command's work is done
+     * when its worker returns (CPU).
+     * order_after: called after dp__stream_wait_other(waiter, dev), makes
+     *   `waiter`'s later commands also wait for the device-side work that
+     *   `dev` had issued when that wait passed.
+     * synchronize: blocks the caller until the work `dev` has issued so far
+     *   has finished on the device (after dp__stream_wait on its stream). */
+    int (*order_after)(dp_device_t *waiter, dp_device_t *dev);
+    int (*synchronize)(dp_device_t *dev);
 } dp__device_ops;
+
+/* 1 once src/device/device.c calls ops->order_after from
+ * dp_stream_wait_event and ops->synchronize from dp_device_sync and
+ * dp_event_wait. Until then a CUDA device synchronizes its CUDA stream at the
+ * end of every command, so that the worker-level order of the engine is also
+ * the order on the GPU (correct, a little slower); with the hooks it issues
+ * asynchronously and orders across devices with CUDA events. */
+#define DP__ENGINE_CALLS_DEVICE_ORDER 0
 
 /* The caching allocator keeps freed blocks by size: every training step asks
  * for the same sizes, so after the first step nothing reaches the system
@@ -72,7 +92,7 @@ typedef struct dp__block_cache {
 struct dp_device {
     const dp__device_ops *ops;
     char name[32];
-    int index;   /* cpu:<index> */
+    int index;   /* cpu:<index>, cuda:<index> (the CUDA device ordinal) */
     int threads; /* kernel threads */
     dp__stream *stream;
     void *impl;
@@ -129,5 +149,8 @@ void dp__tensor_written(dp_tensor_t *t);
 extern const dp__device_ops dp__cpu_ops;
 /* Core count of this machine. */
 int dp__cpu_count(void);
+
+/* CUDA backend table (src/device/cuda/, CUDA builds only). */
+extern const dp__device_ops dp__cuda_ops;
 
 #endif

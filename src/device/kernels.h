@@ -122,7 +122,21 @@ typedef struct dp__sgd_args {
     float *velocity; /* n floats, or NULL when momentum == 0 */
     int64_t n;
     float lr, grad_scale, momentum, weight_decay;
+    /* NULL, or a device word written by check_finite over `grads` earlier
+     * on this stream: when it is < n (the gradient holds a NaN or an Inf)
+     * the kernel changes nothing, params and velocity stay as they were. */
+    const int64_t *first_nonfinite;
 } dp__sgd_args;
+
+/* first_nonfinite[0] = the least i < n with data[i] NaN or +-Inf, or n when
+ * every element is finite (written, =). Run over the summed gradient buffer
+ * before the SGD update, which reads the result (dp__sgd_args). A backend
+ * that provides check_finite must honour sgd's first_nonfinite. */
+typedef struct dp__check_finite_args {
+    const float *data;
+    int64_t n;
+    int64_t *first_nonfinite; /* one device word */
+} dp__check_finite_args;
 
 /* Batch normalisation per channel c over (N, H, W) of x (N, C, H, W), y and
  * dx in x's layout, gamma, beta and the statistics (C) each.

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 struct dp_metrics {
     FILE *file;
@@ -173,6 +174,10 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
     put_number(f, "lr", "%.6g", s->lr);
     if (s->peak_rss_mb >= 0)
         put_number(f, "peak_rss_mb", "%.1f", s->peak_rss_mb);
+    if (s->rss_mb > 0)
+        put_number(f, "rss_mb", "%.1f", s->rss_mb);
+    if (s->skipped_steps > 0)
+        fprintf(f, ", \"skipped_steps\": %lld", (long long)s->skipped_steps);
     if (s->ranks > 1) {
         fprintf(f, ", \"ranks\": %d", s->ranks);
         put_number(f, "allreduce_ms", "%.3f", s->allreduce_ms);
@@ -215,4 +220,19 @@ int dp_metrics_close(dp_metrics_t *m)
     dp__free(m->path);
     dp__free(m);
     return rc;
+}
+
+double dp_rss_mb(void)
+{
+    /* /proc/self/statm: total program size, then resident pages. */
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1.0;
+    long long size, resident;
+    int got = fscanf(f, "%lld %lld", &size, &resident);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    if (got != 2 || page <= 0)
+        return -1.0;
+    return (double)resident * (double)page / (1024.0 * 1024.0);
 }

@@ -13,7 +13,24 @@
  * summed over every rank's devices (DP_ALLREDUCE_MPI), so all ranks make the
  * same update. Rank 0 alone writes metrics, plots and checkpoints. Ranks
  * agree at every step on whether to stop, so a signal that reaches one rank
- * first still stops all of them after the same step. */
+ * first still stops all of them after the same step.
+ *
+ * Non-finite gradients: after the allreduce every replica checks its summed
+ * gradient buffer on its device and its SGD kernel drops the update when
+ * the buffer holds a NaN or an Inf (dp_sgd_check_finite), so a bad step
+ * never reaches the weights. Device 0's result is copied to the host like
+ * the step's loss and read when the front end waits for that step anyway:
+ * no extra synchronisation. Every replica and rank sees the same summed
+ * gradient, so all make the same decision.
+ *
+ * Determinism: with the same seed, devices and threads per device two runs
+ * give the same parameters bit for bit. The batch order comes from the seed
+ * (not from the loader thread's timing), the ring allreduce adds the chunks
+ * in a fixed order, every OpenMP loop is statically scheduled over a team of
+ * fixed size, and oneDNN picks the same kernels for the same shapes, ISA
+ * and threads. What changes the sums' order changes the last bits: another
+ * device count (the batch is split and summed differently), thread count,
+ * allreduce algorithm or CPU ISA. */
 #include "dp/train.h"
 
 #include "dp/autograd.h"
@@ -28,7 +45,9 @@
 #include "device/device.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -80,6 +99,12 @@ typedef struct trainer {
     dp_tensor_t *loss_sum, *correct; /* per-epoch accumulators on the device */
     float *step_loss;                /* host copies of each step's loss (this rank's rows) */
     int64_t *step_rows;              /* this rank's rows of each step */
+    int64_t *step_nonfinite;         /* device 0's check of each step (dp_sgd_first_nonfinite) */
+    bool checked;                    /* the steps are checked for NaN and Inf */
+    int64_t inject_step;             /* DP_INJECT_NAN test hook: the step to poison, 0 = none */
+    char inject_param[96];           /* and the parameter whose gradient it poisons */
+    int saved_epochs;                /* the last checkpoint this run wrote or resumed: */
+    int64_t saved_batch;             /* its epochs and batch; saved_epochs < 0: none */
     int rank, ranks;                 /* MPI: this process's rank of `ranks` */
     dp_metrics_t *metrics;
     dp_progress_t *progress;
@@ -110,6 +135,10 @@ static int resume(trainer *t)
                 (double)o->lr);
     t->seed = t->ck->seed;
     t->step = t->ck->step;
+    if (o->checkpoint_path && strcmp(o->checkpoint_path, o->resume_path) == 0) {
+        t->saved_epochs = t->ck->epochs_done;
+        t->saved_batch = t->ck->batch;
+    }
     for (int i = 0; i < t->ck->nhistory; i++)
         t->ck->history[i].devices = t->devices;
     return 0;
@@ -185,6 +214,55 @@ static int check_writable_dir(const char *path)
     return 0;
 }
 
+/* --deterministic: the CPU device is reproducible as it is (see the top of
+ * this file); other backends have not said so yet. */
+static void warn_nondeterministic_devices(const trainer *t)
+{
+    for (int k = 0; k < t->ndev; k++) {
+        if (strcmp(t->devs[k]->ops->kind, "cpu") != 0) {
+            DP_WARN("--deterministic: %s devices may still pick kernels whose results vary "
+                    "from run to run; only CPU devices are known to repeat bit for bit",
+                    t->devs[k]->ops->kind);
+            return;
+        }
+    }
+}
+
+/* Turns on the device-side check of every step's gradient, on every replica
+ * of every rank or on none: replicas that disagreed on which steps to drop
+ * would drift apart. */
+static int setup_nonfinite_checks(trainer *t)
+{
+    bool missing = false;
+    for (int k = 0; k < t->ndev; k++)
+        missing = missing || !t->devs[k]->ops->check_finite;
+    if (t->ranks > 1)
+        DP_TRY(dp_dist_any(missing, &missing));
+    if (missing) {
+        if (t->rank == 0)
+            DP_WARN("gradients are not checked for NaN and Inf: a device here has no such check");
+        return 0;
+    }
+    for (int k = 0; k < t->ndev; k++)
+        DP_TRY(dp_sgd_check_finite(dp_data_parallel_sgd(t->dp, k)));
+    t->checked = true;
+    /* Test hook: DP_INJECT_NAN=STEP[:PARAM] makes the gradient of PARAM (a
+     * state_dict name; the first parameter if not given) NaN at step STEP
+     * (from 1), as an overflow would, to test the check end to end. */
+    const char *inject = getenv("DP_INJECT_NAN");
+    if (inject) {
+        char *end;
+        t->inject_step = strtoll(inject, &end, 10);
+        const char *first = dp_params_name(dp_model_params(t->model), 0);
+        snprintf(t->inject_param, sizeof t->inject_param, "%s", *end == ':' ? end + 1 : first);
+        if (dp_params_find(dp_model_params(t->model), t->inject_param) < 0) {
+            DP_ERROR("DP_INJECT_NAN=%s: the model has no parameter %s", inject, t->inject_param);
+            return DP_EINVAL;
+        }
+    }
+    return 0;
+}
+
 static int setup(trainer *t)
 {
     const dp_train_options *o = t->o;
@@ -226,6 +304,9 @@ static int setup(trainer *t)
     t->ck = dp__calloc(1, sizeof *t->ck);
     if (!t->ck)
         return DP_ENOMEM;
+    t->saved_epochs = -1;
+    if (o->deterministic)
+        warn_nondeterministic_devices(t);
     t->seed = o->seed;
     DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
     DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
@@ -235,6 +316,7 @@ static int setup(trainer *t)
     dp_data_parallel_options po = {
         .allreduce = algo, .sgd = {o->lr, o->momentum, o->weight_decay}, .sync_bn = o->sync_bn};
     DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
+    DP_TRY(setup_nonfinite_checks(t));
     if (o->resume_path)
         DP_TRY(resume(t));
     dp_loader_options lo = {.batch_size = o->batch_size,
@@ -253,7 +335,8 @@ static int setup(trainer *t)
     size_t nb = (size_t)dp_loader_num_batches(t->train_loader) + 1;
     t->step_loss = dp__calloc(nb, sizeof(float));
     t->step_rows = dp__calloc(nb, sizeof(int64_t));
-    if (!t->step_loss || !t->step_rows)
+    t->step_nonfinite = dp__calloc(nb, sizeof(int64_t));
+    if (!t->step_loss || !t->step_rows || !t->step_nonfinite)
         return DP_ENOMEM;
     if (o->metrics_path && t->rank == 0) {
         if (o->resume_path)
@@ -273,6 +356,7 @@ static void teardown(trainer *t)
     dp__free(t->ck);
     dp__free(t->step_loss);
     dp__free(t->step_rows);
+    dp__free(t->step_nonfinite);
     dp_tensor_free(t->loss_sum);
     dp_tensor_free(t->correct);
     dp_tape_close(t->tape);
@@ -284,6 +368,35 @@ static void teardown(trainer *t)
     dp_dataset_close(&t->train);
     dp_dataset_close(&t->test);
     dp_devices_close(t->devs, t->ndev);
+}
+
+/* The DP_INJECT_NAN test hook: replica 0's gradient of the chosen
+ * parameter becomes NaN before the allreduce. */
+static int inject_nan(trainer *t)
+{
+    dp_params_t *p = dp_model_params(t->model);
+    dp_tensor_t *param = dp_params_get(p, dp_params_find(p, t->inject_param));
+    DP_TRY(dp_tensor_fill(param->grad, NAN));
+    param->grad_written = 1;
+    return 0;
+}
+
+/* The allreduce and update of the step of batch b (the gradient check
+ * included), and the copy of the check's result to the host. */
+static int finish_step(trainer *t, const dp_batch *b)
+{
+    if (t->inject_step == t->step + 1)
+        DP_TRY(inject_nan(t));
+    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
+     * is summed over the whole (global) batch, the update divides by its
+     * size. */
+    DP_TRY(dp_data_parallel_step(t->dp, 1.0f / (float)b->n));
+    if (t->checked) {
+        const int64_t *word = dp_sgd_first_nonfinite(dp_data_parallel_sgd(t->dp, 0));
+        DP_TRY(
+            t->dev->ops->copy_to_host(t->dev, &t->step_nonfinite[b->index], word, sizeof(int64_t)));
+    }
+    return 0;
 }
 
 /* Issues one training step on (this rank's chunk of) batch b; returns
@@ -301,8 +414,9 @@ static int train_step(trainer *t, const dp_batch *b)
          * gradients to the sum and makes the same update as the others. */
         t->step_loss[b->index] = 0;
         dp_data_parallel_zero_grad(t->dp);
+        int rc = finish_step(t, b);
         t->step++;
-        return dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
+        return rc;
     }
     dp_tape_begin(t->tape);
     int rc = upload(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
@@ -322,11 +436,8 @@ static int train_step(trainer *t, const dp_batch *b)
         dp_data_parallel_zero_grad(t->dp);
         rc = dp_backward(loss);
     }
-    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
-     * is summed over the whole (global) batch, the update divides by its
-     * size. */
     if (rc == 0)
-        rc = dp_data_parallel_step(t->dp, 1.0f / (float)b->n);
+        rc = finish_step(t, b);
     dp_tape_end(t->tape);
     dp_tape_reset(t->tape);
     t->step++;
@@ -377,6 +488,99 @@ static int evaluate(trainer *t, double *acc)
     return rc;
 }
 
+/* Writes the checkpoint of `epochs_done` whole epochs and `batch` batches
+ * of the next, whose figures so far are loss_sum, correct and seconds
+ * (zero at an epoch's end), to `path` (rank 0 only). */
+static int save_checkpoint(trainer *t, const char *path, int epochs_done, int64_t batch,
+                           double loss_sum, double correct, double seconds)
+{
+    const dp_train_options *o = t->o;
+    dp_checkpoint_state *ck = t->ck;
+    snprintf(ck->model, sizeof ck->model, "%s", o->model);
+    ck->epochs_done = epochs_done;
+    ck->batch = batch;
+    ck->partial_loss = loss_sum;
+    ck->partial_correct = correct;
+    ck->partial_seconds = seconds;
+    ck->nhistory = epochs_done;
+    ck->step = t->step;
+    ck->seed = t->seed;
+    ck->batch_size = o->batch_size;
+    ck->lr = o->lr;
+    ck->momentum = o->momentum;
+    ck->weight_decay = o->weight_decay;
+    snprintf(ck->devices, sizeof ck->devices, "%s", t->devices);
+    DP_TRY(dp_checkpoint_save(path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
+    if (o->checkpoint_path && strcmp(path, o->checkpoint_path) == 0) {
+        t->saved_epochs = epochs_done;
+        t->saved_batch = batch;
+    }
+    return 0;
+}
+
+/* "; the last checkpoint (FILE, epoch 4) is intact" for messages about a
+ * run that stops or goes on without writing one. */
+static const char *last_checkpoint_str(const trainer *t, char *buf, size_t size)
+{
+    const char *path = t->o->checkpoint_path;
+    if (!path)
+        snprintf(buf, size, "; no --checkpoint was given");
+    else if (t->saved_epochs < 0)
+        snprintf(buf, size, "; this run has not written %s yet", path);
+    else if (t->saved_batch > 0)
+        snprintf(buf, size, "; the last checkpoint (%s, epoch %d batch %lld) is intact", path,
+                 t->saved_epochs + 1, (long long)t->saved_batch);
+    else
+        snprintf(buf, size, "; the last checkpoint (%s, epoch %d) is intact", path,
+                 t->saved_epochs);
+    return buf;
+}
+
+/* Reads the gradient checks of this epoch's steps [*checked, upto), which
+ * have finished. A step whose summed gradient held a NaN or an Inf was not
+ * applied (the SGD kernel dropped it); without --skip-nonfinite the run
+ * stops there, naming the step and the parameter. */
+static int check_steps(trainer *t, int epoch, int64_t *checked, int64_t upto, int64_t *skipped)
+{
+    dp_params_t *p = dp_model_params(t->model);
+    int64_t batches = dp_loader_num_batches(t->train_loader);
+    for (; t->checked && *checked < upto; (*checked)++) {
+        int64_t i = *checked, bad = t->step_nonfinite[i];
+        if (bad >= dp_params_numel(p))
+            continue;
+        /* The element index into the parameter buffer names the tensor. */
+        int j = 0;
+        for (int64_t end = 0; j < dp_params_count(p); j++) {
+            end += dp_tensor_numel(dp_params_get(p, j));
+            if (bad < end)
+                break;
+        }
+        const char *name = dp_params_name(p, j);
+        long long step = (long long)(epoch * batches + i + 1);
+        char loss[64] = "";
+        if (t->ranks == 1 && !isfinite(t->step_loss[i]))
+            snprintf(loss, sizeof loss, " (the loss is %s)",
+                     isnan(t->step_loss[i]) ? "NaN"
+                     : t->step_loss[i] > 0  ? "Inf"
+                                            : "-Inf");
+        if (t->o->skip_nonfinite) {
+            (*skipped)++;
+            if (t->rank == 0)
+                DP_WARN("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or "
+                        "Inf)%s; skipped it (--skip-nonfinite)",
+                        step, epoch + 1, (long long)i, name ? name : "?", loss);
+            continue;
+        }
+        char last[640];
+        DP_ERROR("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or Inf)%s; "
+                 "stopped without applying it%s",
+                 step, epoch + 1, (long long)i, name ? name : "?", loss,
+                 last_checkpoint_str(t, last, sizeof last));
+        return DP_ENONFINITE;
+    }
+    return 0;
+}
+
 /* Finishes the steps in flight and writes a checkpoint that resumes epoch
  * `epoch` at batch `next`, with the epoch's figures so far. */
 static int save_stopped(trainer *t, int epoch, int64_t next, double seconds)
@@ -387,26 +591,10 @@ static int save_stopped(trainer *t, int epoch, int64_t next, double seconds)
     DP_TRY(dp_tensor_to_host(t->loss_sum, &sums[0], sizeof(float)));
     DP_TRY(dp_tensor_to_host(t->correct, &sums[1], sizeof(float)));
     DP_TRY(dp_dist_sum_f32(sums, 2));
-    float loss_sum = sums[0], correct = sums[1];
-    dp_checkpoint_state *ck = t->ck;
-    snprintf(ck->model, sizeof ck->model, "%s", o->model);
-    ck->epochs_done = epoch;
-    ck->batch = next;
-    ck->partial_loss = loss_sum;
-    ck->partial_correct = correct;
-    ck->partial_seconds = seconds;
-    ck->nhistory = epoch;
-    ck->step = t->step;
-    ck->seed = t->seed;
-    ck->batch_size = o->batch_size;
-    ck->lr = o->lr;
-    ck->momentum = o->momentum;
-    ck->weight_decay = o->weight_decay;
-    snprintf(ck->devices, sizeof ck->devices, "%s", t->devices);
     snprintf(t->stopped_path, sizeof t->stopped_path, "%s",
              o->checkpoint_path ? o->checkpoint_path : DP_INTERRUPT_CHECKPOINT);
     if (t->rank == 0)
-        DP_TRY(dp_checkpoint_save(t->stopped_path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
+        DP_TRY(save_checkpoint(t, t->stopped_path, epoch, next, sums[0], sums[1], seconds));
     t->stopped_epoch = epoch;
     t->stopped_batch = next;
     return DP_EINTR;
@@ -442,7 +630,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     double start = dp_time_seconds() - before;
     dp_batch b;
     int more, rc = 0;
-    int64_t issued = 0, seen = first * o->batch_size;
+    int64_t issued = 0, seen = first * o->batch_size, checked = first, skipped = 0;
     while ((more = dp_loader_next(t->train_loader, &b)) > 0) {
         DP_TRY(train_step(t, &b));
         bool stop = stop_signal != 0;
@@ -451,6 +639,9 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
         if (stop) {
             if (!stop_signal)
                 stop_signal = SIGTERM; /* another rank's signal */
+            /* A bad step among those in flight stops the run unsaved. */
+            DP_TRY(dp_waitall());
+            DP_TRY(check_steps(t, epoch, &checked, b.index + 1, &skipped));
             return save_stopped(t, epoch, b.index + 1, dp_time_seconds() - start);
         }
         for (int k = 0; k < t->ndev; k++)
@@ -463,6 +654,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
             for (int k = 0; k < t->ndev; k++)
                 DP_TRY(dp_event_wait(ring[done % depth][k]));
             done += first; /* the batch number within the epoch */
+            DP_TRY(check_steps(t, epoch, &checked, done + 1, &skipped));
             double el = dp_time_seconds() - start;
             dp_progress_update(t->progress, epoch + 1, o->epochs, done + 1, batches,
                                t->step_loss[done] / (double)DP_MAX(t->step_rows[done], 1),
@@ -477,6 +669,7 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
         return more;
     DP_TRY(dp_waitall());
     double seconds = dp_time_seconds() - start;
+    DP_TRY(check_steps(t, epoch, &checked, first + issued, &skipped));
     dp_progress_done(t->progress);
     if (t->ranks > 1 && o->log_steps)
         DP_TRY(dp_dist_sum_f32(t->step_loss + logged, (int)(first + issued - logged)));
@@ -502,15 +695,52 @@ static int run_epoch(trainer *t, int epoch, dp_epoch_stats *s)
     /* Time inside MPI_Allreduce, waiting for the slowest rank included. */
     double comm = dp_dist_comm_seconds(NULL) - comm0;
     s->allreduce_ms = issued ? 1e3 * comm / (double)issued : 0.0;
+    s->skipped_steps = skipped;
     rc = evaluate(t, &s->test_acc);
     s->peak_rss_mb = dp_peak_rss_mb();
+    s->rss_mb = dp_rss_mb();
+    return rc;
+}
+
+/* The checkpoint after an epoch. When writing it fails (disk full, EIO)
+ * the previous one is still there, whole (dp_safetensors_write writes a
+ * temporary file and renames it); --on-checkpoint-error says whether the
+ * run stops or trains on and tries again after the next epoch. Every rank
+ * learns rank 0's outcome, so all stop or all go on. */
+static int checkpoint_epoch(trainer *t, int epochs_done)
+{
+    const dp_train_options *o = t->o;
+    int rc = 0;
+    char last[640];
+    last_checkpoint_str(t, last, sizeof last);
+    if (t->rank == 0)
+        rc = save_checkpoint(t, o->checkpoint_path, epochs_done, 0, 0, 0, 0);
+    if (rc == DP_EIO || rc == DP_ENOMEM) {
+        if (o->on_checkpoint_error == DP_ON_ERROR_CONTINUE) {
+            DP_WARN("no checkpoint after epoch %d%s; training goes on and tries again after the "
+                    "next epoch (--on-checkpoint-error continue)",
+                    epochs_done, last);
+            rc = 0;
+        } else {
+            DP_ERROR("no checkpoint after epoch %d%s; stopped (--on-checkpoint-error stop; "
+                     "'continue' trains on)",
+                     epochs_done, last);
+        }
+    }
+    if (t->ranks > 1) {
+        bool failed = rc < 0;
+        DP_TRY(dp_dist_any(failed, &failed));
+        if (failed && rc == 0)
+            rc = DP_EIO;
+    }
     return rc;
 }
 
 int dp_train(const dp_train_options *o, dp_train_result *result)
 {
     if (o->batch_size <= 0 || o->epochs <= 0 || !(o->lr > 0) || o->limit_train < 0 ||
-        o->limit_test < 0 || o->threads < 0) {
+        o->limit_test < 0 || o->threads < 0 || o->on_checkpoint_error < DP_ON_ERROR_STOP ||
+        o->on_checkpoint_error > DP_ON_ERROR_CONTINUE) {
         DP_ERROR("dp_train: batch size, epochs and lr must be positive");
         return DP_EINVAL;
     }
@@ -536,21 +766,8 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
             rc = dp_metrics_write_epoch(t.metrics, s);
         if (rc == 0 && o->plot_path && t.rank == 0)
             rc = dp_plot_write(o->plot_path, o->epochs, t.ck->history, e + 1);
-        if (rc == 0 && o->checkpoint_path && t.rank == 0) {
-            dp_checkpoint_state *ck = t.ck;
-            snprintf(ck->model, sizeof ck->model, "%s", o->model);
-            ck->epochs_done = e + 1;
-            ck->batch = 0;
-            ck->partial_loss = ck->partial_correct = ck->partial_seconds = 0;
-            ck->step = t.step;
-            ck->seed = t.seed;
-            ck->batch_size = o->batch_size;
-            ck->lr = o->lr;
-            ck->momentum = o->momentum;
-            ck->weight_decay = o->weight_decay;
-            snprintf(ck->devices, sizeof ck->devices, "%s", t.devices);
-            rc = dp_checkpoint_save(o->checkpoint_path, t.model, dp_data_parallel_sgd(t.dp, 0), ck);
-        }
+        if (rc == 0 && o->checkpoint_path)
+            rc = checkpoint_epoch(&t, e + 1);
         result->epochs_done = e + 1;
         result->test_acc = s->test_acc;
         result->train_loss = s->train_loss;

@@ -66,6 +66,7 @@ int dp__cpu_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
 int dp__cpu_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
 int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a);
 int dp__cpu_sgd(dp_device_t *dev, const dp__sgd_args *a);
+int dp__cpu_check_finite(dp_device_t *dev, const dp__check_finite_args *a);
 int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a);
 int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
 int dp__cpu_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);

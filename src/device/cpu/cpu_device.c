@@ -20,7 +20,11 @@ int dp__cpu_count(void)
 static void worker_init(void *ctx)
 {
     dp_device_t *dev = ctx;
-    /* The worker's own OpenMP team: oneDNN and our loops both use it. */
+    /* The worker's own OpenMP team: oneDNN and our loops both use it. Its
+     * size is fixed (no OMP_DYNAMIC shrinking it under load): oneDNN splits
+     * its reductions by the team size, so a team that varied would change
+     * the last bits of the results from run to run. */
+    omp_set_dynamic(0);
     omp_set_num_threads(dev->threads);
 }
 
@@ -203,6 +207,7 @@ const dp__device_ops dp__cpu_ops = {
     .cross_entropy_backward = dp__cpu_cross_entropy_backward,
     .accuracy = dp__cpu_accuracy,
     .sgd = dp__cpu_sgd,
+    .check_finite = dp__cpu_check_finite,
     .batch_norm_forward = dp__cpu_batch_norm_forward,
     .batch_norm_backward = dp__cpu_batch_norm_backward,
     .adaptive_avg_pool_forward = dp__cpu_adaptive_avg_pool_forward,
