@@ -75,11 +75,13 @@ static void chunk_sizes_match_torch(void **state)
     }
 }
 
+/* n CPU devices ("N" would mean GPUs on a machine with N of them). */
 static void open_devices(dp_device_t **devs, int n)
 {
-    char spec[8];
+    char spec[64] = "";
     int got;
-    snprintf(spec, sizeof spec, "%d", n);
+    for (int k = 0; k < n; k++)
+        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%scpu:%d", k ? "," : "", k);
     assert_int_equal(dp_devices_open(devs, &got, spec, 1), 0);
     assert_int_equal(got, n);
 }

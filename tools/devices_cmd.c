@@ -194,6 +194,12 @@ static void print_row(const char *what, int threads, const timing *t, double rat
     fflush(stdout);
 }
 
+/* Kernel threads of a CPU device; 0 (printed "-") for a GPU. */
+static int device_threads(dp_device_t *dev)
+{
+    return strncmp(dp_device_name(dev), "cuda:", 5) == 0 ? 0 : dp_device_threads(dev);
+}
+
 /* Allocates the operands, then runs and prints every measurement. */
 static int bench_devices(dp_device_t **devs, int n, double seconds)
 {
@@ -236,9 +242,9 @@ static int bench_devices(dp_device_t **devs, int n, double seconds)
     for (int k = 0; rc == 0 && k < n; k++) {
         mb.first = k;
         if ((rc = time_reps(matmul_rep, &mb, budget, &t)) == 0)
-            print_row(dp_device_name(devs[k]), dp_device_threads(devs[k]), &t,
+            print_row(dp_device_name(devs[k]), device_threads(devs[k]), &t,
                       flops / t.median * 1e-9, "GFLOP/s");
-        total_threads += dp_device_threads(devs[k]);
+        total_threads += device_threads(devs[k]);
     }
     if (rc == 0 && n > 1) {
         mb.first = 0;
@@ -330,10 +336,26 @@ int cmd_devices(int argc, char **argv)
     else if (cpu.avx2)
         vector = ", AVX2";
     printf("CPU: %s, %d core%s%s\n", cpu.model, cpu.cores, cpu.cores == 1 ? "" : "s", vector);
-    printf("GPUs: none (this build has no CUDA backend)\n");
+    int gpus = dp_cuda_device_count();
+    if (gpus == 0) {
+        printf("GPUs: none (%s)\n", !dp_cuda_built() ? "this build has no CUDA backend"
+                                       : "the CUDA runtime finds no GPU");
+    } else {
+        printf("GPUs: %d\n", gpus);
+        for (int g = 0; g < gpus; g++) {
+            char name[256];
+            size_t bytes = 0;
+            if (dp_cuda_device_info(g, name, sizeof name, &bytes) == 0)
+                printf("  cuda:%d %s, %.1f GiB\n", g, name, (double)bytes / (1 << 30));
+        }
+    }
     for (int k = 0; k < n; k++) {
+        const char *dname = dp_device_name(devs[k]);
         int t = dp_device_threads(devs[k]);
-        printf("%-6s %d kernel thread%s\n", dp_device_name(devs[k]), t, t == 1 ? "" : "s");
+        if (strncmp(dname, "cuda:", 5) == 0)
+            printf("%-6s GPU\n", dname);
+        else
+            printf("%-6s %d kernel thread%s\n", dname, t, t == 1 ? "" : "s");
     }
     fflush(stdout);
 

@@ -31,7 +31,8 @@ typedef enum dp_dtype { DP_F32 = 0, DP_I32 = 1 } dp_dtype;
 /* ---- devices ------------------------------------------------------------ */
 
 /* Opens a device by name: "cpu:0", "cpu:1", ... (each CPU device is a worker
- * thread with `threads` kernel threads; 0 = all cores). */
+ * thread with `threads` kernel threads; 0 = all cores), or "cuda:0", ... (a
+ * GPU; opening the same GPU twice gives two logical devices on it). */
 int dp_device_open(dp_device_t **out, const char *name, int threads);
 void dp_device_close(dp_device_t *dev);
 const char *dp_device_name(const dp_device_t *dev);
@@ -41,6 +42,21 @@ int dp_device_threads(const dp_device_t *dev);
 int dp_device_sync(dp_device_t *dev);
 /* dp_device_sync on every open device. */
 int dp_waitall(void);
+
+/* GPUs (CUDA builds; "cuda:0" .. "cuda:N-1" open them). The count is 0 in a
+ * CPU-only build and where the CUDA runtime finds no GPU. */
+int dp_cuda_device_count(void);
+/* Whether this build has the CUDA backend. */
+bool dp_cuda_built(void);
+/* GPU `ordinal`'s name (into name[0..size)) and memory in bytes; returns 0,
+ * or DP_ENOTSUP / DP_EINVAL where there is no such GPU. */
+int dp_cuda_device_info(int ordinal, char *name, size_t size, size_t *total_bytes);
+/* TF32 for cuDNN convolutions: allowed by default, as PyTorch's
+ * torch.backends.cudnn.allow_tf32; matrix products (cuBLAS) always run in
+ * full float32, as PyTorch's default torch.backends.cuda.matmul.allow_tf32 =
+ * False. Takes effect for convolutions enqueued afterwards. */
+void dp_set_tf32(bool allow);
+bool dp_tf32_allowed(void);
 
 /* An event marks a point in a device's stream. */
 typedef struct dp_event {

@@ -27,8 +27,12 @@ static int parse_name(const char *name, const dp__device_ops **ops, int *index)
     if (kind_len == 3 && strncmp(name, "cpu", 3) == 0) {
         *ops = &dp__cpu_ops;
     } else if (kind_len == 4 && strncmp(name, "cuda", 4) == 0) {
+#ifdef DP_HAVE_CUDA
+        *ops = &dp__cuda_ops;
+#else
         DP_ERROR("device '%s': this build has no CUDA backend", name);
         return DP_ENOTSUP;
+#endif
     } else {
         DP_ERROR("unknown device '%s' (expected cpu:N or cuda:N)", name);
         return DP_EINVAL;

@@ -25,6 +25,18 @@ int dp__copy_between(dp_device_t *dst_dev, void *dst, dp_device_t *src_dev, cons
 {
     if (bytes == 0)
         return 0;
+    /* A CPU device cannot read a GPU's memory: a copy from a GPU into a CPU
+     * device's buffer is the GPU's copy to the host, issued once the CPU
+     * device has finished with that buffer. Every other pair (CPU to CPU,
+     * into a GPU from anywhere) is the destination's copy_device. */
+    bool gpu_to_host = strcmp(src_dev->ops->kind, "cuda") == 0 &&
+                       strcmp(dst_dev->ops->kind, "cuda") != 0;
+    if (gpu_to_host) {
+        dp__after(src_dev, dst_dev);
+        DP_TRY(src_dev->ops->copy_to_host(src_dev, dst, src, bytes));
+        dp__after(dst_dev, src_dev);
+        return 0;
+    }
     dp__after(dst_dev, src_dev);
     DP_TRY(dst_dev->ops->copy_device(dst_dev, dst, src, bytes));
     dp__after(src_dev, dst_dev);

@@ -97,7 +97,13 @@ int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int thread
     char names[DP_MAX_DEVICES][32];
     int n;
     int cores = dp__cpu_count();
-    if (strcmp(spec, "auto") == 0) {
+    int gpus = DP_MIN(dp_cuda_device_count(), DP_MAX_DEVICES);
+    if (strcmp(spec, "auto") == 0 && gpus > 0) {
+        /* Every GPU. */
+        n = gpus;
+        for (int k = 0; k < n; k++)
+            snprintf(names[k], sizeof names[k], "cuda:%d", k);
+    } else if (strcmp(spec, "auto") == 0) {
         /* One single-threaded device per core: bench/scaling.sh measures
          * this split against one device with every core. */
         n = cores;
@@ -114,10 +120,10 @@ int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int thread
             return DP_EINVAL;
         }
         n = (int)v;
-        /* The first N GPUs, or CPU devices where there are fewer (this build
-         * has no GPU backend). */
+        /* The first N GPUs, or CPU devices where there are fewer (d2l's
+         * try_gpu fallback; always CPU devices in a CPU-only build). */
         for (int k = 0; k < n; k++)
-            snprintf(names[k], sizeof names[k], "cpu:%d", k);
+            snprintf(names[k], sizeof names[k], "%s:%d", n <= gpus ? "cuda" : "cpu", k);
     } else {
         n = split_list(spec, names, DP_MAX_DEVICES);
         if (n < 0)

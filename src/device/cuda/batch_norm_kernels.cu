@@ -1,0 +1,99 @@
+// The parts of batch normalisation that cuDNN leaves to us (batch_norm.c):
+// converting between cuDNN's saved 1 / sqrt(var + eps) and the variance our
+// contract saves, and the eval-mode backward pass, where the statistics are
+// constants (cuDNN's backward always differentiates through the batch
+// statistics).
+#include "device/cuda/cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void invstd_to_var_kernel(float *v, int64_t C, float eps)
+{
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c < C) {
+        double inv = v[c];
+        double var = 1.0 / (inv * inv) - (double)eps;
+        v[c] = (float)(var > 0.0 ? var : 0.0);
+    }
+}
+
+__global__ void var_to_invstd_kernel(const float *var, float *inv, int64_t C, float eps)
+{
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c < C)
+        inv[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
+}
+
+// One block per channel c: dx over (N, HW), and the two sums reduced in
+// shared memory (double).
+__global__ void backward_eval_kernel(const float *x, const float *dy, const float *gamma,
+                                     const float *mean, const float *var, float eps, float *dx,
+                                     float *dgamma, float *dbeta, int64_t N, int64_t C,
+                                     int64_t HW, int nhwc)
+{
+    __shared__ double s_dy[kThreads], s_dyx[kThreads];
+    int64_t c = blockIdx.x;
+    double inv = 1.0 / sqrt((double)var[c] + (double)eps);
+    float scale = (float)((double)gamma[c] * inv);
+    double sum_dy = 0.0, sum_dyx = 0.0;
+    for (int64_t j = threadIdx.x; j < N * HW; j += blockDim.x) {
+        int64_t n = j / HW, i = j % HW;
+        int64_t k = nhwc ? (n * HW + i) * C + c : (n * C + c) * HW + i;
+        double xhat = ((double)x[k] - (double)mean[c]) * inv;
+        sum_dy += dy[k];
+        sum_dyx += (double)dy[k] * xhat;
+        dx[k] = dy[k] * scale;
+    }
+    s_dy[threadIdx.x] = sum_dy;
+    s_dyx[threadIdx.x] = sum_dyx;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s) {
+            s_dy[threadIdx.x] += s_dy[threadIdx.x + s];
+            s_dyx[threadIdx.x] += s_dyx[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        dbeta[c] = (float)s_dy[0];
+        dgamma[c] = (float)s_dyx[0];
+    }
+}
+
+unsigned blocks_for(int64_t n)
+{
+    int64_t b = (n + kThreads - 1) / kThreads;
+    return b < 1 ? 1u : (unsigned)b;
+}
+
+} // namespace
+
+extern "C" cudaError_t dp__cuda_bn_invstd_to_var(float *v, int64_t C, float eps,
+                                                 cudaStream_t stream)
+{
+    invstd_to_var_kernel<<<blocks_for(C), kThreads, 0, stream>>>(v, C, eps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_bn_var_to_invstd(const float *var, float *inv_std, int64_t C,
+                                                 float eps, cudaStream_t stream)
+{
+    var_to_invstd_kernel<<<blocks_for(C), kThreads, 0, stream>>>(var, inv_std, C, eps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_bn_backward_eval(const float *x, const float *dy,
+                                                 const float *gamma, const float *mean,
+                                                 const float *var, float eps, float *dx,
+                                                 float *dgamma, float *dbeta, int64_t N,
+                                                 int64_t C, int64_t HW, int nhwc,
+                                                 cudaStream_t stream)
+{
+    backward_eval_kernel<<<(unsigned)C, kThreads, 0, stream>>>(x, dy, gamma, mean, var, eps, dx,
+                                                               dgamma, dbeta, N, C, HW, nhwc);
+    return cudaGetLastError();
+}

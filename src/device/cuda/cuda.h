@@ -1,0 +1,130 @@
+/* The CUDA device: a worker thread (the engine's stream) that issues every
+ * command onto one CUDA stream of its GPU. cuDNN does convolution, pooling
+ * and batch normalisation, cuBLAS the matrix products, and our own kernels
+ * (cuda_kernels.h) the rest.
+ *
+ * Threads: the cuBLAS and cuDNN handles, the convolution algorithm cache and
+ * the scratch buffer belong to the worker alone. The pinned staging blocks
+ * are shared by the front end (upload_fresh) and the worker, under
+ * pinned_mu, a leaf lock.
+ *
+ * Completion: a command is "run" for the engine when its worker returns.
+ * Until the engine orders devices through ops->order_after (see
+ * DP__ENGINE_CALLS_DEVICE_ORDER in device.h), every command synchronizes the
+ * CUDA stream before it returns, so a finished command is finished on the
+ * GPU too. Copies to the host are always synchronous: their bytes are in
+ * host memory when the command returns, as a host command queued after them
+ * (src/parallel/mpi.c) expects. */
+#ifndef DP_DEVICE_CUDA_H
+#define DP_DEVICE_CUDA_H
+
+#include "core/internal.h"
+#include "device/cuda/cuda_kernels.h"
+#include "device/device.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <stdbool.h>
+
+#define DP_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t dp__ce = (call);                                                               \
+        if (dp__ce != cudaSuccess) {                                                               \
+            DP_ERROR("CUDA: %s failed: %s", #call, cudaGetErrorString(dp__ce));                    \
+            return DP_EDEVICE;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+#define DP_CUBLAS_CHECK(call)                                                                      \
+    do {                                                                                           \
+        cublasStatus_t dp__bs = (call);                                                            \
+        if (dp__bs != CUBLAS_STATUS_SUCCESS) {                                                     \
+            DP_ERROR("cuBLAS: %s failed: %s", #call, cublasGetStatusString(dp__bs));               \
+            return DP_EDEVICE;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+#define DP_CUDNN_CHECK(call)                                                                       \
+    do {                                                                                           \
+        cudnnStatus_t dp__ds = (call);                                                             \
+        if (dp__ds != CUDNN_STATUS_SUCCESS) {                                                      \
+            DP_ERROR("cuDNN: %s failed: %s", #call, cudnnGetErrorString(dp__ds));                  \
+            return DP_EDEVICE;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+/* A page-locked host block for copies to the GPU; reusable once `done` (an
+ * event recorded after the copy that read it) has passed and no one holds
+ * it. */
+typedef struct dp__cuda_pinned {
+    void *p;
+    size_t bytes;
+    cudaEvent_t done;
+    bool held;
+} dp__cuda_pinned;
+
+#define DP__CUDA_PINNED_BLOCKS 16
+
+/* One cached convolution algorithm choice (conv2d.c). */
+typedef struct dp__cuda_conv_algo dp__cuda_conv_algo;
+
+typedef struct dp__cuda {
+    int ordinal; /* the CUDA device of this logical device */
+    bool async;  /* see "Completion" above */
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    /* worker only */
+    void *scratch;
+    size_t scratch_bytes;
+    dp__cuda_conv_algo *algos;
+    size_t nalgos, cap_algos;
+    /* front end and worker, under pinned_mu */
+    pthread_mutex_t pinned_mu;
+    dp__cuda_pinned pinned[DP__CUDA_PINNED_BLOCKS];
+} dp__cuda;
+
+/* Enqueues `fn(args, dev)` on the device's worker through a wrapper that
+ * checks the launch status of the kernels it issued and, unless the device
+ * is asynchronous, waits for them. */
+int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const void *args,
+                        size_t size);
+#define dp__cuda_push(dev, fn, args, size)                                                         \
+    dp__cuda_push_named(dev, fn, __FILE__ ":" #fn, args, size)
+
+/* Worker only: a device buffer of at least `bytes` (256-byte aligned) that
+ * stays valid until the next call; its earlier contents are lost. */
+int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out);
+/* Checks a launcher's status: 0, or DP_EDEVICE with the message logged. */
+int dp__cuda_launched(cudaError_t err, const char *what);
+/* A cuDNN descriptor of a 4-D tensor in its layout (NCHW or NHWC strides). */
+int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t);
+/* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
+bool dp__cuda_tf32(void);
+
+/* Kernel entries, one file per op family as in src/device/cpu/. */
+int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a);
+int dp__cuda_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cuda_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__cuda_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
+int dp__cuda_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
+int dp__cuda_eltwise_entry(dp_device_t *dev, const dp__eltwise_args *a);
+int dp__cuda_gemm(dp_device_t *dev, const dp__gemm_args *a);
+int dp__cuda_bias_add_entry(dp_device_t *dev, const dp__bias_args *a);
+int dp__cuda_bias_grad_entry(dp_device_t *dev, const dp__bias_args *a);
+int dp__cuda_relayout_entry(dp_device_t *dev, const dp__relayout_args *a);
+int dp__cuda_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
+int dp__cuda_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
+int dp__cuda_accuracy_entry(dp_device_t *dev, const dp__accuracy_args *a);
+int dp__cuda_sgd_entry(dp_device_t *dev, const dp__sgd_args *a);
+int dp__cuda_check_finite_entry(dp_device_t *dev, const dp__check_finite_args *a);
+int dp__cuda_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
+int dp__cuda_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);
+int dp__cuda_adaptive_avg_pool_forward_entry(dp_device_t *dev, const dp__adaptive_pool_args *a);
+int dp__cuda_adaptive_avg_pool_backward_entry(dp_device_t *dev, const dp__adaptive_pool_args *a);
+/* Frees the convolution algorithm cache (conv2d.c), at close. */
+void dp__cuda_conv_cache_free(dp__cuda *cu);
+
+#endif

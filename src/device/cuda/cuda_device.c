@@ -1,0 +1,500 @@
+/* The CUDA device table: lifetime, memory, copies, cross-device order, and
+ * the command wrapper every kernel file pushes through. */
+#include "device/cuda/cuda.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- commands ----------------------------------------------------------------- */
+
+/* A command as pushed: the kernel file's function and its arguments. */
+typedef struct cuda_cmd {
+    dp__cmd_fn fn;
+    _Alignas(16) unsigned char args[DP__CMD_ARGS_MAX - 16];
+} cuda_cmd;
+
+static int run_cmd(void *p, void *ctx)
+{
+    cuda_cmd *c = p;
+    dp_device_t *dev = ctx;
+    dp__cuda *cu = dev->impl;
+    int rc = c->fn(c->args, ctx);
+    /* A failed launch shows here at the latest; the sticky error of a
+     * faulting kernel shows at the synchronization. */
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && !cu->async)
+        e = cudaStreamSynchronize(cu->stream);
+    if (e != cudaSuccess) {
+        DP_ERROR("%s: CUDA error after a command: %s", dev->name, cudaGetErrorString(e));
+        if (rc == 0)
+            rc = DP_EDEVICE;
+    }
+    return rc;
+}
+
+int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const void *args,
+                        size_t size)
+{
+    DP_ASSERT(size <= sizeof((cuda_cmd *)0)->args);
+    cuda_cmd c;
+    c.fn = fn;
+    memcpy(c.args, args, size);
+    dp__stream_push_named(dev->stream, run_cmd, name, &c, offsetof(cuda_cmd, args) + size);
+    return 0;
+}
+
+int dp__cuda_launched(cudaError_t err, const char *what)
+{
+    if (err != cudaSuccess) {
+        DP_ERROR("CUDA: launching %s failed: %s", what, cudaGetErrorString(err));
+        return DP_EDEVICE;
+    }
+    return 0;
+}
+
+int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
+{
+    if (bytes > cu->scratch_bytes) {
+        /* Commands already issued may still use the old buffer. */
+        if (cu->scratch) {
+            DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+            DP_CUDA_CHECK(cudaFree(cu->scratch));
+            cu->scratch = NULL;
+            cu->scratch_bytes = 0;
+        }
+        size_t size = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+        DP_CUDA_CHECK(cudaMalloc(&cu->scratch, size));
+        cu->scratch_bytes = size;
+    }
+    *out = cu->scratch;
+    return 0;
+}
+
+int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t)
+{
+    int n = (int)t->shape[0], c = (int)t->shape[1], h = (int)t->shape[2], w = (int)t->shape[3];
+    if (t->nhwc)
+        DP_CUDNN_CHECK(
+            cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, n, c, h, w, h * w * c, 1, w * c, c));
+    else
+        DP_CUDNN_CHECK(
+            cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, n, c, h, w, c * h * w, h * w, w, 1));
+    return 0;
+}
+
+/* ---- lifetime ----------------------------------------------------------------- */
+
+static void worker_init(void *ctx)
+{
+    dp_device_t *dev = ctx;
+    /* Every CUDA call of the worker is for this device's GPU. */
+    cudaSetDevice(dev->index);
+}
+
+/* Lets this GPU's kernels read and write every other GPU's memory (the
+ * naive and ring allreduce add another device's buffer into their own). */
+static void enable_peer_access(int ordinal)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess)
+        return;
+    for (int peer = 0; peer < count; peer++) {
+        int can = 0;
+        if (peer == ordinal || cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess || !can)
+            continue;
+        cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+            DP_WARN("cuda:%d: peer access to cuda:%d: %s", ordinal, peer, cudaGetErrorString(e));
+    }
+    (void)cudaGetLastError(); /* "already enabled" is not an error here */
+}
+
+static void release_handles(dp__cuda *cu)
+{
+    for (int i = 0; i < DP__CUDA_PINNED_BLOCKS; i++) {
+        if (cu->pinned[i].p)
+            cudaFreeHost(cu->pinned[i].p);
+        if (cu->pinned[i].done)
+            cudaEventDestroy(cu->pinned[i].done);
+    }
+    if (cu->scratch)
+        cudaFree(cu->scratch);
+    if (cu->cudnn)
+        cudnnDestroy(cu->cudnn);
+    if (cu->cublas)
+        cublasDestroy(cu->cublas);
+    if (cu->stream)
+        cudaStreamDestroy(cu->stream);
+    pthread_mutex_destroy(&cu->pinned_mu);
+    dp__free(cu);
+}
+
+static int cuda_open(dp_device_t *dev)
+{
+    int count = dp_cuda_device_count();
+    if (dev->index >= count) {
+        DP_ERROR("%s: no such GPU (%d here%s)", dev->name, count,
+                 count == 0 ? ": no CUDA driver or no GPU" : "");
+        return DP_EINVAL;
+    }
+    dp__cuda *cu = dp__calloc(1, sizeof *cu);
+    if (!cu)
+        return DP_ENOMEM;
+    pthread_mutex_init(&cu->pinned_mu, NULL);
+    cu->ordinal = dev->index;
+    const char *sync = getenv("DP_CUDA_SYNC");
+    cu->async = DP__ENGINE_CALLS_DEVICE_ORDER && !(sync && *sync && strcmp(sync, "0") != 0);
+    int rc = DP_EDEVICE;
+    cudaError_t e = cudaSetDevice(cu->ordinal);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        DP_ERROR("%s: cannot create a CUDA stream: %s", dev->name, cudaGetErrorString(e));
+        goto fail;
+    }
+    enable_peer_access(cu->ordinal);
+    if (cublasCreate(&cu->cublas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(cu->cublas, cu->stream) != CUBLAS_STATUS_SUCCESS ||
+        /* Full float32 matrix products, as PyTorch by default. */
+        cublasSetMathMode(cu->cublas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
+        DP_ERROR("%s: cannot create the cuBLAS handle", dev->name);
+        goto fail;
+    }
+    if (cudnnCreate(&cu->cudnn) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetStream(cu->cudnn, cu->stream) != CUDNN_STATUS_SUCCESS) {
+        DP_ERROR("%s: cannot create the cuDNN handle", dev->name);
+        goto fail;
+    }
+    dev->impl = cu;
+    rc = dp__stream_init(&dev->stream, dev->name, worker_init, dev);
+    if (rc < 0) {
+        dev->impl = NULL;
+        goto fail;
+    }
+    return 0;
+fail:
+    release_handles(cu);
+    return rc;
+}
+
+static void cuda_close(dp_device_t *dev)
+{
+    dp__cuda *cu = dev->impl;
+    dp__stream_log_profile(dev->stream);
+    dp__stream_close(dev->stream);
+    cudaSetDevice(cu->ordinal);
+    cudaStreamSynchronize(cu->stream);
+    dp__cuda_conv_cache_free(cu);
+    release_handles(cu);
+    dev->impl = NULL;
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
+/* Called from the front end (and from the block cache after close, so it
+ * reads nothing of dev->impl). */
+static void *cuda_alloc(dp_device_t *dev, size_t bytes)
+{
+    void *p = NULL;
+    cudaSetDevice(dev->index);
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        DP_WARN("%s: cudaMalloc(%zu): %s", dev->name, bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(dp_device_t *dev, void *p)
+{
+    cudaSetDevice(dev->index);
+    cudaFree(p);
+}
+
+/* ---- copies ------------------------------------------------------------------- */
+
+/* A free pinned block of at least `bytes`, held for the caller, or NULL
+ * (all held or busy, or out of pinned memory: the caller copies from
+ * pageable memory instead). Never waits for the GPU. */
+static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
+{
+    dp__cuda_pinned *pick = NULL, *empty = NULL;
+    pthread_mutex_lock(&cu->pinned_mu);
+    for (int i = 0; i < DP__CUDA_PINNED_BLOCKS && !pick; i++) {
+        dp__cuda_pinned *b = &cu->pinned[i];
+        if (b->held)
+            continue;
+        if (!b->p) {
+            if (!empty)
+                empty = b;
+            continue;
+        }
+        if (b->bytes >= bytes && cudaEventQuery(b->done) == cudaSuccess)
+            pick = b;
+    }
+    if (!pick && empty) {
+        size_t size = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+        if (cudaHostAlloc(&empty->p, size, cudaHostAllocPortable) == cudaSuccess &&
+            cudaEventCreateWithFlags(&empty->done, cudaEventDisableTiming) == cudaSuccess) {
+            empty->bytes = size;
+            pick = empty;
+        } else {
+            if (empty->p)
+                cudaFreeHost(empty->p);
+            empty->p = NULL;
+            empty->done = NULL;
+        }
+    }
+    (void)cudaGetLastError(); /* a busy event's cudaErrorNotReady */
+    if (pick)
+        pick->held = true;
+    pthread_mutex_unlock(&cu->pinned_mu);
+    return pick;
+}
+
+/* Worker: the block's copy has been issued; it is reusable once it ran. */
+static int pinned_give(dp__cuda *cu, dp__cuda_pinned *b)
+{
+    cudaError_t e = cudaEventRecord(b->done, cu->stream);
+    pthread_mutex_lock(&cu->pinned_mu);
+    b->held = false;
+    pthread_mutex_unlock(&cu->pinned_mu);
+    DP_CUDA_CHECK(e);
+    return 0;
+}
+
+/* Host -> device on the worker. From a pinned block the copy is
+ * asynchronous: the worker goes on while the DMA runs behind the kernels
+ * already queued, and `src` may be reused as soon as this returns. Pageable
+ * memory (no pinned block free) is staged by the driver before
+ * cudaMemcpyAsync returns, so the same holds. */
+static int h2d(dp__cuda *cu, void *dst, const void *src, size_t bytes, dp__cuda_pinned *held)
+{
+    dp__cuda_pinned *b = held ? held : pinned_take(cu, bytes);
+    if (!b) {
+        DP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->stream));
+        return 0;
+    }
+    if (!held)
+        memcpy(b->p, src, bytes);
+    cudaError_t e = cudaMemcpyAsync(dst, b->p, bytes, cudaMemcpyHostToDevice, cu->stream);
+    int rc = pinned_give(cu, b);
+    DP_CUDA_CHECK(e);
+    return rc;
+}
+
+typedef struct copy_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    dp__cuda_pinned *held; /* upload: the pinned block holding the data */
+    void *owned;           /* upload without a pinned block: a heap copy to free */
+} copy_args;
+
+static int run_upload(void *p, void *ctx)
+{
+    copy_args *a = p;
+    dp_device_t *dev = ctx;
+    int rc = h2d(dev->impl, a->dst, a->owned ? a->owned : a->src, a->bytes, a->held);
+    dp__free(a->owned);
+    return rc;
+}
+
+/* The front end copies `src` at once (into a pinned block, or the heap),
+ * so it may reuse it on return; the worker issues the DMA in stream order,
+ * after every command that used the block before it came back to the
+ * cache. */
+static int cuda_upload_fresh(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    dp__cuda *cu = dev->impl;
+    copy_args a = {dst, NULL, bytes, NULL, NULL};
+    if (bytes == 0)
+        return 0;
+    a.held = pinned_take(cu, bytes);
+    if (a.held) {
+        memcpy(a.held->p, src, bytes);
+    } else {
+        a.owned = dp__malloc(bytes);
+        if (!a.owned)
+            return DP_ENOMEM;
+        memcpy(a.owned, src, bytes);
+    }
+    return dp__cuda_push(dev, run_upload, &a, sizeof a);
+}
+
+static int run_copy_from_host(void *p, void *ctx)
+{
+    copy_args *a = p;
+    dp_device_t *dev = ctx;
+    return h2d(dev->impl, a->dst, a->src, a->bytes, NULL);
+}
+
+static int cuda_copy_from_host(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    copy_args a = {dst, src, bytes, NULL, NULL};
+    if (bytes == 0)
+        return 0;
+    return dp__cuda_push(dev, run_copy_from_host, &a, sizeof a);
+}
+
+/* Device -> host, synchronous on the worker: the bytes are in `dst` when
+ * the command has run. */
+static int run_copy_to_host(void *p, void *ctx)
+{
+    copy_args *a = p;
+    dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    DP_CUDA_CHECK(cudaMemcpyAsync(a->dst, a->src, a->bytes, cudaMemcpyDeviceToHost, cu->stream));
+    DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+    return 0;
+}
+
+static int cuda_copy_to_host(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    copy_args a = {dst, src, bytes, NULL, NULL};
+    if (bytes == 0)
+        return 0;
+    return dp__cuda_push(dev, run_copy_to_host, &a, sizeof a);
+}
+
+static bool is_device_memory(const void *p)
+{
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+/* Within a GPU, between GPUs (a peer copy), or with host memory on one side
+ * (dp__copy_between routes a CPU device's buffers here): cudaMemcpyDefault
+ * tells them apart by address. A copy touching host memory completes before
+ * the command returns, since the CPU device that owns that memory goes on
+ * after this command without asking the GPU. */
+static int run_copy_device(void *p, void *ctx)
+{
+    copy_args *a = p;
+    dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    DP_CUDA_CHECK(cudaMemcpyAsync(a->dst, a->src, a->bytes, cudaMemcpyDefault, cu->stream));
+    if (!is_device_memory(a->dst) || !is_device_memory(a->src))
+        DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+    return 0;
+}
+
+static int cuda_copy_device(dp_device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    copy_args a = {dst, src, bytes, NULL, NULL};
+    if (bytes == 0)
+        return 0;
+    return dp__cuda_push(dev, run_copy_device, &a, sizeof a);
+}
+
+/* ---- fill --------------------------------------------------------------------- */
+
+static int run_fill(void *p, void *ctx)
+{
+    dp__fill_args *a = p;
+    dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    return dp__cuda_launched(dp__cuda_fill(a->data, a->n, a->value, cu->stream), "fill");
+}
+
+int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a)
+{
+    if (a->n == 0)
+        return 0;
+    return dp__cuda_push(dev, run_fill, a, sizeof *a);
+}
+
+/* ---- order across devices ----------------------------------------------------- */
+
+typedef struct order_args {
+    dp_device_t *waiter, *dev;
+} order_args;
+
+/* On the waiter's worker, right after its worker-level wait on `dev`
+ * passed: an event on dev's CUDA stream marks all it has issued, and the
+ * waiter's stream waits for it (a GPU) or the worker blocks on it (a CPU
+ * device). The event may be destroyed once waited on: CUDA keeps it alive
+ * until the wait is resolved. */
+static int run_order_after(void *p, void *ctx)
+{
+    order_args *a = p;
+    (void)ctx;
+    dp__cuda *src = a->dev->impl;
+    int current = 0;
+    DP_CUDA_CHECK(cudaGetDevice(&current));
+    cudaEvent_t ev;
+    DP_CUDA_CHECK(cudaSetDevice(src->ordinal));
+    DP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, src->stream);
+    if (e == cudaSuccess) {
+        if (a->waiter->ops == &dp__cuda_ops) {
+            dp__cuda *dst = a->waiter->impl;
+            e = cudaSetDevice(dst->ordinal);
+            if (e == cudaSuccess)
+                e = cudaStreamWaitEvent(dst->stream, ev, 0);
+        } else {
+            e = cudaEventSynchronize(ev);
+        }
+    }
+    cudaEventDestroy(ev);
+    cudaSetDevice(current);
+    DP_CUDA_CHECK(e);
+    return 0;
+}
+
+static int cuda_order_after(dp_device_t *waiter, dp_device_t *dev)
+{
+    dp__cuda *cu = dev->impl;
+    /* A synchronous device has finished on the GPU what its worker ran. */
+    if (!cu->async || waiter == dev)
+        return 0;
+    order_args a = {waiter, dev};
+    dp__stream_push(waiter->stream, run_order_after, &a, sizeof a);
+    return 0;
+}
+
+static int cuda_synchronize(dp_device_t *dev)
+{
+    dp__cuda *cu = dev->impl;
+    if (!cu->async)
+        return 0;
+    DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+    return 0;
+}
+
+const dp__device_ops dp__cuda_ops = {
+    .kind = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload_fresh = cuda_upload_fresh,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .copy_device = cuda_copy_device,
+    .fill = dp__cuda_fill_entry,
+    .conv2d_forward = dp__cuda_conv2d_forward,
+    .conv2d_backward_data = dp__cuda_conv2d_backward_data,
+    .conv2d_backward_weights = dp__cuda_conv2d_backward_weights,
+    .pool2d_forward = dp__cuda_pool2d_forward,
+    .pool2d_backward = dp__cuda_pool2d_backward,
+    .eltwise = dp__cuda_eltwise_entry,
+    .gemm = dp__cuda_gemm,
+    .bias_add = dp__cuda_bias_add_entry,
+    .bias_grad = dp__cuda_bias_grad_entry,
+    .relayout = dp__cuda_relayout_entry,
+    .cross_entropy_forward = dp__cuda_cross_entropy_forward,
+    .cross_entropy_backward = dp__cuda_cross_entropy_backward,
+    .accuracy = dp__cuda_accuracy_entry,
+    .sgd = dp__cuda_sgd_entry,
+    .check_finite = dp__cuda_check_finite_entry,
+    .batch_norm_forward = dp__cuda_batch_norm_forward,
+    .batch_norm_backward = dp__cuda_batch_norm_backward,
+    .adaptive_avg_pool_forward = dp__cuda_adaptive_avg_pool_forward_entry,
+    .adaptive_avg_pool_backward = dp__cuda_adaptive_avg_pool_backward_entry,
+    .order_after = cuda_order_after,
+    .synchronize = cuda_synchronize,
+};

@@ -1,0 +1,150 @@
+// Elementwise kernels, layout copies, fill and bias: the CUDA side of
+// src/device/cpu/eltwise.c, cpu_device.c's fill and linear.c's bias loops.
+// Grid-stride loops over int64 indices; 256 threads a block.
+#include "device/cuda/cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Blocks for n elements, capped: grid-stride loops cover the rest.
+unsigned blocks_for(int64_t n)
+{
+    int64_t b = (n + kThreads - 1) / kThreads;
+    if (b > 65535 * 8)
+        b = 65535 * 8;
+    return b < 1 ? 1u : (unsigned)b;
+}
+
+__global__ void fill_kernel(uint32_t *d, int64_t n, uint32_t bits)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = bits;
+}
+
+// The ops of dp__eltwise_op, in its order.
+enum { RELU, RELU_BACKWARD, ADD, ACCUMULATE, SCALE, COPY };
+
+__global__ void eltwise_kernel(int op, const float *a, const float *b, float *out, int64_t n,
+                               float alpha)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        switch (op) {
+        case RELU:
+            out[i] = a[i] > 0.0f ? a[i] : 0.0f;
+            break;
+        case RELU_BACKWARD:
+            out[i] = b[i] > 0.0f ? a[i] : 0.0f;
+            break;
+        case ADD:
+            out[i] = a[i] + b[i];
+            break;
+        case ACCUMULATE:
+            out[i] += a[i];
+            break;
+        case SCALE:
+            out[i] = alpha * a[i];
+            break;
+        default:
+            out[i] = a[i];
+            break;
+        }
+    }
+}
+
+__global__ void relu_mask_kernel(float *x, const float *mask, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = mask[i] > 0.0f ? x[i] : 0.0f;
+}
+
+// One thread per destination element; reads are strided, writes coalesced.
+__global__ void relayout_kernel(const float *src, float *dst, int64_t N, int64_t C, int64_t HW,
+                                int src_nhwc)
+{
+    int64_t n_all = N * C * HW;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_all;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (src_nhwc) { // dst NCHW: i = (n C + c) HW + p
+            int64_t p = i % HW, c = (i / HW) % C, n = i / (HW * C);
+            dst[i] = src[(n * HW + p) * C + c];
+        } else { // dst NHWC: i = (n HW + p) C + c
+            int64_t c = i % C, p = (i / C) % HW, n = i / (HW * C);
+            dst[i] = src[(n * C + c) * HW + p];
+        }
+    }
+}
+
+__global__ void bias_add_kernel(float *y, const float *b, int64_t rows, int64_t cols)
+{
+    int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[i % cols];
+}
+
+// One thread per column, summing its rows in order as the CPU loop does.
+__global__ void bias_grad_kernel(const float *dy, float *db, int64_t rows, int64_t cols)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < cols;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < rows; i++)
+            s += dy[i * cols + j];
+        db[j] = s;
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t dp__cuda_fill(void *d, int64_t n, float value, cudaStream_t stream)
+{
+    uint32_t bits;
+    static_assert(sizeof bits == sizeof value, "32-bit float");
+    memcpy(&bits, &value, sizeof bits);
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>((uint32_t *)d, n, bits);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_eltwise(int op, const float *a, const float *b, float *out,
+                                        int64_t n, float alpha, cudaStream_t stream)
+{
+    eltwise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, out, n, alpha);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_relu_mask(float *x, const float *mask, int64_t n,
+                                          cudaStream_t stream)
+{
+    relu_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mask, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_relayout(const float *src, float *dst, int64_t N, int64_t C,
+                                         int64_t H, int64_t W, int src_nhwc, cudaStream_t stream)
+{
+    relayout_kernel<<<blocks_for(N * C * H * W), kThreads, 0, stream>>>(src, dst, N, C, H * W,
+                                                                        src_nhwc);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_bias_add(float *y, const float *b, int64_t rows, int64_t cols,
+                                         cudaStream_t stream)
+{
+    bias_add_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols,
+                                          cudaStream_t stream)
+{
+    bias_grad_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
+    return cudaGetLastError();
+}

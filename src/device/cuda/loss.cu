@@ -1,0 +1,129 @@
+// Softmax cross-entropy and argmax accuracy on a GPU, as
+// src/device/cpu/loss.c: each row's log-sum-exp in double, the loss summed
+// in double. The batch is small (rows of K logits), so the sums run in one
+// block whose threads take rows in turn and then reduce in shared memory.
+// A label outside 0..K-1 makes the loss NaN (the CPU device returns
+// DP_EINVAL; a kernel cannot, without a host round trip per step).
+#include "device/cuda/cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ double row_logsumexp(const float *z, int64_t k)
+{
+    float m = z[0];
+    for (int64_t j = 1; j < k; j++)
+        m = z[j] > m ? z[j] : m;
+    double s = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        s += exp((double)(z[j] - m));
+    return (double)m + log(s);
+}
+
+__global__ void xent_forward_kernel(const float *logits, const int32_t *labels, float *loss,
+                                    int64_t n, int64_t k, int mean)
+{
+    __shared__ double part[kThreads];
+    double total = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float *z = logits + i * k;
+        int32_t y = labels[i];
+        if (y < 0 || y >= k)
+            total += nan("");
+        else
+            total += row_logsumexp(z, k) - (double)z[y];
+    }
+    part[threadIdx.x] = total;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        double t = part[0];
+        if (mean && n > 0)
+            t /= (double)n;
+        loss[0] = (float)t;
+    }
+}
+
+// One thread per row.
+__global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
+                                     const float *dloss, float *dlogits, int64_t n, int64_t k,
+                                     int mean)
+{
+    float g = dloss[0];
+    if (mean && n > 0)
+        g /= (float)n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float *z = logits + i * k;
+        float *dz = dlogits + i * k;
+        double lse = row_logsumexp(z, k);
+        for (int64_t j = 0; j < k; j++)
+            dz[j] = g * (float)exp((double)z[j] - lse);
+        int32_t y = labels[i];
+        if (y >= 0 && y < k)
+            dz[y] -= g;
+    }
+}
+
+__global__ void accuracy_kernel(const float *logits, const int32_t *labels, float *correct,
+                                int64_t n, int64_t k)
+{
+    __shared__ long long part[kThreads];
+    long long count = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float *z = logits + i * k;
+        int64_t best = 0;
+        for (int64_t j = 1; j < k; j++)
+            if (z[j] > z[best])
+                best = j;
+        count += best == labels[i];
+    }
+    part[threadIdx.x] = count;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        correct[0] += (float)part[0];
+}
+
+} // namespace
+
+extern "C" cudaError_t dp__cuda_xent_forward(const float *logits, const int32_t *labels,
+                                             float *loss, int64_t n, int64_t k, int mean,
+                                             cudaStream_t stream)
+{
+    xent_forward_kernel<<<1, kThreads, 0, stream>>>(logits, labels, loss, n, k, mean);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_xent_backward(const float *logits, const int32_t *labels,
+                                              const float *dloss, float *dlogits, int64_t n,
+                                              int64_t k, int mean, cudaStream_t stream)
+{
+    int64_t blocks = (n + 127) / 128;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > 65535)
+        blocks = 65535;
+    xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(logits, labels, dloss, dlogits, n,
+                                                               k, mean);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dp__cuda_accuracy(const float *logits, const int32_t *labels,
+                                         float *correct, int64_t n, int64_t k,
+                                         cudaStream_t stream)
+{
+    accuracy_kernel<<<1, kThreads, 0, stream>>>(logits, labels, correct, n, k);
+    return cudaGetLastError();
+}

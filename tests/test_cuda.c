@@ -1,0 +1,577 @@
+/* The CUDA device against the CPU device: every op family forward and
+ * backward on the same inputs, LeNet trained 20 steps on cuda:0 and on
+ * cpu:0, two logical devices on one GPU against one device, the allreduce
+ * algorithms over GPUs, and copies between CPU and GPU devices.
+ *
+ * Without a GPU (a CPU-only build, or no GPU visible to the CUDA runtime)
+ * every test says so on stdout and is skipped. */
+#include "testutil.h"
+
+#include "dp/dp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tolerances, relative to the largest magnitude of the CPU result (max
+ * norm): float32 kernels that sum in another order agree to about 1e-6 of
+ * that; backward passes chain several sums, hence more room; TF32 keeps 10
+ * mantissa bits. */
+#define TOL_FORWARD 1e-5
+#define TOL_GRAD 1e-4
+#define TOL_TF32 1e-3
+#define TOL_TRAINING 1e-3
+
+static const char *no_gpu_reason(void)
+{
+    static char why[96];
+    if (!dp_cuda_built())
+        return "CPU-only build";
+    if (dp_cuda_device_count() == 0) {
+        snprintf(why, sizeof why, "cudaGetDeviceCount = 0");
+        return why;
+    }
+    return NULL;
+}
+
+#define REQUIRE_GPU()                                                                              \
+    do {                                                                                           \
+        const char *tu_why = no_gpu_reason();                                                      \
+        if (tu_why) {                                                                              \
+            printf("SKIP %s: no CUDA GPU here (%s)\n", __func__, tu_why);                          \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Deterministic values in [-1, 1). */
+static void fill_random(float *v, int64_t n, uint64_t seed)
+{
+    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+    }
+}
+
+/* max |a - b| / max |b|, the relative error in the max norm. */
+static double rel_error(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, ref = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        diff = d > diff ? d : diff;
+        ref = fabs((double)b[i]) > ref ? fabs((double)b[i]) : ref;
+    }
+    return diff / ref;
+}
+
+/* ---- one op family on two devices ------------------------------------------- */
+
+enum { MAX_LEAVES = 6, CLASSES = 10 };
+
+/* The inputs of a case: leaves[0] is x, the rest its parameters. */
+typedef struct leaf_spec {
+    int ndim;
+    int64_t shape[4];
+    bool positive; /* batch norm's running variance */
+} leaf_spec;
+
+typedef struct op_case {
+    const char *name;
+    int nleaves;
+    leaf_spec leaves[MAX_LEAVES];
+    /* y = the op on the leaves (any 4-D or 2-D output with N rows). */
+    int (*op)(dp_tensor_t **y, dp_tensor_t **leaves);
+} op_case;
+
+/* What a case gives on one device, on the host. */
+typedef struct op_result {
+    float *y, *grads[MAX_LEAVES];
+    int64_t y_numel, numel[MAX_LEAVES];
+    float loss;
+} op_result;
+
+static void op_result_free(op_result *r)
+{
+    free(r->y);
+    for (int i = 0; i < MAX_LEAVES; i++)
+        free(r->grads[i]);
+}
+
+/* Runs op, then a fixed head (flatten, linear to CLASSES, summed
+ * cross-entropy) so that every output element gets a gradient, and
+ * backpropagates; reads y, the loss and every leaf's gradient. */
+static void run_case(const op_case *c, const char *device, op_result *r)
+{
+    memset(r, 0, sizeof *r);
+    dp_device_t *dev;
+    assert_int_equal(dp_device_open(&dev, device, 1), 0);
+    dp_tape_t *tape;
+    assert_int_equal(dp_tape_init(&tape, true), 0);
+    dp_tensor_t *leaves[MAX_LEAVES];
+    for (int i = 0; i < c->nleaves; i++) {
+        const leaf_spec *l = &c->leaves[i];
+        int64_t n = 1;
+        for (int d = 0; d < l->ndim; d++)
+            n *= l->shape[d];
+        float *v = malloc((size_t)n * sizeof *v);
+        fill_random(v, n, 100 + (uint64_t)i);
+        if (l->positive)
+            for (int64_t j = 0; j < n; j++)
+                v[j] = 0.5f + fabsf(v[j]);
+        assert_int_equal(dp_tensor_from_host(&leaves[i], dev, DP_F32, l->ndim, l->shape, v), 0);
+        free(v);
+        r->numel[i] = n;
+        if (!l->positive)
+            assert_int_equal(dp_tensor_set_requires_grad(leaves[i], NULL), 0);
+    }
+    dp_tape_begin(tape);
+    dp_tensor_t *y, *flat, *logits, *loss;
+    assert_int_equal(c->op(&y, leaves), 0);
+    int64_t rows = dp_tensor_dim(y, 0), cols = dp_tensor_numel(y) / rows;
+    assert_int_equal(dp_flatten(&flat, y), 0);
+    int64_t wshape[2] = {CLASSES, cols};
+    float *wv = malloc((size_t)(CLASSES * cols) * sizeof *wv);
+    fill_random(wv, CLASSES * cols, 7);
+    int32_t *labels = malloc((size_t)rows * sizeof *labels);
+    for (int64_t i = 0; i < rows; i++)
+        labels[i] = (int32_t)((i * 7 + 3) % CLASSES);
+    dp_tensor_t *w, *lab;
+    dp_tape_end(tape);
+    assert_int_equal(dp_tensor_from_host(&w, dev, DP_F32, 2, wshape, wv), 0);
+    assert_int_equal(dp_tensor_from_host(&lab, dev, DP_I32, 1, &rows, labels), 0);
+    dp_tape_begin(tape);
+    assert_int_equal(dp_linear(&logits, flat, w, NULL, DP_WEIGHT_OUT_IN), 0);
+    assert_int_equal(dp_cross_entropy(&loss, logits, lab, DP_REDUCE_SUM), 0);
+    assert_int_equal(dp_backward(loss), 0);
+    dp_tape_end(tape);
+    r->y_numel = dp_tensor_numel(y);
+    r->y = malloc((size_t)r->y_numel * sizeof *r->y);
+    assert_int_equal(dp_tensor_to_host(y, r->y, (size_t)r->y_numel * sizeof *r->y), 0);
+    assert_int_equal(dp_tensor_to_host(loss, &r->loss, sizeof r->loss), 0);
+    for (int i = 0; i < c->nleaves; i++) {
+        dp_tensor_t *g = dp_tensor_grad(leaves[i]);
+        if (!g)
+            continue;
+        r->grads[i] = malloc((size_t)r->numel[i] * sizeof(float));
+        assert_int_equal(dp_tensor_to_host(g, r->grads[i], (size_t)r->numel[i] * sizeof(float)), 0);
+    }
+    assert_int_equal(dp_device_sync(dev), 0);
+    dp_tape_reset(tape);
+    dp_tape_close(tape);
+    for (int i = 0; i < c->nleaves; i++)
+        dp_tensor_free(leaves[i]);
+    dp_tensor_free(w);
+    dp_tensor_free(lab);
+    free(wv);
+    free(labels);
+    dp_device_close(dev);
+}
+
+static void compare_case(const op_case *c, double tol_forward, double tol_grad)
+{
+    op_result cpu, gpu;
+    run_case(c, "cpu:0", &cpu);
+    run_case(c, "cuda:0", &gpu);
+    assert_int_equal(cpu.y_numel, gpu.y_numel);
+    double e = rel_error(gpu.y, cpu.y, cpu.y_numel);
+    if (e > tol_forward)
+        fail_msg("%s: output differs from the CPU device's by %.3g (limit %.1g)", c->name, e,
+                 tol_forward);
+    tu_assert_close(gpu.loss, cpu.loss, tol_grad, 0.0);
+    for (int i = 0; i < c->nleaves; i++) {
+        if (!cpu.grads[i])
+            continue;
+        assert_non_null(gpu.grads[i]);
+        e = rel_error(gpu.grads[i], cpu.grads[i], cpu.numel[i]);
+        if (e > tol_grad)
+            fail_msg("%s: gradient of input %d differs from the CPU device's by %.3g (limit %.1g)",
+                     c->name, i, e, tol_grad);
+    }
+    op_result_free(&cpu);
+    op_result_free(&gpu);
+}
+
+/* Convolutions: a 3-channel NCHW input (rearranged for cuDNN), stride 2,
+ * padding, bias and fused ReLU, then a second one on its NHWC output. */
+static int op_conv(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_tensor_t *h;
+    dp_conv2d_params p1 = {.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .relu = true};
+    dp_conv2d_params p2 = {.pad_h = 1, .pad_w = 0};
+    int rc = dp_conv2d(&h, l[0], l[1], l[2], &p1);
+    return rc < 0 ? rc : dp_conv2d(y, h, l[3], NULL, &p2);
+}
+
+static const op_case conv_case = {"conv2d",
+                                  4,
+                                  {{4, {4, 3, 11, 9}, false},
+                                   {4, {8, 3, 3, 3}, false},
+                                   {1, {8}, false},
+                                   {4, {6, 8, 3, 2}, false}},
+                                  op_conv};
+
+/* The first layer of LeNet: one input channel, 5x5, padding 2. */
+static int op_conv_lenet(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_conv2d_params p = {.pad_h = 2, .pad_w = 2, .relu = true};
+    return dp_conv2d(y, l[0], l[1], l[2], &p);
+}
+
+static const op_case conv_lenet_case = {
+    "conv2d lenet",
+    3,
+    {{4, {8, 1, 28, 28}, false}, {4, {6, 1, 5, 5}, false}, {1, {6}, false}},
+    op_conv_lenet};
+
+/* Pooling after a convolution (NHWC) and on an NCHW input. */
+static int op_pool(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_tensor_t *h, *m, *a;
+    dp_conv2d_params pc = {.pad_h = 1, .pad_w = 1, .relu = true};
+    dp_pool2d_params max = {
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+    dp_pool2d_params avg = {.kernel_h = 2, .kernel_w = 2};
+    int rc = dp_conv2d(&h, l[0], l[1], NULL, &pc);
+    if (rc == 0)
+        rc = dp_max_pool2d(&m, h, &max);
+    if (rc == 0)
+        rc = dp_avg_pool2d(&a, m, &avg);
+    return rc < 0 ? rc : dp_relu(y, a);
+}
+
+static const op_case pool_case = {
+    "pool2d", 2, {{4, {4, 2, 12, 12}, false}, {4, {5, 2, 3, 3}, false}}, op_pool};
+
+static int op_avg_nchw(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_pool2d_params p = {
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1};
+    return dp_avg_pool2d(y, l[0], &p);
+}
+
+static const op_case avg_nchw_case = {
+    "avg_pool2d nchw", 1, {{4, {3, 4, 7, 6}, false}}, op_avg_nchw};
+
+/* Batch norm (training, fused ReLU) after a convolution, then the adaptive
+ * average pool of ResNet's head with overlapping windows. */
+static int op_bn(dp_tensor_t **y, dp_tensor_t **l, bool training)
+{
+    dp_tensor_t *h, *b;
+    dp_conv2d_params pc = {.pad_h = 1, .pad_w = 1};
+    dp_batch_norm_params pb = {.training = training, .relu = true};
+    int rc = dp_conv2d(&h, l[0], l[1], NULL, &pc);
+    if (rc == 0)
+        rc = dp_batch_norm2d(&b, h, l[2], l[3], l[4], l[5], &pb);
+    return rc < 0 ? rc : dp_adaptive_avg_pool2d(y, b, 3, 3);
+}
+
+static int op_bn_train(dp_tensor_t **y, dp_tensor_t **l)
+{
+    return op_bn(y, l, true);
+}
+
+static int op_bn_eval(dp_tensor_t **y, dp_tensor_t **l)
+{
+    return op_bn(y, l, false);
+}
+
+#define BN_LEAVES                                                                                  \
+    {                                                                                              \
+        {4, {6, 3, 7, 7}, false}, {4, {4, 3, 3, 3}, false}, {1, {4}, false}, {1, {4}, false},      \
+            {1, {4}, true},                                                                        \
+        {                                                                                          \
+            1, {4}, true                                                                           \
+        }                                                                                          \
+    }
+
+static const op_case bn_train_case = {"batch_norm2d train", 6, BN_LEAVES, op_bn_train};
+static const op_case bn_eval_case = {"batch_norm2d eval", 6, BN_LEAVES, op_bn_eval};
+
+/* Linear with bias, ReLU and a residual add. */
+static int op_linear(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_tensor_t *h, *r;
+    int rc = dp_linear(&h, l[0], l[1], l[2], DP_WEIGHT_OUT_IN);
+    if (rc == 0)
+        rc = dp_relu(&r, h);
+    return rc < 0 ? rc : dp_add(y, r, h);
+}
+
+static const op_case linear_case = {
+    "linear", 3, {{2, {33, 17}, false}, {2, {12, 17}, false}, {1, {12}, false}}, op_linear};
+
+static void conv2d_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    compare_case(&conv_case, TOL_FORWARD, TOL_GRAD);
+    compare_case(&conv_lenet_case, TOL_FORWARD, TOL_GRAD);
+    dp_set_tf32(true);
+}
+
+static void conv2d_tf32_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(true);
+    compare_case(&conv_case, TOL_TF32, TOL_TF32);
+}
+
+static void pool2d_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    compare_case(&pool_case, TOL_FORWARD, TOL_GRAD);
+    compare_case(&avg_nchw_case, TOL_FORWARD, TOL_GRAD);
+    dp_set_tf32(true);
+}
+
+static void batch_norm_and_adaptive_pool_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    compare_case(&bn_train_case, TOL_FORWARD, TOL_GRAD);
+    compare_case(&bn_eval_case, TOL_FORWARD, TOL_GRAD);
+    dp_set_tf32(true);
+}
+
+static void linear_relu_add_loss_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    compare_case(&linear_case, TOL_FORWARD, TOL_GRAD);
+}
+
+/* Accuracy counts argmax hits; fill writes every element. */
+static void accuracy_and_fill_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const char *names[2] = {"cpu:0", "cuda:0"};
+    float correct[2], filled[2][5];
+    int64_t n = 37, shape[2] = {37, CLASSES}, five = 5, one = 1;
+    float *logits = malloc((size_t)(n * CLASSES) * sizeof *logits);
+    int32_t labels[37];
+    fill_random(logits, n * CLASSES, 3);
+    for (int i = 0; i < n; i++)
+        labels[i] = (int32_t)(i % CLASSES);
+    for (int d = 0; d < 2; d++) {
+        dp_device_t *dev;
+        dp_tensor_t *z, *y, *c, *f;
+        assert_int_equal(dp_device_open(&dev, names[d], 1), 0);
+        assert_int_equal(dp_tensor_from_host(&z, dev, DP_F32, 2, shape, logits), 0);
+        assert_int_equal(dp_tensor_from_host(&y, dev, DP_I32, 1, &n, labels), 0);
+        assert_int_equal(dp_tensor_new(&c, dev, DP_F32, 1, &one), 0);
+        assert_int_equal(dp_tensor_fill(c, 2.0f), 0);
+        assert_int_equal(dp_accuracy_accumulate(c, z, y), 0);
+        assert_int_equal(dp_tensor_to_host(c, &correct[d], sizeof correct[d]), 0);
+        assert_int_equal(dp_tensor_new(&f, dev, DP_F32, 1, &five), 0);
+        assert_int_equal(dp_tensor_fill(f, -1.5f), 0);
+        assert_int_equal(dp_tensor_to_host(f, filled[d], sizeof filled[d]), 0);
+        dp_tensor_free(z);
+        dp_tensor_free(y);
+        dp_tensor_free(c);
+        dp_tensor_free(f);
+        dp_device_close(dev);
+    }
+    assert_true(correct[0] == correct[1]);
+    assert_memory_equal(filled[0], filled[1], sizeof filled[0]);
+    free(logits);
+}
+
+/* ---- copies and collectives ---------------------------------------------------- */
+
+/* cpu -> cuda -> cuda (another logical device) -> cpu through dp_broadcast,
+ * which goes through dp__copy_between. */
+static void copies_between_cpu_and_gpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_device_t *cpu, *g0, *g1;
+    assert_int_equal(dp_device_open(&cpu, "cpu:0", 1), 0);
+    assert_int_equal(dp_device_open(&g0, "cuda:0", 0), 0);
+    assert_int_equal(dp_device_open(&g1, dp_cuda_device_count() > 1 ? "cuda:1" : "cuda:0", 0), 0);
+    enum { N = 300001 };
+    float *v = malloc(N * sizeof *v), *back = malloc(N * sizeof *back);
+    fill_random(v, N, 5);
+    int64_t n = N;
+    dp_tensor_t *a, *b, *c, *d;
+    assert_int_equal(dp_tensor_from_host(&a, cpu, DP_F32, 1, &n, v), 0);
+    assert_int_equal(dp_tensor_new(&b, g0, DP_F32, 1, &n), 0);
+    assert_int_equal(dp_tensor_new(&c, g1, DP_F32, 1, &n), 0);
+    assert_int_equal(dp_tensor_new(&d, cpu, DP_F32, 1, &n), 0);
+    assert_int_equal(dp_broadcast(&b, 1, a), 0);
+    assert_int_equal(dp_broadcast(&c, 1, b), 0);
+    assert_int_equal(dp_broadcast(&d, 1, c), 0);
+    assert_int_equal(dp_tensor_to_host(d, back, N * sizeof *back), 0);
+    assert_memory_equal(v, back, N * sizeof *v);
+    dp_tensor_free(a);
+    dp_tensor_free(b);
+    dp_tensor_free(c);
+    dp_tensor_free(d);
+    free(v);
+    free(back);
+    dp_device_close(g1);
+    dp_device_close(g0);
+    dp_device_close(cpu);
+}
+
+/* Every algorithm over 2 logical devices on cuda:0 (nccl falls back to the
+ * ring there) and, with two GPUs, over cuda:0 and cuda:1. */
+static void allreduce_on_gpus(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const char *pairs[2][2] = {{"cuda:0", "cuda:0"}, {"cuda:0", "cuda:1"}};
+    int npairs = dp_cuda_device_count() > 1 ? 2 : 1;
+    enum { LEN = 100003 };
+    float *v0 = malloc(LEN * sizeof *v0), *v1 = malloc(LEN * sizeof *v1);
+    float *out = malloc(LEN * sizeof *out);
+    fill_random(v0, LEN, 11);
+    fill_random(v1, LEN, 12);
+    int64_t len = LEN;
+    dp_allreduce_algo algos[3] = {DP_ALLREDUCE_NAIVE, DP_ALLREDUCE_RING, DP_ALLREDUCE_NCCL};
+    for (int p = 0; p < npairs; p++) {
+        for (int a = 0; a < 3; a++) {
+            dp_device_t *d0, *d1;
+            assert_int_equal(dp_device_open(&d0, pairs[p][0], 0), 0);
+            assert_int_equal(dp_device_open(&d1, pairs[p][1], 0), 0);
+            dp_tensor_t *bufs[2];
+            assert_int_equal(dp_tensor_from_host(&bufs[0], d0, DP_F32, 1, &len, v0), 0);
+            assert_int_equal(dp_tensor_from_host(&bufs[1], d1, DP_F32, 1, &len, v1), 0);
+            assert_int_equal(dp_allreduce_sum(bufs, 2, algos[a]), 0);
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(dp_tensor_to_host(bufs[k], out, LEN * sizeof *out), 0);
+                for (int i = 0; i < LEN; i++)
+                    if (out[i] != v0[i] + v1[i])
+                        fail_msg("%s over %s, %s: element %d of buffer %d is %g, not %g",
+                                 dp_allreduce_algo_name(algos[a]), pairs[p][0], pairs[p][1], i, k,
+                                 out[i], v0[i] + v1[i]);
+                dp_tensor_free(bufs[k]);
+            }
+            dp_device_close(d1);
+            dp_device_close(d0);
+        }
+    }
+    free(v0);
+    free(v1);
+    free(out);
+}
+
+/* ---- LeNet ---------------------------------------------------------------------- */
+
+enum { STEPS = 20, BATCH = 64 };
+
+/* STEPS steps of LeNet with DataParallel over `names` on random images;
+ * returns replica 0's parameters. */
+static float *train_lenet(const char *const *names, int n, dp_allreduce_algo algo, int64_t *numel)
+{
+    dp_device_t *devs[2];
+    for (int k = 0; k < n; k++)
+        assert_int_equal(dp_device_open(&devs[k], names[k], 1), 0);
+    dp_model_t *model;
+    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
+    dp_data_parallel_t *dp;
+    dp_data_parallel_options opt = {.allreduce = algo, .sgd = {.lr = 0.1f, .momentum = 0.5f}};
+    assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
+    dp_tape_t *tape;
+    assert_int_equal(dp_tape_init(&tape, true), 0);
+    float *images = malloc(BATCH * 784 * sizeof *images);
+    int32_t labels[BATCH];
+    for (int s = 0; s < STEPS; s++) {
+        fill_random(images, BATCH * 784, 1000 + (uint64_t)s);
+        for (int i = 0; i < BATCH; i++)
+            labels[i] = (int32_t)((i * 3 + s) % CLASSES);
+        int64_t xs[4] = {BATCH, 1, 28, 28}, ys = BATCH;
+        dp_tensor_t *x, *y, *logits, *loss;
+        assert_int_equal(dp_tensor_from_host(&x, devs[0], DP_F32, 4, xs, images), 0);
+        assert_int_equal(dp_tensor_from_host(&y, devs[0], DP_I32, 1, &ys, labels), 0);
+        dp_tape_begin(tape);
+        assert_int_equal(dp_data_parallel_forward(dp, x, true, &logits), 0);
+        assert_int_equal(dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM), 0);
+        dp_data_parallel_zero_grad(dp);
+        assert_int_equal(dp_backward(loss), 0);
+        assert_int_equal(dp_data_parallel_step(dp, 1.0f / BATCH), 0);
+        dp_tape_end(tape);
+        dp_tape_reset(tape);
+        dp_tensor_free(x);
+        dp_tensor_free(y);
+    }
+    *numel = dp_params_numel(dp_model_params(model));
+    float *p0 = malloc((size_t)*numel * sizeof *p0);
+    assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
+    free(images);
+    dp_tape_close(tape);
+    dp_data_parallel_close(dp);
+    dp_model_close(model);
+    for (int k = n - 1; k >= 0; k--)
+        dp_device_close(devs[k]);
+    return p0;
+}
+
+static void lenet_cuda_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    const char *cpu[1] = {"cpu:0"}, *gpu[1] = {"cuda:0"};
+    int64_t n1, n2;
+    float *a = train_lenet(cpu, 1, DP_ALLREDUCE_RING, &n1);
+    float *b = train_lenet(gpu, 1, DP_ALLREDUCE_RING, &n2);
+    assert_int_equal(n1, n2);
+    double e = rel_error(b, a, n1);
+    if (e > TOL_TRAINING)
+        fail_msg("LeNet after %d steps: cuda:0 differs from cpu:0 by %.3g", STEPS, e);
+    free(a);
+    free(b);
+    dp_set_tf32(true);
+}
+
+static void two_logical_devices_on_one_gpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    const char *one[1] = {"cuda:0"}, *two[2] = {"cuda:0", "cuda:0"};
+    int64_t n1, n2;
+    float *a = train_lenet(one, 1, DP_ALLREDUCE_RING, &n1);
+    dp_allreduce_algo algos[3] = {DP_ALLREDUCE_RING, DP_ALLREDUCE_NAIVE, DP_ALLREDUCE_NCCL};
+    for (int i = 0; i < 3; i++) {
+        float *b = train_lenet(two, 2, algos[i], &n2);
+        assert_int_equal(n1, n2);
+        double e = rel_error(b, a, n1);
+        if (e > TOL_TRAINING)
+            fail_msg("LeNet on 2 logical devices of cuda:0 (%s) differs from 1 device by %.3g",
+                     dp_allreduce_algo_name(algos[i]), e);
+        free(b);
+    }
+    free(a);
+    dp_set_tf32(true);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(conv2d_matches_cpu),
+        cmocka_unit_test(conv2d_tf32_matches_cpu),
+        cmocka_unit_test(pool2d_matches_cpu),
+        cmocka_unit_test(batch_norm_and_adaptive_pool_match_cpu),
+        cmocka_unit_test(linear_relu_add_loss_match_cpu),
+        cmocka_unit_test(accuracy_and_fill_match_cpu),
+        cmocka_unit_test(copies_between_cpu_and_gpu),
+        cmocka_unit_test(allreduce_on_gpus),
+        cmocka_unit_test(lenet_cuda_matches_cpu),
+        cmocka_unit_test(two_logical_devices_on_one_gpu),
+    };
+    const char *why = no_gpu_reason();
+    if (why)
+        printf("test_cuda: no CUDA GPU here (%s): %d GPU tests skipped\n", why,
+               (int)(sizeof tests / sizeof tests[0]));
+    fflush(stdout);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
