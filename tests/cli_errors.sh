@@ -111,7 +111,7 @@ help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
             --seed --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
             --progress --allreduce --sync-bn --checkpoint --resume --init \
-            --on-checkpoint-error --skip-nonfinite --deterministic; do
+            --on-checkpoint-error --skip-nonfinite --deterministic --no-tf32; do
   if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
     fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
 done

@@ -63,6 +63,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "--version") == 0) {
         printf("dptrain %s\nmulti-process (MPI): %s\n", DP_VERSION_STRING,
                dp_dist_built() ? dp_dist_library() : "off (built without Open MPI)");
+        if (dp_cuda_built())
+            printf("GPUs (CUDA): backend built; %d GPU(s) here\n", dp_cuda_device_count());
+        else
+            printf("GPUs (CUDA): off (built without the CUDA toolkit)\n");
         return 0;
     }
     /* Under mpirun: every rank runs the command; a rank that fails ends

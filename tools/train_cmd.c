@@ -76,6 +76,9 @@ static const char usage_train[] =
     "                       devices and --threads (CPU devices are; another\n"
     "                       device count changes the summation order) [off]\n"
     "  --progress MODE      progress bar on stderr: auto, always, never [auto]\n"
+    "  --no-tf32            GPU convolutions in full float32; by default cuDNN\n"
+    "                       may use TF32, as PyTorch allows (matrix products\n"
+    "                       are float32 either way) [TF32 allowed]\n"
     "  -h, --help           show this help\n";
 
 int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
@@ -108,6 +111,10 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         }
         if (strcmp(f, "--deterministic") == 0) {
             o.deterministic = true;
+            continue;
+        }
+        if (strcmp(f, "--no-tf32") == 0) {
+            o.no_tf32 = true;
             continue;
         }
         static const char *const with_value[] = {

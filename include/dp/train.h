@@ -43,6 +43,8 @@ typedef struct dp_train_options {
     /* Pins what could make two runs with the same seed, devices and threads
      * differ (the size of each OpenMP team); see dp_train's notes. */
     bool deterministic;
+    /* GPU convolutions in full float32: TF32 off (dp_set_tf32). */
+    bool no_tf32;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the

@@ -744,6 +744,8 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         DP_ERROR("dp_train: batch size, epochs and lr must be positive");
         return DP_EINVAL;
     }
+    if (o->no_tf32)
+        dp_set_tf32(false);
     trainer t;
     memset(&t, 0, sizeof t);
     t.o = o;
