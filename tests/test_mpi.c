@@ -394,6 +394,16 @@ static void failing_rank_ends_all(void **state)
     assert_non_null(strstr(out, "rank 1"));
     assert_non_null(strstr(out, "/nonexistent/fashion"));
     free(out);
+
+    /* What would train differently from one process is refused. */
+    const char *sync[] = {mpirun, "-np", "2", dptrain, "train", "--model", "resnet18",
+                          "--sync-bn", "--threads", "1", NULL};
+    rc = wait_for(start(sync, log), 30);
+    out = slurp(log);
+    printf("--sync-bn on 2 ranks: exit %d\n", rc);
+    assert_true(rc > 0);
+    assert_non_null(strstr(out, "--sync-bn shares batch statistics"));
+    free(out);
 }
 
 /* SIGTERM to mpirun reaches every rank; they agree on the step, rank 0

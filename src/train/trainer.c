@@ -281,6 +281,14 @@ static int setup(trainer *t)
     }
     if (t->ranks > 1)
         DP_TRY(check_ranks_agree(t));
+    if (t->ranks > 1 && o->sync_bn) {
+        /* Each rank would normalise over its own devices only: not what
+         * one process computes, so refuse rather than train differently. */
+        DP_ERROR("--sync-bn shares batch statistics between the devices of one process; across "
+                 "the %d ranks of mpirun it is not supported yet",
+                 t->ranks);
+        return DP_ENOTSUP;
+    }
     if (o->checkpoint_path && t->rank == 0)
         DP_TRY(check_writable_dir(o->checkpoint_path));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
