@@ -179,36 +179,6 @@ static int run(int ranks, const char *devices, const char *ck, const char *metri
     return rc;
 }
 
-/* max |a - b| / max |b| over every float tensor of two checkpoints. */
-static double max_rel_diff(const char *a, const char *b)
-{
-    dp_safetensors_t *fa, *fb;
-    assert_int_equal(dp_safetensors_open(&fa, a), 0);
-    assert_int_equal(dp_safetensors_open(&fb, b), 0);
-    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
-    double worst = 0;
-    for (int i = 0; i < dp_safetensors_count(fa); i++) {
-        dp_st_tensor ta, tb;
-        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
-        assert_int_equal(ta.bytes, tb.bytes);
-        if (ta.dtype != DP_ST_F32)
-            continue;
-        const float *x = ta.data, *y = tb.data;
-        size_t n = ta.bytes / sizeof(float);
-        double d = 0, m = 0;
-        for (size_t k = 0; k < n; k++) {
-            d = fmax(d, fabs((double)x[k] - y[k]));
-            m = fmax(m, fabs((double)y[k]));
-        }
-        if (m > 0)
-            worst = fmax(worst, d / m);
-    }
-    dp_safetensors_close(fa);
-    dp_safetensors_close(fb);
-    return worst;
-}
-
 static double json_number(const char *path, const char *key)
 {
     char *s = slurp(path);
@@ -242,7 +212,7 @@ static void ranks_equal_one_process(void **state)
         snprintf(path, sizeof path, "%s", tu_tmp_path("n.safetensors"));
         snprintf(metrics, sizeof metrics, "%s", tu_tmp_path("n.jsonl"));
         assert_int_equal(run(runs[i].ranks, runs[i].devices, path, metrics, NULL, log), 0);
-        double d = max_rel_diff(path, one);
+        double d = tu_max_rel_diff(path, one);
         double loss = json_number(metrics, "train_loss"), acc = json_number(metrics, "test_acc");
         printf("%-20s vs 1 rank x 1 device: max |difference| / max |param| = %.3g; train loss "
                "%.6f vs %.6f, test acc %.4f vs %.4f\n",
@@ -255,10 +225,10 @@ static void ranks_equal_one_process(void **state)
 
     /* dptrain eval split over 3 ranks (333 + 334 + 334 images, each rank
      * its chunk of every batch) counts the same as one process. */
-    const char *e1[] = {dptrain, "eval", "--checkpoint", one, "--limit-test", "1001",
-                        "--threads", "1", NULL};
-    const char *e3[] = {mpirun, "-np", "3", dptrain, "eval", "--checkpoint", one,
-                        "--limit-test", "1001", "--threads", "1", NULL};
+    const char *e1[] = {dptrain, "eval", "--checkpoint", one, "--limit-test", "1001", "--threads",
+                        "1",     NULL};
+    const char *e3[] = {mpirun, "-np",          "3",    dptrain,     "eval", "--checkpoint",
+                        one,    "--limit-test", "1001", "--threads", "1",    NULL};
     assert_int_equal(wait_for(start(e1, log), 60), 0);
     char *out1 = slurp(log);
     assert_int_equal(wait_for(start(e3, log), 60), 0);
@@ -396,8 +366,8 @@ static void failing_rank_ends_all(void **state)
     free(out);
 
     /* What would train differently from one process is refused. */
-    const char *sync[] = {mpirun, "-np", "2", dptrain, "train", "--model", "resnet18",
-                          "--sync-bn", "--threads", "1", NULL};
+    const char *sync[] = {mpirun,     "-np",       "2",         dptrain, "train", "--model",
+                          "resnet18", "--sync-bn", "--threads", "1",     NULL};
     rc = wait_for(start(sync, log), 30);
     out = slurp(log);
     printf("--sync-bn on 2 ranks: exit %d\n", rc);
@@ -443,7 +413,7 @@ static void sigterm_checkpoints_all_ranks(void **state)
 
     const char *resume[] = {"--epochs", "3", "--limit-train", "12288", "--resume", ck, NULL};
     assert_int_equal(run(2, "1", ck, NULL, resume, log), 0);
-    double d = max_rel_diff(ck, whole);
+    double d = tu_max_rel_diff(ck, whole);
     printf("stopped and resumed with 2 ranks vs uninterrupted: max |difference| = %.3g\n", d);
     assert_true(d == 0);
 }
@@ -471,7 +441,7 @@ static void resume_with_other_rank_count(void **state)
         assert_int_equal(run(plans[i].first, "1", ck, NULL, one, log), 0);
         const char *resume[] = {"--epochs", "2", "--limit-train", "640", "--resume", ck, NULL};
         assert_int_equal(run(plans[i].second, "1", ck, NULL, resume, log), 0);
-        double d = max_rel_diff(ck, whole);
+        double d = tu_max_rel_diff(ck, whole);
         printf("epoch 1 on %d rank(s), epoch 2 on %d: max |difference| / max |param| vs 1 "
                "process = %.3g\n",
                plans[i].first ? plans[i].first : 1, plans[i].second ? plans[i].second : 1, d);
@@ -581,7 +551,7 @@ static void two_network_namespaces(void **state)
                a, net, b, net, rc, sent, out);
         free(out);
         if (rc == 0) {
-            double d = max_rel_diff(two, one);
+            double d = tu_max_rel_diff(two, one);
             printf("2 ranks over TCP vs 1 process: max |difference| / max |param| = %.3g\n", d);
             assert_true(d <= 1e-4);
             /* 20 allreduces of LeNet's 129068 gradients crossed the veth:

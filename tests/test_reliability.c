@@ -127,26 +127,6 @@ static int epochs_done(const char *path)
     return e;
 }
 
-/* Every tensor of a equals b's, byte for byte. */
-static void assert_same_tensors(const char *a, const char *b)
-{
-    dp_safetensors_t *fa, *fb;
-    assert_int_equal(dp_safetensors_open(&fa, a), 0);
-    assert_int_equal(dp_safetensors_open(&fb, b), 0);
-    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
-    for (int i = 0; i < dp_safetensors_count(fa); i++) {
-        dp_st_tensor ta, tb;
-        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
-        assert_int_equal(ta.bytes, tb.bytes);
-        if (memcmp(ta.data, tb.data, ta.bytes) != 0)
-            fail_msg("tensor '%s' differs between %s and %s", ta.name, a, b);
-    }
-    printf("%d tensors identical\n", dp_safetensors_count(fa));
-    dp_safetensors_close(fa);
-    dp_safetensors_close(fb);
-}
-
 static void copy_file(const char *from, const char *to)
 {
     FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
@@ -343,7 +323,7 @@ static void checkpoint_write_fails(const char *ck, const char *policy, long long
     assert_has(text, want_cause);
     assert_has(text, "is intact");
     assert_int_equal(epochs_done(ck), 1);
-    assert_same_tensors(ck, kept);
+    tu_assert_same_tensors(ck, kept);
     assert_loadable(ck);
     remove(kept);
 }
@@ -400,13 +380,13 @@ static void checkpoint_full_tmpfs(void **state)
     assert_has(text, "No space left on device");
     assert_has(text, "ck.safetensors, epoch 1) is intact");
     assert_int_equal(epochs_done(ck), 1);
-    assert_same_tensors(ck, kept);
+    tu_assert_same_tensors(ck, kept);
     assert_loadable(ck);
     const char *b[] = {"--epochs", "3", "--checkpoint", ck, "--resume", ck, "--on-checkpoint-error",
                        "continue", NULL};
     assert_int_equal(run(b, &c), 0);
     assert_int_equal(epochs_done(ck), 1);
-    assert_same_tensors(ck, kept);
+    tu_assert_same_tensors(ck, kept);
     remove(ck);
     remove(kept);
     assert_int_equal(umount(dir), 0);
@@ -449,7 +429,7 @@ static void kill_at_random_deterministic(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("two --deterministic runs: ");
-    assert_same_tensors(whole, again);
+    tu_assert_same_tensors(whole, again);
 
     unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
     const char *env_seed = getenv("DP_TEST_KILL_SEED");
@@ -479,7 +459,7 @@ static void kill_at_random_deterministic(void **state)
         assert_int_equal(run(c, NULL), 0);
     }
     assert_int_equal(epochs_done(killed), 4);
-    assert_same_tensors(whole, killed);
+    tu_assert_same_tensors(whole, killed);
 #undef ARGS
 }
 

@@ -70,26 +70,6 @@ static const char *meta(const char *path, const char *key, char *buf, size_t siz
     return buf;
 }
 
-/* Every tensor of a equals b's, byte for byte. */
-static void assert_same_tensors(const char *a, const char *b)
-{
-    dp_safetensors_t *fa, *fb;
-    assert_int_equal(dp_safetensors_open(&fa, a), 0);
-    assert_int_equal(dp_safetensors_open(&fb, b), 0);
-    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
-    for (int i = 0; i < dp_safetensors_count(fa); i++) {
-        dp_st_tensor ta, tb;
-        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
-        assert_int_equal(ta.bytes, tb.bytes);
-        if (memcmp(ta.data, tb.data, ta.bytes) != 0)
-            fail_msg("tensor '%s' differs between the uninterrupted and the resumed run", ta.name);
-    }
-    printf("%d tensors identical\n", dp_safetensors_count(fa));
-    dp_safetensors_close(fa);
-    dp_safetensors_close(fb);
-}
-
 static void kill_and_resume(void **state)
 {
     (void)state;
@@ -121,7 +101,7 @@ static void kill_and_resume(void **state)
     const char *c[] = {"--checkpoint", killed, "--resume", killed, NULL};
     assert_int_equal(wait_exit(start_train(c)), 0);
     assert_string_equal(meta(killed, "dptrain.epochs_done", buf, sizeof buf), "3");
-    assert_same_tensors(whole, killed);
+    tu_assert_same_tensors(whole, killed);
 
     /* SIGTERM: the run finishes its step, saves itself (mid-epoch, with the
      * batch to go on from) and exits 143; resumed, it ends where an
@@ -139,7 +119,7 @@ static void kill_and_resume(void **state)
            meta(stopped, "dptrain.batch", batch, sizeof batch));
     const char *g[] = {"--checkpoint", stopped, "--resume", stopped, NULL};
     assert_int_equal(wait_exit(start_train(g)), 0);
-    assert_same_tensors(whole, stopped);
+    tu_assert_same_tensors(whole, stopped);
     remove(stopped);
 
     /* Resuming a finished run asks for more epochs; a corrupt file is an

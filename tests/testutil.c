@@ -2,6 +2,9 @@
 
 #include "dp/core.h"
 #include "dp/data.h"
+#include "dp/safetensors.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,4 +78,61 @@ const char *tu_tmp_path(const char *name)
     which ^= 1;
     snprintf(buf[which], sizeof buf[which], "%s/%s", tu_tmp, name);
     return buf[which];
+}
+
+/* Calls fn on every tensor of a with b's tensor of the same name. */
+static void each_tensor_pair(const char *a, const char *b,
+                             void (*fn)(const dp_st_tensor *, const dp_st_tensor *, void *),
+                             void *ctx)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        if (dp_safetensors_find(fb, ta.name, &tb) != 0)
+            fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
+        assert_int_equal(ta.bytes, tb.bytes);
+        fn(&ta, &tb, ctx);
+    }
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+}
+
+static void same_bytes(const dp_st_tensor *ta, const dp_st_tensor *tb, void *ctx)
+{
+    if (memcmp(ta->data, tb->data, ta->bytes) != 0)
+        fail_msg("tensor '%s' differs", ta->name);
+    ++*(int *)ctx;
+}
+
+void tu_assert_same_tensors(const char *a, const char *b)
+{
+    int n = 0;
+    each_tensor_pair(a, b, same_bytes, &n);
+    printf("%d tensors identical\n", n);
+}
+
+static void rel_diff(const dp_st_tensor *ta, const dp_st_tensor *tb, void *ctx)
+{
+    if (ta->dtype != DP_ST_F32)
+        return;
+    const float *x = ta->data, *y = tb->data;
+    double d = 0, m = 0;
+    for (size_t k = 0; k < ta->bytes / sizeof(float); k++) {
+        d = fmax(d, fabs((double)x[k] - y[k]));
+        m = fmax(m, fabs((double)y[k]));
+    }
+    double *worst = ctx;
+    if (m > 0)
+        *worst = fmax(*worst, d / m);
+}
+
+double tu_max_rel_diff(const char *a, const char *b)
+{
+    double worst = 0;
+    each_tensor_pair(a, b, rel_diff, &worst);
+    return worst;
 }

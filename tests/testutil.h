@@ -28,6 +28,12 @@ int tu_write_file(const char *path, const void *data, size_t n);
 bool tu_have_fashion_mnist(void);
 /* Silences the library's log (errors are still kept for dp_last_error). */
 void tu_quiet_log(void);
+/* Two checkpoints (safetensors files) with the same tensors: fails unless
+ * every tensor is byte-identical, then prints "N tensors identical". */
+void tu_assert_same_tensors(const char *a, const char *b);
+/* max |a - b| / max |b| over the float tensors of two checkpoints, taken
+ * per tensor; the largest. */
+double tu_max_rel_diff(const char *a, const char *b);
 
 #define tu_assert_close(a, b, rtol, atol)                                                          \
     do {                                                                                           \
