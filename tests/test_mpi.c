@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dptrain[512];
+#define dptrain tu_dptrain
 static char mpirun[512];
 
 static bool find_in_path(const char *name, char *out, size_t size)
@@ -40,12 +40,8 @@ static bool find_in_path(const char *name, char *out, size_t size)
 static int setup(void **state)
 {
     (void)state;
-    const char *dir = getenv("DP_BUILD_DIR");
-    snprintf(dptrain, sizeof dptrain, "%s/dptrain", dir ? dir : "..");
-    if (access(dptrain, X_OK) != 0) {
-        printf("no dptrain binary at %s (run through ctest, which sets DP_BUILD_DIR)\n", dptrain);
+    if (tu_find_dptrain() < 0)
         return -1;
-    }
     /* mpirun as root (CI containers), ranks on more ranks than cores, and
      * no cross-memory attach (often forbidden in containers). */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);

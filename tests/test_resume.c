@@ -15,17 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dptrain[512];
+#define dptrain tu_dptrain
 
 static int setup(void **state)
 {
     (void)state;
-    const char *dir = getenv("DP_BUILD_DIR");
-    snprintf(dptrain, sizeof dptrain, "%s/dptrain", dir ? dir : "..");
-    if (access(dptrain, X_OK) != 0) {
-        printf("no dptrain binary at %s (run through ctest, which sets DP_BUILD_DIR)\n", dptrain);
+    if (tu_find_dptrain() < 0)
         return -1;
-    }
     return 0;
 }
 

@@ -136,3 +136,17 @@ double tu_max_rel_diff(const char *a, const char *b)
     each_tensor_pair(a, b, rel_diff, &worst);
     return worst;
 }
+
+char tu_dptrain[512];
+
+int tu_find_dptrain(void)
+{
+    const char *dir = getenv("DP_BUILD_DIR");
+    snprintf(tu_dptrain, sizeof tu_dptrain, "%s/dptrain", dir ? dir : "..");
+    if (access(tu_dptrain, X_OK) != 0) {
+        printf("no dptrain binary at %s (run through ctest, which sets DP_BUILD_DIR)\n",
+               tu_dptrain);
+        return -1;
+    }
+    return 0;
+}

@@ -26,6 +26,11 @@ int tu_write_file(const char *path, const void *data, size_t n);
 /* Whether Debian's Fashion-MNIST files are present (tests that need them
  * say so and skip otherwise). */
 bool tu_have_fashion_mnist(void);
+/* The built dptrain ($DP_BUILD_DIR/dptrain, which ctest sets): its path in
+ * tu_dptrain, or -1 after saying that it is missing (a cmocka group setup
+ * may return this). */
+extern char tu_dptrain[512];
+int tu_find_dptrain(void);
 /* Silences the library's log (errors are still kept for dp_last_error). */
 void tu_quiet_log(void);
 /* Two checkpoints (safetensors files) with the same tensors: fails unless
