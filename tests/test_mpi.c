@@ -545,7 +545,18 @@ static void two_network_namespaces(void **state)
         printf("ranks in namespaces %s (%s.1) and %s (%s.2): exit %d, %lld bytes sent over the "
                "veth pair; it said:\n%s",
                a, net, b, net, rc, sent, out);
+        /* Open MPI that cannot wire the namespaces up (a container's
+         * firewall, say) is this machine's limit, not dptrain's: dptrain
+         * then never got to say anything. */
+        bool spoke = strstr(out, "dptrain") || strstr(out, "test acc:");
         free(out);
+        if (rc != 0 && !spoke) {
+            sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", a, b);
+            printf("SKIP: Open MPI could not run ranks in the two namespaces here (exit %d, no "
+                   "word from dptrain)\n",
+                   rc);
+            skip();
+        }
         if (rc == 0) {
             double d = tu_max_rel_diff(two, one);
             printf("2 ranks over TCP vs 1 process: max |difference| / max |param| = %.3g\n", d);
