@@ -487,20 +487,7 @@ static float *train_lenet(const char *const *names, int n, dp_allreduce_algo alg
         fill_random(images, BATCH * 784, 1000 + (uint64_t)s);
         for (int i = 0; i < BATCH; i++)
             labels[i] = (int32_t)((i * 3 + s) % CLASSES);
-        int64_t xs[4] = {BATCH, 1, 28, 28}, ys = BATCH;
-        dp_tensor_t *x, *y, *logits, *loss;
-        assert_int_equal(dp_tensor_from_host(&x, devs[0], DP_F32, 4, xs, images), 0);
-        assert_int_equal(dp_tensor_from_host(&y, devs[0], DP_I32, 1, &ys, labels), 0);
-        dp_tape_begin(tape);
-        assert_int_equal(dp_data_parallel_forward(dp, x, true, &logits), 0);
-        assert_int_equal(dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM), 0);
-        dp_data_parallel_zero_grad(dp);
-        assert_int_equal(dp_backward(loss), 0);
-        assert_int_equal(dp_data_parallel_step(dp, 1.0f / BATCH), 0);
-        dp_tape_end(tape);
-        dp_tape_reset(tape);
-        dp_tensor_free(x);
-        dp_tensor_free(y);
+        tu_data_parallel_step(dp, tape, devs[0], images, labels, BATCH);
     }
     *numel = dp_params_numel(dp_model_params(model));
     float *p0 = malloc((size_t)*numel * sizeof *p0);

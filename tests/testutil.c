@@ -1,7 +1,10 @@
 #include "testutil.h"
 
 #include "dp/core.h"
+#include "dp/autograd.h"
 #include "dp/data.h"
+#include "dp/ops.h"
+#include "dp/parallel.h"
 #include "dp/safetensors.h"
 
 #include <math.h>
@@ -149,4 +152,23 @@ int tu_find_dptrain(void)
         return -1;
     }
     return 0;
+}
+
+void tu_data_parallel_step(dp_data_parallel_t *dp, dp_tape_t *tape, dp_device_t *dev,
+                           const float *images, const int32_t *labels, int64_t batch)
+{
+    int64_t xs[4] = {batch, 1, 28, 28}, ys = batch;
+    dp_tensor_t *x, *y, *logits, *loss;
+    assert_int_equal(dp_tensor_from_host(&x, dev, DP_F32, 4, xs, images), 0);
+    assert_int_equal(dp_tensor_from_host(&y, dev, DP_I32, 1, &ys, labels), 0);
+    dp_tape_begin(tape);
+    assert_int_equal(dp_data_parallel_forward(dp, x, true, &logits), 0);
+    assert_int_equal(dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM), 0);
+    dp_data_parallel_zero_grad(dp);
+    assert_int_equal(dp_backward(loss), 0);
+    assert_int_equal(dp_data_parallel_step(dp, 1.0f / (float)batch), 0);
+    dp_tape_end(tape);
+    dp_tape_reset(tape);
+    dp_tensor_free(x);
+    dp_tensor_free(y);
 }

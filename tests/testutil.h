@@ -33,6 +33,16 @@ extern char tu_dptrain[512];
 int tu_find_dptrain(void);
 /* Silences the library's log (errors are still kept for dp_last_error). */
 void tu_quiet_log(void);
+struct dp_data_parallel;
+struct dp__tape;
+struct dp_device;
+/* One training step of the seeds' LeNet through DataParallel: `batch`
+ * images (28x28, float) and int32 labels uploaded to `dev` (DataParallel's
+ * first device), forward on `tape`, summed cross-entropy, backward, and SGD
+ * with grad_scale 1 / batch. */
+void tu_data_parallel_step(struct dp_data_parallel *dp, struct dp__tape *tape,
+                           struct dp_device *dev, const float *images, const int32_t *labels,
+                           int64_t batch);
 /* Two checkpoints (safetensors files) with the same tensors: fails unless
  * every tensor is byte-identical, then prints "N tensors identical". */
 void tu_assert_same_tensors(const char *a, const char *b);
