@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
 
-.PHONY: all deps build train test test-asan test-tsan clean fuzz
+.PHONY: all deps build train test test-asan test-tsan test-interop clean fuzz
 
 all: build
 
@@ -26,11 +26,21 @@ train: build
 # The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # then the threaded tests under ThreadSanitizer. `build` has warnings as errors,
 # the CUDA backend included where nvcc is installed; the sanitizer builds are
-# CPU-only (nvcc's code is not instrumented).
+# CPU-only (nvcc's code is not instrumented). A test that cannot run here
+# (no GPU, not root) exits 77 and CTest reports it as skipped; the last line
+# names each skipped test with its reason.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+	@scripts/skipped-tests.sh $(BUILD) build-asan build-tsan
+
+# Interoperability with real PyTorch: installs Debian's python3-torch and
+# libopenblas0-pthread (without it torch runs the reference BLAS), then runs
+# tests/cli_pytorch.sh, where a missing torch is a failure, not a skip.
+test-interop: build
+	@scripts/install-deps.sh python3-torch libopenblas0-pthread
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \

@@ -9,7 +9,9 @@
 #      chance (a misloaded tensor would not be);
 #   3. `dptrain train --init F --checkpoint G` (a few small steps from that
 #      model); G evaluated by both agrees and is still far from chance.
-# Skipped (0 passed, 0 failed) when /usr/bin/python3 has no torch.
+# Without torch in /usr/bin/python3 it exits 77, which CTest reports as
+# skipped; `make test-interop` installs torch and sets DP_REQUIRE_TORCH=1,
+# which turns a missing torch into a failure.
 #
 # Usage: cli_pytorch.sh path/to/dptrain
 # Environment: CLI_PYTORCH_MODELS (default "lenet resnet18").
@@ -22,9 +24,12 @@ trap 'rm -rf "$dir"' EXIT
 fails=0; passes=0
 
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "SKIP: python3-torch is not installed (apt-get install python3-torch)"
-  echo "0 passed, 0 failed"
-  exit 0
+  if [[ ${DP_REQUIRE_TORCH:-0} == 1 ]]; then
+    echo "FAIL: $PY cannot import torch, and DP_REQUIRE_TORCH=1 (make test-interop) needs it"
+    exit 1
+  fi
+  echo "SKIP cli_pytorch: python3-torch is not installed (make test-interop installs it)"
+  exit 77
 fi
 # One OpenBLAS thread under PyTorch's own: the 2-core machine is not
 # oversubscribed (see bench/README.md).

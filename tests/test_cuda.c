@@ -39,8 +39,7 @@ static const char *no_gpu_reason(void)
     do {                                                                                           \
         const char *tu_why = no_gpu_reason();                                                      \
         if (tu_why) {                                                                              \
-            printf("SKIP %s: no CUDA GPU here (%s)\n", __func__, tu_why);                          \
-            skip();                                                                                \
+            tu_skip("no CUDA GPU here (%s)", tu_why);                                              \
         }                                                                                          \
     } while (0)
 
@@ -541,7 +540,7 @@ static void two_logical_devices_on_one_gpu(void **state)
     dp_set_tf32(true);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv2d_matches_cpu),
@@ -560,5 +559,5 @@ int main(void)
         printf("test_cuda: no CUDA GPU here (%s): %d GPU tests skipped\n", why,
                (int)(sizeof tests / sizeof tests[0]));
     fflush(stdout);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -391,9 +391,8 @@ static void test_fashion_mnist_real(void **state)
 {
     (void)state;
     if (!tu_have_fashion_mnist()) {
-        printf("SKIP: Fashion-MNIST not found in " DP_FASHION_MNIST_DIR
-               " (apt install dataset-fashion-mnist)\n");
-        skip();
+        tu_skip("Fashion-MNIST not found in " DP_FASHION_MNIST_DIR
+                " (apt-get install dataset-fashion-mnist)");
     }
     const struct {
         bool train;
@@ -743,7 +742,7 @@ static void test_loader_invalid(void **state)
     free_ds(&ds);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_idx_plain_roundtrip, tu_setup_tmp, tu_teardown_tmp),
@@ -764,5 +763,5 @@ int main(void)
         cmocka_unit_test(test_loader_restart_and_close),
         cmocka_unit_test(test_loader_invalid),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

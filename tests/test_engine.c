@@ -110,12 +110,12 @@ static void rng_is_counter_based(void **state)
     tu_assert_close(s2 / 20000, 1.0, 0, 0.04);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(async_then_wait),   cmocka_unit_test(events_order_two_devices),
         cmocka_unit_test(bad_device_names),  cmocka_unit_test(status_strings),
         cmocka_unit_test(rng_is_counter_based),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -136,7 +136,7 @@ static void test_cli(void **state)
     run_target("cli");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idx),
@@ -144,7 +144,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_cli),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = tu_run(argc, argv, tests, NULL, NULL);
     fuzz_teardown();
     return failed;
 }

@@ -51,21 +51,16 @@ static int setup(void **state)
     return 0;
 }
 
-static void skip_without_mpi(void)
-{
-    if (!dp_dist_built()) {
-        printf("SKIP: this build has no MPI (install libopenmpi-dev and rebuild)\n");
-        skip();
-    }
-    if (!find_in_path("mpirun", mpirun, sizeof mpirun)) {
-        printf("SKIP: no mpirun on PATH (apt-get install openmpi-bin)\n");
-        skip();
-    }
-    if (!tu_have_fashion_mnist()) {
-        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
-        skip();
-    }
-}
+/* A macro, so that the SKIP line names the test. */
+#define skip_without_mpi()                                                                         \
+    do {                                                                                           \
+        if (!dp_dist_built())                                                                      \
+            tu_skip("this build has no MPI (install libopenmpi-dev and rebuild)");                 \
+        if (!find_in_path("mpirun", mpirun, sizeof mpirun))                                        \
+            tu_skip("no mpirun on PATH (apt-get install openmpi-bin)");                            \
+        if (!tu_have_fashion_mnist())                                                              \
+            tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");     \
+    } while (0)
 
 /* Starts argv (NULL-terminated) with stdout and stderr into `log`. */
 static pid_t start(const char *const *argv, const char *log)
@@ -501,10 +496,8 @@ static void two_network_namespaces(void **state)
                 b, va, vb, va, a, vb, b, a, net, va, b, net, vb, a, va, b, vb, a, b);
     if (rc != 0) {
         sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", a, b);
-        printf("SKIP: two network namespaces joined by a veth pair cannot be made here (needs "
-               "root with CAP_SYS_ADMIN and CAP_NET_ADMIN, and iproute2); as root: "
-               "DP_BUILD_DIR=build build/tests/test_mpi\n");
-        skip();
+        tu_skip("two network namespaces joined by a veth pair cannot be made here (needs root "
+                "with CAP_SYS_ADMIN and CAP_NET_ADMIN, and iproute2)");
     }
     char agent[256], hosts[256], log[256], one[256], two[256];
     snprintf(agent, sizeof agent, "%s", tu_tmp_path("netns-rsh"));
@@ -552,10 +545,9 @@ static void two_network_namespaces(void **state)
         free(out);
         if (rc != 0 && !spoke) {
             sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", a, b);
-            printf("SKIP: Open MPI could not run ranks in the two namespaces here (exit %d, no "
-                   "word from dptrain)\n",
-                   rc);
-            skip();
+            tu_skip("Open MPI could not run ranks in the two namespaces here (exit %d, no word "
+                    "from dptrain)",
+                    rc);
         }
         if (rc == 0) {
             double d = tu_max_rel_diff(two, one);
@@ -570,7 +562,7 @@ static void two_network_namespaces(void **state)
     assert_int_equal(rc, 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(ranks_equal_one_process, tu_setup_tmp, tu_teardown_tmp),
@@ -582,5 +574,5 @@ int main(void)
                                         tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(two_network_namespaces, tu_setup_tmp, tu_teardown_tmp),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return tu_run(argc, argv, tests, setup, NULL);
 }

@@ -619,7 +619,7 @@ static void test_adaptive_grad(void **state)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
@@ -628,5 +628,5 @@ int main(void)
         T(test_bn_relu_grad),        T(test_bn_grad_eval),    T(test_adaptive_grad),
     };
 #undef T
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -1139,7 +1139,7 @@ static void test_accuracy_forward(void **state)
     dp_tensor_free(z), dp_tensor_free(lab), dp_tensor_free(acc);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
@@ -1163,5 +1163,5 @@ int main(void)
         T(test_shared_use_grad),
     };
 #undef T
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

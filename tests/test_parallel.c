@@ -280,8 +280,7 @@ static void lenet_n_devices_equals_one(void **state)
 {
     (void)state;
     if (!tu_have_fashion_mnist()) {
-        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
-        skip();
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     }
     dp_dataset ds;
     assert_int_equal(dp_fashion_mnist_load(NULL, true, &ds), 0);
@@ -571,7 +570,7 @@ static void resnet_sync_bn_closer_to_one_device(void **state)
     free(plain);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(chunk_sizes_match_torch),
@@ -584,5 +583,5 @@ int main(void)
         cmocka_unit_test(sync_bn_equals_whole_batch),
         cmocka_unit_test(resnet_sync_bn_closer_to_one_device),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -229,9 +229,7 @@ static void sgd_skips_nonfinite_gradient(void **state)
 #define NEED_DATA()                                                                                \
     do {                                                                                           \
         if (!tu_have_fashion_mnist()) {                                                            \
-            printf("SKIP: Fashion-MNIST is not installed (apt-get install "                        \
-                   "dataset-fashion-mnist)\n");                                                    \
-            skip();                                                                                \
+            tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");     \
         }                                                                                          \
     } while (0)
 
@@ -353,11 +351,11 @@ static void checkpoint_full_tmpfs(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     /* LeNet without momentum: 129,068 floats, 517 kB a checkpoint. */
     if (mount("tmpfs", dir, "tmpfs", 0, "size=800k") != 0) {
-        printf("SKIP: cannot mount a tmpfs here (%s); the file size limit test covers the "
-               "failed write\n",
-               strerror(errno));
+        int err = errno;
         rmdir(dir);
-        skip();
+        tu_skip("cannot mount a tmpfs here (%s); checkpoint_file_size_limit covers the failed "
+                "write",
+                strerror(err));
     }
     char ck[600];
     snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
@@ -499,7 +497,7 @@ static void memory_flat_over_30_epochs(void **state)
     assert_true(rss30 <= rss2 * 1.05);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sgd_skips_nonfinite_gradient),
@@ -511,5 +509,5 @@ int main(void)
                                         tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(memory_flat_over_30_epochs, tu_setup_tmp, tu_teardown_tmp),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return tu_run(argc, argv, tests, setup, NULL);
 }

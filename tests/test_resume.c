@@ -70,8 +70,7 @@ static void kill_and_resume(void **state)
 {
     (void)state;
     if (!tu_have_fashion_mnist()) {
-        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
-        skip();
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     }
     char *dir = tu_tempdir("resume");
     char whole[256], killed[256], buf[64];
@@ -135,8 +134,8 @@ static void kill_and_resume(void **state)
     free(dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(kill_and_resume)};
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return tu_run(argc, argv, tests, setup, NULL);
 }

@@ -783,8 +783,7 @@ static void test_write_readonly_directory(void **state)
 {
     (void)state;
     if (geteuid() == 0) {
-        printf("SKIP: read-only directory test (running as root, which ignores permissions)\n");
-        return;
+        tu_skip("running as root, which ignores directory permissions");
     }
     tu_quiet_log();
     const char *dir = tu_tmp_path("ro");
@@ -819,8 +818,7 @@ static void test_write_fails_midway(void **state)
     struct rlimit old_limit, limit;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
     if (old_limit.rlim_max != RLIM_INFINITY && old_limit.rlim_max < 4096) {
-        printf("SKIP: file-size limit test (hard limit already below 4096)\n");
-        return;
+        tu_skip("the hard file-size limit is already below 4096 bytes");
     }
     void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
     limit = old_limit;
@@ -871,7 +869,7 @@ static void test_api_edges(void **state)
     dp_log_set(NULL, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_size),
@@ -893,5 +891,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_fails_midway, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(test_api_edges, tu_setup_tmp, tu_teardown_tmp),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

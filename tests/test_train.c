@@ -13,8 +13,7 @@ static void loss_goes_down(void **state)
 {
     (void)state;
     if (!tu_have_fashion_mnist()) {
-        printf("SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
-        skip();
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     }
     char *dir = tu_tempdir("train");
     char metrics[256];
@@ -64,8 +63,8 @@ static void loss_goes_down(void **state)
     free(dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(loss_goes_down)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

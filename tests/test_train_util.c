@@ -165,7 +165,7 @@ static void test_metrics_write_error(void **state)
 {
     (void)state;
     if (access("/dev/full", W_OK) != 0)
-        skip();
+        tu_skip("/dev/full is not writable here");
     tu_quiet_log();
     dp_metrics_t *m = NULL;
     assert_int_equal(dp_metrics_open(&m, "/dev/full"), DP_OK);
@@ -329,7 +329,7 @@ static void test_peak_rss(void **state)
     assert_true(mb > 0.0);
     assert_true(mb < 1e6);
 #else
-    skip();
+    tu_skip("peak RSS is read from Linux's getrusage units");
 #endif
 }
 
@@ -351,7 +351,7 @@ const char *__lsan_default_suppressions(void)
 }
 #endif
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_lines),
@@ -362,5 +362,5 @@ int main(void)
         cmocka_unit_test(test_progress),
         cmocka_unit_test(test_peak_rss),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -140,6 +140,59 @@ double tu_max_rel_diff(const char *a, const char *b)
     return worst;
 }
 
+static int tu_skips;
+
+void tu__note_skip(const char *test, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("SKIP %s: ", test);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    tu_skips++;
+}
+
+/* Whether `name` is in the comma-separated list `names`. */
+static bool in_list(const char *names, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0)
+            return true;
+        p += n + (end != NULL);
+    }
+    return false;
+}
+
+int tu__run(int argc, char **argv, const char *group, const struct CMUnitTest *tests, size_t n,
+            CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+    bool exclude = only && only[0] == '-';
+    struct CMUnitTest *chosen = calloc(n, sizeof *chosen);
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!only || in_list(only + exclude, tests[i].name) != exclude)
+            chosen[count++] = tests[i];
+    if (count == 0) {
+        printf("%s: no test matches '%s'\n", argv[0], only);
+        free(chosen);
+        return 1;
+    }
+    int failed = _cmocka_run_group_tests(group, chosen, count, setup, teardown);
+    free(chosen);
+    if (failed == 0 && tu_skips > 0) {
+        printf("%d of %zu tests skipped (see the SKIP lines): reported to CTest as skipped\n",
+               tu_skips, count);
+        return TU_SKIP_EXIT;
+    }
+    return failed;
+}
+
 char tu_dptrain[512];
 
 int tu_find_dptrain(void)

@@ -50,6 +50,26 @@ void tu_assert_same_tensors(const char *a, const char *b);
  * per tensor; the largest. */
 double tu_max_rel_diff(const char *a, const char *b);
 
+/* Skips are skips, not passes. tu_skip("why %s", ...) prints
+ * "SKIP <test>: <why>" on stdout and skips the calling cmocka test. tu_run
+ * runs the group as main's return value: with no argument every test, with
+ * "NAME" that test alone, with "-NAME,NAME2" all but those (tests/CMakeLists.txt
+ * gives a test that cannot run everywhere a CTest entry of its own this
+ * way). When no test failed and one or more were skipped it returns
+ * TU_SKIP_EXIT, which CTest (SKIP_RETURN_CODE) reports as skipped: a CTest
+ * pass means every test of the entry ran and passed. */
+#define TU_SKIP_EXIT 77
+#define tu_skip(...)                                                                               \
+    do {                                                                                           \
+        tu__note_skip(__func__, __VA_ARGS__);                                                      \
+        skip();                                                                                    \
+    } while (0)
+#define tu_run(argc, argv, tests, setup, teardown)                                                 \
+    tu__run(argc, argv, #tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+void tu__note_skip(const char *test, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int tu__run(int argc, char **argv, const char *group, const struct CMUnitTest *tests, size_t n,
+            CMFixtureFunction setup, CMFixtureFunction teardown);
+
 #define tu_assert_close(a, b, rtol, atol)                                                          \
     do {                                                                                           \
         double tu_a = (a), tu_b = (b);                                                             \
