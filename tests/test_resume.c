@@ -25,6 +25,9 @@ static int setup(void **state)
     return 0;
 }
 
+/* Where the next start_train sends the child's stderr (NULL: inherited). */
+static const char *child_stderr;
+
 /* Starts `dptrain train` with the common small settings and `extra`
  * arguments; returns the child's pid. */
 static pid_t start_train(const char *const *extra)
@@ -43,6 +46,8 @@ static pid_t start_train(const char *const *extra)
     pid_t pid = fork();
     if (pid == 0) {
         freopen("/dev/null", "w", stdout);
+        if (child_stderr)
+            freopen(child_stderr, "w", stderr);
         execv(dptrain, (char *const *)args);
         _exit(127);
     }
@@ -134,8 +139,103 @@ static void kill_and_resume(void **state)
     free(dir);
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits (up to 120 s) until the metrics file `path` shows step 3: the run
+ * is past its start and training. */
+static void wait_for_steps(const char *path)
+{
+    for (int i = 0; i < 12000; i++) {
+        FILE *f = fopen(path, "r");
+        char line[512];
+        bool seen = false;
+        while (f && !seen && fgets(line, sizeof line, f))
+            seen = strstr(line, "{\"step\": 3,") != NULL;
+        if (f)
+            fclose(f);
+        if (seen)
+            return;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    fail_msg("%s never showed step 3", path);
+}
+
+/* Ctrl-C, as the README says: the first SIGINT lets the step finish, saves
+ * the run (with the batch to go on from), prints where it stopped and exits
+ * 130; a second SIGINT during that ends the run at once, by the signal. */
+static void sigint_saves_then_second_ends(void **state)
+{
+    (void)state;
+    if (!tu_have_fashion_mnist())
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    char *dir = tu_tempdir("sigint");
+    char ck[256], log[256], steps[256], buf[64], batch[64];
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
+    snprintf(log, sizeof log, "%s/stderr.log", dir);
+    snprintf(steps, sizeof steps, "%s/steps.jsonl", dir);
+
+    const char *a[] = {"--checkpoint", ck, "--metrics", steps, "--log-steps", NULL};
+    child_stderr = log;
+    pid_t pid = start_train(a);
+    wait_for_steps(steps);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[1024] = "";
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    assert_non_null(got);
+    printf("first SIGINT: exit 130, said: %s", line);
+    assert_non_null(strstr(line, "dptrain: stopped by SIGINT before epoch "));
+    assert_non_null(strstr(line, ck));
+    printf("saved at epoch %s + batch %s\n", meta(ck, "dptrain.epochs_done", buf, sizeof buf),
+           meta(ck, "dptrain.batch", batch, sizeof batch));
+    assert_true(atoi(batch) > 0);
+
+    /* Two signals 20 ms apart (closer, the kernel may merge them into one):
+     * steps of 1024 images take about 0.1 s, so the second hits while the
+     * first's step and save are still under way, and ends the process by
+     * SIGINT itself. */
+    remove(ck);
+    remove(steps);
+    const char *big[] = {"--checkpoint", ck,      "--metrics",    steps,
+                         "--log-steps",  "--batch-size", "1024", NULL};
+    pid = start_train(big);
+    wait_for_steps(steps);
+    double t0 = now();
+    assert_int_equal(kill(pid, SIGINT), 0);
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    double took = now() - t0;
+    printf("second SIGINT: %s %d after %.3f s\n",
+           WIFSIGNALED(status) ? "killed by signal" : "exited", WIFSIGNALED(status)
+                                                                    ? WTERMSIG(status)
+                                                                    : WEXITSTATUS(status),
+           took);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGINT);
+    assert_true(took < 1.0);
+    child_stderr = NULL;
+    remove(steps);
+    remove(log);
+    remove(ck);
+    remove(dir);
+    free(dir);
+}
+
 int main(int argc, char **argv)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(kill_and_resume)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(kill_and_resume),
+                                       cmocka_unit_test(sigint_saves_then_second_ends)};
     return tu_run(argc, argv, tests, setup, NULL);
 }
