@@ -297,6 +297,49 @@ static void skip_nonfinite(void **state)
     assert_null(strstr(line2, "skipped_steps")); /* epoch 2 skipped none */
 }
 
+/* A skipped step changes nothing: with --no-shuffle, 2 steps of which the
+ * second is poisoned and skipped end with the weights and the momentum
+ * (the checkpoint's tensors) of a run that made only the first step, bit
+ * for bit; on 1 device and on 2. And on 2 devices a NaN in one replica's
+ * gradient stops the run with the same message as on 1. */
+static void skipped_step_changes_nothing(void **state)
+{
+    (void)state;
+    NEED_DATA();
+    char skipped[512], one_step[512], err[512], err1[512];
+    tmp_path(skipped, "skipped.safetensors");
+    tmp_path(one_step, "one_step.safetensors");
+    tmp_path(err, "err.txt");
+    tmp_path(err1, "err1.txt");
+    const char *devices[] = {"1", "2"};
+    for (int d = 0; d < 2; d++) {
+        const char *a[] = {"--epochs",   "1",          "--limit-train", "128", "--no-shuffle",
+                           "--momentum", "0.9",        "--devices",     devices[d],
+                           "--skip-nonfinite",          "--checkpoint", skipped, NULL};
+        child_opts c = {.err_path = err, .env = "DP_INJECT_NAN=2:W1"};
+        assert_int_equal(run(a, &c), 0);
+        assert_has(slurp(err), "step 2 (epoch 1, batch 1): gradient of W1 is not finite");
+        const char *b[] = {"--epochs",   "1",   "--limit-train", "64", "--no-shuffle",
+                           "--momentum", "0.9", "--devices",     devices[d],
+                           "--checkpoint", one_step, NULL};
+        assert_int_equal(run(b, NULL), 0);
+        printf("%s device(s), step 2 skipped vs 1 step only: ", devices[d]);
+        tu_assert_same_tensors(skipped, one_step);
+    }
+    const char *stop1[] = {"--epochs", "1", "--devices", "1", NULL};
+    const char *stop2[] = {"--epochs", "1", "--devices", "2", NULL};
+    child_opts c1 = {.err_path = err1, .env = "DP_INJECT_NAN=3:W2"};
+    child_opts c2 = {.err_path = err, .env = "DP_INJECT_NAN=3:W2"};
+    assert_int_equal(run(stop1, &c1), 1);
+    assert_int_equal(run(stop2, &c2), 1);
+    char *on_one = strdup(slurp(err1));
+    const char *on_two = slurp(err);
+    printf("1 device:  %s2 devices: %s", on_one, on_two);
+    assert_has(on_one, "step 3 (epoch 1, batch 2): gradient of W2 is not finite (NaN or Inf)");
+    assert_string_equal(on_two, on_one);
+    free(on_one);
+}
+
 /* A checkpoint after epoch 1, then a resumed run whose writes fail. */
 static void checkpoint_write_fails(const char *ck, const char *policy, long long fsize_limit,
                                    int want_exit, const char *want_cause)
@@ -503,6 +546,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(sgd_skips_nonfinite_gradient),
         cmocka_unit_test_setup_teardown(injected_nan_stops, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(skip_nonfinite, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(skipped_step_changes_nothing, tu_setup_tmp,
+                                        tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(checkpoint_file_size_limit, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(checkpoint_full_tmpfs, tu_setup_tmp, unmount_teardown),
         cmocka_unit_test_setup_teardown(kill_at_random_deterministic, tu_setup_tmp,
