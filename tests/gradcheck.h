@@ -27,6 +27,8 @@
  * error stays in the test that caused it. */
 extern dp_device_t *gc_dev;
 int gc_open_device(void **state);
+/* Its kernel threads: 1, or $DP_GRADCHECK_THREADS. */
+int gc_threads(void);
 int gc_close_device(void **state);
 
 int64_t count(int ndim, const int64_t *shape);

@@ -621,6 +621,7 @@ static void test_adaptive_grad(void **state)
 
 int main(int argc, char **argv)
 {
+    printf("gradient checks on cpu:0 with %d kernel thread(s)\n", gc_threads());
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
         T(test_bn_forward_training), T(test_bn_forward_eval), T(test_adaptive_forward),

@@ -1141,6 +1141,7 @@ static void test_accuracy_forward(void **state)
 
 int main(int argc, char **argv)
 {
+    printf("gradient checks on cpu:0 with %d kernel thread(s)\n", gc_threads());
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
         T(test_conv2d_forward),
