@@ -33,10 +33,9 @@ cd "$ROOT"
 BUILD=${BUILD:-build}
 DPTRAIN="$BUILD/dptrain"
 
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-    echo "pytorch not installed: apt-get install python3-torch"
-    exit 2
-fi
+# PyTorch at its best, or no ratio at all (bench/pytorch_anchor.sh).
+source "$ROOT/bench/pytorch_anchor.sh"
+pytorch_anchor_check "$PY"
 
 if [[ ${NO_BUILD:-0} != 1 ]]; then
     echo "== make build" >&2
@@ -106,8 +105,7 @@ run_dptrain() {  # $1 = round; prints seconds per epoch
 run_pytorch() {  # $1 = round; prints seconds per epoch
     local log="$TMP/pytorch.$1.log" sec
     # shellcheck disable=SC2086  # PYTORCH_ARGS is split into words on purpose
-    if ! OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 \
-            "$PY" bench/lenet_pytorch.py --epochs 1 --threads 2 $PYTORCH_ARGS >"$log" 2>&1; then
+    if ! "$PY" bench/lenet_pytorch.py --epochs 1 --threads 2 $PYTORCH_ARGS >"$log" 2>&1; then
         echo "error: bench/lenet_pytorch.py failed (round $1); its output:" >&2
         cat "$log" >&2
         return 1

@@ -35,10 +35,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-    echo "pytorch not installed: apt-get install python3-torch"
-    exit 2
-fi
+# PyTorch at its best, or no ratio at all (bench/pytorch_anchor.sh).
+source "$ROOT/bench/pytorch_anchor.sh"
+pytorch_anchor_check "$PY"
 
 if [[ ${NO_BUILD:-0} != 1 ]]; then
     echo "== make build" >&2
@@ -83,8 +82,7 @@ run_dptrain() {  # $1 = round; prints seconds per step
 run_pytorch() {  # $1 = round; prints seconds per step
     local log="$TMP/pytorch.$1.log" sec
     # shellcheck disable=SC2086  # PYTORCH_ARGS is split into words on purpose
-    if ! OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 \
-            "$PY" bench/resnet_pytorch.py --batch-size 256 --lr 0.1 --threads 2 \
+    if ! "$PY" bench/resnet_pytorch.py --batch-size 256 --lr 0.1 --threads 2 \
             --warmup 2 --steps 10 $PYTORCH_ARGS >"$log" 2>&1; then
         echo "error: bench/resnet_pytorch.py failed (round $1); its output:" >&2
         cat "$log" >&2

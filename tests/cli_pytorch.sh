@@ -31,9 +31,10 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
   echo "SKIP cli_pytorch: python3-torch is not installed (make test-interop installs it)"
   exit 77
 fi
-# One OpenBLAS thread under PyTorch's own: the 2-core machine is not
-# oversubscribed (see bench/README.md).
-export OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1
+# One OpenBLAS thread under PyTorch's own, SkylakeX kernels where the CPU
+# has AVX-512 (bench/pytorch_anchor.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/pytorch_anchor.sh"
+pytorch_openblas_env
 
 ok() { passes=$((passes + 1)); echo "ok   $1"; }
 fail() { # fail NAME [LOG...]: prints the logs indented
