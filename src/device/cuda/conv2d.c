@@ -12,8 +12,9 @@
  *
  * Algorithms come from cuDNN's heuristics, once per shape, kept in a small
  * cache on the worker; a candidate that turns out not to run on this GPU
- * (CUDNN_STATUS_NOT_SUPPORTED) is dropped for the next one. TF32: cuDNN's
- * default math allows it, CUDNN_FMA_MATH forbids it (dp_set_tf32). */
+ * (any status of the CUDNN_STATUS_NOT_SUPPORTED category) is dropped for the
+ * next one. TF32: cuDNN's default math allows it, CUDNN_FMA_MATH forbids it
+ * (dp_set_tf32). */
 #include "device/cuda/cuda.h"
 
 #include <string.h>
@@ -35,6 +36,20 @@ struct dp__cuda_conv_algo {
 };
 
 static const float one = 1.0f, zero = 0.0f;
+
+/* cuDNN 9 reports "not supported" as one of several codes, 3000 and its
+ * sub-codes 3001-3014 (..._SHAPE, ..._LAYOUT, ..._SHARED_MEMORY_INSUFFICIENT
+ * ...). Comparing with CUDNN_STATUS_NOT_SUPPORTED alone would turn "this
+ * algorithm does not run here, try the next" into a hard error; the
+ * category macro (cuDNN 9) takes them all. */
+static bool not_supported(cudnnStatus_t st)
+{
+#ifdef CUDNN_STATUS_CATEGORY
+    return CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED;
+#else
+    return st == CUDNN_STATUS_NOT_SUPPORTED;
+#endif
+}
 
 void dp__cuda_conv_cache_free(dp__cuda *cu)
 {
@@ -92,40 +107,48 @@ static int descs_init(conv_descs *d, const conv_key *k)
     return 0;
 }
 
-/* cuDNN's heuristic ranking for this convolution, those it says run. */
+/* cuDNN's heuristic ranking for this convolution, those it says run, then
+ * a plain algorithm as the last resort. A heuristic query that answers "not
+ * supported" (any sub-code) leaves only that last resort. */
 static int rank_algos(dp__cuda *cu, const conv_descs *d, int kind, dp__cuda_conv_algo *e)
 {
     int got = 0;
+    cudnnStatus_t st;
     e->count = 0;
     if (kind == CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-            cu->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionForwardAlgorithm_v7(cu->cudnn, d->x, d->w, d->conv, d->y,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
         if (e->count < MAX_CANDIDATES)
             e->algos[e->count++] = (int)CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     } else if (kind == CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            cu->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-            perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(cu->cudnn, d->w, d->y, d->conv, d->x,
+                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                         &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
         if (e->count < MAX_CANDIDATES)
             e->algos[e->count++] = (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            cu->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
-            perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(cu->cudnn, d->x, d->y, d->conv, d->w,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                           &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
         if (e->count < MAX_CANDIDATES)
             e->algos[e->count++] = (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    }
+    if (st != CUDNN_STATUS_SUCCESS && !not_supported(st)) {
+        DP_ERROR("cuDNN: convolution heuristics (kind %d) failed: %s", kind,
+                 cudnnGetErrorString(st));
+        return DP_EDEVICE;
     }
     e->next = 0;
     return 0;
@@ -186,22 +209,25 @@ typedef struct conv_call {
     size_t ws_bytes;
 } conv_call;
 
-static int workspace_size(dp__cuda *cu, const conv_call *c, int algo, size_t *bytes)
+/* The workspace candidate `algo` needs; a status of the not-supported
+ * category (see not_supported) means the algorithm does not run for this
+ * shape here, and the caller moves on rather than failing. */
+static cudnnStatus_t workspace_size(dp__cuda *cu, const conv_call *c, int algo, size_t *bytes)
 {
     const conv_descs *d = &c->d;
+    *bytes = 0;
     if (c->key.kind == CONV_FWD)
-        DP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-            cu->cudnn, d->x, d->w, d->conv, d->y, (cudnnConvolutionFwdAlgo_t)algo, bytes));
-    else if (c->key.kind == CONV_BWD_DATA)
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            cu->cudnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes));
-    else
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            cu->cudnn, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes));
-    return 0;
+        return cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, d->x, d->w, d->conv, d->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    if (c->key.kind == CONV_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            cu->cudnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        cu->cudnn, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
 }
 
-/* Runs candidate `algo`; CUDNN_STATUS_NOT_SUPPORTED is returned as is. */
+/* Runs candidate `algo`; its status is returned as is (not_supported()
+ * tells the caller to try the next candidate). */
 static cudnnStatus_t run_algo(dp__cuda *cu, const conv_call *c, int algo)
 {
     const conv_descs *d = &c->d;
@@ -236,14 +262,20 @@ static int prepare(dp__cuda *cu, conv_call *c, int kind, const dp__conv2d_args *
     c->key.pad_w = a->pad_w;
     DP_TRY(descs_init(&c->d, &c->key));
     DP_TRY(lookup(cu, &c->key, &c->d, &c->algo));
+    /* The largest workspace of the candidates left, so a fallback fits. A
+     * candidate whose size query says "not supported" needs none: execute
+     * drops it. */
     size_t ws = 0;
-    if (c->algo->next < c->algo->count)
-        DP_TRY(workspace_size(cu, c, c->algo->algos[c->algo->next], &ws));
-    /* The largest workspace of the candidates left, so a fallback fits. */
-    for (int i = c->algo->next + 1; i < c->algo->count; i++) {
+    for (int i = c->algo->next; i < c->algo->count; i++) {
         size_t b = 0;
-        if (workspace_size(cu, c, c->algo->algos[i], &b) == 0 && b > ws)
+        cudnnStatus_t st = workspace_size(cu, c, c->algo->algos[i], &b);
+        if (st == CUDNN_STATUS_SUCCESS && b > ws)
             ws = b;
+        else if (st != CUDNN_STATUS_SUCCESS && !not_supported(st)) {
+            DP_ERROR("cuDNN: convolution workspace size (kind %d, algorithm %d) failed: %s", kind,
+                     c->algo->algos[i], cudnnGetErrorString(st));
+            return DP_EDEVICE;
+        }
     }
     size_t wb = align_up((size_t)dp__numel(4, wt->shape) * sizeof(float));
     size_t xb = is_nhwc(xt) ? 0 : align_up((size_t)dp__numel(4, xt->shape) * sizeof(float));
@@ -272,11 +304,13 @@ static int execute(dp__cuda *cu, conv_call *c)
         }
         int algo = c->algo->algos[c->algo->next];
         size_t need = 0;
-        DP_TRY(workspace_size(cu, c, algo, &need));
-        cudnnStatus_t st = need <= c->ws_bytes ? run_algo(cu, c, algo) : CUDNN_STATUS_NOT_SUPPORTED;
+        cudnnStatus_t st = workspace_size(cu, c, algo, &need);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = need <= c->ws_bytes ? run_algo(cu, c, algo) : CUDNN_STATUS_NOT_SUPPORTED;
         if (st == CUDNN_STATUS_SUCCESS)
             return 0;
-        if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+        /* Any sub-code of "not supported", not only 3000 itself. */
+        if (!not_supported(st)) {
             DP_ERROR("cuDNN: convolution (kind %d, algorithm %d) failed: %s", c->key.kind, algo,
                      cudnnGetErrorString(st));
             return DP_EDEVICE;
