@@ -96,6 +96,9 @@ int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const
 /* Worker only: a device buffer of at least `bytes` (256-byte aligned) that
  * stays valid until the next call; its earlier contents are lost. */
 int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out);
+/* The same, but out of GPU memory is DP_ENOMEM with nothing logged, for a
+ * caller that can do with less (conv2d.c's workspace). */
+int dp__cuda_scratch_try(dp__cuda *cu, size_t bytes, void **out);
 /* Checks a launcher's status: 0, or DP_EDEVICE with the message logged. */
 int dp__cuda_launched(cudaError_t err, const char *what);
 /* A cuDNN descriptor of a 4-D tensor in its layout (NCHW or NHWC strides). */

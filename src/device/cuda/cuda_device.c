@@ -53,7 +53,7 @@ int dp__cuda_launched(cudaError_t err, const char *what)
     return 0;
 }
 
-int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
+int dp__cuda_scratch_try(dp__cuda *cu, size_t bytes, void **out)
 {
     if (bytes > cu->scratch_bytes) {
         /* Commands already issued may still use the old buffer. */
@@ -64,11 +64,29 @@ int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
             cu->scratch_bytes = 0;
         }
         size_t size = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-        DP_CUDA_CHECK(cudaMalloc(&cu->scratch, size));
+        cudaError_t e = cudaMalloc(&cu->scratch, size);
+        if (e != cudaSuccess) {
+            /* Not sticky: cleared here, or run_cmd would report it as the
+             * command's error after a caller that recovered from it. */
+            (void)cudaGetLastError();
+            cu->scratch = NULL;
+            if (e == cudaErrorMemoryAllocation)
+                return DP_ENOMEM;
+            DP_ERROR("CUDA: cudaMalloc(%zu) for scratch failed: %s", size, cudaGetErrorString(e));
+            return DP_EDEVICE;
+        }
         cu->scratch_bytes = size;
     }
     *out = cu->scratch;
     return 0;
+}
+
+int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
+{
+    int rc = dp__cuda_scratch_try(cu, bytes, out);
+    if (rc == DP_ENOMEM)
+        DP_ERROR("CUDA: out of GPU memory for %zu bytes of scratch", bytes);
+    return rc;
 }
 
 int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t)
