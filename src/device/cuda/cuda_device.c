@@ -253,6 +253,15 @@ static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
             pick = b;
     }
     if (!pick && empty) {
+        /* An event belongs to the device current when it is created, and
+         * pinned_give records it on this device's stream: from the front end
+         * (upload_fresh), whose current device is whichever GPU it touched
+         * last, the event would belong to another GPU on a machine with
+         * several and cudaEventRecord would fail. So this GPU is made
+         * current here, and the caller's device restored after. */
+        int current = cu->ordinal;
+        (void)cudaGetDevice(&current);
+        bool switched = current != cu->ordinal && cudaSetDevice(cu->ordinal) == cudaSuccess;
         size_t size = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
         if (cudaHostAlloc(&empty->p, size, cudaHostAllocPortable) == cudaSuccess &&
             cudaEventCreateWithFlags(&empty->done, cudaEventDisableTiming) == cudaSuccess) {
@@ -264,6 +273,8 @@ static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
             empty->p = NULL;
             empty->done = NULL;
         }
+        if (switched)
+            cudaSetDevice(current);
     }
     (void)cudaGetLastError(); /* a busy event's cudaErrorNotReady */
     if (pick)
