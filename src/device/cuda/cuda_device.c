@@ -111,21 +111,36 @@ static void worker_init(void *ctx)
 }
 
 /* Lets this GPU's kernels read and write every other GPU's memory (the
- * naive and ring allreduce add another device's buffer into their own). */
-static void enable_peer_access(int ordinal)
+ * naive and ring allreduce add another device's buffer into their own) and
+ * returns the peers for which that worked, bit p for cuda:p. A pair without
+ * peer access is not fatal here: NCCL and copies do without it, and the
+ * allreduce refuses to run kernels across it (dp__cuda_kernel_can_read). */
+static uint64_t enable_peer_access(int ordinal)
 {
     int count = 0;
+    uint64_t peers = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess)
-        return;
-    for (int peer = 0; peer < count; peer++) {
+        return 0;
+    for (int peer = 0; peer < count && peer < 64; peer++) {
         int can = 0;
         if (peer == ordinal || cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess || !can)
             continue;
         cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+        if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
+            peers |= (uint64_t)1 << peer;
+        else
             DP_WARN("cuda:%d: peer access to cuda:%d: %s", ordinal, peer, cudaGetErrorString(e));
     }
     (void)cudaGetLastError(); /* "already enabled" is not an error here */
+    return peers;
+}
+
+bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner)
+{
+    const dp__cuda *r = reader->impl, *o = owner->impl;
+    if (r->ordinal == o->ordinal)
+        return true;
+    return o->ordinal < 64 && (r->peers >> o->ordinal & 1) != 0;
 }
 
 static void release_handles(dp__cuda *cu)
@@ -171,7 +186,7 @@ static int cuda_open(dp_device_t *dev)
         DP_ERROR("%s: cannot create a CUDA stream: %s", dev->name, cudaGetErrorString(e));
         goto fail;
     }
-    enable_peer_access(cu->ordinal);
+    cu->peers = enable_peer_access(cu->ordinal);
     if (cublasCreate(&cu->cublas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(cu->cublas, cu->stream) != CUBLAS_STATUS_SUCCESS ||
         /* Full float32 matrix products, as PyTorch by default. */
