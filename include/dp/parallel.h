@@ -38,7 +38,8 @@ int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst
 int dp_broadcast(dp_tensor_t *const *dsts, int n, const dp_tensor_t *src);
 
 typedef enum dp_allreduce_algo {
-    DP_ALLREDUCE_AUTO = -1, /* mpi under mpirun with more than one rank, else ring */
+    DP_ALLREDUCE_AUTO = -1, /* mpi under mpirun with more than one rank, else nccl where
+                               every device is a distinct GPU, else ring */
     DP_ALLREDUCE_RING = 0,  /* reduce-scatter + all-gather: each device sends 2(n-1)/n */
     DP_ALLREDUCE_NAIVE = 1, /* the seed's: sum into bufs[0], then copy it to the others */
     DP_ALLREDUCE_MPI = 2,   /* hierarchical: sum into bufs[0], MPI_Allreduce across the
@@ -48,11 +49,16 @@ typedef enum dp_allreduce_algo {
 
 /* After it runs, every bufs[k] holds the elementwise sum of all of them
  * (same size, float, each on its own device); with DP_ALLREDUCE_MPI, the sum
- * over every rank's buffers. AUTO is resolved first (dp_allreduce_resolve). */
+ * over every rank's buffers. AUTO is resolved first, for the buffers'
+ * devices. Naive, ring (and mpi's first step) read other devices' buffers
+ * in kernels: across two GPUs without peer access, or a CPU device and a
+ * GPU, they return DP_ENOTSUP before doing anything. */
 int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo);
 /* "ring", "naive", "mpi", "nccl" or "auto" -> the algorithm; -2 if unknown. */
 int dp_allreduce_algo_parse(const char *name);
-/* The algorithm AUTO stands for here: mpi across several ranks, else ring. */
+/* The algorithm AUTO stands for here, not knowing the devices: mpi across
+ * several ranks, else ring (dp_allreduce_sum and DataParallel, which know
+ * them, take nccl instead where every device is a distinct GPU). */
 dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo);
 /* "ring", "naive", ... */
 const char *dp_allreduce_algo_name(dp_allreduce_algo algo);

@@ -29,7 +29,8 @@ typedef struct dp_train_options {
     int64_t limit_train, limit_test; /* 0 = all */
     bool progress;           /* draw the progress bar on stderr */
     int max_steps_in_flight; /* finished steps the front end may run ahead of; 0 = 1 */
-    int allreduce;           /* dp_allreduce_algo: ring (default) or naive */
+    int allreduce;           /* dp_allreduce_algo: auto (default: nccl across GPUs), ring,
+                                naive, ... */
     const char *checkpoint_path; /* written after every epoch, atomically; NULL: none */
     const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
     const char *init_path;       /* start from these weights; NULL: the seed's init */

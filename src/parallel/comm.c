@@ -234,6 +234,10 @@ static int copy_on(dp_device_t *dev, float *dst, const float *src, int64_t n)
 int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)
 {
     dp_device_t *d0 = bufs[0]->dev;
+    /* Device 0's kernel reads every other buffer: across two GPUs without
+     * peer access that is an illegal address, so refuse before issuing. */
+    for (int i = 1; i < n; i++)
+        DP_TRY(dp__check_kernel_read("allreduce", d0, bufs[i]->dev));
     for (int i = 1; i < n; i++) {
         dp__after(d0, bufs[i]->dev);
         DP_TRY(accumulate_on(d0, bufs[0]->data, bufs[i]->data, len));
@@ -273,6 +277,10 @@ int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len)
  * it is about to write. */
 static int allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len)
 {
+    /* Device k+1's kernels read device k's buffer: refused up front where
+     * they cannot (two GPUs without peer access), as in reduce_to_first. */
+    for (int k = 0; k < n; k++)
+        DP_TRY(dp__check_kernel_read("allreduce ring", bufs[(k + 1) % n]->dev, bufs[k]->dev));
     int64_t start[DP_MAX_DEVICES + 1];
     for (int c = 0; c <= n; c++)
         start[c] = len * c / n;
@@ -326,7 +334,10 @@ int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
             }
         }
     }
-    algo = dp_allreduce_resolve(algo);
+    dp_device_t *devs[DP_MAX_DEVICES];
+    for (int k = 0; k < n; k++)
+        devs[k] = bufs[k]->dev;
+    algo = dp__allreduce_for(algo, devs, n);
     int rc;
     switch (algo) {
     case DP_ALLREDUCE_MPI:
@@ -377,4 +388,14 @@ dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo)
     if (algo != DP_ALLREDUCE_AUTO)
         return algo;
     return dp_dist_size() > 1 ? DP_ALLREDUCE_MPI : DP_ALLREDUCE_RING;
+}
+
+/* On GPUs the ring's kernels read the neighbour GPU's memory, which needs
+ * peer access; NCCL does not, and is faster there, so it is the default
+ * wherever it applies. */
+dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *devs, int n)
+{
+    if (algo != DP_ALLREDUCE_AUTO || dp_dist_size() > 1)
+        return dp_allreduce_resolve(algo);
+    return dp__nccl_suits(devs, n) ? DP_ALLREDUCE_NCCL : DP_ALLREDUCE_RING;
 }

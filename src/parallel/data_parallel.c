@@ -8,6 +8,7 @@
 #include "core/internal.h"
 #include "device/device.h"
 #include "nn/model.h"
+#include "parallel/comm.h"
 
 struct dp_data_parallel {
     int n;
@@ -80,7 +81,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
         return DP_ENOMEM;
     dp->n = n;
     dp->opt = *opt;
-    dp->opt.allreduce = dp_allreduce_resolve(opt->allreduce);
+    dp->opt.allreduce = dp__allreduce_for(opt->allreduce, devs, n);
     for (int k = 0; k < n; k++)
         dp->devs[k] = devs[k];
     dp->replicas[0] = model;

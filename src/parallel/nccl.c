@@ -10,11 +10,20 @@
  *   3. every other device's worker waits for that command, so its later
  *      work is issued after NCCL's kernel on its stream.
  * Several logical devices on one GPU cannot be NCCL ranks of one clique;
- * they, and buffers on CPU devices, take the ring algorithm instead. */
+ * they take the ring algorithm instead (buffers on CPU devices are refused).
+ * NCCL is the default where every device is a distinct GPU (dp__nccl_suits):
+ * unlike ring and naive it needs no peer access between them. */
 #include "core/internal.h"
 #include "parallel/comm.h"
 
 #ifndef DP_HAVE_CUDA
+
+bool dp__nccl_suits(dp_device_t *const *devs, int n)
+{
+    (void)devs;
+    (void)n;
+    return false;
+}
 
 int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len)
 {
@@ -125,6 +134,22 @@ static int run_allreduce(void *p, void *ctx)
     int rc = allreduce(job);
     dp__free(job);
     return rc;
+}
+
+/* The default on GPUs (dp__allreduce_for): NCCL needs no peer access,
+ * which the ring and naive algorithms' kernels do across GPUs. */
+bool dp__nccl_suits(dp_device_t *const *devs, int n)
+{
+    if (n < 2)
+        return false;
+    for (int k = 0; k < n; k++) {
+        if (devs[k]->ops != &dp__cuda_ops)
+            return false;
+        for (int j = 0; j < k; j++)
+            if (((dp__cuda *)devs[j]->impl)->ordinal == ((dp__cuda *)devs[k]->impl)->ordinal)
+                return false;
+    }
+    return true;
 }
 
 int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len)

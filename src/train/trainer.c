@@ -321,8 +321,11 @@ static int setup(trainer *t)
     DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
-    dp_data_parallel_options po = {
-        .allreduce = algo, .sgd = {o->lr, o->momentum, o->weight_decay}, .sync_bn = o->sync_bn};
+    /* The option as given: DataParallel resolves auto for the devices just
+     * opened (nccl across GPUs), which `algo` above could not know. */
+    dp_data_parallel_options po = {.allreduce = o->allreduce,
+                                   .sgd = {o->lr, o->momentum, o->weight_decay},
+                                   .sync_bn = o->sync_bn};
     DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     DP_TRY(setup_nonfinite_checks(t));
     if (o->resume_path)

@@ -12,15 +12,23 @@
  *
  * Algorithms come from cuDNN's heuristics, once per shape, kept in a small
  * cache on the worker; a candidate that turns out not to run on this GPU
- * (CUDNN_STATUS_NOT_SUPPORTED) is dropped for the next one. TF32: cuDNN's
- * default math allows it, CUDNN_FMA_MATH forbids it (dp_set_tf32). */
+ * (any status of the CUDNN_STATUS_NOT_SUPPORTED category) is dropped for the
+ * next one. The workspace is sized for the largest candidate, so that such
+ * a fallback fits; where the GPU has no memory for that, for the first
+ * candidate whose own workspace fits, down to the algorithms that need none
+ * at the end of every list. TF32: cuDNN's default math allows it,
+ * CUDNN_FMA_MATH forbids it (dp_set_tf32). */
 #include "device/cuda/cuda.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 enum { CONV_FWD, CONV_BWD_DATA, CONV_BWD_WEIGHTS, CONV_KINDS };
 
-#define MAX_CANDIDATES 8
+/* Room for every algorithm cuDNN has of one kind (8 at most) plus the
+ * fallbacks rank_algos appends. */
+#define MAX_CANDIDATES 12
 
 typedef struct conv_key {
     int kind, tf32;
@@ -30,11 +38,29 @@ typedef struct conv_key {
 
 struct dp__cuda_conv_algo {
     conv_key key;
-    int algos[MAX_CANDIDATES]; /* cuDNN's algorithm numbers, best first */
-    int count, next;           /* candidates, and the one in use */
+    int algos[MAX_CANDIDATES]; /* cuDNN's algorithm numbers, best first; those
+                                  found not to run here are removed */
+    int count;
+    /* The workspace that fitted after the largest one did not (SIZE_MAX
+     * until then), so later calls do not free and fail again each time. */
+    size_t ws_cap;
 };
 
 static const float one = 1.0f, zero = 0.0f;
+
+/* cuDNN 9 reports "not supported" as one of several codes, 3000 and its
+ * sub-codes 3001-3014 (..._SHAPE, ..._LAYOUT, ..._SHARED_MEMORY_INSUFFICIENT
+ * ...). Comparing with CUDNN_STATUS_NOT_SUPPORTED alone would turn "this
+ * algorithm does not run here, try the next" into a hard error; the
+ * category macro (cuDNN 9) takes them all. */
+static bool not_supported(cudnnStatus_t st)
+{
+#ifdef CUDNN_STATUS_CATEGORY
+    return CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED;
+#else
+    return st == CUDNN_STATUS_NOT_SUPPORTED;
+#endif
+}
 
 void dp__cuda_conv_cache_free(dp__cuda *cu)
 {
@@ -92,42 +118,61 @@ static int descs_init(conv_descs *d, const conv_key *k)
     return 0;
 }
 
-/* cuDNN's heuristic ranking for this convolution, those it says run. */
+/* Appends `algo` unless it is a candidate already or the list is full. */
+static void add_candidate(dp__cuda_conv_algo *e, int algo)
+{
+    for (int i = 0; i < e->count; i++)
+        if (e->algos[i] == algo)
+            return;
+    if (e->count < MAX_CANDIDATES)
+        e->algos[e->count++] = algo;
+}
+
+/* cuDNN's heuristic ranking for this convolution, those it says run, then
+ * plain algorithms as the last resort: IMPLICIT_GEMM for the forward pass
+ * and ALGO_0 for the two backward ones need no workspace at all, so one of
+ * them fits whatever memory is left (ALGO_0 sums with atomics, hence the
+ * deterministic ALGO_1 before it). A heuristic query that answers "not
+ * supported" (any sub-code) leaves only the last resorts. */
 static int rank_algos(dp__cuda *cu, const conv_descs *d, int kind, dp__cuda_conv_algo *e)
 {
     int got = 0;
+    cudnnStatus_t st;
     e->count = 0;
     if (kind == CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-            cu->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionForwardAlgorithm_v7(cu->cudnn, d->x, d->w, d->conv, d->y,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES - 2; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
-        if (e->count < MAX_CANDIDATES)
-            e->algos[e->count++] = (int)CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+        add_candidate(e, (int)CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
     } else if (kind == CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            cu->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-            perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(cu->cudnn, d->w, d->y, d->conv, d->x,
+                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                         &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES - 2; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
-        if (e->count < MAX_CANDIDATES)
-            e->algos[e->count++] = (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            cu->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
-            perf));
-        for (int i = 0; i < got && e->count < MAX_CANDIDATES; i++)
+        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(cu->cudnn, d->x, d->y, d->conv, d->w,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                           &got, perf);
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < got && e->count < MAX_CANDIDATES - 2; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS)
                 e->algos[e->count++] = (int)perf[i].algo;
-        if (e->count < MAX_CANDIDATES)
-            e->algos[e->count++] = (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
     }
-    e->next = 0;
+    if (st != CUDNN_STATUS_SUCCESS && !not_supported(st)) {
+        DP_ERROR("cuDNN: convolution heuristics (kind %d) failed: %s", kind,
+                 cudnnGetErrorString(st));
+        return DP_EDEVICE;
+    }
     return 0;
 }
 
@@ -150,6 +195,7 @@ static int lookup(dp__cuda *cu, const conv_key *k, const conv_descs *d, dp__cuda
     dp__cuda_conv_algo *e = &cu->algos[cu->nalgos];
     memset(e, 0, sizeof *e);
     e->key = *k;
+    e->ws_cap = SIZE_MAX;
     DP_TRY(rank_algos(cu, d, k->kind, e));
     cu->nalgos++;
     *out = e;
@@ -186,22 +232,25 @@ typedef struct conv_call {
     size_t ws_bytes;
 } conv_call;
 
-static int workspace_size(dp__cuda *cu, const conv_call *c, int algo, size_t *bytes)
+/* The workspace candidate `algo` needs; a status of the not-supported
+ * category (see not_supported) means the algorithm does not run for this
+ * shape here, and the caller moves on rather than failing. */
+static cudnnStatus_t workspace_size(dp__cuda *cu, const conv_call *c, int algo, size_t *bytes)
 {
     const conv_descs *d = &c->d;
+    *bytes = 0;
     if (c->key.kind == CONV_FWD)
-        DP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-            cu->cudnn, d->x, d->w, d->conv, d->y, (cudnnConvolutionFwdAlgo_t)algo, bytes));
-    else if (c->key.kind == CONV_BWD_DATA)
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            cu->cudnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes));
-    else
-        DP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            cu->cudnn, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes));
-    return 0;
+        return cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, d->x, d->w, d->conv, d->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    if (c->key.kind == CONV_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            cu->cudnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        cu->cudnn, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
 }
 
-/* Runs candidate `algo`; CUDNN_STATUS_NOT_SUPPORTED is returned as is. */
+/* Runs candidate `algo`; its status is returned as is (not_supported()
+ * tells the caller to try the next candidate). */
 static cudnnStatus_t run_algo(dp__cuda *cu, const conv_call *c, int algo)
 {
     const conv_descs *d = &c->d;
@@ -216,6 +265,55 @@ static cudnnStatus_t run_algo(dp__cuda *cu, const conv_call *c, int algo)
     return cudnnConvolutionBackwardFilter(cu->cudnn, &one, d->x, c->x, d->y, c->y, d->conv,
                                           (cudnnConvolutionBwdFilterAlgo_t)algo, c->ws, c->ws_bytes,
                                           &zero, d->w, c->w);
+}
+
+/* Scratch for `buffers` bytes of NHWC copies and a workspace: that of the
+ * largest candidate (so a candidate that fails at run time falls back
+ * within the call), capped at what fitted before. Where cudaMalloc has no
+ * memory for it, a failure here would end training although cheaper
+ * algorithms exist: take instead the first candidate, in order of
+ * preference, whose own workspace fits. Sets c->ws_bytes; execute skips
+ * the candidates that need more. */
+static int alloc_scratch(dp__cuda *cu, conv_call *c, size_t buffers, char **base)
+{
+    dp__cuda_conv_algo *e = c->algo;
+    size_t ws_of[MAX_CANDIDATES], ws = 0;
+    for (int i = 0; i < e->count; i++) {
+        cudnnStatus_t st = workspace_size(cu, c, e->algos[i], &ws_of[i]);
+        if (st != CUDNN_STATUS_SUCCESS && !not_supported(st)) {
+            DP_ERROR("cuDNN: convolution workspace size (kind %d, algorithm %d) failed: %s",
+                     c->key.kind, e->algos[i], cudnnGetErrorString(st));
+            return DP_EDEVICE;
+        }
+        if (st != CUDNN_STATUS_SUCCESS) /* does not run here: execute drops it */
+            ws_of[i] = SIZE_MAX;
+        else if (ws_of[i] <= e->ws_cap && ws_of[i] > ws)
+            ws = ws_of[i];
+    }
+    int rc = dp__cuda_scratch_try(cu, buffers + align_up(ws) + 256, (void **)base);
+    size_t failed = ws;
+    for (int i = 0; rc == DP_ENOMEM && i < e->count; i++) {
+        if (ws_of[i] >= failed)
+            continue;
+        rc = dp__cuda_scratch_try(cu, buffers + align_up(ws_of[i]) + 256, (void **)base);
+        if (rc == DP_ENOMEM) {
+            failed = ws_of[i];
+        } else if (rc == 0) {
+            static atomic_int said;
+            if (atomic_fetch_add(&said, 1) == 0)
+                DP_WARN("cuda:%d: no GPU memory for a %zu-byte convolution workspace; using "
+                        "cuDNN algorithm %d with %zu bytes instead",
+                        cu->ordinal, ws, e->algos[i], ws_of[i]);
+            ws = e->ws_cap = ws_of[i];
+        }
+    }
+    if (rc == DP_ENOMEM)
+        DP_ERROR("cuda:%d: out of GPU memory for a convolution (%zu bytes without workspace)",
+                 cu->ordinal, buffers);
+    if (rc < 0)
+        return rc;
+    c->ws_bytes = ws;
+    return 0;
 }
 
 /* Sets up `c` for `a`: key, descriptors, algorithm, and scratch holding the
@@ -236,15 +334,6 @@ static int prepare(dp__cuda *cu, conv_call *c, int kind, const dp__conv2d_args *
     c->key.pad_w = a->pad_w;
     DP_TRY(descs_init(&c->d, &c->key));
     DP_TRY(lookup(cu, &c->key, &c->d, &c->algo));
-    size_t ws = 0;
-    if (c->algo->next < c->algo->count)
-        DP_TRY(workspace_size(cu, c, c->algo->algos[c->algo->next], &ws));
-    /* The largest workspace of the candidates left, so a fallback fits. */
-    for (int i = c->algo->next + 1; i < c->algo->count; i++) {
-        size_t b = 0;
-        if (workspace_size(cu, c, c->algo->algos[i], &b) == 0 && b > ws)
-            ws = b;
-    }
     size_t wb = align_up((size_t)dp__numel(4, wt->shape) * sizeof(float));
     size_t xb = is_nhwc(xt) ? 0 : align_up((size_t)dp__numel(4, xt->shape) * sizeof(float));
     size_t yb = is_nhwc(yt) ? 0 : align_up((size_t)dp__numel(4, yt->shape) * sizeof(float));
@@ -252,37 +341,46 @@ static int prepare(dp__cuda *cu, conv_call *c, int kind, const dp__conv2d_args *
     if (w_direct)
         wb = 0;
     char *base;
-    DP_TRY(dp__cuda_scratch(cu, wb + xb + yb + align_up(ws) + 256, (void **)&base));
+    DP_TRY(alloc_scratch(cu, c, wb + xb + yb, &base));
     c->w = w_direct ? wt->data : (float *)base;
     c->x = xb ? (float *)(base + wb) : xt->data;
     c->y = yb ? (float *)(base + wb + xb) : yt->data;
-    c->ws = ws ? base + wb + xb + yb : NULL;
-    c->ws_bytes = ws;
+    c->ws = c->ws_bytes ? base + wb + xb + yb : NULL;
     return 0;
 }
 
-/* Runs the convolution, moving on to the next candidate where cuDNN says
- * the one in use does not run here. */
+/* Runs the convolution with the first candidate that fits this call's
+ * workspace, moving on where cuDNN says one does not run here (that one is
+ * dropped for good; one that needs more workspace is only skipped, since
+ * another call may have the memory for it). */
 static int execute(dp__cuda *cu, conv_call *c)
 {
-    for (;;) {
-        if (c->algo->next >= c->algo->count) {
-            DP_ERROR("cuDNN: no convolution algorithm runs for this shape here");
-            return DP_EDEVICE;
-        }
-        int algo = c->algo->algos[c->algo->next];
+    dp__cuda_conv_algo *e = c->algo;
+    for (int i = 0; i < e->count;) {
+        int algo = e->algos[i];
         size_t need = 0;
-        DP_TRY(workspace_size(cu, c, algo, &need));
-        cudnnStatus_t st = need <= c->ws_bytes ? run_algo(cu, c, algo) : CUDNN_STATUS_NOT_SUPPORTED;
+        cudnnStatus_t st = workspace_size(cu, c, algo, &need);
+        if (st == CUDNN_STATUS_SUCCESS && need > c->ws_bytes) {
+            i++;
+            continue;
+        }
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = run_algo(cu, c, algo);
         if (st == CUDNN_STATUS_SUCCESS)
             return 0;
-        if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+        /* Any sub-code of "not supported", not only 3000 itself. */
+        if (!not_supported(st)) {
             DP_ERROR("cuDNN: convolution (kind %d, algorithm %d) failed: %s", c->key.kind, algo,
                      cudnnGetErrorString(st));
             return DP_EDEVICE;
         }
-        c->algo->next++;
+        memmove(&e->algos[i], &e->algos[i + 1], (size_t)(e->count - i - 1) * sizeof e->algos[0]);
+        e->count--;
     }
+    DP_ERROR("cuDNN: no convolution algorithm runs for this shape here (kind %d, %zu bytes of "
+             "workspace)",
+             c->key.kind, c->ws_bytes);
+    return DP_EDEVICE;
 }
 
 static int run_forward(void *p, void *ctx)

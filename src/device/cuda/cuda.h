@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define DP_CUDA_CHECK(call)                                                                        \
     do {                                                                                           \
@@ -70,8 +71,9 @@ typedef struct dp__cuda_pinned {
 typedef struct dp__cuda_conv_algo dp__cuda_conv_algo;
 
 typedef struct dp__cuda {
-    int ordinal; /* the CUDA device of this logical device */
-    bool async;  /* see "Completion" above */
+    int ordinal;    /* the CUDA device of this logical device */
+    bool async;     /* see "Completion" above */
+    uint64_t peers; /* bit p: this GPU's kernels may access cuda:p (peer access on) */
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
@@ -96,10 +98,16 @@ int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const
 /* Worker only: a device buffer of at least `bytes` (256-byte aligned) that
  * stays valid until the next call; its earlier contents are lost. */
 int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out);
+/* The same, but out of GPU memory is DP_ENOMEM with nothing logged, for a
+ * caller that can do with less (conv2d.c's workspace). */
+int dp__cuda_scratch_try(dp__cuda *cu, size_t bytes, void **out);
 /* Checks a launcher's status: 0, or DP_EDEVICE with the message logged. */
 int dp__cuda_launched(cudaError_t err, const char *what);
 /* A cuDNN descriptor of a 4-D tensor in its layout (NCHW or NHWC strides). */
 int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t);
+/* Whether kernels on `reader`'s GPU may read `owner`'s memory (both CUDA
+ * devices): the same GPU, or one with peer access enabled at open. */
+bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner);
 /* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
 bool dp__cuda_tf32(void);
 

@@ -53,7 +53,7 @@ int dp__cuda_launched(cudaError_t err, const char *what)
     return 0;
 }
 
-int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
+int dp__cuda_scratch_try(dp__cuda *cu, size_t bytes, void **out)
 {
     if (bytes > cu->scratch_bytes) {
         /* Commands already issued may still use the old buffer. */
@@ -64,11 +64,29 @@ int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
             cu->scratch_bytes = 0;
         }
         size_t size = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-        DP_CUDA_CHECK(cudaMalloc(&cu->scratch, size));
+        cudaError_t e = cudaMalloc(&cu->scratch, size);
+        if (e != cudaSuccess) {
+            /* Not sticky: cleared here, or run_cmd would report it as the
+             * command's error after a caller that recovered from it. */
+            (void)cudaGetLastError();
+            cu->scratch = NULL;
+            if (e == cudaErrorMemoryAllocation)
+                return DP_ENOMEM;
+            DP_ERROR("CUDA: cudaMalloc(%zu) for scratch failed: %s", size, cudaGetErrorString(e));
+            return DP_EDEVICE;
+        }
         cu->scratch_bytes = size;
     }
     *out = cu->scratch;
     return 0;
+}
+
+int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
+{
+    int rc = dp__cuda_scratch_try(cu, bytes, out);
+    if (rc == DP_ENOMEM)
+        DP_ERROR("CUDA: out of GPU memory for %zu bytes of scratch", bytes);
+    return rc;
 }
 
 int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t)
@@ -93,21 +111,36 @@ static void worker_init(void *ctx)
 }
 
 /* Lets this GPU's kernels read and write every other GPU's memory (the
- * naive and ring allreduce add another device's buffer into their own). */
-static void enable_peer_access(int ordinal)
+ * naive and ring allreduce add another device's buffer into their own) and
+ * returns the peers for which that worked, bit p for cuda:p. A pair without
+ * peer access is not fatal here: NCCL and copies do without it, and the
+ * allreduce refuses to run kernels across it (dp__cuda_kernel_can_read). */
+static uint64_t enable_peer_access(int ordinal)
 {
     int count = 0;
+    uint64_t peers = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess)
-        return;
-    for (int peer = 0; peer < count; peer++) {
+        return 0;
+    for (int peer = 0; peer < count && peer < 64; peer++) {
         int can = 0;
         if (peer == ordinal || cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess || !can)
             continue;
         cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+        if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
+            peers |= (uint64_t)1 << peer;
+        else
             DP_WARN("cuda:%d: peer access to cuda:%d: %s", ordinal, peer, cudaGetErrorString(e));
     }
     (void)cudaGetLastError(); /* "already enabled" is not an error here */
+    return peers;
+}
+
+bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner)
+{
+    const dp__cuda *r = reader->impl, *o = owner->impl;
+    if (r->ordinal == o->ordinal)
+        return true;
+    return o->ordinal < 64 && (r->peers >> o->ordinal & 1) != 0;
 }
 
 static void release_handles(dp__cuda *cu)
@@ -153,7 +186,7 @@ static int cuda_open(dp_device_t *dev)
         DP_ERROR("%s: cannot create a CUDA stream: %s", dev->name, cudaGetErrorString(e));
         goto fail;
     }
-    enable_peer_access(cu->ordinal);
+    cu->peers = enable_peer_access(cu->ordinal);
     if (cublasCreate(&cu->cublas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(cu->cublas, cu->stream) != CUBLAS_STATUS_SUCCESS ||
         /* Full float32 matrix products, as PyTorch by default. */
@@ -235,6 +268,15 @@ static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
             pick = b;
     }
     if (!pick && empty) {
+        /* An event belongs to the device current when it is created, and
+         * pinned_give records it on this device's stream: from the front end
+         * (upload_fresh), whose current device is whichever GPU it touched
+         * last, the event would belong to another GPU on a machine with
+         * several and cudaEventRecord would fail. So this GPU is made
+         * current here, and the caller's device restored after. */
+        int current = cu->ordinal;
+        (void)cudaGetDevice(&current);
+        bool switched = current != cu->ordinal && cudaSetDevice(cu->ordinal) == cudaSuccess;
         size_t size = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
         if (cudaHostAlloc(&empty->p, size, cudaHostAllocPortable) == cudaSuccess &&
             cudaEventCreateWithFlags(&empty->done, cudaEventDisableTiming) == cudaSuccess) {
@@ -246,6 +288,8 @@ static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
             empty->p = NULL;
             empty->done = NULL;
         }
+        if (switched)
+            cudaSetDevice(current);
     }
     (void)cudaGetLastError(); /* a busy event's cudaErrorNotReady */
     if (pick)
