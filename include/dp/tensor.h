@@ -37,6 +37,17 @@ int dp_device_open(dp_device_t **out, const char *name, int threads);
 void dp_device_close(dp_device_t *dev);
 const char *dp_device_name(const dp_device_t *dev);
 int dp_device_threads(const dp_device_t *dev);
+/* What a device can do, for code that must choose a path by it (never by a
+ * backend's name). */
+typedef enum dp_device_cap {
+    /* Its memory is this process's host memory: the CPU and MPI read and
+     * write it directly (a CPU device; not a GPU). */
+    DP_DEVICE_HOST_MEMORY = 1 << 0,
+    /* The same commands on the same shapes and thread count give
+     * bit-identical results run after run. */
+    DP_DEVICE_DETERMINISTIC = 1 << 1,
+} dp_device_cap;
+bool dp_device_has(const dp_device_t *dev, dp_device_cap cap);
 /* Blocks until every command enqueued on the device so far has run; returns
  * the first error a command hit (sticky). */
 int dp_device_sync(dp_device_t *dev);

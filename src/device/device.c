@@ -118,6 +118,11 @@ const char *dp_device_name(const dp_device_t *dev)
     return dev->name;
 }
 
+bool dp_device_has(const dp_device_t *dev, dp_device_cap cap)
+{
+    return (dev->ops->caps & (unsigned)cap) == (unsigned)cap;
+}
+
 int dp_device_threads(const dp_device_t *dev)
 {
     return dev->threads;

@@ -14,7 +14,8 @@
 #include <pthread.h>
 
 typedef struct dp__device_ops {
-    const char *kind; /* "cpu", "cuda" */
+    const char *kind; /* "cpu", "cuda": for names and messages only */
+    unsigned caps;    /* dp_device_cap flags: what code may choose by */
 
     /* Lifetime: open fills dev->impl and dev->stream. */
     int (*open)(dp_device_t *dev);

@@ -29,8 +29,8 @@ int dp__copy_between(dp_device_t *dst_dev, void *dst, dp_device_t *src_dev, cons
      * device's buffer is the GPU's copy to the host, issued once the CPU
      * device has finished with that buffer. Every other pair (CPU to CPU,
      * into a GPU from anywhere) is the destination's copy_device. */
-    bool gpu_to_host = strcmp(src_dev->ops->kind, "cuda") == 0 &&
-                       strcmp(dst_dev->ops->kind, "cuda") != 0;
+    bool gpu_to_host = !dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
+                       dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY);
     if (gpu_to_host) {
         dp__after(src_dev, dst_dev);
         DP_TRY(src_dev->ops->copy_to_host(src_dev, dst, src, bytes));

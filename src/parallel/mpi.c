@@ -236,7 +236,7 @@ int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len)
     if (world_size > 1 && len > 0) {
         dp_device_t *d0 = bufs[0]->dev;
         mpi_sum_args a = {bufs[0]->data, len};
-        if (strcmp(d0->ops->kind, "cpu") == 0) {
+        if (dp_device_has(d0, DP_DEVICE_HOST_MEMORY)) {
             /* A CPU device's memory is this process's: MPI reads it directly. */
             dp__stream_push_named(d0->stream, run_mpi_sum, "mpi_allreduce", &a, sizeof a);
         } else {

@@ -21,7 +21,7 @@
 
 static bool is_gpu(const dp_device_t *dev)
 {
-    return strcmp(dev->ops->kind, "cuda") == 0;
+    return !dp_device_has(dev, DP_DEVICE_HOST_MEMORY);
 }
 
 int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner)

@@ -219,10 +219,10 @@ static int check_writable_dir(const char *path)
 static void warn_nondeterministic_devices(const trainer *t)
 {
     for (int k = 0; k < t->ndev; k++) {
-        if (strcmp(t->devs[k]->ops->kind, "cpu") != 0) {
-            DP_WARN("--deterministic: %s devices may still pick kernels whose results vary "
-                    "from run to run; only CPU devices are known to repeat bit for bit",
-                    t->devs[k]->ops->kind);
+        if (!dp_device_has(t->devs[k], DP_DEVICE_DETERMINISTIC)) {
+            DP_WARN("--deterministic: %s may still pick kernels whose results vary from run "
+                    "to run; only CPU devices are known to repeat bit for bit",
+                    dp_device_name(t->devs[k]));
             return;
         }
     }

@@ -184,6 +184,7 @@ int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a)
 
 const dp__device_ops dp__cpu_ops = {
     .kind = "cpu",
+    .caps = DP_DEVICE_HOST_MEMORY | DP_DEVICE_DETERMINISTIC,
     .open = cpu_open,
     .close = cpu_close,
     .alloc = cpu_alloc,

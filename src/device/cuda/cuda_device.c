@@ -511,6 +511,7 @@ static int cuda_synchronize(dp_device_t *dev)
 
 const dp__device_ops dp__cuda_ops = {
     .kind = "cuda",
+    .caps = 0, /* device memory; cuDNN may pick nondeterministic kernels */
     .open = cuda_open,
     .close = cuda_close,
     .alloc = cuda_alloc,
