@@ -223,12 +223,5 @@ dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
 
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size)
 {
-    size_t off = 0;
-    off += (size_t)snprintf(buf + off, size - off, "[");
-    for (int i = 0; i < t->ndim && off < size; i++)
-        off += (size_t)snprintf(buf + off, size - off, "%s%lld", i ? ", " : "",
-                                (long long)t->shape[i]);
-    if (off < size)
-        snprintf(buf + off, size - off, "]");
-    return buf;
+    return dp__shape_str(buf, size, t->ndim, t->shape);
 }

@@ -81,36 +81,15 @@ static void put_number(FILE *f, const char *key, const char *fmt, double value)
         fputs("null", f);
 }
 
+static void put_file(void *f, const char *bytes, size_t n)
+{
+    fwrite(bytes, 1, n, f);
+}
+
 /* Writes bytes [s, s + n) as a JSON string literal. */
 static void put_string(FILE *f, const char *s, size_t n)
 {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                fprintf(f, "\\u%04x", c);
-            else
-                fputc(c, f);
-        }
-    }
-    fputc('"', f);
+    dp__json_string(s, n, put_file, f);
 }
 
 static bool is_space(char c)

@@ -99,16 +99,6 @@ static bool shape_bytes(dp_st_dtype dtype, int ndim, const int64_t *shape, uint6
     return true;
 }
 
-/* "[20, 1, 3, 3]" into buf (ST_SHAPE_STR bytes). */
-static void format_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
-{
-    size_t len = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
-}
-
 /* The length of the well-formed UTF-8 sequence of a non-ASCII lead byte at
  * s[0], with `avail` bytes readable; 0 if malformed (overlong forms,
  * surrogates and code points past U+10FFFF included). */
@@ -214,49 +204,14 @@ static void sb_int(struct sbuf *b, int64_t v)
     sb_str(b, num);
 }
 
-/* A JSON string as serde_json writes it: '"' and '\' escaped, the control
- * characters as \b \f \n \r \t or \u00xx, everything else (UTF-8 included)
- * as it is. */
+static void sb_put_bytes(void *b, const char *s, size_t n)
+{
+    sb_put(b, s, n);
+}
+
 static void sb_json_string(struct sbuf *b, const char *s)
 {
-    sb_put(b, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        sb_put(b, run, (size_t)(s - run));
-        run = s + 1;
-        char esc[8];
-        switch (c) {
-        case '"':
-            sb_str(b, "\\\"");
-            break;
-        case '\\':
-            sb_str(b, "\\\\");
-            break;
-        case '\b':
-            sb_str(b, "\\b");
-            break;
-        case '\f':
-            sb_str(b, "\\f");
-            break;
-        case '\n':
-            sb_str(b, "\\n");
-            break;
-        case '\r':
-            sb_str(b, "\\r");
-            break;
-        case '\t':
-            sb_str(b, "\\t");
-            break;
-        default:
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            sb_str(b, esc);
-        }
-    }
-    sb_put(b, run, (size_t)(s - run));
-    sb_put(b, "\"", 1);
+    dp__json_string(s, strlen(s), sb_put_bytes, b);
 }
 
 /* Whether `strs` (n of them) has a repeat; the first one found goes to *dup. */
@@ -307,7 +262,7 @@ static int check_tensor(const char *path, int i, const dp_st_tensor *t)
         return DP_EINVAL;
     }
     char shape[ST_SHAPE_STR];
-    format_shape(shape, sizeof shape, t->ndim, t->shape);
+    dp__shape_str(shape, sizeof shape, t->ndim, t->shape);
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] < 0) {
             DP_ERROR("%s: tensor '%s': negative dimension in shape %s", path, name, shape);
@@ -930,7 +885,7 @@ static int parse_tensor(struct parser *p, dp_safetensors_t *f, const char *name)
     for (int d = 0; d < e.ndim; d++) {
         if (e.shape[d] < 0) {
             char shape[ST_SHAPE_STR];
-            format_shape(shape, sizeof shape, e.ndim, e.shape);
+            dp__shape_str(shape, sizeof shape, e.ndim, e.shape);
             return tensor_error(p, name, "negative dimension in shape ", shape);
         }
     }
@@ -1041,7 +996,7 @@ static int check_ranges(const dp_safetensors_t *f, const char *path)
     for (int i = 0; i < f->n; i++) {
         const struct st_entry *e = &f->tensors[i];
         char shape[ST_SHAPE_STR];
-        format_shape(shape, sizeof shape, e->ndim, e->shape);
+        dp__shape_str(shape, sizeof shape, e->ndim, e->shape);
         uint64_t need;
         if (!shape_bytes(e->dtype, e->ndim, e->shape, &need)) {
             DP_ERROR("%s: tensor '%s': the byte count of shape %s overflows", path, e->name, shape);
