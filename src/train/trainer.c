@@ -42,7 +42,6 @@
 #include "dp/parallel.h"
 
 #include "core/internal.h"
-#include "device/device.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,17 +72,6 @@ void dp_train_options_default(dp_train_options *o)
     o->epochs = 10;
     o->shuffle = true;
     o->allreduce = DP_ALLREDUCE_AUTO;
-}
-
-/* A tape-owned tensor holding a copy of host data. */
-static int upload(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
-                  const int64_t *shape, const void *src)
-{
-    dp_tensor_t *t;
-    DP_TRY(dp__tensor_alloc(&t, dev, dtype, ndim, shape, 0));
-    DP_TRY(dev->ops->upload_fresh(dev, t->data, src, t->bytes));
-    *out = t;
-    return 0;
 }
 
 typedef struct trainer {
@@ -235,7 +223,7 @@ static int setup_nonfinite_checks(trainer *t)
 {
     bool missing = false;
     for (int k = 0; k < t->ndev; k++)
-        missing = missing || !t->devs[k]->ops->check_finite;
+        missing = missing || !dp_sgd_can_check_finite(dp_data_parallel_sgd(t->dp, k));
     if (t->ranks > 1)
         DP_TRY(dp_dist_any(missing, &missing));
     if (missing) {
@@ -387,9 +375,10 @@ static int inject_nan(trainer *t)
 {
     dp_params_t *p = dp_model_params(t->model);
     dp_tensor_t *param = dp_params_get(p, dp_params_find(p, t->inject_param));
-    DP_TRY(dp_tensor_fill(param->grad, NAN));
-    param->grad_written = 1;
-    return 0;
+    /* Zeroes the gradients the backward did not write (the step would), so
+     * that the NaN below is not overwritten by them. */
+    DP_TRY(dp_params_finish_grad(p));
+    return dp_tensor_fill(dp_tensor_grad(param), NAN);
 }
 
 /* The allreduce and update of the step of batch b (the gradient check
@@ -402,11 +391,9 @@ static int finish_step(trainer *t, const dp_batch *b)
      * is summed over the whole (global) batch, the update divides by its
      * size. */
     DP_TRY(dp_data_parallel_step(t->dp, 1.0f / (float)b->n));
-    if (t->checked) {
-        const int64_t *word = dp_sgd_first_nonfinite(dp_data_parallel_sgd(t->dp, 0));
-        DP_TRY(
-            t->dev->ops->copy_to_host(t->dev, &t->step_nonfinite[b->index], word, sizeof(int64_t)));
-    }
+    if (t->checked)
+        DP_TRY(dp_sgd_read_first_nonfinite_async(dp_data_parallel_sgd(t->dp, 0),
+                                                 &t->step_nonfinite[b->index]));
     return 0;
 }
 
@@ -418,7 +405,7 @@ static int train_step(trainer *t, const dp_batch *b)
     int64_t row0, n = rank_rows(t, b->n, &row0);
     int64_t pixels = t->train.rows * t->train.cols;
     int64_t xs[4] = {n, 1, t->train.rows, t->train.cols}, ys[1] = {n};
-    dp_tensor_t *x, *y, *logits, *loss;
+    dp_tensor_t *x = NULL, *y = NULL, *logits, *loss;
     t->step_rows[b->index] = n;
     if (n == 0) {
         /* A last batch smaller than the ranks: this rank adds zero
@@ -430,9 +417,9 @@ static int train_step(trainer *t, const dp_batch *b)
         return rc;
     }
     dp_tape_begin(t->tape);
-    int rc = upload(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
+    int rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
     if (rc == 0)
-        rc = upload(&y, dev, DP_I32, 1, ys, b->y + row0);
+        rc = dp_tensor_from_host(&y, dev, DP_I32, 1, ys, b->y + row0);
     if (rc == 0)
         rc = dp_data_parallel_forward(t->dp, x, true, &logits);
     if (rc == 0)
@@ -442,7 +429,7 @@ static int train_step(trainer *t, const dp_batch *b)
     if (rc == 0)
         rc = dp_accumulate(t->loss_sum, loss);
     if (rc == 0)
-        rc = dev->ops->copy_to_host(dev, &t->step_loss[b->index], loss->data, sizeof(float));
+        rc = dp_tensor_read_async(loss, &t->step_loss[b->index], sizeof(float));
     if (rc == 0) {
         dp_data_parallel_zero_grad(t->dp);
         rc = dp_backward(loss);
@@ -451,6 +438,9 @@ static int train_step(trainer *t, const dp_batch *b)
         rc = finish_step(t, b);
     dp_tape_end(t->tape);
     dp_tape_reset(t->tape);
+    /* The batch's memory goes back once the step's commands have run. */
+    dp_tensor_free(x);
+    dp_tensor_free(y);
     t->step++;
     return rc;
 }
@@ -476,17 +466,19 @@ static int evaluate(trainer *t, double *acc)
             break;
         int64_t pixels = t->test.rows * t->test.cols;
         int64_t xs[4] = {n, 1, t->test.rows, t->test.cols}, ys[1] = {n};
-        dp_tensor_t *x, *y, *logits;
+        dp_tensor_t *x = NULL, *y = NULL, *logits;
         dp_tape_begin(t->eval_tape);
-        rc = upload(&x, dev, DP_F32, 4, xs, b.x + row0 * pixels);
+        rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b.x + row0 * pixels);
         if (rc == 0)
-            rc = upload(&y, dev, DP_I32, 1, ys, b.y + row0);
+            rc = dp_tensor_from_host(&y, dev, DP_I32, 1, ys, b.y + row0);
         if (rc == 0)
             rc = dp_data_parallel_forward(t->dp, x, false, &logits);
         if (rc == 0)
             rc = dp_accuracy_accumulate(t->correct, logits, y);
         dp_tape_end(t->eval_tape);
         dp_tape_reset(t->eval_tape);
+        dp_tensor_free(x);
+        dp_tensor_free(y);
     }
     if (rc == 0 && more < 0)
         rc = more;
