@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 struct dp_metrics {
     FILE *file;
@@ -199,19 +198,4 @@ int dp_metrics_close(dp_metrics_t *m)
     dp__free(m->path);
     dp__free(m);
     return rc;
-}
-
-double dp_rss_mb(void)
-{
-    /* /proc/self/statm: total program size, then resident pages. */
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return -1.0;
-    long long size, resident;
-    int got = fscanf(f, "%lld %lld", &size, &resident);
-    fclose(f);
-    long page = sysconf(_SC_PAGESIZE);
-    if (got != 2 || page <= 0)
-        return -1.0;
-    return (double)resident * (double)page / (1024.0 * 1024.0);
 }
