@@ -180,6 +180,16 @@ static void bad_device_names(void **state)
     assert_non_null(strstr(dp_last_error(), "tpu:0"));
     assert_int_equal(dp_device_open(&d, "cpu:x", 1), DP_EINVAL);
     assert_int_equal(dp_device_open(&d, "cpu:0", -1), DP_EINVAL);
+    /* A bad list is named by what it is: the library knows no CLI flags
+     * (dptrain's log callback says --devices). */
+    dp_device_t *devs[DP_MAX_DEVICES];
+    int n;
+    assert_int_equal(dp_devices_open(devs, &n, "cpu:0,", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list cpu:0,: trailing comma");
+    assert_int_equal(dp_devices_open(devs, &n, "cpu:0,cpu:0", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list cpu:0,cpu:0: cpu:0 is named twice");
+    assert_int_equal(dp_devices_open(devs, &n, "", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list is empty");
     dp_log_set(NULL, NULL);
 }
 

@@ -17,7 +17,7 @@ int dp__train_resume(dp__trainer *t)
     DP_TRY(dp_checkpoint_load(o->resume_path, t->model, dp_data_parallel_sgd(t->dp, 0), t->ck));
     DP_TRY(dp_data_parallel_sync_from_first(t->dp));
     if (t->ck->epochs_done >= o->epochs) {
-        DP_ERROR("%s: already trained %d epochs; ask for more with --epochs", o->resume_path,
+        DP_ERROR("%s: already trained %d epochs; ask for more with the epoch count", o->resume_path,
                  t->ck->epochs_done);
         return DP_EINVAL;
     }
@@ -92,7 +92,7 @@ const char *dp__train_last_checkpoint_str(const dp__trainer *t, char *buf, size_
 {
     const char *path = t->o->checkpoint_path;
     if (!path)
-        snprintf(buf, size, "; no --checkpoint was given");
+        snprintf(buf, size, "; no checkpoint path was given");
     else if (t->saved_epochs < 0)
         snprintf(buf, size, "; this run has not written %s yet", path);
     else if (t->saved_batch > 0)
@@ -140,11 +140,11 @@ int dp__train_checkpoint_epoch(dp__trainer *t, int epochs_done)
     if (rc == DP_EIO || rc == DP_ENOMEM) {
         if (o->on_checkpoint_error == DP_ON_ERROR_CONTINUE) {
             DP_WARN("no checkpoint after epoch %d%s; training goes on and tries again after the "
-                    "next epoch (--on-checkpoint-error continue)",
+                    "next epoch (the checkpoint error policy continue)",
                     epochs_done, last);
             rc = 0;
         } else {
-            DP_ERROR("no checkpoint after epoch %d%s; stopped (--on-checkpoint-error stop; "
+            DP_ERROR("no checkpoint after epoch %d%s; stopped (the checkpoint error policy stop; "
                      "'continue' trains on)",
                      epochs_done, last);
         }

@@ -63,7 +63,7 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
         snprintf(model, sizeof model, "%s", o->model);
     else if (dp_checkpoint_model(o->checkpoint, model, sizeof model) < 0) {
         if (dp_last_error()[0] == '\0')
-            DP_ERROR("%s does not say which model it holds: give --model", o->checkpoint);
+            DP_ERROR("%s does not say which model it holds: give the model name", o->checkpoint);
         return DP_EINVAL;
     }
     dp_train_options to;

@@ -88,7 +88,7 @@ int dp__train_check_steps(dp__trainer *t, int epoch, int64_t *checked, int64_t u
             (*skipped)++;
             if (t->rank == 0)
                 DP_WARN("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or "
-                        "Inf)%s; skipped it (--skip-nonfinite)",
+                        "Inf)%s; skipped it (skipping non-finite steps)",
                         step, epoch + 1, (long long)i, name ? name : "?", loss);
             continue;
         }

@@ -62,7 +62,7 @@ static void warn_nondeterministic_devices(const dp__trainer *t)
 {
     for (int k = 0; k < t->ndev; k++) {
         if (!dp_device_has(t->devs[k], DP_DEVICE_DETERMINISTIC)) {
-            DP_WARN("--deterministic: %s may still pick kernels whose results vary from run "
+            DP_WARN("deterministic mode: %s may still pick kernels whose results vary from run "
                     "to run; only CPU devices are known to repeat bit for bit",
                     dp_device_name(t->devs[k]));
             return;
@@ -81,8 +81,8 @@ int dp__train_setup(dp__trainer *t)
     }
     dp_allreduce_algo algo = dp_allreduce_resolve(o->allreduce);
     if (t->ranks > 1 && algo != DP_ALLREDUCE_MPI) {
-        DP_ERROR("--allreduce %s sums within one process; across the %d ranks of mpirun use "
-                 "--allreduce mpi (the default under mpirun)",
+        DP_ERROR("the allreduce algorithm %s sums within one process; across the %d ranks of "
+                 "mpirun use the allreduce algorithm mpi (the default under mpirun)",
                  dp_allreduce_algo_name(algo), t->ranks);
         return DP_EINVAL;
     }
@@ -91,8 +91,8 @@ int dp__train_setup(dp__trainer *t)
     if (t->ranks > 1 && o->sync_bn) {
         /* Each rank would normalise over its own devices only: not what
          * one process computes, so refuse rather than train differently. */
-        DP_ERROR("--sync-bn shares batch statistics between the devices of one process; across "
-                 "the %d ranks of mpirun it is not supported yet",
+        DP_ERROR("sync batch norm shares batch statistics between the devices of one "
+                 "process; across the %d ranks of mpirun it is not supported yet",
                  t->ranks);
         return DP_ENOTSUP;
     }
@@ -107,11 +107,11 @@ int dp__train_setup(dp__trainer *t)
         snprintf(t->where, sizeof t->where, "%s", t->devices);
     if (o->batch_size < (int64_t)t->ndev * t->ranks) {
         if (t->ranks > 1)
-            DP_ERROR("--batch-size %lld is smaller than the %d ranks x %d devices: each device "
+            DP_ERROR("the batch size %lld is smaller than the %d ranks x %d devices: each device "
                      "needs at least one sample of every batch",
                      (long long)o->batch_size, t->ranks, t->ndev);
         else
-            DP_ERROR("--batch-size %lld is smaller than the %d devices: each device needs at "
+            DP_ERROR("the batch size %lld is smaller than the %d devices: each device needs at "
                      "least one sample of every batch",
                      (long long)o->batch_size, t->ndev);
         return DP_EINVAL;
@@ -206,7 +206,7 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     double total = 0;
     int first = rc == 0 ? t.ck->epochs_done : 0;
     if (o->epochs > DP_CHECKPOINT_MAX_HISTORY) {
-        DP_ERROR("--epochs %d: at most %d", o->epochs, DP_CHECKPOINT_MAX_HISTORY);
+        DP_ERROR("the epoch count %d: at most %d", o->epochs, DP_CHECKPOINT_MAX_HISTORY);
         rc = DP_EINVAL;
     }
     for (int e = first; rc == 0 && e < o->epochs; e++) {
