@@ -77,6 +77,19 @@ expect_error "epochs 0" "--epochs 0" -- "$bin" train --epochs 0
 expect_error "bad plot name" "--plot x.jpg" -- "$bin" train --plot x.jpg
 expect_error "unknown command" "unknown command 'fly'" -- "$bin" fly
 expect_error "bad device" "unknown device 'gpu:0'" -- "$bin" train --data "$good" --devices gpu:0
+# The library names options by meaning ("the device list"); the CLI says
+# which flag set them.
+expect_error "device list with a trailing comma" "^dptrain: error: --devices cpu:0,: trailing comma$" -- \
+  "$bin" train --data "$good" --devices cpu:0,
+expect_error "device named twice" "^dptrain: error: --devices cpu:0,cpu:0: cpu:0 is named twice$" -- \
+  "$bin" devices --devices cpu:0,cpu:0
+expect_error "device count out of range" "^dptrain: error: --devices 0: expected a count from 1" -- \
+  "$bin" train --data "$good" --devices 0
+expect_error "batch smaller than the devices" \
+  "^dptrain: error: --batch-size 1 is smaller than the 2 devices: each device needs" -- \
+  "$bin" train --data "$good" --batch-size 1 --devices 2 --epochs 1
+expect_error "too many epochs" "^dptrain: error: --epochs 100000: at most [0-9]+$" -- \
+  "$bin" train --data "$good" --batch-size 4 --epochs 100000
 expect_error "unwritable metrics" "$dir/no/such/m.jsonl" -- \
   "$bin" train --data "$good" --batch-size 4 --epochs 1 --metrics "$dir/no/such/m.jsonl"
 

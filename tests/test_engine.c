@@ -103,6 +103,32 @@ static void async_then_wait(void **state)
     dp_device_close(dev);
 }
 
+/* dp_tensor_read_async enqueues the copy and returns: behind a 0.2 s command
+ * the host buffer still holds what it held, and after dp_device_sync it
+ * holds the tensor's values. A buffer of the wrong size is refused. */
+static void read_async_then_sync(void **state)
+{
+    (void)state;
+    dp_device_t *dev;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    int64_t n = 3;
+    dp_tensor_t *a;
+    assert_int_equal(dp_tensor_new(&a, dev, DP_F32, 1, &n), 0);
+    atomic_int done = 0;
+    slow_args slow = {.seconds = 0.2, .dst = NULL, .n = 0, .done = &done};
+    dp__stream_push(dev->stream, slow_command, &slow, sizeof slow);
+    assert_int_equal(dp_tensor_fill(a, 3.0f), 0);
+    float host[3] = {-1.0f, -1.0f, -1.0f};
+    assert_int_equal(dp_tensor_read_async(a, host, sizeof host), 0);
+    assert_int_equal(atomic_load(&done), 0);
+    assert_true(host[0] == -1.0f && host[2] == -1.0f);
+    assert_int_equal(dp_device_sync(dev), 0);
+    assert_true(host[0] == 3.0f && host[1] == 3.0f && host[2] == 3.0f);
+    assert_int_equal(dp_tensor_read_async(a, host, sizeof host - 4), DP_EINVAL);
+    dp_tensor_free(a);
+    dp_device_close(dev);
+}
+
 /* An event orders a consumer on device 1 after a producer on device 0: the
  * producer sleeps 0.2 s, then writes x = 50; device 1 waits for the event,
  * then reads x. Only device 1 is synchronised and x is never read through
@@ -154,6 +180,16 @@ static void bad_device_names(void **state)
     assert_non_null(strstr(dp_last_error(), "tpu:0"));
     assert_int_equal(dp_device_open(&d, "cpu:x", 1), DP_EINVAL);
     assert_int_equal(dp_device_open(&d, "cpu:0", -1), DP_EINVAL);
+    /* A bad list is named by what it is: the library knows no CLI flags
+     * (dptrain's log callback says --devices). */
+    dp_device_t *devs[DP_MAX_DEVICES];
+    int n;
+    assert_int_equal(dp_devices_open(devs, &n, "cpu:0,", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list cpu:0,: trailing comma");
+    assert_int_equal(dp_devices_open(devs, &n, "cpu:0,cpu:0", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list cpu:0,cpu:0: cpu:0 is named twice");
+    assert_int_equal(dp_devices_open(devs, &n, "", 1), DP_EINVAL);
+    assert_string_equal(dp_last_error(), "the device list is empty");
     dp_log_set(NULL, NULL);
 }
 
@@ -190,9 +226,9 @@ static void rng_is_counter_based(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(async_then_wait),   cmocka_unit_test(events_order_two_devices),
-        cmocka_unit_test(bad_device_names),  cmocka_unit_test(status_strings),
-        cmocka_unit_test(rng_is_counter_based),
+        cmocka_unit_test(async_then_wait),          cmocka_unit_test(read_async_then_sync),
+        cmocka_unit_test(events_order_two_devices), cmocka_unit_test(bad_device_names),
+        cmocka_unit_test(status_strings),           cmocka_unit_test(rng_is_counter_based),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }

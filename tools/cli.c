@@ -3,6 +3,7 @@
 
 #include "dp/dp.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -71,4 +72,51 @@ int cli_fail(int status)
     if (dp_last_error()[0] == '\0')
         fprintf(stderr, "dptrain: error: %s\n", dp_strerror(status));
     return 1;
+}
+
+/* How the library names the options that `dptrain train`, `eval`, `devices`
+ * and `demo` set by these flags (src/parallel/replicate.c, src/train/). */
+static const struct cli_option_name {
+    const char *phrase, *flag;
+} cli_option_names[] = {
+    {"the device list", "--devices"},
+    {"the allreduce algorithm", "--allreduce"},
+    {"sync batch norm", "--sync-bn"},
+    {"the batch size", "--batch-size"},
+    {"the epoch count", "--epochs"},
+    {"the model name", "--model"},
+    {"deterministic mode", "--deterministic"},
+    {"checkpoint path", "--checkpoint"},
+    {"skipping non-finite steps", "--skip-nonfinite"},
+    {"the checkpoint error policy", "--on-checkpoint-error"},
+};
+
+const char *cli_with_flags(const char *msg, char *buf, size_t size)
+{
+    size_t out = 0;
+    bool replaced = false;
+    for (const char *p = msg; *p;) {
+        /* Whole words only: "the batch sizes" names no option. */
+        const struct cli_option_name *hit = NULL;
+        bool word_start = p == msg || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        for (size_t k = 0;
+             word_start && !hit && k < sizeof cli_option_names / sizeof *cli_option_names; k++) {
+            size_t n = strlen(cli_option_names[k].phrase);
+            if (strncmp(p, cli_option_names[k].phrase, n) == 0 &&
+                !(isalnum((unsigned char)p[n]) || p[n] == '_'))
+                hit = &cli_option_names[k];
+        }
+        const char *piece = hit ? hit->flag : p;
+        size_t n = hit ? strlen(hit->flag) : 1;
+        if (out + n >= size)
+            return msg;
+        memcpy(buf + out, piece, n);
+        out += n;
+        p += hit ? strlen(hit->phrase) : 1;
+        replaced |= hit != NULL;
+    }
+    if (!replaced)
+        return msg;
+    buf[out] = '\0';
+    return buf;
 }

@@ -20,6 +20,11 @@ int cli_option_value(const char *command, const char *const *names, size_t n, in
                      int *i, const char **value);
 /* Reports a failed library call (the detail was logged already); returns 1. */
 int cli_fail(int status);
+/* The library names options by what they mean ("the device list", "sync
+ * batch norm"), never by this tool's flags: a library message with each
+ * such name replaced by its flag ("--devices", "--sync-bn"), into buf.
+ * Returns buf, or msg itself when it names no option or does not fit. */
+const char *cli_with_flags(const char *msg, char *buf, size_t size);
 
 struct dp_train_options;
 /* dptrain train's flags into *o (defaults first). Returns 0, with *help set

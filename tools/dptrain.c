@@ -23,11 +23,14 @@ static const char usage_main[] =
     "  -h, --help     show this help\n"
     "  --version      print the version\n";
 
-/* Under mpirun an error names its rank, and warnings come from rank 0 only
- * (every rank would print the same). */
+/* Library messages name options by meaning; here they get this tool's flag
+ * names. Under mpirun an error names its rank, and warnings come from rank
+ * 0 only (every rank would print the same). */
 static void log_to_stderr(dp_log_level level, const char *msg, void *user)
 {
     (void)user;
+    char with_flags[2048];
+    msg = cli_with_flags(msg, with_flags, sizeof with_flags);
     char who[64] = "";
     if (dp_dist_size() > 1)
         snprintf(who, sizeof who, "rank %d on %s: ", dp_dist_rank(), dp_dist_host());

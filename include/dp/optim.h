@@ -34,6 +34,14 @@ int dp_sgd_check_finite(dp_sgd_t *s);
  * non-finite gradient element, or to dp_params_numel when all were finite
  * (read it with an enqueued copy to the host). NULL without the check. */
 const int64_t *dp_sgd_first_nonfinite(dp_sgd_t *s);
+/* Whether the device of s has the check (dp_sgd_check_finite would
+ * succeed), so that replicas can agree to turn it on everywhere or nowhere. */
+bool dp_sgd_can_check_finite(const dp_sgd_t *s);
+/* With the check on: enqueues a copy of that word, as the step just issued
+ * leaves it, into *dst and returns at once; *dst is written once the
+ * device has run it (dp_tensor_read_async's rule, on the device of the
+ * parameters). DP_EINVAL without the check. */
+int dp_sgd_read_first_nonfinite_async(dp_sgd_t *s, int64_t *dst);
 /* The momentum buffer (NULL without momentum), for checkpoints. */
 dp_tensor_t *dp_sgd_velocity(dp_sgd_t *s);
 void dp_sgd_set_lr(dp_sgd_t *s, float lr);

@@ -103,6 +103,14 @@ int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes);
 int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes);
 /* Enqueues t = value. */
 int dp_tensor_fill(dp_tensor_t *t, float value);
+/* Enqueues a copy of t's values into host memory and returns at once (the
+ * front end reads a step's loss one step later without a wait of its own).
+ * `bytes` must be t's size; `dst` must stay valid until the copy has run:
+ * after dp_device_sync(dp_tensor_device(t)), dp_waitall, or dp_event_wait
+ * on an event recorded on t's device after this call. t must be in logical
+ * order (any tensor but a 4-D activation that a convolution left in its
+ * blocked layout; dp_tensor_to_host reads those). */
+int dp_tensor_read_async(const dp_tensor_t *t, void *dst, size_t bytes);
 
 int dp_tensor_ndim(const dp_tensor_t *t);
 int64_t dp_tensor_dim(const dp_tensor_t *t, int i);

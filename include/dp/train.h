@@ -13,6 +13,11 @@
 extern "C" {
 #endif
 
+/* Messages of dp_train and dp_evaluate name these options by meaning, so
+ * that a program can add its own way of setting them: "the model name",
+ * "the device list", "the batch size", "the epoch count", "the allreduce
+ * algorithm", "sync batch norm", "checkpoint path", "skipping non-finite
+ * steps", "the checkpoint error policy", "deterministic mode". */
 typedef struct dp_train_options {
     const char *model;       /* "lenet" */
     const char *devices;     /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
@@ -72,8 +77,8 @@ typedef struct dp_train_result {
 
 /* Trains; returns 0, a negative DP_E* code, or DP_EINTR after
  * dp_train_request_stop: then the step in progress was finished and a
- * checkpoint written (result->checkpoint) from which --resume goes on at
- * the next batch, with the same result as an uninterrupted run. */
+ * checkpoint written (result->checkpoint) from which resume_path goes on
+ * at the next batch, with the same result as an uninterrupted run. */
 int dp_train(const dp_train_options *o, dp_train_result *result);
 
 /* Asks a running dp_train to stop after its current step. Only stores

@@ -48,4 +48,15 @@ char *dp__strdup(const char *s);
 #define DP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DP_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* "[256, 1, 28, 28]": the one way a shape is written in messages. Returns
+ * buf, cut short (still NUL-terminated) when `size` is too small. */
+const char *dp__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* Where dp__json_string sends its output: `n` bytes at `bytes`. */
+typedef void (*dp__put_fn)(void *ctx, const char *bytes, size_t n);
+/* Writes bytes [s, s + n) as a JSON string literal, quotes included, as
+ * serde_json does: '"' and '\' escaped, the control characters as \b \f
+ * \n \r \t or \u00xx, everything else (UTF-8 included) as it is. */
+void dp__json_string(const char *s, size_t n, dp__put_fn put, void *ctx);
+
 #endif /* DP_CORE_INTERNAL_H */

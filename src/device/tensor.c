@@ -183,6 +183,22 @@ int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes)
     return 0;
 }
 
+int dp_tensor_read_async(const dp_tensor_t *t, void *dst, size_t bytes)
+{
+    if (bytes != t->bytes) {
+        DP_ERROR("dp_tensor_read_async: buffer of %zu bytes for a tensor of %zu", bytes, t->bytes);
+        return DP_EINVAL;
+    }
+    if (t->nhwc) {
+        char shape[64];
+        DP_ERROR("dp_tensor_read_async: the %s tensor is in N, H, W, C order; "
+                 "dp_tensor_to_host reads it",
+                 dp_tensor_shape_str(t, shape, sizeof shape));
+        return DP_EINVAL;
+    }
+    return t->dev->ops->copy_to_host(t->dev, dst, t->data, bytes);
+}
+
 int dp_tensor_fill(dp_tensor_t *t, float value)
 {
     dp__fill_args a = {t->data, dp__numel(t->ndim, t->shape), value};
@@ -223,12 +239,5 @@ dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
 
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size)
 {
-    size_t off = 0;
-    off += (size_t)snprintf(buf + off, size - off, "[");
-    for (int i = 0; i < t->ndim && off < size; i++)
-        off += (size_t)snprintf(buf + off, size - off, "%s%lld", i ? ", " : "",
-                                (long long)t->shape[i]);
-    if (off < size)
-        snprintf(buf + off, size - off, "]");
-    return buf;
+    return dp__shape_str(buf, size, t->ndim, t->shape);
 }

@@ -58,6 +58,20 @@ const int64_t *dp_sgd_first_nonfinite(dp_sgd_t *s)
     return s->first_nonfinite;
 }
 
+bool dp_sgd_can_check_finite(const dp_sgd_t *s)
+{
+    return s->dev->ops->check_finite != NULL;
+}
+
+int dp_sgd_read_first_nonfinite_async(dp_sgd_t *s, int64_t *dst)
+{
+    if (!s->first_nonfinite) {
+        DP_ERROR("dp_sgd_read_first_nonfinite_async: the check is off (dp_sgd_check_finite)");
+        return DP_EINVAL;
+    }
+    return s->dev->ops->copy_to_host(s->dev, dst, s->first_nonfinite, sizeof *dst);
+}
+
 int dp_sgd_step(dp_sgd_t *s, float grad_scale)
 {
     dp_tensor_t *values = dp_params_values(s->params), *grads = dp_params_grads(s->params);

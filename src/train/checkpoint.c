@@ -13,15 +13,6 @@
 
 #define VELOCITY_NAME "_state.sgd.velocity"
 
-static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
-{
-    size_t off = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && off < size; i++)
-        off += (size_t)snprintf(buf + off, size - off, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (off < size)
-        snprintf(buf + off, size - off, "]");
-}
-
 /* Host copies of a parameter list, one tensor entry per parameter. */
 static int add_params(dp_st_tensor *ts, int *n, dp_params_t *p, float **host)
 {
@@ -165,8 +156,8 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
             int64_t ws[DP_MAX_DIMS];
             for (int d = 0; d < dp_tensor_ndim(t); d++)
                 ws[d] = dp_tensor_dim(t, d);
-            shape_str(got, sizeof got, s.ndim, s.shape);
-            shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
+            dp__shape_str(got, sizeof got, s.ndim, s.shape);
+            dp__shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
             DP_ERROR("%s: tensor '%s' is %s %s, %s expects F32 %s", path, name,
                      s.dtype == DP_ST_F32 ? "F32" : "not F32", got, model, want);
             rc = DP_EFORMAT;

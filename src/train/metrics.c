@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 struct dp_metrics {
     FILE *file;
@@ -81,36 +80,15 @@ static void put_number(FILE *f, const char *key, const char *fmt, double value)
         fputs("null", f);
 }
 
+static void put_file(void *f, const char *bytes, size_t n)
+{
+    fwrite(bytes, 1, n, f);
+}
+
 /* Writes bytes [s, s + n) as a JSON string literal. */
 static void put_string(FILE *f, const char *s, size_t n)
 {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                fprintf(f, "\\u%04x", c);
-            else
-                fputc(c, f);
-        }
-    }
-    fputc('"', f);
+    dp__json_string(s, n, put_file, f);
 }
 
 static bool is_space(char c)
@@ -220,19 +198,4 @@ int dp_metrics_close(dp_metrics_t *m)
     dp__free(m->path);
     dp__free(m);
     return rc;
-}
-
-double dp_rss_mb(void)
-{
-    /* /proc/self/statm: total program size, then resident pages. */
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return -1.0;
-    long long size, resident;
-    int got = fscanf(f, "%lld %lld", &size, &resident);
-    fclose(f);
-    long page = sysconf(_SC_PAGESIZE);
-    if (got != 2 || page <= 0)
-        return -1.0;
-    return (double)resident * (double)page / (1024.0 * 1024.0);
 }

@@ -237,21 +237,3 @@ int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats,
     }
     return DP_OK;
 }
-
-double dp_peak_rss_mb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return -1.0;
-    char line[256];
-    double mb = -1.0;
-    while (fgets(line, sizeof line, f)) {
-        long long kib;
-        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
-            mb = (double)kib / 1024.0;
-            break;
-        }
-    }
-    fclose(f);
-    return mb;
-}

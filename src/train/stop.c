@@ -1,0 +1,31 @@
+/* Stopping a run between steps. A signal handler (the CLI's SIGINT and
+ * SIGTERM) only sets a flag; the loop reads it after each step it issues,
+ * and under mpirun the ranks agree on it, so a signal that reaches one
+ * rank first still stops all of them after the same step. */
+#include "train/trainer.h"
+
+#include "core/internal.h"
+
+#include <signal.h>
+
+static volatile sig_atomic_t stop_signal;
+
+void dp_train_request_stop(int signo)
+{
+    stop_signal = signo ? signo : -1;
+}
+
+int dp_train_stop_signal(void)
+{
+    return stop_signal;
+}
+
+int dp__train_should_stop(const dp__trainer *t, bool *stop)
+{
+    *stop = stop_signal != 0;
+    if (t->ranks > 1)
+        DP_TRY(dp_dist_any(*stop, stop));
+    if (*stop && !stop_signal)
+        stop_signal = SIGTERM; /* another rank's signal */
+    return 0;
+}
