@@ -165,30 +165,40 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 }
 
 /* Every rank must train the same model on the same batches: a rank started
- * with other options would silently train something else. */
+ * with other options would silently train something else. One small
+ * allgather per option, so that the error names the one that differs. */
 static int check_ranks_agree(const trainer *t)
 {
     const dp_train_options *o = t->o;
-    uint64_t h = 14695981039346656037ull;
-    h = fnv1a(h, o->model, strlen(o->model) + 1);
-    h = fnv1a(h, &o->batch_size, sizeof o->batch_size);
-    h = fnv1a(h, &o->lr, sizeof o->lr);
-    h = fnv1a(h, &o->momentum, sizeof o->momentum);
-    h = fnv1a(h, &o->weight_decay, sizeof o->weight_decay);
-    h = fnv1a(h, &o->epochs, sizeof o->epochs);
-    h = fnv1a(h, &o->seed, sizeof o->seed);
-    h = fnv1a(h, &o->shuffle, sizeof o->shuffle);
-    h = fnv1a(h, &o->limit_train, sizeof o->limit_train);
-    h = fnv1a(h, &o->limit_test, sizeof o->limit_test);
-    h = fnv1a(h, &o->sync_bn, sizeof o->sync_bn);
-    uint64_t all[DP_MAX_RANKS];
-    DP_TRY(dp_dist_gather_u64(h, all));
-    for (int r = 1; r < t->ranks; r++) {
-        if (all[r] != all[0]) {
-            DP_ERROR("rank %d was started with other training options than rank 0 (model, batch "
-                     "size, lr, epochs, seed, limits must be the same on every rank)",
-                     r);
-            return DP_EINVAL;
+    const struct {
+        const char *flag;
+        const void *value;
+        size_t size;
+    } opts[] = {
+        {"--model", o->model, strlen(o->model) + 1},
+        {"--batch-size", &o->batch_size, sizeof o->batch_size},
+        {"--lr", &o->lr, sizeof o->lr},
+        {"--momentum", &o->momentum, sizeof o->momentum},
+        {"--weight-decay", &o->weight_decay, sizeof o->weight_decay},
+        {"--epochs", &o->epochs, sizeof o->epochs},
+        {"--seed", &o->seed, sizeof o->seed},
+        {"--no-shuffle", &o->shuffle, sizeof o->shuffle},
+        {"--limit-train", &o->limit_train, sizeof o->limit_train},
+        {"--limit-test", &o->limit_test, sizeof o->limit_test},
+        {"--sync-bn", &o->sync_bn, sizeof o->sync_bn},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+        uint64_t h = fnv1a(14695981039346656037ull, opts[i].value, opts[i].size);
+        uint64_t all[DP_MAX_RANKS];
+        DP_TRY(dp_dist_gather_u64(h, all));
+        for (int r = 1; r < t->ranks; r++) {
+            if (all[r] != all[0]) {
+                DP_ERROR("rank %d was started with another %s than rank 0 (model, batch size, "
+                         "lr, momentum, weight decay, epochs, seed, shuffle, limits and "
+                         "--sync-bn must be the same on every rank)",
+                         r, opts[i].flag);
+                return DP_EINVAL;
+            }
         }
     }
     return 0;
