@@ -37,6 +37,20 @@ bool mu_find_in_path(const char *name, char *out, size_t size);
             tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");     \
     } while (0)
 
+/* How far a run of many ranks or devices may be from one process on one
+ * device (max |difference| / max |param| of the checkpoints, and the
+ * relative difference of the mean loss): the README says ~3e-6 after 20
+ * steps of the common run, as summation order allows. */
+#define MU_VS_ONE_PROCESS 1e-5
+
+/* Fails the test, printing both, unless value <= bound. */
+#define mu_assert_at_most(value, bound)                                                            \
+    do {                                                                                           \
+        double mu_v = (value), mu_b = (bound);                                                     \
+        if (!(mu_v <= mu_b))                                                                       \
+            fail_msg("%s = %.3g, more than %s = %.3g", #value, mu_v, #bound, mu_b);                \
+    } while (0)
+
 /* Starts argv (NULL-terminated) in a process group of its own, stdout and
  * stderr into `log`; under mpirun without leak checks (see mpiutil.c). */
 pid_t mu_start(const char *const *argv, const char *log);
