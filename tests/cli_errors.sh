@@ -93,6 +93,16 @@ expect_error "too many epochs" "^dptrain: error: --epochs 100000: at most [0-9]+
 expect_error "unwritable metrics" "$dir/no/such/m.jsonl" -- \
   "$bin" train --data "$good" --batch-size 4 --epochs 1 --metrics "$dir/no/such/m.jsonl"
 
+# A build without MPI runs as one process, so under mpirun every rank would
+# train alone: it refuses, recognising mpirun by the environment mpirun
+# gives its ranks (what dp_dist_launched reads; test_mpi_claims checks that).
+if "$bin" --version | grep -q '^multi-process (MPI): off'; then
+  for var in OMPI_COMM_WORLD_SIZE=2 PMIX_RANK=0; do
+    expect_error "under mpirun ($var) without MPI" "started by mpirun, but this dptrain was built without MPI" -- \
+      env "$var" "$bin" train --data "$good" --batch-size 4 --epochs 1
+  done
+fi
+
 # Checkpoints: truncated, corrupt, or of another model.
 ck=$dir/ck.safetensors
 "$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$ck" --progress never >/dev/null 2>&1

@@ -89,6 +89,17 @@ static const struct cli_option_name {
     {"checkpoint path", "--checkpoint"},
     {"skipping non-finite steps", "--skip-nonfinite"},
     {"the checkpoint error policy", "--on-checkpoint-error"},
+    {"dp_train_options.model", "--model"},
+    {"dp_train_options.batch_size", "--batch-size"},
+    {"dp_train_options.lr", "--lr"},
+    {"dp_train_options.momentum", "--momentum"},
+    {"dp_train_options.weight_decay", "--weight-decay"},
+    {"dp_train_options.epochs", "--epochs"},
+    {"dp_train_options.seed", "--seed"},
+    {"dp_train_options.shuffle", "--no-shuffle"},
+    {"dp_train_options.limit_train", "--limit-train"},
+    {"dp_train_options.limit_test", "--limit-test"},
+    {"dp_train_options.sync_bn", "--sync-bn"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

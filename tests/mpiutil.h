@@ -1,0 +1,93 @@
+/* Helpers of the tests that run the built dptrain under Open MPI's mpirun
+ * (test_mpi, test_mpi_claims): starting and timing processes, their logs,
+ * the common small training run, and the ranks among mpirun's children. */
+#ifndef DP_MPIUTIL_H
+#define DP_MPIUTIL_H
+
+#include "testutil.h"
+
+#include "dp/dist.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The mpirun found on PATH by mu_skip_without_mpi(). */
+extern char mu_mpirun[512];
+
+/* The group setup: finds dptrain (tu_dptrain) and lets mpirun run as root,
+ * oversubscribe the cores and do without cross-memory attach (CI
+ * containers). */
+int mu_setup(void **state);
+
+/* Whether `name` is an executable in a directory of PATH (or /usr/bin); its
+ * path in `out`. */
+bool mu_find_in_path(const char *name, char *out, size_t size);
+
+/* Skips the calling test, saying why, in a build without MPI, without
+ * mpirun or without Fashion-MNIST. A macro, so that the SKIP line names the
+ * test. */
+#define mu_skip_without_mpi()                                                                      \
+    do {                                                                                           \
+        if (!dp_dist_built())                                                                      \
+            tu_skip("this build has no MPI (install libopenmpi-dev and rebuild)");                 \
+        if (!mu_find_in_path("mpirun", mu_mpirun, sizeof mu_mpirun))                               \
+            tu_skip("no mpirun on PATH (apt-get install openmpi-bin)");                            \
+        if (!tu_have_fashion_mnist())                                                              \
+            tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");     \
+    } while (0)
+
+/* How far a run of many ranks or devices may be from one process on one
+ * device (max |difference| / max |param| of the checkpoints, and the
+ * relative difference of the mean loss): the README says ~3e-6 after 20
+ * steps of the common run, as summation order allows. */
+#define MU_VS_ONE_PROCESS 1e-5
+
+/* Fails the test, printing both, unless value <= bound. */
+#define mu_assert_at_most(value, bound)                                                            \
+    do {                                                                                           \
+        double mu_v = (value), mu_b = (bound);                                                     \
+        if (!(mu_v <= mu_b))                                                                       \
+            fail_msg("%s = %.3g, more than %s = %.3g", #value, mu_v, #bound, mu_b);                \
+    } while (0)
+
+/* Starts argv (NULL-terminated) in a process group of its own, stdout and
+ * stderr into `log`; under mpirun without leak checks (see mpiutil.c). */
+pid_t mu_start(const char *const *argv, const char *log);
+/* Waits up to `seconds` for pid: its exit status (128 + signal if killed
+ * by one), or -1 if it is still running then (its group is killed). */
+int mu_wait_for(pid_t pid, double seconds);
+/* The whole file, NUL-terminated ("" if it cannot be read); the caller
+ * frees it. */
+char *mu_slurp(const char *path);
+/* How many times `needle` occurs in `s`. */
+int mu_count(const char *s, const char *needle);
+/* The number after "KEY": in the file's first line that has it; NaN if
+ * none does. */
+double mu_json_number(const char *path, const char *key);
+/* A shell command (printf-style); its exit status, -1 if it did not exit. */
+int mu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Seconds on a monotonic clock. */
+double mu_now(void);
+
+/* The common small run: LeNet, 20 steps of a global batch of 64 (the last
+ * one a single sample: fewer than ranks x devices), momentum, shuffled. */
+#define MU_COMMON                                                                                  \
+    "train", "--epochs", "1", "--limit-train", "1217", "--limit-test", "500", "--batch-size",      \
+        "64", "--lr", "0.1", "--momentum", "0.9", "--threads", "1", "--seed", "3", "--progress",   \
+        "never"
+
+/* dptrain MU_COMMON --devices DEVICES --checkpoint CK [--metrics METRICS]
+ * EXTRA... (EXTRA NULL-terminated, may be NULL, later flags win) under
+ * `mpirun -np RANKS`, or alone if RANKS is 0; its exit status. Its output
+ * goes to `log`, and is printed if it failed. */
+int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
+           const char *const *extra, const char *log);
+
+/* The pid of MPI rank `rank` among the children of `parent` (mpirun), or
+ * -1. */
+pid_t mu_find_rank(pid_t parent, int rank);
+/* Whether pid has ended (gone, or a zombie) within `seconds`. */
+bool mu_gone(pid_t pid, double seconds);
+
+#endif
