@@ -95,8 +95,9 @@ int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n)
     return 0;
 }
 
-int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
-                    int ninputs, dp_tensor_t *output, const void *params, size_t params_size)
+int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
+                          int ninputs, dp_tensor_t *output, const dp__saved *saved,
+                          const void *params, size_t params_size)
 {
     dp__tape *tape = current;
     DP_ASSERT(tape && tape->record && ninputs <= DP__NODE_INPUTS);
@@ -119,10 +120,21 @@ int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const
     for (int i = 0; i < ninputs; i++)
         node->inputs[i] = inputs[i];
     node->output = output;
+    if (saved) {
+        node->saved = saved->tensor;
+        output->relu_output = saved->relu_output;
+    }
     if (params_size)
         memcpy(node->params, params, params_size);
     output->requires_grad = 1;
     return 0;
+}
+
+int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
+                    int ninputs, dp_tensor_t *output, const void *params, size_t params_size)
+{
+    return dp__tape_record_saved(op, backward, inputs, ninputs, output, NULL, params,
+                                 params_size);
 }
 
 int dp_tensor_set_requires_grad(dp_tensor_t *t, dp_tensor_t *grad)

@@ -44,6 +44,15 @@ int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n);
  * params blob is copied. */
 int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
                     int ninputs, dp_tensor_t *output, const void *params, size_t params_size);
+/* What an op keeps for its backward pass beyond inputs, output and params. */
+typedef struct dp__saved {
+    dp_tensor_t *tensor; /* a tensor of the tape (a workspace, statistics), or NULL */
+    int relu_output;     /* the output passed through a fused ReLU */
+} dp__saved;
+/* dp__tape_record for an op that saves more (saved may be NULL). */
+int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
+                          int ninputs, dp_tensor_t *output, const dp__saved *saved,
+                          const void *params, size_t params_size);
 
 /* Gradient plumbing for backward functions. dp__grad_begin returns the
  * tensor into which the contribution to x's gradient must be written (=):

@@ -159,11 +159,10 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     }
     DP_TRY(rc);
     dp__tensor_written(y);
-    y->relu_output = p.relu;
     if (record) {
         bn_node bn = {p};
-        DP_TRY(dp__tape_record(op, batch_norm_backward, ts, 3, y, &bn, sizeof bn));
-        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = stats;
+        dp__saved saved = {.tensor = stats, .relu_output = p.relu};
+        DP_TRY(dp__tape_record_saved(op, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }
     *out = y;
     return 0;

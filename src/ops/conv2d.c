@@ -107,10 +107,10 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     if (N > 0)
         DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
     dp__tensor_written(y);
-    y->relu_output = p.relu;
     if (dp__tape_needs_grad(ts, 3)) {
         conv_node cn = {p};
-        DP_TRY(dp__tape_record(op, conv2d_backward, ts, 3, y, &cn, sizeof cn));
+        dp__saved saved = {.relu_output = p.relu};
+        DP_TRY(dp__tape_record_saved(op, conv2d_backward, ts, 3, y, &saved, &cn, sizeof cn));
     }
     *out = y;
     return 0;

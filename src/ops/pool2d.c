@@ -93,8 +93,8 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
         pool_node pn = {kind, p};
-        DP_TRY(dp__tape_record(op, pool2d_backward, &x, 1, y, &pn, sizeof pn));
-        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = ws;
+        dp__saved saved = {.tensor = ws};
+        DP_TRY(dp__tape_record_saved(op, pool2d_backward, &x, 1, y, &saved, &pn, sizeof pn));
     }
     *out = y;
     return 0;
