@@ -65,7 +65,8 @@ void dp_tape_close(dp_tape_t *tape)
     dp__free(tape);
 }
 
-int dp__tape_own(dp_tensor_t *t)
+/* Hands a new tensor to the active tape (no-op without one). */
+static int own(dp_tensor_t *t)
 {
     dp__tape *tape = current;
     if (!tape)
@@ -83,6 +84,25 @@ int dp__tape_own(dp_tensor_t *t)
     tape->tensors[tape->ntensors++] = t;
     t->tape = tape;
     return 0;
+}
+
+int dp__tape_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                   const int64_t *shape, int nhwc)
+{
+    dp_tensor_t *t;
+    DP_TRY(dp__tensor_alloc(&t, dev, dtype, ndim, shape, nhwc));
+    int rc = own(t);
+    if (rc < 0) {
+        dp_tensor_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like)
+{
+    return dp__tape_alloc(out, like->dev, like->dtype, like->ndim, like->shape, like->nhwc);
 }
 
 int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n)
@@ -169,7 +189,7 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
     if (!x || !x->requires_grad)
         return 0;
     if (!x->grad)
-        DP_TRY(dp__tensor_alloc_like(&x->grad, x));
+        DP_TRY(dp__tape_alloc_like(&x->grad, x));
     x->grad_gen = backward_gen;
     if (!x->grad_written) {
         x->grad_written = 1;
@@ -178,7 +198,7 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
         return 0;
     }
     dp_tensor_t *tmp;
-    DP_TRY(dp__tensor_alloc_like(&tmp, x->grad));
+    DP_TRY(dp__tape_alloc_like(&tmp, x->grad));
     *out = tmp;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* The tape of one step: every tensor an op makes while the tape is active
- * belongs to it, and, when gradients are recorded, every op leaves a node
+ * belongs to it (dp__tape_alloc), and, when gradients are recorded, every op leaves a node
  * whose backward function enqueues that op's gradient kernels. */
 #ifndef DP_AUTOGRAD_TAPE_H
 #define DP_AUTOGRAD_TAPE_H
@@ -36,8 +36,13 @@ struct dp__tape {
 
 /* The tape active on this thread, or NULL. */
 dp__tape *dp__tape_current(void);
-/* Hands a new tensor to the active tape (no-op without one). */
-int dp__tape_own(dp_tensor_t *t);
+/* A new tensor (dp__tensor_alloc) owned by the active tape, which releases
+ * it at dp_tape_reset; without an active tape the caller owns it
+ * (dp_tensor_free). */
+int dp__tape_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                   const int64_t *shape, int nhwc);
+/* dp__tape_alloc of the shape, layout and device of `like`. */
+int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
 /* Whether an op on these inputs must record a node. */
 int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n);
 /* Records a node for `output` (call only when dp__tape_needs_grad). The

@@ -135,7 +135,7 @@ void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes);
 /* A tensor whose memory the caller provides (a view). */
 dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
                              void *data);
-/* A new tensor in the given layout; owned by the active tape if there is one. */
+/* A new tensor in the given layout, owned by the caller. */
 int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                      const int64_t *shape, int nhwc);
 /* A tensor of the same shape, layout and device as `like`. */

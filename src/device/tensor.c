@@ -2,7 +2,6 @@
  * what they need (pointers, shapes) when they are enqueued, so a tensor's
  * struct can go as soon as the front end drops it; its memory goes back to
  * the device's cache only after the commands queued before have run. */
-#include "autograd/tape.h"
 #include "core/internal.h"
 #include "device/device.h"
 
@@ -60,12 +59,6 @@ int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int nd
         dp__free(t);
         return DP_ENOMEM;
     }
-    int rc = dp__tape_own(t);
-    if (rc < 0) {
-        dp__device_release(dev, t->data, t->bytes ? t->bytes : 4);
-        dp__free(t);
-        return rc;
-    }
     *out = t;
     return 0;
 }
@@ -96,14 +89,7 @@ void dp__tensor_written(dp_tensor_t *t)
 int dp_tensor_new(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                   const int64_t *shape)
 {
-    /* User tensors are the user's, even while a tape is active. */
-    dp__tape *saved = dp__tape_current();
-    if (saved)
-        dp_tape_end(saved);
-    int rc = dp__tensor_alloc(out, dev, dtype, ndim, shape, 0);
-    if (saved)
-        dp_tape_begin(saved);
-    return rc;
+    return dp__tensor_alloc(out, dev, dtype, ndim, shape, 0);
 }
 
 int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,

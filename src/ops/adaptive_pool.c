@@ -83,7 +83,7 @@ int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], out_h, out_w};
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, dev, DP_F32, 4, shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, shape, x->nhwc));
     if (dp__numel(4, shape) > 0) {
         if (tiles) {
             dp__pool2d_args a;

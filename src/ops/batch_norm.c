@@ -34,11 +34,11 @@ static int batch_norm_backward(dp__node *node)
     /* oneDNN computes all three together; those not needed go to scratch. */
     dp_tensor_t *scratch_dx = NULL, *scratch_dgamma = NULL, *scratch_dbeta = NULL;
     if (!dx)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dx, x));
+        DP_TRY(dp__tape_alloc_like(&scratch_dx, x));
     if (!dgamma)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dgamma, gamma));
+        DP_TRY(dp__tape_alloc_like(&scratch_dgamma, gamma));
     if (!dbeta)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dbeta, beta));
+        DP_TRY(dp__tape_alloc_like(&scratch_dbeta, beta));
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
     a.x = dp__desc(x);
@@ -117,10 +117,10 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     /* Only x, gamma and beta are differentiable. */
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
-    DP_TRY(dp__tensor_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
     if (p.training || record) {
         int64_t two_c = 2 * C;
-        DP_TRY(dp__tensor_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
+        DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
     }
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);

@@ -21,7 +21,7 @@ int dp_relu(dp_tensor_t **out, dp_tensor_t *x)
 {
     DP_TRY(dp__check_rank("relu", "input", x, -1));
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc_like(&y, x));
+    DP_TRY(dp__tape_alloc_like(&y, x));
     dp__eltwise_args a = {
         .op = DP__ELT_RELU, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
@@ -70,7 +70,7 @@ int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
         return DP_EINVAL;
     }
     dp_tensor_t *z;
-    DP_TRY(dp__tensor_alloc_like(&z, a));
+    DP_TRY(dp__tape_alloc_like(&z, a));
     dp__eltwise_args e = {.op = DP__ELT_ADD,
                           .a = a->data,
                           .b = b->data,

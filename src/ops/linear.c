@@ -78,7 +78,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     }
     int64_t shape[2] = {N, Dout};
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 2, shape, 0));
+    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 2, shape, 0));
     dp__gemm_args g = {.trans_b = out_in,
                        .m = N,
                        .n = Dout,

@@ -25,7 +25,7 @@ int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz)
         *dz = y->grad;
         return 0;
     }
-    DP_TRY(dp__tensor_alloc_like(dz, y->grad));
+    DP_TRY(dp__tape_alloc_like(dz, y->grad));
     dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
                           .a = y->grad->data,
                           .b = y->data,

@@ -92,7 +92,7 @@ static int piece_backward(dp__node *node)
     int64_t shape[DP_MAX_DIMS];
     memcpy(shape, piece->shape, sizeof shape);
     dp_tensor_t *tmp;
-    DP_TRY(dp__tensor_alloc(&tmp, x->dev, DP_F32, piece->ndim, shape, 0));
+    DP_TRY(dp__tape_alloc(&tmp, x->dev, DP_F32, piece->ndim, shape, 0));
     DP_TRY(dp__copy_between(x->dev, tmp->data, piece->dev, piece->grad->data,
                             (size_t)piece->shape[0] * rb));
     dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE,
@@ -126,7 +126,7 @@ int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *
         memcpy(shape, x->shape, sizeof shape);
         shape[0] = sizes[k];
         dp_tensor_t *piece;
-        DP_TRY(dp__tensor_alloc(&piece, devs[k], x->dtype, x->ndim, shape, 0));
+        DP_TRY(dp__tape_alloc(&piece, devs[k], x->dtype, x->ndim, shape, 0));
         DP_TRY(dp__copy_between(devs[k], piece->data, x->dev, (char *)x->data + offset * rb,
                                 (size_t)sizes[k] * rb));
         dp__tensor_written(piece);
@@ -177,7 +177,7 @@ int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst
         shape[0] += xs[k]->shape[0];
     }
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, dst, xs[0]->dtype, xs[0]->ndim, shape, 0));
+    DP_TRY(dp__tape_alloc(&y, dst, xs[0]->dtype, xs[0]->ndim, shape, 0));
     size_t rb = row_bytes(xs[0]);
     int64_t offset = 0;
     for (int k = 0; k < n; k++) {

@@ -41,6 +41,7 @@
 #include "dp/optim.h"
 #include "dp/parallel.h"
 
+#include "autograd/tape.h"
 #include "core/internal.h"
 #include "device/device.h"
 
@@ -80,7 +81,7 @@ static int upload(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                   const int64_t *shape, const void *src)
 {
     dp_tensor_t *t;
-    DP_TRY(dp__tensor_alloc(&t, dev, dtype, ndim, shape, 0));
+    DP_TRY(dp__tape_alloc(&t, dev, dtype, ndim, shape, 0));
     DP_TRY(dev->ops->upload_fresh(dev, t->data, src, t->bytes));
     *out = t;
     return 0;
