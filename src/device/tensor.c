@@ -100,19 +100,17 @@ int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int
     /* A fresh block has no queued users, so it is written at once. */
     int rc = dev->ops->upload_fresh(dev, t->data, src, t->bytes);
     if (rc < 0) {
-        dp_tensor_free(t);
+        dp__tensor_release(t);
         return rc;
     }
     *out = t;
     return 0;
 }
 
-void dp_tensor_free(dp_tensor_t *t)
+void dp__tensor_release(dp_tensor_t *t)
 {
     if (!t)
         return;
-    if (t->grad && t->grad->tape == NULL && t->grad != t)
-        dp_tensor_free(t->grad);
     if (t->owns_data)
         dp__device_release_later(t->dev, t->data, t->bytes ? t->bytes : 4);
     dp__free(t);
@@ -200,11 +198,6 @@ dp_device_t *dp_tensor_device(const dp_tensor_t *t)
 dp_dtype dp_tensor_dtype(const dp_tensor_t *t)
 {
     return t->dtype;
-}
-
-dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
-{
-    return t->grad;
 }
 
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size)

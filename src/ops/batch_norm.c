@@ -23,7 +23,7 @@ static int batch_norm_backward(dp__node *node)
     dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
     dp_tensor_t *y = node->output, *stats = node->saved;
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dy = y->grad;
+    dp_tensor_t *dy = y->ag->grad;
     int64_t C = x->shape[1];
     if (bn->p.relu) /* through the fused ReLU first, as conv2d */
         DP_TRY(dp__relu_masked_grad(y, &dy));
@@ -152,7 +152,7 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
             dp__tensor_written(running_var);
         }
     }
-    if (stats && !stats->tape) {
+    if (stats && !dp__tape_current()) {
         /* No tape to own the statistics: released once the forward has run. */
         dp_tensor_free(stats);
         stats = NULL;

@@ -18,7 +18,7 @@ static int conv2d_backward(dp__node *node)
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dy = y->grad;
+    dp_tensor_t *dy = y->ag->grad;
     /* Through the fused ReLU first. (An average pool right after it applies
      * the mask in its own backward pass and says so with grad_masked.) */
     if (cn->p.relu)

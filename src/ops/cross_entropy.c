@@ -29,7 +29,7 @@ static int xent_backward(dp__node *node)
         return 0;
     dp__xent_args a = {.logits = logits->data,
                        .labels = labels->data,
-                       .dloss = node->output->grad->data,
+                       .dloss = node->output->ag->grad->data,
                        .dlogits = dz->data,
                        .n = logits->shape[0],
                        .k = logits->shape[1],

@@ -9,7 +9,7 @@ static int relu_backward(dp__node *node)
     if (!dx)
         return 0;
     dp__eltwise_args a = {.op = DP__ELT_RELU_BACKWARD,
-                          .a = y->grad->data,
+                          .a = y->ag->grad->data,
                           .b = y->data,
                           .out = dx->data,
                           .n = dp__numel(y->ndim, y->shape)};
@@ -47,8 +47,8 @@ static int pass_gradient(dp_tensor_t *x, dp_tensor_t *g)
 
 static int add_backward(dp__node *node)
 {
-    DP_TRY(pass_gradient(node->inputs[0], node->output->grad));
-    return pass_gradient(node->inputs[1], node->output->grad);
+    DP_TRY(pass_gradient(node->inputs[0], node->output->ag->grad));
+    return pass_gradient(node->inputs[1], node->output->ag->grad);
 }
 
 int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)

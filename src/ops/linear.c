@@ -12,7 +12,7 @@ static int linear_backward(dp__node *node)
 {
     const linear_node *ln = (const linear_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
-    dp_tensor_t *dy = node->output->grad;
+    dp_tensor_t *dy = node->output->ag->grad;
     dp_device_t *dev = x->dev;
     int64_t N = x->shape[0], Din = x->shape[1], Dout = node->output->shape[1];
     int out_in = ln->layout == DP_WEIGHT_OUT_IN;

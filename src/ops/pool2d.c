@@ -36,17 +36,17 @@ static int pool2d_backward(dp__node *node)
     a.x = dp__desc(x);
     a.y = dp__desc(y);
     a.dx = dp__desc(dx);
-    a.dy = dp__desc(y->grad);
-    a.dy.nhwc = y->grad->nhwc;
+    a.dy = dp__desc(y->ag->grad);
+    a.dy.nhwc = y->ag->grad->nhwc;
     a.workspace = node->saved ? node->saved->data : NULL;
     /* Fold the backward of a fused ReLU that made x into this pass; every
      * contribution being masked, the convolution can skip its own. */
-    if (x->relu_output && dx == x->grad)
+    if (x->ag->relu_output && dx == x->ag->grad)
         a.relu_mask = x->data;
     DP_TRY(x->dev->ops->pool2d_backward(x->dev, &a));
     DP_TRY(dp__grad_end(x, dx));
     if (a.relu_mask)
-        x->grad_masked = 1;
+        x->ag->grad_masked = 1;
     return 0;
 }
 

@@ -34,7 +34,7 @@ static int reshape_backward(dp__node *node)
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
         return 0;
-    DP_TRY(copy_or_relayout(dx, node->output->grad, dx->nhwc, x->shape));
+    DP_TRY(copy_or_relayout(dx, node->output->ag->grad, dx->nhwc, x->shape));
     return dp__grad_end(x, dx);
 }
 

@@ -388,8 +388,8 @@ static int inject_nan(trainer *t)
 {
     dp_params_t *p = dp_model_params(t->model);
     dp_tensor_t *param = dp_params_get(p, dp_params_find(p, t->inject_param));
-    DP_TRY(dp_tensor_fill(param->grad, NAN));
-    param->grad_written = 1;
+    DP_TRY(dp_tensor_fill(dp_tensor_grad(param), NAN));
+    dp__grad_set_written(param);
     return 0;
 }
 
