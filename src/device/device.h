@@ -100,7 +100,8 @@ struct dp_device {
     dp__block_cache cache;
 };
 
-struct dp__node;
+/* Autograd's per-tensor state (src/autograd/); opaque here. */
+struct dp__autograd_state;
 
 struct dp_tensor {
     dp_device_t *dev;
@@ -112,16 +113,10 @@ struct dp_tensor {
     size_t bytes;
     int owns_data;      /* 0 for views into a parameter buffer */
     uint64_t write_seq; /* stream seq of the last command writing it */
-    /* autograd */
-    int requires_grad;
-    int grad_written; /* the step's first gradient contribution is issued */
-    int relu_output;  /* made by an op ending in a fused ReLU */
-    int grad_masked;  /* every contribution to grad already passed that ReLU */
-    uint64_t grad_gen; /* the dp_backward call that last gave it a gradient */
-    dp_tensor_t *grad;
-    struct dp__node *node; /* the tape node that made it; NULL for leaves */
-    struct dp__tape *tape; /* the tape that owns it; NULL if the user does */
-    const char *name;
+    const char *name;   /* a parameter's name, or NULL */
+    /* Set and read by autograd only: non-NULL when the tensor requires a
+     * gradient. */
+    struct dp__autograd_state *ag;
 };
 
 /* Device memory through the block cache. */
@@ -135,11 +130,15 @@ void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes);
 /* A tensor whose memory the caller provides (a view). */
 dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
                              void *data);
-/* A new tensor in the given layout; owned by the active tape if there is one. */
+/* A new tensor in the given layout, owned by the caller. */
 int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                      const int64_t *shape, int nhwc);
 /* A tensor of the same shape, layout and device as `like`. */
 int dp__tensor_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
+/* Frees the struct and, if the tensor owns its memory, returns that to the
+ * cache once the queued commands have run. Autograd's state is not touched:
+ * dp_tensor_free (src/autograd/) releases that first. */
+void dp__tensor_release(dp_tensor_t *t);
 int64_t dp__numel(int ndim, const int64_t *shape);
 /* The tensor described for a kernel. */
 dp__tdesc dp__desc(const dp_tensor_t *t);

@@ -2,7 +2,6 @@
  * what they need (pointers, shapes) when they are enqueued, so a tensor's
  * struct can go as soon as the front end drops it; its memory goes back to
  * the device's cache only after the commands queued before have run. */
-#include "autograd/tape.h"
 #include "core/internal.h"
 #include "device/device.h"
 
@@ -60,12 +59,6 @@ int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int nd
         dp__free(t);
         return DP_ENOMEM;
     }
-    int rc = dp__tape_own(t);
-    if (rc < 0) {
-        dp__device_release(dev, t->data, t->bytes ? t->bytes : 4);
-        dp__free(t);
-        return rc;
-    }
     *out = t;
     return 0;
 }
@@ -96,14 +89,7 @@ void dp__tensor_written(dp_tensor_t *t)
 int dp_tensor_new(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                   const int64_t *shape)
 {
-    /* User tensors are the user's, even while a tape is active. */
-    dp__tape *saved = dp__tape_current();
-    if (saved)
-        dp_tape_end(saved);
-    int rc = dp__tensor_alloc(out, dev, dtype, ndim, shape, 0);
-    if (saved)
-        dp_tape_begin(saved);
-    return rc;
+    return dp__tensor_alloc(out, dev, dtype, ndim, shape, 0);
 }
 
 int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
@@ -114,19 +100,17 @@ int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int
     /* A fresh block has no queued users, so it is written at once. */
     int rc = dev->ops->upload_fresh(dev, t->data, src, t->bytes);
     if (rc < 0) {
-        dp_tensor_free(t);
+        dp__tensor_release(t);
         return rc;
     }
     *out = t;
     return 0;
 }
 
-void dp_tensor_free(dp_tensor_t *t)
+void dp__tensor_release(dp_tensor_t *t)
 {
     if (!t)
         return;
-    if (t->grad && t->grad->tape == NULL && t->grad != t)
-        dp_tensor_free(t->grad);
     if (t->owns_data)
         dp__device_release_later(t->dev, t->data, t->bytes ? t->bytes : 4);
     dp__free(t);
@@ -230,11 +214,6 @@ dp_device_t *dp_tensor_device(const dp_tensor_t *t)
 dp_dtype dp_tensor_dtype(const dp_tensor_t *t)
 {
     return t->dtype;
-}
-
-dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
-{
-    return t->grad;
 }
 
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size)

@@ -3,6 +3,7 @@
 #include "dp/core.h"
 #include "dp/nn.h"
 
+#include "autograd/tape.h"
 #include "core/internal.h"
 #include "device/device.h"
 
@@ -172,9 +173,9 @@ void dp_params_zero_grad(dp_params_t *p)
 int dp_params_finish_grad(dp_params_t *p)
 {
     for (int i = 0; p->grads && i < p->n; i++) {
-        if (!p->views[i]->grad_written) {
-            DP_TRY(dp_tensor_fill(p->views[i]->grad, 0.0f));
-            p->views[i]->grad_written = 1;
+        if (!dp__grad_written(p->views[i])) {
+            DP_TRY(dp_tensor_fill(dp_tensor_grad(p->views[i]), 0.0f));
+            dp__grad_set_written(p->views[i]);
         }
     }
     return 0;

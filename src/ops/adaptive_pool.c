@@ -31,7 +31,7 @@ static int adaptive_backward(dp__node *node)
         return 0;
     /* Fold the backward of a fused ReLU that made x into this pass, as
      * pool2d does. */
-    const float *relu_mask = x->relu_output && dx == x->grad ? x->data : NULL;
+    const float *relu_mask = x->ag->relu_output && dx == x->ag->grad ? x->data : NULL;
     if (dp__numel(x->ndim, x->shape) == 0) {
         relu_mask = NULL;
     } else if (an->tiles) {
@@ -41,7 +41,7 @@ static int adaptive_backward(dp__node *node)
         a.x = dp__desc(x);
         a.y = dp__desc(y);
         a.dx = dp__desc(dx);
-        a.dy = dp__desc(y->grad);
+        a.dy = dp__desc(y->ag->grad);
         a.relu_mask = relu_mask;
         DP_TRY(x->dev->ops->pool2d_backward(x->dev, &a));
     } else {
@@ -50,13 +50,13 @@ static int adaptive_backward(dp__node *node)
         a.x = dp__desc(x);
         a.y = dp__desc(y);
         a.dx = dp__desc(dx);
-        a.dy = dp__desc(y->grad);
+        a.dy = dp__desc(y->ag->grad);
         a.relu_mask = relu_mask;
         DP_TRY(x->dev->ops->adaptive_avg_pool_backward(x->dev, &a));
     }
     DP_TRY(dp__grad_end(x, dx));
     if (relu_mask)
-        x->grad_masked = 1;
+        x->ag->grad_masked = 1;
     return 0;
 }
 
@@ -83,7 +83,7 @@ int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], out_h, out_w};
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, dev, DP_F32, 4, shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, shape, x->nhwc));
     if (dp__numel(4, shape) > 0) {
         if (tiles) {
             dp__pool2d_args a;

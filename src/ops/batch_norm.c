@@ -23,7 +23,7 @@ static int batch_norm_backward(dp__node *node)
     dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
     dp_tensor_t *y = node->output, *stats = node->saved;
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dy = y->grad;
+    dp_tensor_t *dy = y->ag->grad;
     int64_t C = x->shape[1];
     if (bn->p.relu) /* through the fused ReLU first, as conv2d */
         DP_TRY(dp__relu_masked_grad(y, &dy));
@@ -34,11 +34,11 @@ static int batch_norm_backward(dp__node *node)
     /* oneDNN computes all three together; those not needed go to scratch. */
     dp_tensor_t *scratch_dx = NULL, *scratch_dgamma = NULL, *scratch_dbeta = NULL;
     if (!dx)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dx, x));
+        DP_TRY(dp__tape_alloc_like(&scratch_dx, x));
     if (!dgamma)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dgamma, gamma));
+        DP_TRY(dp__tape_alloc_like(&scratch_dgamma, gamma));
     if (!dbeta)
-        DP_TRY(dp__tensor_alloc_like(&scratch_dbeta, beta));
+        DP_TRY(dp__tape_alloc_like(&scratch_dbeta, beta));
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
     a.x = dp__desc(x);
@@ -117,10 +117,10 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     /* Only x, gamma and beta are differentiable. */
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
-    DP_TRY(dp__tensor_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
     if (p.training || record) {
         int64_t two_c = 2 * C;
-        DP_TRY(dp__tensor_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
+        DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
     }
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
@@ -152,18 +152,17 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
             dp__tensor_written(running_var);
         }
     }
-    if (stats && !stats->tape) {
+    if (stats && !dp__tape_current()) {
         /* No tape to own the statistics: released once the forward has run. */
         dp_tensor_free(stats);
         stats = NULL;
     }
     DP_TRY(rc);
     dp__tensor_written(y);
-    y->relu_output = p.relu;
     if (record) {
         bn_node bn = {p};
-        DP_TRY(dp__tape_record(op, batch_norm_backward, ts, 3, y, &bn, sizeof bn));
-        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = stats;
+        dp__saved saved = {.tensor = stats, .relu_output = p.relu};
+        DP_TRY(dp__tape_record_saved(op, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }
     *out = y;
     return 0;

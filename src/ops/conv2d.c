@@ -18,7 +18,7 @@ static int conv2d_backward(dp__node *node)
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dy = y->grad;
+    dp_tensor_t *dy = y->ag->grad;
     /* Through the fused ReLU first. (An average pool right after it applies
      * the mask in its own backward pass and says so with grad_masked.) */
     if (cn->p.relu)
@@ -42,10 +42,10 @@ static int conv2d_backward(dp__node *node)
          * still gets one, into a scratch tensor. */
         dp_tensor_t *scratch_db = NULL;
         if (!db && b)
-            DP_TRY(dp__tensor_alloc_like(&scratch_db, b));
+            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
         dp_tensor_t *scratch_dw = NULL;
         if (!dw)
-            DP_TRY(dp__tensor_alloc_like(&scratch_dw, w));
+            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
         a.dw = dp__desc(dw ? dw : scratch_dw);
         a.db = dp__desc(db ? db : scratch_db);
         DP_TRY(dev->ops->conv2d_backward_weights(dev, &a));
@@ -92,7 +92,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     int64_t shape[4] = {N, K, (H + 2 * p.pad_h - R) / p.stride_h + 1,
                         (W + 2 * p.pad_w - S) / p.stride_w + 1};
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 4, shape, 1));
+    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, 1));
     dp__conv2d_args a;
     memset(&a, 0, sizeof a);
     a.x = dp__desc(x);
@@ -107,10 +107,10 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     if (N > 0)
         DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
     dp__tensor_written(y);
-    y->relu_output = p.relu;
     if (dp__tape_needs_grad(ts, 3)) {
         conv_node cn = {p};
-        DP_TRY(dp__tape_record(op, conv2d_backward, ts, 3, y, &cn, sizeof cn));
+        dp__saved saved = {.relu_output = p.relu};
+        DP_TRY(dp__tape_record_saved(op, conv2d_backward, ts, 3, y, &saved, &cn, sizeof cn));
     }
     *out = y;
     return 0;

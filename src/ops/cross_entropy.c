@@ -29,7 +29,7 @@ static int xent_backward(dp__node *node)
         return 0;
     dp__xent_args a = {.logits = logits->data,
                        .labels = labels->data,
-                       .dloss = node->output->grad->data,
+                       .dloss = node->output->ag->grad->data,
                        .dlogits = dz->data,
                        .n = logits->shape[0],
                        .k = logits->shape[1],
@@ -44,7 +44,7 @@ int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels
     DP_TRY(check_labels("cross_entropy", logits, labels));
     int64_t one = 1;
     dp_tensor_t *loss;
-    DP_TRY(dp__tensor_alloc(&loss, logits->dev, DP_F32, 1, &one, 0));
+    DP_TRY(dp__tape_alloc(&loss, logits->dev, DP_F32, 1, &one, 0));
     dp__xent_args a = {.logits = logits->data,
                        .labels = labels->data,
                        .loss = loss->data,

@@ -9,7 +9,7 @@ static int relu_backward(dp__node *node)
     if (!dx)
         return 0;
     dp__eltwise_args a = {.op = DP__ELT_RELU_BACKWARD,
-                          .a = y->grad->data,
+                          .a = y->ag->grad->data,
                           .b = y->data,
                           .out = dx->data,
                           .n = dp__numel(y->ndim, y->shape)};
@@ -21,7 +21,7 @@ int dp_relu(dp_tensor_t **out, dp_tensor_t *x)
 {
     DP_TRY(dp__check_rank("relu", "input", x, -1));
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc_like(&y, x));
+    DP_TRY(dp__tape_alloc_like(&y, x));
     dp__eltwise_args a = {
         .op = DP__ELT_RELU, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
@@ -47,8 +47,8 @@ static int pass_gradient(dp_tensor_t *x, dp_tensor_t *g)
 
 static int add_backward(dp__node *node)
 {
-    DP_TRY(pass_gradient(node->inputs[0], node->output->grad));
-    return pass_gradient(node->inputs[1], node->output->grad);
+    DP_TRY(pass_gradient(node->inputs[0], node->output->ag->grad));
+    return pass_gradient(node->inputs[1], node->output->ag->grad);
 }
 
 int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
@@ -70,7 +70,7 @@ int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
         return DP_EINVAL;
     }
     dp_tensor_t *z;
-    DP_TRY(dp__tensor_alloc_like(&z, a));
+    DP_TRY(dp__tape_alloc_like(&z, a));
     dp__eltwise_args e = {.op = DP__ELT_ADD,
                           .a = a->data,
                           .b = b->data,

@@ -12,7 +12,7 @@ static int linear_backward(dp__node *node)
 {
     const linear_node *ln = (const linear_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
-    dp_tensor_t *dy = node->output->grad;
+    dp_tensor_t *dy = node->output->ag->grad;
     dp_device_t *dev = x->dev;
     int64_t N = x->shape[0], Din = x->shape[1], Dout = node->output->shape[1];
     int out_in = ln->layout == DP_WEIGHT_OUT_IN;
@@ -78,7 +78,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     }
     int64_t shape[2] = {N, Dout};
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 2, shape, 0));
+    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 2, shape, 0));
     dp__gemm_args g = {.trans_b = out_in,
                        .m = N,
                        .n = Dout,

@@ -21,13 +21,13 @@ int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int n
 
 int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz)
 {
-    if (y->grad_masked) {
-        *dz = y->grad;
+    if (y->ag->grad_masked) {
+        *dz = y->ag->grad;
         return 0;
     }
-    DP_TRY(dp__tensor_alloc_like(dz, y->grad));
+    DP_TRY(dp__tape_alloc_like(dz, y->ag->grad));
     dp__eltwise_args e = {.op = DP__ELT_RELU_BACKWARD,
-                          .a = y->grad->data,
+                          .a = y->ag->grad->data,
                           .b = y->data,
                           .out = (*dz)->data,
                           .n = dp__numel(y->ndim, y->shape)};

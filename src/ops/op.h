@@ -9,8 +9,9 @@
 
 /* Checks that x is a float tensor of rank `ndim` (logs `op` on failure). */
 int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int ndim);
-/* The gradient behind an op's fused ReLU: *dz = y->grad where y > 0, or
- * y->grad itself when a later op already applied that mask (grad_masked). */
+/* The gradient behind an op's fused ReLU: *dz = y's gradient where y > 0, or
+ * y's gradient itself when a later op already applied that mask
+ * (grad_masked). */
 int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz);
 /* Checks that every non-NULL tensor is on the device of the first. */
 int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n);

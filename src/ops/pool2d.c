@@ -36,17 +36,17 @@ static int pool2d_backward(dp__node *node)
     a.x = dp__desc(x);
     a.y = dp__desc(y);
     a.dx = dp__desc(dx);
-    a.dy = dp__desc(y->grad);
-    a.dy.nhwc = y->grad->nhwc;
+    a.dy = dp__desc(y->ag->grad);
+    a.dy.nhwc = y->ag->grad->nhwc;
     a.workspace = node->saved ? node->saved->data : NULL;
     /* Fold the backward of a fused ReLU that made x into this pass; every
      * contribution being masked, the convolution can skip its own. */
-    if (x->relu_output && dx == x->grad)
+    if (x->ag->relu_output && dx == x->ag->grad)
         a.relu_mask = x->data;
     DP_TRY(x->dev->ops->pool2d_backward(x->dev, &a));
     DP_TRY(dp__grad_end(x, dx));
     if (a.relu_mask)
-        x->grad_masked = 1;
+        x->ag->grad_masked = 1;
     return 0;
 }
 
@@ -79,9 +79,9 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
     int64_t shape[4] = {x->shape[0], x->shape[1], (H + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
                         (W + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
     dp_tensor_t *y, *ws = NULL;
-    DP_TRY(dp__tensor_alloc(&y, x->dev, DP_F32, 4, shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, x->nhwc));
     if (kind == DP__POOL_MAX)
-        DP_TRY(dp__tensor_alloc(&ws, x->dev, DP_I32, 4, shape, x->nhwc));
+        DP_TRY(dp__tape_alloc(&ws, x->dev, DP_I32, 4, shape, x->nhwc));
     dp__pool2d_args a;
     memset(&a, 0, sizeof a);
     fill_args(&a, kind, &p);
@@ -93,8 +93,8 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
         pool_node pn = {kind, p};
-        DP_TRY(dp__tape_record(op, pool2d_backward, &x, 1, y, &pn, sizeof pn));
-        dp__tape_current()->nodes[dp__tape_current()->nnodes - 1].saved = ws;
+        dp__saved saved = {.tensor = ws};
+        DP_TRY(dp__tape_record_saved(op, pool2d_backward, &x, 1, y, &saved, &pn, sizeof pn));
     }
     *out = y;
     return 0;

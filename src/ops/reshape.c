@@ -34,7 +34,7 @@ static int reshape_backward(dp__node *node)
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
         return 0;
-    DP_TRY(copy_or_relayout(dx, node->output->grad, dx->nhwc, x->shape));
+    DP_TRY(copy_or_relayout(dx, node->output->ag->grad, dx->nhwc, x->shape));
     return dp__grad_end(x, dx);
 }
 
@@ -48,7 +48,7 @@ int dp_reshape(dp_tensor_t **out, dp_tensor_t *x, int ndim, const int64_t *shape
         return DP_ESHAPE;
     }
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, x->dev, x->dtype, ndim, shape, 0));
+    DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, ndim, shape, 0));
     DP_TRY(copy_or_relayout(y, x, 0, x->shape));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1))

@@ -80,9 +80,9 @@ static int piece_backward(dp__node *node)
     /* All pieces of one scatter write disjoint rows of x's gradient. The
      * first piece to arrive allocates it and zeroes it (pieces may not cover
      * every row when a replica got no chunk), later ones add their rows. */
-    if (!x->requires_grad)
+    if (!x->ag)
         return 0;
-    if (!x->grad || !x->grad_written) {
+    if (!x->ag->grad || !x->ag->grad_written) {
         DP_TRY(dp__grad_begin(x, &dx));
         DP_TRY(dp_tensor_fill(dx, 0.0f));
         DP_TRY(dp__grad_end(x, dx));
@@ -92,17 +92,17 @@ static int piece_backward(dp__node *node)
     int64_t shape[DP_MAX_DIMS];
     memcpy(shape, piece->shape, sizeof shape);
     dp_tensor_t *tmp;
-    DP_TRY(dp__tensor_alloc(&tmp, x->dev, DP_F32, piece->ndim, shape, 0));
-    DP_TRY(dp__copy_between(x->dev, tmp->data, piece->dev, piece->grad->data,
+    DP_TRY(dp__tape_alloc(&tmp, x->dev, DP_F32, piece->ndim, shape, 0));
+    DP_TRY(dp__copy_between(x->dev, tmp->data, piece->dev, piece->ag->grad->data,
                             (size_t)piece->shape[0] * rb));
     dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE,
                           .a = tmp->data,
-                          .out = (float *)x->grad->data + pn->row_offset * (int64_t)(rb / 4),
+                          .out = (float *)x->ag->grad->data + pn->row_offset * (int64_t)(rb / 4),
                           .n = dp__numel(piece->ndim, piece->shape)};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
-    dp__tensor_written(x->grad);
+    dp__tensor_written(x->ag->grad);
     dp__grad_touch(x);
-    x->grad_masked = 0;
+    x->ag->grad_masked = 0;
     return 0;
 }
 
@@ -126,7 +126,7 @@ int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *
         memcpy(shape, x->shape, sizeof shape);
         shape[0] = sizes[k];
         dp_tensor_t *piece;
-        DP_TRY(dp__tensor_alloc(&piece, devs[k], x->dtype, x->ndim, shape, 0));
+        DP_TRY(dp__tape_alloc(&piece, devs[k], x->dtype, x->ndim, shape, 0));
         DP_TRY(dp__copy_between(devs[k], piece->data, x->dev, (char *)x->data + offset * rb,
                                 (size_t)sizes[k] * rb));
         dp__tensor_written(piece);
@@ -152,7 +152,7 @@ static int gather_piece_backward(dp__node *node)
         return 0;
     size_t rb = row_bytes(x);
     DP_TRY(dp__copy_between(x->dev, dx->data, out->dev,
-                            (char *)out->grad->data + pn->row_offset * rb,
+                            (char *)out->ag->grad->data + pn->row_offset * rb,
                             (size_t)x->shape[0] * rb));
     return dp__grad_end(x, dx);
 }
@@ -177,7 +177,7 @@ int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst
         shape[0] += xs[k]->shape[0];
     }
     dp_tensor_t *y;
-    DP_TRY(dp__tensor_alloc(&y, dst, xs[0]->dtype, xs[0]->ndim, shape, 0));
+    DP_TRY(dp__tape_alloc(&y, dst, xs[0]->dtype, xs[0]->ndim, shape, 0));
     size_t rb = row_bytes(xs[0]);
     int64_t offset = 0;
     for (int k = 0; k < n; k++) {
