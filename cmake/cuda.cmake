@@ -1,4 +1,4 @@
-# The CUDA backend (src/device/cuda/, the NCCL part of src/parallel/nccl.c).
+# The CUDA backend (src/device/cuda/, NCCL included).
 #
 # Included by CMakeLists.txt after the `dp` target exists. DP_CUDA=AUTO
 # builds the backend when nvcc, cuBLAS, cuDNN and NCCL are all found, ON

@@ -6,8 +6,10 @@
 
 #include "dp/dp.h"
 #include "device/device.h"
+#include "engine/exchange.h"
 #include "engine/stream.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,12 +225,69 @@ static void rng_is_counter_based(void **state)
     tu_assert_close(s2 / 20000, 1.0, 0, 0.04);
 }
 
+/* The exchange behind SyncBatchNorm: MEMBERS threads, ROUNDS rounds back to
+ * back, each member contributing values whose sum depends on the order of
+ * addition; every member must get the sum in member order, bit for bit. */
+enum { MEMBERS = 3, ROUNDS = 200, XLEN = 5 };
+
+typedef struct member_args {
+    dp__exchange *x;
+    int member;
+    int bad; /* rounds whose total differed from the member-order sum */
+} member_args;
+
+static double contribution(int member, int round, int i)
+{
+    return (member == 1 ? 1e-17 : 1.0) * (double)(round + 1) * (double)(i + member + 1) / 3.0;
+}
+
+static void *member_main(void *p)
+{
+    member_args *a = p;
+    for (int r = 0; r < ROUNDS; r++) {
+        double mine[XLEN], total[XLEN];
+        for (int i = 0; i < XLEN; i++)
+            mine[i] = contribution(a->member, r, i);
+        dp__exchange_sum(a->x, a->member, MEMBERS, mine, XLEN, total);
+        for (int i = 0; i < XLEN; i++) {
+            double want = 0;
+            for (int m = 0; m < MEMBERS; m++)
+                want += contribution(m, r, i);
+            if (total[i] != want) {
+                a->bad++;
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void exchange_sums_in_member_order(void **state)
+{
+    (void)state;
+    dp__exchange *x;
+    assert_int_equal(dp__exchange_create(&x, MEMBERS, XLEN), 0);
+    pthread_t threads[MEMBERS];
+    member_args args[MEMBERS];
+    for (int m = 0; m < MEMBERS; m++) {
+        args[m] = (member_args){x, m, 0};
+        assert_int_equal(pthread_create(&threads[m], NULL, member_main, &args[m]), 0);
+    }
+    for (int m = 0; m < MEMBERS; m++) {
+        pthread_join(threads[m], NULL);
+        assert_int_equal(args[m].bad, 0);
+    }
+    dp__exchange_close(x);
+    assert_int_equal(dp__exchange_create(&x, 0, XLEN), DP_EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(async_then_wait),          cmocka_unit_test(read_async_then_sync),
         cmocka_unit_test(events_order_two_devices), cmocka_unit_test(bad_device_names),
         cmocka_unit_test(status_strings),           cmocka_unit_test(rng_is_counter_based),
+        cmocka_unit_test(exchange_sums_in_member_order),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -190,6 +190,34 @@ static void allreduce_sums_everywhere(void **state)
     check_allreduce(3, 100000, DP_ALLREDUCE_NAIVE, 5);
 }
 
+/* The algorithms' table: every name parses back to its algorithm, and nccl
+ * over CPU devices (which have no collective library) is refused before
+ * anything runs. */
+static void allreduce_algorithm_table(void **state)
+{
+    (void)state;
+    const dp_allreduce_algo all[] = {DP_ALLREDUCE_AUTO, DP_ALLREDUCE_RING, DP_ALLREDUCE_NAIVE,
+                                     DP_ALLREDUCE_MPI, DP_ALLREDUCE_NCCL};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        assert_int_equal(dp_allreduce_algo_parse(dp_allreduce_algo_name(all[i])), all[i]);
+    assert_int_equal(dp_allreduce_algo_parse("tree"), -2);
+    assert_string_equal(dp_allreduce_algo_name((dp_allreduce_algo)7), "?");
+    tu_quiet_log();
+    dp_device_t *devs[2];
+    open_devices(devs, 2);
+    dp_tensor_t *bufs[2];
+    int64_t len = 3;
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(dp_tensor_new(&bufs[k], devs[k], DP_F32, 1, &len), 0);
+    assert_int_equal(dp_allreduce_sum(bufs, 2, DP_ALLREDUCE_NCCL), DP_ENOTSUP);
+    assert_non_null(strstr(dp_last_error(), "not a GPU"));
+    assert_int_equal(dp_allreduce_sum(bufs, 2, (dp_allreduce_algo)7), DP_EINVAL);
+    for (int k = 0; k < 2; k++)
+        dp_tensor_free(bufs[k]);
+    dp_devices_close(devs, 2);
+    dp_log_set(NULL, NULL);
+}
+
 /* d2l's first allreduce (seed 000) ended with `data[i] = data[0].to(...)`,
  * which rebinds the list entry: the buffer on device 1 never got the sum.
  * Every device's own buffer must hold it. */
@@ -668,6 +696,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(allreduce_sums_everywhere),
         cmocka_unit_test(allreduce_regression_d2l_rebinding),
         cmocka_unit_test(allreduce_rejects_bad_input),
+        cmocka_unit_test(allreduce_algorithm_table),
         cmocka_unit_test(lenet_n_devices_equals_one),
         cmocka_unit_test(resnet_two_devices),
         cmocka_unit_test(running_stats_are_replica_mean),

@@ -67,15 +67,8 @@ const char *dp_allreduce_algo_name(dp_allreduce_algo algo);
  * its own gradients). replicas[k] are new models the caller closes. */
 int dp_replicate(dp_model_t **replicas, const dp_model_t *src, dp_device_t *const *devs, int n);
 
-/* ---- devices --------------------------------------------------------------
- * "N": the first N GPUs, or N CPU devices where there are fewer GPUs (the
- * seed's try_gpu fallback); "cpu:0,cpu:1": those devices; "auto": every local
- * device in the split that trains fastest here. A CPU device gets `threads`
- * kernel threads, or (0) the cores divided among the CPU devices. */
-int dp_devices_open(dp_device_t **devs, int *n, const char *spec, int threads);
-void dp_devices_close(dp_device_t **devs, int n);
-/* "[cpu:0, cpu:1]" */
-const char *dp_devices_str(dp_device_t *const *devs, int n, char *buf, size_t size);
+/* Device lists (dp_devices_open, dp_devices_close, dp_devices_str) are
+ * declared in dp/tensor.h beside dp_device_open. */
 
 /* ---- DataParallel ------------------------------------------------------------ */
 typedef struct dp_data_parallel dp_data_parallel_t;

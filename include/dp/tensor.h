@@ -54,6 +54,17 @@ int dp_device_sync(dp_device_t *dev);
 /* dp_device_sync on every open device. */
 int dp_waitall(void);
 
+/* Device lists. "N": the first N GPUs, or N CPU devices where there are
+ * fewer GPUs (the seed's try_gpu fallback); "cpu:0,cpu:1": those devices;
+ * "auto": every local device in the split that trains fastest here. A CPU
+ * device gets `threads` kernel threads, or (0) the cores divided among the
+ * CPU devices. */
+int dp_devices_open(dp_device_t **devs, int *n, const char *spec, int threads);
+/* Closes devs[n-1] .. devs[0] and sets them to NULL. */
+void dp_devices_close(dp_device_t **devs, int n);
+/* "[cpu:0, cpu:1]" */
+const char *dp_devices_str(dp_device_t *const *devs, int n, char *buf, size_t size);
+
 /* GPUs (CUDA builds; "cuda:0" .. "cuda:N-1" open them). The count is 0 in a
  * CPU-only build and where the CUDA runtime finds no GPU. */
 int dp_cuda_device_count(void);

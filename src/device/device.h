@@ -66,6 +66,25 @@ typedef struct dp__device_ops {
      *   has finished on the device (after dp__stream_wait on its stream). */
     int (*order_after)(dp_device_t *waiter, dp_device_t *dev);
     int (*synchronize)(dp_device_t *dev);
+
+    /* Optional: whether kernels of `reader` may read the memory of `owner`,
+     * another device of this backend (the same hardware, or a peer with
+     * access enabled: GPUs). NULL: devices with DP_DEVICE_HOST_MEMORY read
+     * one another's memory, others none but their own. */
+    bool (*can_read)(const dp_device_t *reader, const dp_device_t *owner);
+
+    /* Optional, both or neither: the backend's collective library (NCCL on
+     * CUDA), for devs[0..n), n >= 2, all of this backend.
+     * group_allreduce_ok: whether they are n distinct physical devices the
+     *   library sums across as one group (false where two logical devices
+     *   share one).
+     * group_allreduce_sum: data[k] (len floats in devs[k]'s memory) becomes
+     *   the sum over every k. Enqueued on devs[0]'s stream as one command
+     *   that issues each device's part on that device's queue; the caller
+     *   orders devs[0] after the others' earlier commands, and their later
+     *   commands after it. */
+    bool (*group_allreduce_ok)(dp_device_t *const *devs, int n);
+    int (*group_allreduce_sum)(dp_device_t *const *devs, float *const *data, int n, int64_t len);
 } dp__device_ops;
 
 /* 1 once src/device/device.c calls ops->order_after from

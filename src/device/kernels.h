@@ -159,7 +159,7 @@ typedef struct dp__batch_norm_args {
     float momentum, eps;
     bool training, relu;
     /* SyncBatchNorm (training only): statistics over all `ranks` replicas */
-    struct dp__bn_sync *sync;
+    struct dp__exchange *sync; /* engine/exchange.h */
     int rank, ranks;
 } dp__batch_norm_args;
 

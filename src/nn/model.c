@@ -65,6 +65,13 @@ void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user)
     m->hook_user = user;
 }
 
+void dp__model_set_sync_group(dp_model_t *m, dp_bn_sync_t **groups, int rank, int ranks)
+{
+    m->bn_sync = groups;
+    m->sync_rank = groups ? rank : 0;
+    m->sync_ranks = groups ? ranks : 0;
+}
+
 void dp_model_close(dp_model_t *m)
 {
     if (!m)

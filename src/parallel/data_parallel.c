@@ -8,7 +8,7 @@
 #include "core/internal.h"
 #include "device/device.h"
 #include "nn/model.h"
-#include "parallel/comm.h"
+#include "parallel/allreduce.h"
 
 struct dp_data_parallel {
     int n;
@@ -33,6 +33,7 @@ static void close_sync(dp_data_parallel_t *dp)
 static int make_sync(dp_data_parallel_t *dp)
 {
     dp_model_t *m = dp->replicas[0];
+    dp_params_t *buffers = dp_model_buffers(m);
     const char *const *names = dp_model_bn_names(m, &dp->nbn);
     if (dp->nbn == 0)
         return 0;
@@ -42,15 +43,14 @@ static int make_sync(dp_data_parallel_t *dp)
     for (int j = 0; j < dp->nbn; j++) {
         char name[96];
         snprintf(name, sizeof name, "%s.running_mean", names[j]);
-        int idx = dp_params_find(m->buffers, name);
+        int idx = dp_params_find(buffers, name);
         DP_ASSERT(idx >= 0);
-        DP_TRY(dp_bn_sync_create(&dp->bn_sync[j], dp_tensor_dim(dp_params_get(m->buffers, idx), 0),
+        DP_TRY(dp_bn_sync_create(&dp->bn_sync[j], dp_tensor_dim(dp_params_get(buffers, idx), 0),
                                  dp->n));
     }
-    for (int k = 0; k < dp->n; k++) {
-        dp->replicas[k]->bn_sync = dp->bn_sync;
-        dp->replicas[k]->sync_rank = k;
-    }
+    /* How many replicas take part is set by each forward. */
+    for (int k = 0; k < dp->n; k++)
+        dp__model_set_sync_group(dp->replicas[k], dp->bn_sync, k, 0);
     return 0;
 }
 
@@ -64,7 +64,7 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
             dp_model_close(dp->replicas[k]);
     }
     if (dp->bn_sync)
-        dp->replicas[0]->bn_sync = NULL;
+        dp__model_set_sync_group(dp->replicas[0], NULL, 0, 0);
     close_sync(dp);
     dp__free(dp);
 }
@@ -91,7 +91,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     if (rc == 0 && opt->sync_bn && n > 1)
         rc = make_sync(dp);
     if (rc < 0) {
-        model->bn_sync = NULL;
+        dp__model_set_sync_group(model, NULL, 0, 0);
         close_sync(dp);
         dp->n = 0;
         for (int k = 0; k < n; k++) {
@@ -116,7 +116,8 @@ int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
     /* Each replica's ops go to its own device's stream: issuing them one
      * replica after another still runs the replicas at the same time. */
     for (int k = 0; k < count; k++) {
-        dp->replicas[k]->sync_ranks = count; /* the replicas that got a chunk */
+        if (dp->bn_sync) /* the replicas that got a chunk exchange statistics */
+            dp__model_set_sync_group(dp->replicas[k], dp->bn_sync, k, count);
         DP_TRY(dp_model_forward(dp->replicas[k], chunks[k], train, &outs[k]));
     }
     return dp_gather(out, outs, count, dp->devs[0]);

@@ -1,5 +1,6 @@
-/* Many processes through Open MPI: the ranks, the hierarchical allreduce
- * (DP_ALLREDUCE_MPI) and the front end's small collectives.
+/* Many processes through Open MPI: the ranks, the sum across them that the
+ * hierarchical allreduce (DP_ALLREDUCE_MPI, allreduce_mpi.c) runs on a
+ * device's worker, and the front end's small collectives.
  *
  * Two communicators, both duplicates of MPI_COMM_WORLD: `grad` for the
  * gradient allreduce that the first device's worker runs in stream order,
@@ -14,7 +15,7 @@
 #include "dp/dist.h"
 
 #include "core/internal.h"
-#include "parallel/comm.h"
+#include "parallel/dist.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -195,23 +196,14 @@ int dp_dist_gather_u64(uint64_t v, uint64_t *all)
     return 0;
 }
 
-/* ---- the gradient allreduce across ranks --------------------------------- */
+/* ---- the gradient sum across ranks -------------------------------------- */
 
-typedef struct mpi_sum_args {
-    float *data;
-    int64_t len;
-} mpi_sum_args;
-
-/* Runs on the first device's worker, after the rank's devices have summed
- * into its buffer: the sum over the ranks, in place. */
-static int run_mpi_sum(void *p, void *ctx)
+int dp__dist_sum_grads(float *data, int64_t len)
 {
-    (void)ctx;
-    mpi_sum_args *a = p;
     double t0 = MPI_Wtime();
-    for (int64_t off = 0; off < a->len;) {
-        int chunk = (int)DP_MIN(a->len - off, (int64_t)1 << 30);
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, a->data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad),
+    for (int64_t off = 0; off < len;) {
+        int chunk = (int)DP_MIN(len - off, (int64_t)1 << 30);
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad),
                 "MPI_Allreduce of the gradients");
         off += chunk;
     }
@@ -221,39 +213,6 @@ static int run_mpi_sum(void *p, void *ctx)
     comm_calls++;
     pthread_mutex_unlock(&stats_mu);
     return 0;
-}
-
-static int run_free(void *p, void *ctx)
-{
-    (void)ctx;
-    dp__free(*(void **)p);
-    return 0;
-}
-
-int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len)
-{
-    DP_TRY(dp__reduce_to_first(bufs, n, len));
-    if (world_size > 1 && len > 0) {
-        dp_device_t *d0 = bufs[0]->dev;
-        mpi_sum_args a = {bufs[0]->data, len};
-        if (dp_device_has(d0, DP_DEVICE_HOST_MEMORY)) {
-            /* A CPU device's memory is this process's: MPI reads it directly. */
-            dp__stream_push_named(d0->stream, run_mpi_sum, "mpi_allreduce", &a, sizeof a);
-        } else {
-            /* Through host memory: commands on a device's stream run after
-             * every earlier one has finished, copies included. */
-            size_t bytes = (size_t)len * sizeof(float);
-            float *host_buf = dp__malloc(bytes);
-            if (!host_buf)
-                return DP_ENOMEM;
-            a.data = host_buf;
-            DP_TRY(d0->ops->copy_to_host(d0, host_buf, bufs[0]->data, bytes));
-            dp__stream_push_named(d0->stream, run_mpi_sum, "mpi_allreduce", &a, sizeof a);
-            DP_TRY(d0->ops->copy_from_host(d0, bufs[0]->data, host_buf, bytes));
-            dp__stream_push_named(d0->stream, run_free, "free", &host_buf, sizeof host_buf);
-        }
-    }
-    return dp__broadcast_from_first(bufs, n, len);
 }
 
 #else /* no MPI in this build: one process */
@@ -335,10 +294,12 @@ int dp_dist_gather_u64(uint64_t v, uint64_t *all)
     return 0;
 }
 
-/* One process: the hierarchical allreduce is the rank's own. */
-int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len)
+/* One process: nothing to sum across (never called with one rank). */
+int dp__dist_sum_grads(float *data, int64_t len)
 {
-    return dp__allreduce_naive(bufs, n, len);
+    (void)data;
+    (void)len;
+    return 0;
 }
 
 #endif

@@ -9,15 +9,10 @@
  * read is an illegal address that kills the CUDA context mid-step, so it is
  * refused up front instead. A CPU device cannot read a GPU's memory, nor a
  * GPU kernel a CPU device's pageable memory. NCCL and copies between
- * devices (dp__copy_between) need none of this. */
+ * devices (dp__copy_between) need none of this. The backend answers for
+ * two of its own devices (the device table's can_read). */
 #include "core/internal.h"
-#include "parallel/comm.h"
-
-#include <string.h>
-
-#ifdef DP_HAVE_CUDA
-#include "device/cuda/cuda.h"
-#endif
+#include "parallel/allreduce.h"
 
 static bool is_gpu(const dp_device_t *dev)
 {
@@ -29,16 +24,14 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
     bool gpu_reader = is_gpu(reader), gpu_owner = is_gpu(owner);
     if (!gpu_reader && !gpu_owner)
         return 0;
-#ifdef DP_HAVE_CUDA
-    if (gpu_reader && gpu_owner) {
-        if (dp__cuda_kernel_can_read(reader, owner))
+    if (gpu_reader && gpu_owner && reader->ops == owner->ops && reader->ops->can_read) {
+        if (reader->ops->can_read(reader, owner))
             return 0;
         DP_ERROR("%s: %s cannot read the memory of %s: the two GPUs have no peer access; the "
                  "nccl algorithm sums across them without it",
                  what, reader->name, owner->name);
         return DP_ENOTSUP;
     }
-#endif
     DP_ERROR("%s: %s cannot read the memory of %s in a kernel (a CPU device and a GPU)", what,
              reader->name, owner->name);
     return DP_ENOTSUP;

@@ -542,4 +542,7 @@ const dp__device_ops dp__cuda_ops = {
     .adaptive_avg_pool_backward = dp__cuda_adaptive_avg_pool_backward_entry,
     .order_after = cuda_order_after,
     .synchronize = cuda_synchronize,
+    .can_read = dp__cuda_kernel_can_read,
+    .group_allreduce_ok = dp__cuda_group_allreduce_ok,
+    .group_allreduce_sum = dp__cuda_group_allreduce_sum,
 };

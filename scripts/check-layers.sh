@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Checks that the folders of src/ depend on one another only as the layer
+# table of DESIGN.md allows, by their #include "..." lines (.c, .h, .cu,
+# .cuh), and its "never" list:
+#   - no include cycle between folders of src/;
+#   - each folder includes only the folders it may depend on (below);
+#   - a backend (device/cpu, device/cuda) never includes another backend,
+#     and no folder above src/device/ includes one;
+#   - no code outside src/device/ names a backend's table (dp__cpu_ops,
+#     dp__cuda_ops) or compares a device's kind or name with a backend's
+#     name (it asks dp_device_has or the device table instead).
+# Public headers (dp/...) and system headers are not folders of src/ and
+# are not checked. Prints one line per violation, e.g.
+#   src/device/tensor.c: includes autograd/tape.h (device may not depend on autograd)
+# and exits 1 if there is any, else prints nothing and exits 0.
+#
+# Usage: scripts/check-layers.sh [SOURCE_ROOT]   (default: the repository's)
+set -euo pipefail
+root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
+exec python3 - "$root" <<'PY'
+import os
+import re
+import sys
+
+root = sys.argv[1]
+src = os.path.join(root, "src")
+
+# What each folder may include besides itself: DESIGN.md's "depends on"
+# column, closed over the folders below. train is written against the
+# public API: it may not reach the device layer's internals (struct
+# dp_tensor, the device table) or a backend.
+BELOW_NN = ["core", "engine", "device", "autograd", "ops"]
+ALLOWED = {
+    "core": [],
+    "engine": ["core"],
+    "device": ["core", "engine"],
+    "device/cpu": ["core", "engine", "device"],
+    "device/cuda": ["core", "engine", "device"],
+    "autograd": ["core", "engine", "device"],
+    "ops": ["core", "engine", "device", "autograd"],
+    "nn": BELOW_NN + [],
+    "optim": BELOW_NN + ["nn"],
+    "parallel": BELOW_NN + ["nn", "optim"],
+    "data": ["core"],
+    "io": ["core"],
+    "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],
+}
+BACKENDS = ("device/cpu", "device/cuda")
+
+
+def folder_of(rel):
+    """The table's folder of a path relative to src/ (None: not in it)."""
+    parts = rel.split("/")
+    if len(parts) >= 3 and "/".join(parts[:2]) in ALLOWED:
+        return "/".join(parts[:2])
+    if len(parts) >= 2 and parts[0] in ALLOWED:
+        return parts[0]
+    return None
+
+
+include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Backend names in code: their tables, or a kind/name compared with one.
+backend_name_re = re.compile(
+    r'dp__(cpu|cuda)_ops\b|strn?cmp\s*\([^;]*(->kind\b|"cpu\b|"cuda\b)')
+
+violations = []
+edges = {}  # (from folder, to folder) -> first "file: includes header"
+
+files = []
+for dirpath, dirnames, filenames in os.walk(src):
+    dirnames.sort()
+    for name in sorted(filenames):
+        if name.endswith((".c", ".h", ".cu", ".cuh")):
+            files.append(os.path.join(dirpath, name))
+
+for path in files:
+    rel = os.path.relpath(path, src).replace(os.sep, "/")
+    shown = "src/" + rel
+    folder = folder_of(rel)
+    if folder is None:
+        violations.append(f"{shown}: is in no folder of DESIGN.md's layer table")
+        continue
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    in_comment = False
+    for lineno, line in enumerate(lines, 1):
+        m = include_re.match(line)
+        if m:
+            header = m.group(1)
+            # As the compiler looks: beside the file first, then src/.
+            beside = os.path.normpath(os.path.join(os.path.dirname(path), header))
+            if os.path.exists(beside):
+                target_rel = os.path.relpath(beside, src).replace(os.sep, "/")
+            else:
+                target_rel = os.path.normpath(header).replace(os.sep, "/")
+            if target_rel.startswith("../") or target_rel.startswith("dp/"):
+                continue  # outside src/: public or generated headers
+            target = folder_of(target_rel)
+            if target is None:
+                if os.path.exists(os.path.join(src, target_rel)):
+                    violations.append(f"{shown}: includes {header} (a file in no folder "
+                                      f"of DESIGN.md's layer table)")
+                continue  # a system or third-party header in quotes
+            if target == folder:
+                continue
+            edges.setdefault((folder, target), f"{shown}: includes {header}")
+            if target not in ALLOWED[folder]:
+                violations.append(f"{shown}: includes {header} ({folder} may not depend "
+                                  f"on {target})")
+            continue
+        # Backend names outside src/device/ (comments skipped).
+        if folder.startswith("device"):
+            continue
+        code = line
+        if in_comment:
+            end = code.find("*/")
+            if end < 0:
+                continue
+            code, in_comment = code[end + 2:], False
+        code = re.sub(r"/\*.*?\*/", "", code)
+        start = code.find("/*")
+        if start >= 0:
+            code, in_comment = code[:start], True
+        code = code.split("//")[0]
+        if backend_name_re.search(code):
+            violations.append(f"{shown}:{lineno}: names a backend ({folder} may not "
+                              f"recognise a backend by its name)")
+
+# Cycles between folders, from the includes actually present.
+graph = {}
+for a, b in edges:
+    graph.setdefault(a, set()).add(b)
+
+
+def find_cycle_from(start):
+    """A shortest cycle through `start`, as a list of folders, or None."""
+    prev = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                path = [node]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                return list(reversed(path)) + [start]
+            if nxt not in prev:
+                prev[nxt] = node
+                queue.append(nxt)
+    return None
+
+
+def reachable(start):
+    found, stack = set(), [start]
+    while stack:
+        for nxt in graph.get(stack.pop(), ()):
+            if nxt not in found:
+                found.add(nxt)
+                stack.append(nxt)
+    return found
+
+
+# One cycle per group of folders that all reach one another.
+reach = {folder: reachable(folder) for folder in graph}
+reported = set()
+for folder in sorted(graph):
+    if folder in reported or folder not in reach[folder]:
+        continue
+    group = {f for f in reach[folder] if folder in reach.get(f, ())}
+    reported |= group
+    cycle = find_cycle_from(folder)
+    via = "; ".join(edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
+    violations.append(f"include cycle between folders: {' -> '.join(cycle)} ({via})")
+
+for v in violations:
+    print(v)
+sys.exit(1 if violations else 0)
+PY

@@ -1,0 +1,31 @@
+/* An exchange among the devices of one process: a group of `members`
+ * participants (device workers), each contributing a vector of doubles and
+ * getting back the elementwise sum over all of them, in member order, so
+ * that every participant computes bit-identical results (SyncBatchNorm's
+ * statistics). A participant blocks in dp__exchange_sum until all have
+ * arrived; the front end must have issued every participant's command
+ * before it waits on any of them, so that they all arrive.
+ *
+ * Lock order: the exchange's mutex is a leaf, held only to write a
+ * contribution and to pass the barrier. */
+#ifndef DP_ENGINE_EXCHANGE_H
+#define DP_ENGINE_EXCHANGE_H
+
+#include <stdint.h>
+
+typedef struct dp__exchange dp__exchange;
+
+/* A group of up to `max_members` participants, each contributing at most
+ * `len` doubles. Returns 0, DP_EINVAL or DP_ENOMEM. */
+int dp__exchange_create(dp__exchange **out, int max_members, int64_t len);
+/* NULL is accepted. No participant may be inside dp__exchange_sum. */
+void dp__exchange_close(dp__exchange *x);
+
+/* total[0..len) = the sum over the `members` participants of their `mine`;
+ * `member` is this participant's place, 0 <= member < members <=
+ * max_members, and len is at most the group's. Blocks until all `members`
+ * have called it for this round. */
+void dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
+                      double *total);
+
+#endif

@@ -1,0 +1,93 @@
+/* dp_allreduce_sum: checks the buffers, resolves AUTO for their devices and
+ * runs one algorithm from the table below (one file each, allreduce.h). */
+#include "dp/parallel.h"
+
+#include "dp/dist.h"
+
+#include "core/internal.h"
+#include "parallel/allreduce.h"
+
+#include <string.h>
+
+#define ALGO_COUNT 4
+
+static const struct {
+    const char *name;
+    dp__allreduce_fn run;
+} algos[ALGO_COUNT] = {
+    [DP_ALLREDUCE_RING] = {"ring", dp__allreduce_ring},
+    [DP_ALLREDUCE_NAIVE] = {"naive", dp__allreduce_naive},
+    [DP_ALLREDUCE_MPI] = {"mpi", dp__allreduce_mpi},
+    [DP_ALLREDUCE_NCCL] = {"nccl", dp__allreduce_nccl},
+};
+_Static_assert(DP_ALLREDUCE_NCCL + 1 == ALGO_COUNT, "one table entry per dp_allreduce_algo");
+
+int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
+{
+    if (n < 1 || n > DP_MAX_DEVICES) {
+        DP_ERROR("allreduce: need 1..%d buffers", DP_MAX_DEVICES);
+        return DP_EINVAL;
+    }
+    int64_t len = dp__numel(bufs[0]->ndim, bufs[0]->shape);
+    for (int k = 0; k < n; k++) {
+        if (bufs[k]->dtype != DP_F32 || dp__numel(bufs[k]->ndim, bufs[k]->shape) != len) {
+            DP_ERROR("allreduce: buffer %d is not a float buffer of %lld elements", k,
+                     (long long)len);
+            return DP_ESHAPE;
+        }
+        for (int j = 0; j < k; j++) {
+            if (bufs[j]->dev == bufs[k]->dev) {
+                DP_ERROR("allreduce: buffers %d and %d are on the same device %s", j, k,
+                         bufs[k]->dev->name);
+                return DP_EINVAL;
+            }
+        }
+    }
+    dp_device_t *devs[DP_MAX_DEVICES];
+    for (int k = 0; k < n; k++)
+        devs[k] = bufs[k]->dev;
+    algo = dp__allreduce_for(algo, devs, n);
+    if ((int)algo < 0 || (int)algo >= ALGO_COUNT) {
+        DP_ERROR("allreduce: unknown algorithm %d", (int)algo);
+        return DP_EINVAL;
+    }
+    int rc = algos[algo].run(bufs, n, len);
+    if (rc == 0)
+        for (int k = 0; k < n; k++)
+            dp__tensor_written(bufs[k]);
+    return rc;
+}
+
+int dp_allreduce_algo_parse(const char *name)
+{
+    if (strcmp(name, "auto") == 0)
+        return DP_ALLREDUCE_AUTO;
+    for (int i = 0; i < ALGO_COUNT; i++)
+        if (strcmp(name, algos[i].name) == 0)
+            return i;
+    return -2;
+}
+
+const char *dp_allreduce_algo_name(dp_allreduce_algo algo)
+{
+    if (algo == DP_ALLREDUCE_AUTO)
+        return "auto";
+    return (int)algo >= 0 && (int)algo < ALGO_COUNT ? algos[algo].name : "?";
+}
+
+dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo)
+{
+    if (algo != DP_ALLREDUCE_AUTO)
+        return algo;
+    return dp_dist_size() > 1 ? DP_ALLREDUCE_MPI : DP_ALLREDUCE_RING;
+}
+
+/* On GPUs the ring's kernels read the neighbour GPU's memory, which needs
+ * peer access; NCCL does not, and is faster there, so it is the default
+ * wherever it applies. */
+dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *devs, int n)
+{
+    if (algo != DP_ALLREDUCE_AUTO || dp_dist_size() > 1)
+        return dp_allreduce_resolve(algo);
+    return dp__nccl_suits(devs, n) ? DP_ALLREDUCE_NCCL : DP_ALLREDUCE_RING;
+}

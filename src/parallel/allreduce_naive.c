@@ -1,0 +1,45 @@
+/* DP_ALLREDUCE_NAIVE, the seed's allreduce: every buffer added into device
+ * 0's, which is then copied back into each device's own buffer. Device 0's
+ * kernels read the other devices' buffers. */
+#include "core/internal.h"
+#include "parallel/allreduce.h"
+#include "parallel/order.h"
+
+/* The first half of the seed's allreduce: data[0] += data[i] for every i. */
+int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    dp_device_t *d0 = bufs[0]->dev;
+    /* Device 0's kernel reads every other buffer: across two GPUs without
+     * peer access that is an illegal address, so refuse before issuing. */
+    for (int i = 1; i < n; i++)
+        DP_TRY(dp__check_kernel_read("allreduce", d0, bufs[i]->dev));
+    for (int i = 1; i < n; i++) {
+        dp__after(d0, bufs[i]->dev);
+        DP_TRY(dp__accumulate_on(d0, bufs[0]->data, bufs[i]->data, len));
+    }
+    return 0;
+}
+
+/* The second half: data[0] copied back into each device's own buffer (in
+ * place: the d2l version that rebinds data[i] leaves the other devices
+ * without the sum). */
+int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    dp_device_t *d0 = bufs[0]->dev;
+    for (int i = 1; i < n; i++) {
+        dp__after(bufs[i]->dev, d0);
+        DP_TRY(dp__copy_on(bufs[i]->dev, bufs[i]->data, bufs[0]->data, len));
+    }
+    /* Device 0 writes its buffer again only after every copy has read it. */
+    for (int i = 1; i < n; i++)
+        dp__after(d0, bufs[i]->dev);
+    return 0;
+}
+
+int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    if (n < 2)
+        return 0;
+    DP_TRY(dp__reduce_to_first(bufs, n, len));
+    return dp__broadcast_from_first(bufs, n, len);
+}
