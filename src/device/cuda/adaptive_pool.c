@@ -7,10 +7,7 @@ static int run_forward(void *p, void *ctx)
 {
     dp__adaptive_pool_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    const int64_t *x = a->x.shape, *y = a->y.shape;
-    return dp__cuda_launched(dp__cuda_adaptive_avg_pool_forward(a->x.data, a->y.data, x[0], x[1],
-                                                                x[2], x[3], y[2], y[3], a->x.nhwc,
-                                                                cu->stream),
+    return dp__cuda_launched(dp__cuda_adaptive_avg_pool_forward(a, cu->stream),
                              "adaptive_avg_pool forward");
 }
 
@@ -25,11 +22,8 @@ static int run_backward(void *p, void *ctx)
 {
     dp__adaptive_pool_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    const int64_t *x = a->x.shape, *y = a->y.shape;
-    return dp__cuda_launched(
-        dp__cuda_adaptive_avg_pool_backward(a->dy.data, a->dx.data, a->relu_mask, x[0], x[1], x[2],
-                                            x[3], y[2], y[3], a->x.nhwc, cu->stream),
-        "adaptive_avg_pool backward");
+    return dp__cuda_launched(dp__cuda_adaptive_avg_pool_backward(a, cu->stream),
+                             "adaptive_avg_pool backward");
 }
 
 int dp__cuda_adaptive_avg_pool_backward_entry(dp_device_t *dev, const dp__adaptive_pool_args *a)

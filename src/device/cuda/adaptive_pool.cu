@@ -5,6 +5,8 @@
 // overlap), so no atomics are needed and the sum order is fixed.
 #include "device/cuda/cuda_kernels.h"
 
+#include "device/cuda/launch.cuh"
+
 #include <cuda_runtime.h>
 
 namespace {
@@ -88,32 +90,24 @@ __global__ void backward_kernel(const float *dy, float *dx, const float *mask, i
     }
 }
 
-unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    if (b > 65535 * 8)
-        b = 65535 * 8;
-    return b < 1 ? 1u : (unsigned)b;
-}
-
 } // namespace
 
-extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward(const float *x, float *y, int64_t N,
-                                                          int64_t C, int64_t H, int64_t W,
-                                                          int64_t P, int64_t Q, int nhwc,
+extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward(const dp__adaptive_pool_args *a,
                                                           cudaStream_t stream)
 {
-    forward_kernel<<<blocks_for(N * C * P * Q), 256, 0, stream>>>(x, y, N, C, H, W, P, Q, nhwc);
+    const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
+    forward_kernel<<<dp_cuda::blocks_for(y[0] * y[1] * y[2] * y[3]), 256, 0, stream>>>(
+        (const float *)a->x.data, (float *)a->y.data, x[0], x[1], x[2], x[3], y[2], y[3],
+        a->x.nhwc);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_adaptive_avg_pool_backward(const float *dy, float *dx,
-                                                           const float *relu_mask, int64_t N,
-                                                           int64_t C, int64_t H, int64_t W,
-                                                           int64_t P, int64_t Q, int nhwc,
+extern "C" cudaError_t dp__cuda_adaptive_avg_pool_backward(const dp__adaptive_pool_args *a,
                                                            cudaStream_t stream)
 {
-    backward_kernel<<<blocks_for(N * C * H * W), 256, 0, stream>>>(dy, dx, relu_mask, N, C, H, W,
-                                                                  P, Q, nhwc);
+    const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
+    backward_kernel<<<dp_cuda::blocks_for(x[0] * x[1] * x[2] * x[3]), 256, 0, stream>>>(
+        (const float *)a->dy.data, (float *)a->dx.data, a->relu_mask, x[0], x[1], x[2], x[3], y[2],
+        y[3], a->x.nhwc);
     return cudaGetLastError();
 }

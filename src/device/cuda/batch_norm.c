@@ -61,9 +61,13 @@ static int forward(dp__cuda *cu, const dp__batch_norm_args *a, const bn_descs *d
         }
     }
     if (a->relu)
-        DP_TRY(dp__cuda_launched(dp__cuda_eltwise(DP__ELT_RELU, a->y.data, NULL, a->y.data,
-                                                  dp__numel(4, a->x.shape), 0.0f, cu->stream),
-                                 "batch_norm relu"));
+        DP_TRY(dp__cuda_launched(
+            dp__cuda_eltwise(&(dp__eltwise_args){.op = DP__ELT_RELU,
+                                                 .a = a->y.data,
+                                                 .out = a->y.data,
+                                                 .n = dp__numel(4, a->x.shape)},
+                             cu->stream),
+            "batch_norm relu"));
     return 0;
 }
 
@@ -83,12 +87,8 @@ static int backward(dp__cuda *cu, const dp__batch_norm_args *a, const bn_descs *
 {
     int64_t C = a->x.shape[1];
     if (!a->training) {
-        int nhwc = a->x.nhwc && C > 1;
-        return dp__cuda_launched(
-            dp__cuda_bn_backward_eval(a->x.data, a->dy.data, a->gamma, a->save_mean, a->save_var,
-                                      a->eps, a->dx.data, a->dgamma, a->dbeta, a->x.shape[0], C,
-                                      a->x.shape[2] * a->x.shape[3], nhwc, cu->stream),
-            "batch_norm backward (eval)");
+        return dp__cuda_launched(dp__cuda_bn_backward_eval(a, cu->stream),
+                                 "batch_norm backward (eval)");
     }
     void *inv_std;
     DP_TRY(dp__cuda_scratch(cu, (size_t)C * sizeof(float), &inv_std));

@@ -5,6 +5,8 @@
 // statistics).
 #include "device/cuda/cuda_kernels.h"
 
+#include "device/cuda/launch.cuh"
+
 #include <cuda_runtime.h>
 
 namespace {
@@ -64,36 +66,28 @@ __global__ void backward_eval_kernel(const float *x, const float *dy, const floa
     }
 }
 
-unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    return b < 1 ? 1u : (unsigned)b;
-}
-
 } // namespace
 
 extern "C" cudaError_t dp__cuda_bn_invstd_to_var(float *v, int64_t C, float eps,
                                                  cudaStream_t stream)
 {
-    invstd_to_var_kernel<<<blocks_for(C), kThreads, 0, stream>>>(v, C, eps);
+    invstd_to_var_kernel<<<dp_cuda::blocks_for(C), kThreads, 0, stream>>>(v, C, eps);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t dp__cuda_bn_var_to_invstd(const float *var, float *inv_std, int64_t C,
                                                  float eps, cudaStream_t stream)
 {
-    var_to_invstd_kernel<<<blocks_for(C), kThreads, 0, stream>>>(var, inv_std, C, eps);
+    var_to_invstd_kernel<<<dp_cuda::blocks_for(C), kThreads, 0, stream>>>(var, inv_std, C, eps);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_bn_backward_eval(const float *x, const float *dy,
-                                                 const float *gamma, const float *mean,
-                                                 const float *var, float eps, float *dx,
-                                                 float *dgamma, float *dbeta, int64_t N,
-                                                 int64_t C, int64_t HW, int nhwc,
+extern "C" cudaError_t dp__cuda_bn_backward_eval(const dp__batch_norm_args *a,
                                                  cudaStream_t stream)
 {
-    backward_eval_kernel<<<(unsigned)C, kThreads, 0, stream>>>(x, dy, gamma, mean, var, eps, dx,
-                                                               dgamma, dbeta, N, C, HW, nhwc);
+    const int64_t *s = a->x.shape; // (N, C, H, W)
+    backward_eval_kernel<<<(unsigned)s[1], kThreads, 0, stream>>>(
+        (const float *)a->x.data, (const float *)a->dy.data, a->gamma, a->save_mean, a->save_var,
+        a->eps, (float *)a->dx.data, a->dgamma, a->dbeta, s[0], s[1], s[2] * s[3], a->x.nhwc);
     return cudaGetLastError();
 }

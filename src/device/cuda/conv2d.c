@@ -216,9 +216,11 @@ static bool is_nhwc(const dp__tdesc *t)
 
 static int relayout(dp__cuda *cu, const float *src, float *dst, const int64_t *shape, int src_nhwc)
 {
-    return dp__cuda_launched(
-        dp__cuda_relayout(src, dst, shape[0], shape[1], shape[2], shape[3], src_nhwc, cu->stream),
-        "conv2d relayout");
+    dp__relayout_args a = {.src = {.data = (void *)src, .ndim = 4, .nhwc = src_nhwc},
+                           .dst = {.data = dst, .ndim = 4, .nhwc = !src_nhwc}};
+    memcpy(a.src.shape, shape, sizeof a.src.shape);
+    memcpy(a.dst.shape, shape, sizeof a.dst.shape);
+    return dp__cuda_launched(dp__cuda_relayout(&a, cu->stream), "conv2d relayout");
 }
 
 /* Everything one call needs: the descriptors, the algorithm entry, and the
@@ -401,7 +403,9 @@ static int run_forward(void *p, void *ctx)
                                "conv2d bias");
     if (rc == 0 && a->fuse_relu)
         rc = dp__cuda_launched(
-            dp__cuda_eltwise(DP__ELT_RELU, c.y, NULL, c.y, rows * K, 0.0f, cu->stream),
+            dp__cuda_eltwise(
+                &(dp__eltwise_args){.op = DP__ELT_RELU, .a = c.y, .out = c.y, .n = rows * K},
+                cu->stream),
             "conv2d relu");
     if (rc == 0 && c.y != a->y.data)
         rc = relayout(cu, c.y, a->y.data, a->y.shape, 1);

@@ -116,6 +116,11 @@ bool dp__cuda_tf32(void);
 
 /* Kernel entries, one file per op family as in src/device/cpu/. */
 int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a);
+/* copy.c: the table's copy entries (see device/device.h). */
+int dp__cuda_upload_fresh(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+int dp__cuda_copy_from_host(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+int dp__cuda_copy_to_host(dp_device_t *dev, void *dst, const void *src, size_t bytes);
+int dp__cuda_copy_device(dp_device_t *dev, void *dst, const void *src, size_t bytes);
 int dp__cuda_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
 int dp__cuda_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
 int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);

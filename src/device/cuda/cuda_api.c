@@ -1,7 +1,7 @@
 /* The public dp_cuda_* and TF32 entry points. This one file of the folder is
  * built in every configuration (cmake/cuda.cmake): in a CPU-only build it
  * answers that there is no GPU. */
-#include "dp/dp.h"
+#include "dp/tensor.h"
 
 #include "core/internal.h"
 

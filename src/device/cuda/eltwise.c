@@ -16,8 +16,7 @@ static int run_eltwise(void *p, void *ctx)
                                           cudaMemcpyDefault, cu->stream));
         return 0;
     }
-    return dp__cuda_launched(
-        dp__cuda_eltwise((int)a->op, a->a, a->b, a->out, a->n, a->alpha, cu->stream), "eltwise");
+    return dp__cuda_launched(dp__cuda_eltwise(a, cu->stream), "eltwise");
 }
 
 int dp__cuda_eltwise_entry(dp_device_t *dev, const dp__eltwise_args *a)
@@ -31,10 +30,7 @@ static int run_relayout(void *p, void *ctx)
 {
     dp__relayout_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    const int64_t *s = a->src.shape;
-    return dp__cuda_launched(dp__cuda_relayout(a->src.data, a->dst.data, s[0], s[1], s[2], s[3],
-                                               a->src.nhwc, cu->stream),
-                             "relayout");
+    return dp__cuda_launched(dp__cuda_relayout(a, cu->stream), "relayout");
 }
 
 int dp__cuda_relayout_entry(dp_device_t *dev, const dp__relayout_args *a)

@@ -3,6 +3,8 @@
 // Grid-stride loops over int64 indices; 256 threads a block.
 #include "device/cuda/cuda_kernels.h"
 
+#include "device/cuda/launch.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -10,15 +12,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-
-// Blocks for n elements, capped: grid-stride loops cover the rest.
-unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    if (b > 65535 * 8)
-        b = 65535 * 8;
-    return b < 1 ? 1u : (unsigned)b;
-}
 
 __global__ void fill_kernel(uint32_t *d, int64_t n, uint32_t bits)
 {
@@ -104,47 +97,48 @@ __global__ void bias_grad_kernel(const float *dy, float *db, int64_t rows, int64
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_fill(void *d, int64_t n, float value, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_fill(const dp__fill_args *a, cudaStream_t stream)
 {
     uint32_t bits;
-    static_assert(sizeof bits == sizeof value, "32-bit float");
-    memcpy(&bits, &value, sizeof bits);
-    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>((uint32_t *)d, n, bits);
+    static_assert(sizeof bits == sizeof a->value, "32-bit float");
+    memcpy(&bits, &a->value, sizeof bits);
+    fill_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>((uint32_t *)a->data, a->n,
+                                                                    bits);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_eltwise(int op, const float *a, const float *b, float *out,
-                                        int64_t n, float alpha, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_eltwise(const dp__eltwise_args *a, cudaStream_t stream)
 {
-    eltwise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, out, n, alpha);
+    eltwise_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>((int)a->op, a->a, a->b,
+                                                                       a->out, a->n, a->alpha);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t dp__cuda_relu_mask(float *x, const float *mask, int64_t n,
                                           cudaStream_t stream)
 {
-    relu_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mask, n);
+    relu_mask_kernel<<<dp_cuda::blocks_for(n), kThreads, 0, stream>>>(x, mask, n);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_relayout(const float *src, float *dst, int64_t N, int64_t C,
-                                         int64_t H, int64_t W, int src_nhwc, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_relayout(const dp__relayout_args *a, cudaStream_t stream)
 {
-    relayout_kernel<<<blocks_for(N * C * H * W), kThreads, 0, stream>>>(src, dst, N, C, H * W,
-                                                                        src_nhwc);
+    const int64_t *s = a->src.shape; // logical (N, C, H, W)
+    relayout_kernel<<<dp_cuda::blocks_for(s[0] * s[1] * s[2] * s[3]), kThreads, 0, stream>>>(
+        (const float *)a->src.data, (float *)a->dst.data, s[0], s[1], s[2] * s[3], a->src.nhwc);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t dp__cuda_bias_add(float *y, const float *b, int64_t rows, int64_t cols,
                                          cudaStream_t stream)
 {
-    bias_add_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
+    bias_add_kernel<<<dp_cuda::blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t dp__cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols,
                                           cudaStream_t stream)
 {
-    bias_grad_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
+    bias_grad_kernel<<<dp_cuda::blocks_for(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
     return cudaGetLastError();
 }

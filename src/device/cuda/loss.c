@@ -6,9 +6,7 @@ static int run_xent_forward(void *p, void *ctx)
 {
     dp__xent_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(
-        dp__cuda_xent_forward(a->logits, a->labels, a->loss, a->n, a->k, a->mean, cu->stream),
-        "cross_entropy forward");
+    return dp__cuda_launched(dp__cuda_xent_forward(a, cu->stream), "cross_entropy forward");
 }
 
 int dp__cuda_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a)
@@ -20,9 +18,7 @@ static int run_xent_backward(void *p, void *ctx)
 {
     dp__xent_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_xent_backward(a->logits, a->labels, a->dloss, a->dlogits,
-                                                    a->n, a->k, a->mean, cu->stream),
-                             "cross_entropy backward");
+    return dp__cuda_launched(dp__cuda_xent_backward(a, cu->stream), "cross_entropy backward");
 }
 
 int dp__cuda_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a)
@@ -36,8 +32,7 @@ static int run_accuracy(void *p, void *ctx)
 {
     dp__accuracy_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(
-        dp__cuda_accuracy(a->logits, a->labels, a->correct, a->n, a->k, cu->stream), "accuracy");
+    return dp__cuda_launched(dp__cuda_accuracy(a, cu->stream), "accuracy");
 }
 
 int dp__cuda_accuracy_entry(dp_device_t *dev, const dp__accuracy_args *a)

@@ -98,32 +98,27 @@ __global__ void accuracy_kernel(const float *logits, const int32_t *labels, floa
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_xent_forward(const float *logits, const int32_t *labels,
-                                             float *loss, int64_t n, int64_t k, int mean,
-                                             cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream)
 {
-    xent_forward_kernel<<<1, kThreads, 0, stream>>>(logits, labels, loss, n, k, mean);
+    xent_forward_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->loss, a->n, a->k,
+                                                    a->mean);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_xent_backward(const float *logits, const int32_t *labels,
-                                              const float *dloss, float *dlogits, int64_t n,
-                                              int64_t k, int mean, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream_t stream)
 {
-    int64_t blocks = (n + 127) / 128;
+    int64_t blocks = (a->n + 127) / 128;
     if (blocks < 1)
         blocks = 1;
     if (blocks > 65535)
         blocks = 65535;
-    xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(logits, labels, dloss, dlogits, n,
-                                                               k, mean);
+    xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(a->logits, a->labels, a->dloss,
+                                                               a->dlogits, a->n, a->k, a->mean);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_accuracy(const float *logits, const int32_t *labels,
-                                         float *correct, int64_t n, int64_t k,
-                                         cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_accuracy(const dp__accuracy_args *a, cudaStream_t stream)
 {
-    accuracy_kernel<<<1, kThreads, 0, stream>>>(logits, labels, correct, n, k);
+    accuracy_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->correct, a->n, a->k);
     return cudaGetLastError();
 }

@@ -6,10 +6,7 @@ static int run_sgd(void *p, void *ctx)
 {
     dp__sgd_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_sgd(a->params, a->grads, a->velocity, a->n, a->lr,
-                                          a->grad_scale, a->momentum, a->weight_decay,
-                                          a->first_nonfinite, cu->stream),
-                             "sgd");
+    return dp__cuda_launched(dp__cuda_sgd(a, cu->stream), "sgd");
 }
 
 int dp__cuda_sgd_entry(dp_device_t *dev, const dp__sgd_args *a)
@@ -23,8 +20,7 @@ static int run_check_finite(void *p, void *ctx)
 {
     dp__check_finite_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_check_finite(a->data, a->n, a->first_nonfinite, cu->stream),
-                             "check_finite");
+    return dp__cuda_launched(dp__cuda_check_finite(a, cu->stream), "check_finite");
 }
 
 int dp__cuda_check_finite_entry(dp_device_t *dev, const dp__check_finite_args *a)

@@ -6,6 +6,8 @@
 // the update then changes nothing.
 #include "device/cuda/cuda_kernels.h"
 
+#include "device/cuda/launch.cuh"
+
 #include <cuda_runtime.h>
 
 namespace {
@@ -40,39 +42,25 @@ __global__ void check_finite_kernel(const float *x, int64_t n, unsigned long lon
             atomicMin(first, (unsigned long long)i);
 }
 
-unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    if (b > 65535 * 8)
-        b = 65535 * 8;
-    return b < 1 ? 1u : (unsigned)b;
-}
-
 } // namespace
 
-extern "C" cudaError_t dp__cuda_check_finite(const float *data, int64_t n, int64_t *first_nonfinite,
-                                             cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_check_finite(const dp__check_finite_args *a, cudaStream_t stream)
 {
+    const float *data = a->data;
+    int64_t n = a->n, *first_nonfinite = a->first_nonfinite;
     static_assert(sizeof(int64_t) == sizeof(unsigned long long), "64-bit word");
     set_kernel<<<1, 1, 0, stream>>>(first_nonfinite, n);
     if (n > 0)
-        check_finite_kernel<<<blocks_for(n), 256, 0, stream>>>(
+        check_finite_kernel<<<dp_cuda::blocks_for(n), 256, 0, stream>>>(
             data, n, (unsigned long long *)first_nonfinite);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_sgd(float *params, const float *grads, float *velocity, int64_t n,
-                                    float lr, float grad_scale, float momentum,
-                                    float weight_decay, const int64_t *first_nonfinite,
-                                    cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_sgd(const dp__sgd_args *a, cudaStream_t stream)
 {
-    int64_t blocks = (n + 255) / 256;
-    if (blocks < 1)
-        blocks = 1;
-    if (blocks > 65535 * 8)
-        blocks = 65535 * 8;
-    float *v = velocity && momentum != 0.0f ? velocity : nullptr;
-    sgd_kernel<<<(unsigned)blocks, 256, 0, stream>>>(params, grads, v, n, lr, grad_scale, momentum,
-                                                    weight_decay, first_nonfinite);
+    float *v = a->velocity && a->momentum != 0.0f ? a->velocity : nullptr;
+    sgd_kernel<<<dp_cuda::blocks_for(a->n), 256, 0, stream>>>(a->params, a->grads, v, a->n, a->lr,
+                                                             a->grad_scale, a->momentum,
+                                                             a->weight_decay, a->first_nonfinite);
     return cudaGetLastError();
 }
