@@ -28,8 +28,11 @@ train: build
 # the CUDA backend included where nvcc is installed; the sanitizer builds are
 # CPU-only (nvcc's code is not instrumented). A test that cannot run here
 # (no GPU, not root) exits 77 and CTest reports it as skipped; the last line
-# names each skipped test with its reason.
+# names each skipped test with its reason. scripts/check-layers.sh first
+# checks that the folders of src/ include each other only as DESIGN.md's
+# layers allow.
 test: build
+	scripts/check-layers.sh && echo "check-layers: the folders of src/ include each other as DESIGN.md allows"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan

@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [extra-package ...]
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
+packages=(cmake make gcc pkg-config python3 zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
           libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 "$@")
 
 missing=()
