@@ -114,6 +114,8 @@ int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes);
 int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes);
 /* Enqueues t = value. */
 int dp_tensor_fill(dp_tensor_t *t, float value);
+/* t = alpha * t, for a float tensor, enqueued on its device (not recorded). */
+int dp_tensor_scale(dp_tensor_t *t, float alpha);
 /* Enqueues a copy of t's values into host memory and returns at once (the
  * front end reads a step's loss one step later without a wait of its own).
  * `bytes` must be t's size; `dst` must stay valid until the copy has run:

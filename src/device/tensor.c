@@ -191,6 +191,24 @@ int dp_tensor_fill(dp_tensor_t *t, float value)
     return 0;
 }
 
+int dp_tensor_scale(dp_tensor_t *t, float alpha)
+{
+    if (t->dtype != DP_F32) {
+        char shape[64];
+        DP_ERROR("dp_tensor_scale: %s is not a float tensor",
+                 dp_tensor_shape_str(t, shape, sizeof shape));
+        return DP_EINVAL;
+    }
+    dp__eltwise_args a = {.op = DP__ELT_SCALE,
+                          .a = t->data,
+                          .out = t->data,
+                          .n = dp__numel(t->ndim, t->shape),
+                          .alpha = alpha};
+    DP_TRY(t->dev->ops->eltwise(t->dev, &a));
+    dp__tensor_written(t);
+    return 0;
+}
+
 int dp_tensor_ndim(const dp_tensor_t *t)
 {
     return t->ndim;

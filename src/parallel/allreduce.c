@@ -28,34 +28,30 @@ int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
         DP_ERROR("allreduce: need 1..%d buffers", DP_MAX_DEVICES);
         return DP_EINVAL;
     }
-    int64_t len = dp__numel(bufs[0]->ndim, bufs[0]->shape);
+    int64_t len = dp_tensor_numel(bufs[0]);
     for (int k = 0; k < n; k++) {
-        if (bufs[k]->dtype != DP_F32 || dp__numel(bufs[k]->ndim, bufs[k]->shape) != len) {
+        if (dp_tensor_dtype(bufs[k]) != DP_F32 || dp_tensor_numel(bufs[k]) != len) {
             DP_ERROR("allreduce: buffer %d is not a float buffer of %lld elements", k,
                      (long long)len);
             return DP_ESHAPE;
         }
         for (int j = 0; j < k; j++) {
-            if (bufs[j]->dev == bufs[k]->dev) {
+            if (dp_tensor_device(bufs[j]) == dp_tensor_device(bufs[k])) {
                 DP_ERROR("allreduce: buffers %d and %d are on the same device %s", j, k,
-                         bufs[k]->dev->name);
+                         dp_device_name(dp_tensor_device(bufs[k])));
                 return DP_EINVAL;
             }
         }
     }
     dp_device_t *devs[DP_MAX_DEVICES];
     for (int k = 0; k < n; k++)
-        devs[k] = bufs[k]->dev;
+        devs[k] = dp_tensor_device(bufs[k]);
     algo = dp__allreduce_for(algo, devs, n);
     if ((int)algo < 0 || (int)algo >= ALGO_COUNT) {
         DP_ERROR("allreduce: unknown algorithm %d", (int)algo);
         return DP_EINVAL;
     }
-    int rc = algos[algo].run(bufs, n, len);
-    if (rc == 0)
-        for (int k = 0; k < n; k++)
-            dp__tensor_written(bufs[k]);
-    return rc;
+    return algos[algo].run(bufs, n, len);
 }
 
 int dp_allreduce_algo_parse(const char *name)

@@ -11,7 +11,7 @@
 #ifndef DP_PARALLEL_ALLREDUCE_H
 #define DP_PARALLEL_ALLREDUCE_H
 
-#include "device/device.h"
+#include "device/collective.h"
 #include "dp/parallel.h"
 
 #include <stdbool.h>
@@ -19,7 +19,7 @@
 /* One algorithm: afterwards every bufs[k] holds the elementwise sum over k.
  * The buffers are already checked (1 <= n <= DP_MAX_DEVICES, float, `len`
  * elements each, on distinct devices); the work is enqueued, and the
- * dispatcher marks the buffers written. */
+ * primitives of device/collective.h mark the buffers written. */
 typedef int (*dp__allreduce_fn)(dp_tensor_t *const *bufs, int n, int64_t len);
 
 int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len);
@@ -38,27 +38,5 @@ bool dp__nccl_suits(dp_device_t *const *devs, int n);
 /* `algo` with AUTO resolved for these devices: mpi across several ranks,
  * else nccl where dp__nccl_suits, else ring (allreduce.c). */
 dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *devs, int n);
-
-/* 0 when kernels of `reader` may read `owner`'s memory (CPU devices, logical
- * devices on one GPU, GPUs with peer access); else DP_ENOTSUP, with both
- * devices named after `what` in the log (peer_access.c). */
-int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner);
-
-/* dst[0..n) += src[0..n), a kernel on `dev`. */
-static inline int dp__accumulate_on(dp_device_t *dev, float *dst, const float *src, int64_t n)
-{
-    if (n == 0)
-        return 0;
-    dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE, .a = src, .out = dst, .n = n};
-    return dev->ops->eltwise(dev, &a);
-}
-
-/* dst[0..n) = src[0..n), a copy on `dev`. */
-static inline int dp__copy_on(dp_device_t *dev, float *dst, const float *src, int64_t n)
-{
-    if (n == 0)
-        return 0;
-    return dev->ops->copy_device(dev, dst, src, (size_t)n * sizeof(float));
-}
 
 #endif

@@ -3,19 +3,18 @@
  * kernels read the other devices' buffers. */
 #include "core/internal.h"
 #include "parallel/allreduce.h"
-#include "parallel/order.h"
 
 /* The first half of the seed's allreduce: data[0] += data[i] for every i. */
 int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)
 {
-    dp_device_t *d0 = bufs[0]->dev;
+    dp_device_t *d0 = dp_tensor_device(bufs[0]);
     /* Device 0's kernel reads every other buffer: across two GPUs without
      * peer access that is an illegal address, so refuse before issuing. */
     for (int i = 1; i < n; i++)
-        DP_TRY(dp__check_kernel_read("allreduce", d0, bufs[i]->dev));
+        DP_TRY(dp__check_kernel_read("allreduce", d0, dp_tensor_device(bufs[i])));
     for (int i = 1; i < n; i++) {
-        dp__after(d0, bufs[i]->dev);
-        DP_TRY(dp__accumulate_on(d0, bufs[0]->data, bufs[i]->data, len));
+        dp__after(d0, dp_tensor_device(bufs[i]));
+        DP_TRY(dp__range_add(bufs[0], 0, bufs[i], 0, len));
     }
     return 0;
 }
@@ -25,14 +24,14 @@ int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)
  * without the sum). */
 int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len)
 {
-    dp_device_t *d0 = bufs[0]->dev;
+    dp_device_t *d0 = dp_tensor_device(bufs[0]);
     for (int i = 1; i < n; i++) {
-        dp__after(bufs[i]->dev, d0);
-        DP_TRY(dp__copy_on(bufs[i]->dev, bufs[i]->data, bufs[0]->data, len));
+        dp__after(dp_tensor_device(bufs[i]), d0);
+        DP_TRY(dp__range_copy(bufs[i], 0, bufs[0], 0, len));
     }
     /* Device 0 writes its buffer again only after every copy has read it. */
     for (int i = 1; i < n; i++)
-        dp__after(d0, bufs[i]->dev);
+        dp__after(d0, dp_tensor_device(bufs[i]));
     return 0;
 }
 

@@ -17,36 +17,35 @@ int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len)
     /* Device k+1's kernels read device k's buffer: refused up front where
      * they cannot (two GPUs without peer access), as in reduce_to_first. */
     for (int k = 0; k < n; k++)
-        DP_TRY(dp__check_kernel_read("allreduce ring", bufs[(k + 1) % n]->dev, bufs[k]->dev));
+        DP_TRY(dp__check_kernel_read("allreduce ring", dp_tensor_device(bufs[(k + 1) % n]),
+                                     dp_tensor_device(bufs[k])));
     int64_t start[DP_MAX_DEVICES + 1];
     for (int c = 0; c <= n; c++)
         start[c] = len * c / n;
     dp_event prev[DP_MAX_DEVICES];
     for (int k = 0; k < n; k++)
-        prev[k] = dp_event_record(bufs[k]->dev);
+        prev[k] = dp_event_record(dp_tensor_device(bufs[k]));
     for (int phase = 0; phase < 2; phase++) {
         for (int s = 0; s < n - 1; s++) {
             for (int k = 0; k < n; k++) {
                 int r = (k + 1) % n; /* receiver */
-                dp_device_t *dev = bufs[r]->dev;
+                dp_device_t *dev = dp_tensor_device(bufs[r]);
                 dp_stream_wait_event(dev, prev[k]);
                 dp_stream_wait_event(dev, prev[(r + 1) % n]);
                 int c = phase == 0 ? ((k - s) % n + n) % n : ((k + 1 - s) % n + n) % n;
-                float *dst = (float *)bufs[r]->data + start[c];
-                const float *src = (const float *)bufs[k]->data + start[c];
                 int64_t cl = start[c + 1] - start[c];
-                DP_TRY(phase == 0 ? dp__accumulate_on(dev, dst, src, cl)
-                                  : dp__copy_on(dev, dst, src, cl));
+                DP_TRY(phase == 0 ? dp__range_add(bufs[r], start[c], bufs[k], start[c], cl)
+                                  : dp__range_copy(bufs[r], start[c], bufs[k], start[c], cl));
             }
             for (int k = 0; k < n; k++)
-                prev[k] = dp_event_record(bufs[k]->dev);
+                prev[k] = dp_event_record(dp_tensor_device(bufs[k]));
         }
     }
     /* The neighbours read this buffer in the last step: wait for them before
      * it is written again. */
     for (int k = 0; k < n; k++) {
-        dp_stream_wait_event(bufs[k]->dev, prev[(k + 1) % n]);
-        dp_stream_wait_event(bufs[k]->dev, prev[(k + n - 1) % n]);
+        dp_stream_wait_event(dp_tensor_device(bufs[k]), prev[(k + 1) % n]);
+        dp_stream_wait_event(dp_tensor_device(bufs[k]), prev[(k + n - 1) % n]);
     }
     return 0;
 }

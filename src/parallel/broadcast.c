@@ -3,19 +3,19 @@
 #include "dp/parallel.h"
 
 #include "core/internal.h"
-#include "parallel/order.h"
+#include "device/collective.h"
 
 int dp_broadcast(dp_tensor_t *const *dsts, int n, const dp_tensor_t *src)
 {
     for (int k = 0; k < n; k++) {
-        if (dp__numel(dsts[k]->ndim, dsts[k]->shape) != dp__numel(src->ndim, src->shape)) {
-            DP_ERROR("broadcast: destination %d has another size than the source", k);
+        if (dp_tensor_numel(dsts[k]) != dp_tensor_numel(src) ||
+            dp_tensor_dtype(dsts[k]) != dp_tensor_dtype(src)) {
+            DP_ERROR("broadcast: destination %d has another size or type than the source", k);
             return DP_ESHAPE;
         }
         if (dsts[k] == src)
             continue;
-        DP_TRY(dp__copy_between(dsts[k]->dev, dsts[k]->data, src->dev, src->data, src->bytes));
-        dp__tensor_written(dsts[k]);
+        DP_TRY(dp__copy_between(dsts[k], 0, src, 0, dp__tensor_bytes(src)));
     }
     return 0;
 }

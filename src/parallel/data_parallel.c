@@ -6,7 +6,6 @@
 #include "dp/dist.h"
 
 #include "core/internal.h"
-#include "device/device.h"
 #include "nn/model.h"
 #include "parallel/allreduce.h"
 
@@ -72,7 +71,7 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
 int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device_t *const *devs,
                           int n, const dp_data_parallel_options *opt)
 {
-    if (n < 1 || n > DP_MAX_DEVICES || model->dev != devs[0]) {
+    if (n < 1 || n > DP_MAX_DEVICES || dp_model_device(model) != devs[0]) {
         DP_ERROR("DataParallel: need 1..%d devices, the model on the first", DP_MAX_DEVICES);
         return DP_EINVAL;
     }
@@ -156,14 +155,8 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
     for (int k = 0; k < dp->n; k++)
         bufs[k] = dp_params_values(dp_model_buffers(dp->replicas[k]));
     DP_TRY(dp_allreduce_sum(bufs, dp->n, dp->opt.allreduce));
-    for (int k = 0; k < dp->n; k++) {
-        dp__eltwise_args a = {.op = DP__ELT_SCALE,
-                              .a = bufs[k]->data,
-                              .out = bufs[k]->data,
-                              .n = dp_tensor_numel(bufs[k]),
-                              .alpha = 1.0f / (float)(dp->n * ranks)};
-        DP_TRY(dp->devs[k]->ops->eltwise(dp->devs[k], &a));
-    }
+    for (int k = 0; k < dp->n; k++)
+        DP_TRY(dp_tensor_scale(bufs[k], 1.0f / (float)(dp->n * ranks)));
     return 0;
 }
 

@@ -1,11 +1,11 @@
 /* torch.chunk, scatter and gather: each of scatter and gather is recorded on
  * the tape, and each is the other's backward. Copies between devices go
- * through dp__copy_between (order.c), ordered by events. */
+ * through dp__copy_between (device/collective.h), ordered by events. */
 #include "dp/parallel.h"
 
 #include "autograd/tape.h"
 #include "core/internal.h"
-#include "parallel/order.h"
+#include "device/collective.h"
 
 #include <string.h>
 
@@ -23,12 +23,10 @@ int dp_chunk_sizes(int64_t rows, int n, int64_t *sizes)
     return count;
 }
 
-static size_t row_bytes(const dp_tensor_t *t)
+static void shape_of(const dp_tensor_t *t, int64_t *shape)
 {
-    size_t b = 4;
-    for (int i = 1; i < t->ndim; i++)
-        b *= (size_t)t->shape[i];
-    return b;
+    for (int i = 0; i < dp_tensor_ndim(t); i++)
+        shape[i] = dp_tensor_dim(t, i);
 }
 
 /* ---- scatter and gather, each the other's backward ------------------------ */
@@ -53,20 +51,15 @@ static int piece_backward(dp__node *node)
         DP_TRY(dp_tensor_fill(dx, 0.0f));
         DP_TRY(dp__grad_end(x, dx));
     }
-    size_t rb = row_bytes(x);
     /* Copy into a temporary on x's device, then add into the rows. */
     int64_t shape[DP_MAX_DIMS];
-    memcpy(shape, piece->shape, sizeof shape);
-    dp_tensor_t *tmp;
-    DP_TRY(dp__tape_alloc(&tmp, x->dev, DP_F32, piece->ndim, shape, 0));
-    DP_TRY(dp__copy_between(x->dev, tmp->data, piece->dev, piece->ag->grad->data,
-                            (size_t)piece->shape[0] * rb));
-    dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE,
-                          .a = tmp->data,
-                          .out = (float *)x->ag->grad->data + pn->row_offset * (int64_t)(rb / 4),
-                          .n = dp__numel(piece->ndim, piece->shape)};
-    DP_TRY(x->dev->ops->eltwise(x->dev, &a));
-    dp__tensor_written(x->ag->grad);
+    shape_of(piece, shape);
+    dp_tensor_t *tmp, *piece_grad = dp_tensor_grad(piece);
+    DP_TRY(dp__tape_alloc(&tmp, dp_tensor_device(x), DP_F32, dp_tensor_ndim(piece), shape, 0));
+    DP_TRY(dp__copy_between(tmp, 0, piece_grad, 0, dp__tensor_bytes(piece_grad)));
+    int64_t row_elems = (int64_t)(dp__tensor_row_bytes(x) / 4);
+    DP_TRY(
+        dp__range_add(dp_tensor_grad(x), pn->row_offset * row_elems, tmp, 0, dp_tensor_numel(tmp)));
     dp__grad_touch(x);
     x->ag->grad_masked = 0;
     return 0;
@@ -75,27 +68,25 @@ static int piece_backward(dp__node *node)
 int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *const *devs, int n)
 {
     char xs[64];
-    if (!x || n < 1 || n > DP_MAX_DEVICES || x->ndim < 1) {
+    if (!x || n < 1 || n > DP_MAX_DEVICES || dp_tensor_ndim(x) < 1) {
         DP_ERROR("scatter: need a tensor with a batch dimension and 1..%d devices", DP_MAX_DEVICES);
         return DP_EINVAL;
     }
-    if (x->nhwc) {
+    if (dp__tensor_nhwc(x)) {
         DP_ERROR("scatter: %s must be in logical layout", dp_tensor_shape_str(x, xs, sizeof xs));
         return DP_EINVAL;
     }
     int64_t sizes[DP_MAX_DEVICES];
-    int count = dp_chunk_sizes(x->shape[0], n, sizes);
-    size_t rb = row_bytes(x);
+    int count = dp_chunk_sizes(dp_tensor_dim(x, 0), n, sizes);
+    size_t rb = dp__tensor_row_bytes(x);
     int64_t offset = 0;
     for (int k = 0; k < count; k++) {
         int64_t shape[DP_MAX_DIMS];
-        memcpy(shape, x->shape, sizeof shape);
+        shape_of(x, shape);
         shape[0] = sizes[k];
         dp_tensor_t *piece;
-        DP_TRY(dp__tape_alloc(&piece, devs[k], x->dtype, x->ndim, shape, 0));
-        DP_TRY(dp__copy_between(devs[k], piece->data, x->dev, (char *)x->data + offset * rb,
-                                (size_t)sizes[k] * rb));
-        dp__tensor_written(piece);
+        DP_TRY(dp__tape_alloc(&piece, devs[k], dp_tensor_dtype(x), dp_tensor_ndim(x), shape, 0));
+        DP_TRY(dp__copy_between(piece, 0, x, (size_t)offset * rb, (size_t)sizes[k] * rb));
         if (dp__tape_needs_grad(&x, 1)) {
             piece_node pn = {offset};
             DP_TRY(dp__tape_record("scatter", piece_backward, &x, 1, piece, &pn, sizeof pn));
@@ -116,10 +107,9 @@ static int gather_piece_backward(dp__node *node)
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
         return 0;
-    size_t rb = row_bytes(x);
-    DP_TRY(dp__copy_between(x->dev, dx->data, out->dev,
-                            (char *)out->ag->grad->data + pn->row_offset * rb,
-                            (size_t)x->shape[0] * rb));
+    size_t rb = dp__tensor_row_bytes(x);
+    DP_TRY(dp__copy_between(dx, 0, dp_tensor_grad(out), (size_t)pn->row_offset * rb,
+                            (size_t)dp_tensor_dim(x, 0) * rb));
     return dp__grad_end(x, dx);
 }
 
@@ -130,35 +120,36 @@ int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst
         return DP_EINVAL;
     }
     int64_t shape[DP_MAX_DIMS];
-    memcpy(shape, xs[0]->shape, sizeof shape);
+    shape_of(xs[0], shape);
     shape[0] = 0;
+    int ndim = dp_tensor_ndim(xs[0]);
     for (int k = 0; k < n; k++) {
-        int same = xs[k]->ndim == xs[0]->ndim && xs[k]->dtype == xs[0]->dtype && !xs[k]->nhwc;
-        for (int i = 1; same && i < xs[0]->ndim; i++)
-            same = xs[k]->shape[i] == xs[0]->shape[i];
+        int same = dp_tensor_ndim(xs[k]) == ndim &&
+                   dp_tensor_dtype(xs[k]) == dp_tensor_dtype(xs[0]) && !dp__tensor_nhwc(xs[k]);
+        for (int i = 1; same && i < ndim; i++)
+            same = dp_tensor_dim(xs[k], i) == dp_tensor_dim(xs[0], i);
         if (!same) {
             DP_ERROR("gather: piece %d differs in shape, type or layout from piece 0", k);
             return DP_ESHAPE;
         }
-        shape[0] += xs[k]->shape[0];
+        shape[0] += dp_tensor_dim(xs[k], 0);
     }
     dp_tensor_t *y;
-    DP_TRY(dp__tape_alloc(&y, dst, xs[0]->dtype, xs[0]->ndim, shape, 0));
-    size_t rb = row_bytes(xs[0]);
+    DP_TRY(dp__tape_alloc(&y, dst, dp_tensor_dtype(xs[0]), ndim, shape, 0));
+    size_t rb = dp__tensor_row_bytes(xs[0]);
     int64_t offset = 0;
     for (int k = 0; k < n; k++) {
-        DP_TRY(dp__copy_between(dst, (char *)y->data + offset * rb, xs[k]->dev, xs[k]->data,
-                                (size_t)xs[k]->shape[0] * rb));
-        offset += xs[k]->shape[0];
+        DP_TRY(dp__copy_between(y, (size_t)offset * rb, xs[k], 0,
+                                (size_t)dp_tensor_dim(xs[k], 0) * rb));
+        offset += dp_tensor_dim(xs[k], 0);
     }
-    dp__tensor_written(y);
     offset = 0;
     for (int k = 0; k < n; k++) {
         if (dp__tape_needs_grad(&xs[k], 1)) {
             piece_node pn = {offset};
             DP_TRY(dp__tape_record("gather", gather_piece_backward, &xs[k], 1, y, &pn, sizeof pn));
         }
-        offset += xs[k]->shape[0];
+        offset += dp_tensor_dim(xs[k], 0);
     }
     *out = y;
     return 0;

@@ -1,0 +1,240 @@
+/* The device layer's part of the collectives (collective.h): kernels over
+ * ranges of another device's memory, copies between devices, the backend's
+ * group allreduce and host functions over a tensor's memory. */
+#include "device/collective.h"
+
+#include "core/internal.h"
+#include "device/device.h"
+#include "engine/stream.h"
+
+static int check_range(const char *what, const dp_tensor_t *t, int64_t off, int64_t n)
+{
+    if (t->dtype != DP_F32 || off < 0 || n < 0 || off + n > dp__numel(t->ndim, t->shape)) {
+        DP_ERROR("%s: range [%lld, %lld) is not inside a float tensor of %lld elements", what,
+                 (long long)off, (long long)(off + n), (long long)dp__numel(t->ndim, t->shape));
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
+/* dst[dst_off..) += or = src[src_off..), n floats, on dst's device. */
+static int range_op(bool add, dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src,
+                    int64_t src_off, int64_t n)
+{
+    const char *what = add ? "range add" : "range copy";
+    DP_TRY(check_range(what, dst, dst_off, n));
+    DP_TRY(check_range(what, src, src_off, n));
+    if (n == 0)
+        return 0;
+    float *to = (float *)dst->data + dst_off;
+    const float *from = (const float *)src->data + src_off;
+    if (add) {
+        dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE, .a = from, .out = to, .n = n};
+        DP_TRY(dst->dev->ops->eltwise(dst->dev, &a));
+    } else {
+        DP_TRY(dst->dev->ops->copy_device(dst->dev, to, from, (size_t)n * sizeof(float)));
+    }
+    dp__tensor_written(dst);
+    return 0;
+}
+
+int dp__range_add(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                  int64_t n)
+{
+    return range_op(true, dst, dst_off, src, src_off, n);
+}
+
+int dp__range_copy(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                   int64_t n)
+{
+    return range_op(false, dst, dst_off, src, src_off, n);
+}
+
+/* Which devices' kernels may read which devices' buffers, checked before
+ * the allreduce algorithms that add another device's buffer into their own
+ * in a kernel: naive and ring, and the first step of mpi.
+ *
+ * CPU devices share this process's memory. A GPU's kernels read its own
+ * memory, that of every logical device on it included, and another GPU's
+ * only where peer access was enabled when the device opened; without it the
+ * read is an illegal address that kills the CUDA context mid-step, so it is
+ * refused up front instead. A CPU device cannot read a GPU's memory, nor a
+ * GPU kernel a CPU device's pageable memory. The group allreduce and copies
+ * between devices (dp__copy_between) need none of this. The backend answers
+ * for two of its own devices (the device table's can_read). */
+int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner)
+{
+    bool gpu_reader = !dp_device_has(reader, DP_DEVICE_HOST_MEMORY);
+    bool gpu_owner = !dp_device_has(owner, DP_DEVICE_HOST_MEMORY);
+    if (!gpu_reader && !gpu_owner)
+        return 0;
+    if (gpu_reader && gpu_owner && reader->ops == owner->ops && reader->ops->can_read) {
+        if (reader->ops->can_read(reader, owner))
+            return 0;
+        DP_ERROR("%s: %s cannot read the memory of %s: the two GPUs have no peer access; the "
+                 "nccl algorithm sums across them without it",
+                 what, reader->name, owner->name);
+        return DP_ENOTSUP;
+    }
+    DP_ERROR("%s: %s cannot read the memory of %s in a kernel (a CPU device and a GPU)", what,
+             reader->name, owner->name);
+    return DP_ENOTSUP;
+}
+
+size_t dp__tensor_bytes(const dp_tensor_t *t)
+{
+    return t->bytes;
+}
+
+size_t dp__tensor_row_bytes(const dp_tensor_t *t)
+{
+    /* Every dtype is 4 bytes an element (dp__tensor_alloc). */
+    size_t b = 4;
+    for (int i = 1; i < t->ndim; i++)
+        b *= (size_t)t->shape[i];
+    return b;
+}
+
+bool dp__tensor_nhwc(const dp_tensor_t *t)
+{
+    return t->nhwc;
+}
+
+void dp__after(dp_device_t *waiter, dp_device_t *dev)
+{
+    if (waiter != dev)
+        dp_stream_wait_event(waiter, dp_event_record(dev));
+}
+
+int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *src,
+                     size_t src_byte_off, size_t bytes)
+{
+    if (dst_byte_off + bytes > dst->bytes || src_byte_off + bytes > src->bytes) {
+        DP_ERROR("copy between devices: %zu bytes do not fit at offsets %zu (of %zu) and %zu "
+                 "(of %zu)",
+                 bytes, dst_byte_off, dst->bytes, src_byte_off, src->bytes);
+        return DP_EINVAL;
+    }
+    if (bytes == 0)
+        return 0;
+    dp_device_t *dst_dev = dst->dev, *src_dev = src->dev;
+    char *to = (char *)dst->data + dst_byte_off;
+    const char *from = (const char *)src->data + src_byte_off;
+    /* A CPU device cannot read a GPU's memory: a copy from a GPU into a CPU
+     * device's buffer is the GPU's copy to the host, issued once the CPU
+     * device has finished with that buffer. Every other pair (CPU to CPU,
+     * into a GPU from anywhere) is the destination's copy_device. */
+    bool gpu_to_host = !dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
+                       dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY);
+    if (gpu_to_host) {
+        dp__after(src_dev, dst_dev);
+        DP_TRY(src_dev->ops->copy_to_host(src_dev, to, from, bytes));
+        dp__after(dst_dev, src_dev);
+    } else {
+        dp__after(dst_dev, src_dev);
+        DP_TRY(dst_dev->ops->copy_device(dst_dev, to, from, bytes));
+        dp__after(src_dev, dst_dev);
+    }
+    dp__tensor_written(dst);
+    return 0;
+}
+
+static bool has_group(const dp_device_t *dev, const dp_device_t *first)
+{
+    return dev->ops == first->ops && dev->ops->group_allreduce_sum && dev->ops->group_allreduce_ok;
+}
+
+bool dp__group_allreduce_available(dp_device_t *const *devs, int n)
+{
+    if (n < 2)
+        return false;
+    for (int k = 0; k < n; k++)
+        if (!has_group(devs[k], devs[0]))
+            return false;
+    return true;
+}
+
+bool dp__group_allreduce_usable(dp_device_t *const *devs, int n)
+{
+    return dp__group_allreduce_available(devs, n) && devs[0]->ops->group_allreduce_ok(devs, n);
+}
+
+/* One command on device 0's worker issues every device's part:
+ *   1. device 0's worker waits until every other worker has issued its
+ *      earlier work (their device queues hold it, before the library's);
+ *   2. the command runs the library's allreduce for every device at once;
+ *   3. every other device's worker waits for that command, so its later
+ *      work is issued after the library's on its queue. */
+int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len)
+{
+    dp_device_t *devs[DP_MAX_DEVICES];
+    float *data[DP_MAX_DEVICES];
+    for (int k = 0; k < n; k++) {
+        devs[k] = bufs[k]->dev;
+        data[k] = bufs[k]->data;
+        DP_TRY(check_range("group allreduce", bufs[k], 0, len));
+    }
+    if (!dp__group_allreduce_usable(devs, n)) {
+        DP_ERROR("group allreduce: the %d devices from %s on are not distinct devices of one "
+                 "backend with a collective library",
+                 n, devs[0]->name);
+        return DP_ENOTSUP;
+    }
+    if (len == 0)
+        return 0;
+    for (int k = 1; k < n; k++)
+        dp__after(devs[0], devs[k]);
+    DP_TRY(devs[0]->ops->group_allreduce_sum(devs, data, n, len));
+    for (int k = 1; k < n; k++)
+        dp__after(devs[k], devs[0]);
+    for (int k = 0; k < n; k++)
+        dp__tensor_written(bufs[k]);
+    return 0;
+}
+
+typedef struct host_apply_args {
+    dp__host_fn fn;
+    float *data;
+    int64_t n;
+} host_apply_args;
+
+static int run_host_fn(void *p, void *ctx)
+{
+    (void)ctx;
+    host_apply_args *a = p;
+    return a->fn(a->data, a->n);
+}
+
+static int run_free(void *p, void *ctx)
+{
+    (void)ctx;
+    dp__free(*(void **)p);
+    return 0;
+}
+
+int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name)
+{
+    DP_TRY(check_range(name, t, 0, n));
+    if (n == 0)
+        return 0;
+    dp_device_t *dev = t->dev;
+    host_apply_args a = {fn, t->data, n};
+    if (dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
+        /* A CPU device's memory is this process's: fn reads it directly. */
+        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
+    } else {
+        /* Through host memory: commands on a device's stream run after
+         * every earlier one has finished, copies included. */
+        size_t bytes = (size_t)n * sizeof(float);
+        float *host_buf = dp__malloc(bytes);
+        if (!host_buf)
+            return DP_ENOMEM;
+        a.data = host_buf;
+        DP_TRY(dev->ops->copy_to_host(dev, host_buf, t->data, bytes));
+        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
+        DP_TRY(dev->ops->copy_from_host(dev, t->data, host_buf, bytes));
+        dp__stream_push_named(dev->stream, run_free, "free", &host_buf, sizeof host_buf);
+    }
+    dp__tensor_written(t);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* What the collectives of src/parallel/ need of the device layer, over
+ * tensors they see only through this header and dp/tensor.h (they never
+ * read struct dp_tensor or the device table).
+ *
+ * Offsets and counts are in float elements. Every call enqueues (no host
+ * wait) and marks its destination written.
+ *
+ * Kernels that read another device's memory (dp__range_add, dp__range_copy)
+ * run on the destination's device: CPU devices share this process's memory,
+ * a GPU reads its own and a peer's where peer access is enabled. Callers
+ * check with dp__check_kernel_read first and order them against the source
+ * device with events (dp_event_record / dp_stream_wait_event); the ring
+ * algorithm orders chunk by chunk, finer than a whole-device wait. */
+#ifndef DP_DEVICE_COLLECTIVE_H
+#define DP_DEVICE_COLLECTIVE_H
+
+#include "dp/tensor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* dst[dst_off + i] += src[src_off + i], i < n: a kernel on dst's device. */
+int dp__range_add(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                  int64_t n);
+/* dst[dst_off + i] = src[src_off + i], i < n: a copy on dst's device. */
+int dp__range_copy(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                   int64_t n);
+/* 0 when kernels of `reader` may read `owner`'s memory (CPU devices, logical
+ * devices on one GPU, GPUs with peer access); else DP_ENOTSUP, with both
+ * devices named after `what` in the log (collective.c). */
+int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner);
+
+/* Bytes of the whole tensor, and of one index of its first dimension (a
+ * row of a batch); whether it is stored channels-last (dp_scatter and
+ * dp_gather split and join the logical layout only). */
+size_t dp__tensor_bytes(const dp_tensor_t *t);
+size_t dp__tensor_row_bytes(const dp_tensor_t *t);
+bool dp__tensor_nhwc(const dp_tensor_t *t);
+
+/* Makes `waiter`'s later commands wait for everything enqueued on `dev` so
+ * far (no host wait). */
+void dp__after(dp_device_t *waiter, dp_device_t *dev);
+/* Copies `bytes` from src + src_byte_off to dst + dst_byte_off, between any
+ * two devices (a GPU's memory to a CPU device's is the GPU's copy to the
+ * host), once src's device has run what it has queued; src's device waits
+ * for the copy before its later commands, so the source is not overwritten
+ * before it is read. Any dtype: offsets are in bytes. */
+int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *src,
+                     size_t src_byte_off, size_t bytes);
+
+/* The backend's collective library (NCCL on CUDA) over devs[0..n):
+ * available when n >= 2 and every device is of one backend that has one;
+ * usable as one group when, besides, they are n distinct physical devices. */
+bool dp__group_allreduce_available(dp_device_t *const *devs, int n);
+bool dp__group_allreduce_usable(dp_device_t *const *devs, int n);
+/* bufs[k] (len floats each, on devs available and usable as a group)
+ * becomes the sum over k: one command on bufs[0]'s device that issues every
+ * device's part, ordered after the other devices' earlier commands and
+ * before their later ones. */
+int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len);
+
+/* Enqueues fn(data, n) on t's device's worker over t's first n floats as
+ * host memory: t's own memory on a CPU device, else a host copy taken after
+ * t's earlier commands and copied back before its later ones. `name` labels
+ * the command (e.g. "mpi_allreduce"). */
+typedef int (*dp__host_fn)(float *data, int64_t n);
+int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name);
+
+#endif
