@@ -31,13 +31,41 @@ typedef struct dp_pool2d_params {
     int pad_h, pad_w;
 } dp_pool2d_params;
 
-/* y (N, C, P, Q): mean (padding counted, as PyTorch's default) or max over
- * each window of x (N, C, H, W). */
+/* y (N, C, P, Q): mean (padding counted, as PyTorch's default
+ * count_include_pad=True: the divisor is kernel_h kernel_w) or max (padded
+ * cells never win) over each window of x (N, C, H, W),
+ * P = floor((H + 2 pad_h - kernel_h) / stride_h) + 1, Q likewise. Padding
+ * above half the kernel is rejected (DP_EINVAL), as PyTorch does. */
 int dp_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
 int dp_max_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
 
 /* y = max(x, 0), any shape. */
 int dp_relu(dp_tensor_t **y, dp_tensor_t *x);
+/* y = 1 / (1 + exp(-x)) and y = tanh(x), any shape and layout; the backward
+ * uses the output: dx = dy y (1 - y), dy (1 - y^2). */
+int dp_sigmoid(dp_tensor_t **y, dp_tensor_t *x);
+int dp_tanh(dp_tensor_t **y, dp_tensor_t *x);
+
+typedef struct dp_dropout_params {
+    float prob;    /* of zeroing an element, in [0, 1] */
+    bool training; /* else the identity */
+    /* The mask is a pure function of (seed, step, layer, global sample
+     * index, element index within the sample); steps below 2^31. */
+    uint64_t seed;
+    uint64_t step;
+    uint32_t layer;
+    /* The global index in the whole batch of this tensor's sample 0: a
+     * device holding rows [k, k + n) of the batch passes k, and draws the
+     * mask that one device holding the whole batch draws for those rows. */
+    int64_t sample_offset;
+} dp_dropout_params;
+
+/* PyTorch's (inverted) dropout of x (N, ...), any shape and layout: in
+ * training each element is kept with probability 1 - prob and scaled by
+ * 1 / (1 - prob), else zeroed; prob == 1 gives zeros. Not training, or
+ * prob == 0: y = x. prob outside [0, 1]: DP_EINVAL. Backward: dx = dy
+ * through the same mask (=). */
+int dp_dropout(dp_tensor_t **y, dp_tensor_t *x, const dp_dropout_params *p);
 
 /* z = a + b, same shapes. */
 int dp_add(dp_tensor_t **z, dp_tensor_t *a, dp_tensor_t *b);
@@ -76,10 +104,10 @@ int dp_bn_sync_create(dp_bn_sync_t **out, int64_t channels, int max_ranks);
 void dp_bn_sync_close(dp_bn_sync_t *s);
 
 typedef struct dp_batch_norm_params {
-    bool training;  /* batch statistics (and update the running ones), else running */
-    float momentum; /* running = (1 - momentum) running + momentum batch; 0 means 0.1 */
-    float eps;      /* 0 means 1e-5 */
-    bool relu;      /* fuse a ReLU after the normalisation */
+    bool training;      /* batch statistics (and update the running ones), else running */
+    float momentum;     /* running = (1 - momentum) running + momentum batch; 0 means 0.1 */
+    float eps;          /* 0 means 1e-5 */
+    bool relu;          /* fuse a ReLU after the normalisation */
     dp_bn_sync_t *sync; /* SyncBatchNorm group, or NULL: this replica's shard only */
     int rank, ranks;    /* this replica's place in the group, and how many take part */
 } dp_batch_norm_params;
@@ -92,6 +120,13 @@ typedef struct dp_batch_norm_params {
  * written (=), dgamma and dbeta accumulated into the parameters' gradients.
  * The output keeps x's layout. */
 int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                    const dp_batch_norm_params *p);
+
+/* BatchNorm1d as PyTorch: dp_batch_norm2d's semantics and parameters for
+ * x (N, C), statistics per channel over N, or x (N, C, L), over (N, L);
+ * y has x's shape. */
+int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
                     dp_tensor_t *running_mean, dp_tensor_t *running_var,
                     const dp_batch_norm_params *p);
 

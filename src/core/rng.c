@@ -3,15 +3,9 @@
  * which passes BigCrush as a counter-based generator and costs a few
  * multiplications; that is plenty for weight init and shuffling. */
 #include "core/internal.h"
+#include "core/rng_mix.h"
 
 #include <math.h>
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 void dp_rng_init(dp_rng *rng, uint64_t seed, uint64_t stream)
 {
@@ -22,8 +16,7 @@ void dp_rng_init(dp_rng *rng, uint64_t seed, uint64_t stream)
 
 uint64_t dp_rng_u64(dp_rng *rng)
 {
-    uint64_t key = mix64(rng->seed + 0x9e3779b97f4a7c15ULL * (rng->stream + 1));
-    return mix64(key ^ (rng->counter++ * 0xd1b54a32d192ed03ULL + 0x632be59bd9b4e019ULL));
+    return dp__rng_bits(dp__rng_key(rng->seed, rng->stream), rng->counter++);
 }
 
 float dp_rng_uniform(dp_rng *rng)

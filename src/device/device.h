@@ -41,6 +41,7 @@ typedef struct dp__device_ops {
     int (*pool2d_forward)(dp_device_t *dev, const dp__pool2d_args *a);
     int (*pool2d_backward)(dp_device_t *dev, const dp__pool2d_args *a);
     int (*eltwise)(dp_device_t *dev, const dp__eltwise_args *a);
+    int (*dropout)(dp_device_t *dev, const dp__dropout_args *a);
     int (*gemm)(dp_device_t *dev, const dp__gemm_args *a);
     int (*bias_add)(dp_device_t *dev, const dp__bias_args *a);
     int (*bias_grad)(dp_device_t *dev, const dp__bias_args *a);

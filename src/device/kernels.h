@@ -52,12 +52,16 @@ typedef struct dp__pool2d_args {
 } dp__pool2d_args;
 
 typedef enum dp__eltwise_op {
-    DP__ELT_RELU,         /* out = max(a, 0) */
-    DP__ELT_RELU_BACKWARD, /* out = b > 0 ? a : 0   (a = dy, b = y) */
-    DP__ELT_ADD,          /* out = a + b */
-    DP__ELT_ACCUMULATE,   /* out += a */
-    DP__ELT_SCALE,        /* out = alpha * a */
-    DP__ELT_COPY,         /* out = a */
+    DP__ELT_RELU,             /* out = max(a, 0) */
+    DP__ELT_RELU_BACKWARD,    /* out = b > 0 ? a : 0   (a = dy, b = y) */
+    DP__ELT_ADD,              /* out = a + b */
+    DP__ELT_ACCUMULATE,       /* out += a */
+    DP__ELT_SCALE,            /* out = alpha * a */
+    DP__ELT_COPY,             /* out = a */
+    DP__ELT_SIGMOID,          /* out = 1 / (1 + exp(-a)) */
+    DP__ELT_SIGMOID_BACKWARD, /* out = a b (1 - b)   (a = dy, b = y) */
+    DP__ELT_TANH,             /* out = tanh(a) */
+    DP__ELT_TANH_BACKWARD,    /* out = a (1 - b^2)   (a = dy, b = y) */
 } dp__eltwise_op;
 
 typedef struct dp__eltwise_args {
@@ -67,6 +71,28 @@ typedef struct dp__eltwise_args {
     int64_t n;
     float alpha;
 } dp__eltwise_args;
+
+/* Inverted dropout of x (N, ...) into y, same shape and layout:
+ *   y = keep ? x * scale : 0,  keep = bits(g, i) >= threshold
+ * where g = sample_offset + n is the global index of sample n of the batch,
+ * i the logical (N, C, H, W order) index of the element within its sample,
+ * and bits the top 24 bits of dp__rng_bits(key, g * sample_size + i)
+ * (src/core/rng_mix.h). The decision depends on nothing else, so a shard of
+ * the batch draws exactly the mask that the whole batch draws there, and
+ * the backward pass (dx = keep ? dy * scale : 0) is the same kernel over dy.
+ * sample_size = numel / N; for a 4-D NHWC tensor, C and HW map the
+ * physical order to the logical one. */
+typedef struct dp__dropout_args {
+    const float *x;
+    float *y;
+    int64_t samples, sample_size;
+    int64_t sample_offset;
+    uint64_t key;       /* dp__rng_key(seed, stream) */
+    uint32_t threshold; /* ceil(prob 2^24) */
+    float scale;        /* 1 / (1 - prob) */
+    int nhwc;
+    int64_t C, HW; /* used when nhwc */
+} dp__dropout_args;
 
 /* Row-major C (M x N) = alpha op(A) op(B) + beta C, op = transpose if set. */
 typedef struct dp__gemm_args {

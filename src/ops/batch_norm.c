@@ -1,5 +1,8 @@
 /* batch_norm2d: y (N, C, H, W) = gamma (C) xhat + beta (C) [then ReLU],
  * xhat = (x - mean) / sqrt(var + eps) per channel over (N, H, W).
+ * batch_norm1d: the same over x (N, C) or (N, C, L), statistics over N (and
+ * L), as PyTorch's BatchNorm1d: the kernels see it as (N, C, 1, 1) or
+ * (N, C, L, 1), where both layouts are the same memory.
  * Training: the batch's mean and biased var; running_mean and running_var
  * (C) are updated in place, the var unbiased (n / (n - 1), n = N H W), as
  * PyTorch. Eval: the running statistics, as constants.
@@ -16,6 +19,20 @@
 typedef struct bn_node {
     dp_batch_norm_params p;
 } bn_node;
+
+/* t described for the kernels as 4-D: (N, C) as (N, C, 1, 1), (N, C, L) as
+ * (N, C, L, 1). */
+static dp__tdesc bn_desc(const dp_tensor_t *t)
+{
+    dp__tdesc d = dp__desc(t);
+    if (t && t->ndim < 4) {
+        d.shape[2] = t->ndim == 3 ? t->shape[2] : 1;
+        d.shape[3] = 1;
+        d.ndim = 4;
+        d.nhwc = 0;
+    }
+    return d;
+}
 
 static int batch_norm_backward(dp__node *node)
 {
@@ -41,9 +58,9 @@ static int batch_norm_backward(dp__node *node)
         DP_TRY(dp__tape_alloc_like(&scratch_dbeta, beta));
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
-    a.x = dp__desc(x);
-    a.dy = dp__desc(dy);
-    a.dx = dp__desc(dx ? dx : scratch_dx);
+    a.x = bn_desc(x);
+    a.dy = bn_desc(dy);
+    a.dx = bn_desc(dx ? dx : scratch_dx);
     a.gamma = gamma->data;
     a.beta = beta->data;
     a.dgamma = (dgamma ? dgamma : scratch_dgamma)->data;
@@ -81,11 +98,11 @@ static int check_vector(const char *op, const char *what, const dp_tensor_t *v, 
     return 0;
 }
 
-int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
-                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
-                    const dp_batch_norm_params *params)
+/* x (N, C, H, W) for batch_norm2d, (N, C) or (N, C, L) for batch_norm1d. */
+static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma,
+                      dp_tensor_t *beta, dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                      const dp_batch_norm_params *params)
 {
-    static const char op[] = "batch_norm2d";
     char xs[64];
     dp_batch_norm_params p = params ? *params : (dp_batch_norm_params){0};
     if (p.momentum == 0.0f)
@@ -96,8 +113,8 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
         DP_ERROR("%s: momentum must be in (0, 1] and eps positive", op);
         return DP_EINVAL;
     }
-    DP_TRY(dp__check_rank(op, "input", x, 4));
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    dp__tdesc xd = bn_desc(x);
+    int64_t N = xd.shape[0], C = xd.shape[1], H = xd.shape[2], W = xd.shape[3];
     DP_TRY(check_vector(op, "gamma", gamma, C));
     DP_TRY(check_vector(op, "beta", beta, C));
     DP_TRY(check_vector(op, "running_mean", running_mean, C));
@@ -117,15 +134,15 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     /* Only x, gamma and beta are differentiable. */
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
-    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, x->shape, x->nhwc));
+    DP_TRY(dp__tape_alloc_like(&y, x));
     if (p.training || record) {
         int64_t two_c = 2 * C;
         DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
     }
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
-    a.x = dp__desc(x);
-    a.y = dp__desc(y);
+    a.x = xd;
+    a.y = bn_desc(y);
     a.gamma = gamma->data;
     a.beta = beta->data;
     a.running_mean = running_mean->data;
@@ -166,4 +183,27 @@ int dp_batch_norm2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma, dp_te
     }
     *out = y;
     return 0;
+}
+
+int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                    const dp_batch_norm_params *p)
+{
+    DP_TRY(dp__check_rank("batch_norm2d", "input", x, 4));
+    return batch_norm("batch_norm2d", y, x, gamma, beta, running_mean, running_var, p);
+}
+
+int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                    dp_tensor_t *running_mean, dp_tensor_t *running_var,
+                    const dp_batch_norm_params *p)
+{
+    static const char op[] = "batch_norm1d";
+    char xs[64];
+    DP_TRY(dp__check_rank(op, "input", x, -1));
+    if (x->ndim != 2 && x->ndim != 3) {
+        DP_ERROR("%s: expected 2D or 3D input (N, C) or (N, C, L), got %s", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs));
+        return DP_ESHAPE;
+    }
+    return batch_norm(op, y, x, gamma, beta, running_mean, running_var, p);
 }

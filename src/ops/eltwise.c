@@ -1,14 +1,21 @@
-/* Elementwise ops: relu (y = max(x, 0)) and add (z = a + b), any shape.
- * Outputs keep the input's layout; backward writes (=) each input's share. */
+/* Elementwise ops, any shape: relu (y = max(x, 0)), sigmoid
+ * (y = 1 / (1 + exp(-x))), tanh and add (z = a + b). Outputs keep the
+ * input's layout; backward writes (=) each input's share. Sigmoid and tanh
+ * differentiate from their saved output: dx = dy y (1 - y), dy (1 - y^2). */
 #include "ops/op.h"
 
-static int relu_backward(dp__node *node)
+typedef struct activation_node {
+    dp__eltwise_op backward_op;
+} activation_node;
+
+static int activation_backward(dp__node *node)
 {
+    const activation_node *an = (const activation_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
         return 0;
-    dp__eltwise_args a = {.op = DP__ELT_RELU_BACKWARD,
+    dp__eltwise_args a = {.op = an->backward_op,
                           .a = y->ag->grad->data,
                           .b = y->data,
                           .out = dx->data,
@@ -17,19 +24,39 @@ static int relu_backward(dp__node *node)
     return dp__grad_end(x, dx);
 }
 
-int dp_relu(dp_tensor_t **out, dp_tensor_t *x)
+/* y = f(x) for a function whose gradient follows from y alone (relu's
+ * too: y > 0 exactly where x > 0). */
+static int activation(dp_tensor_t **out, dp_tensor_t *x, const char *op, dp__eltwise_op forward,
+                      dp__eltwise_op backward)
 {
-    DP_TRY(dp__check_rank("relu", "input", x, -1));
+    DP_TRY(dp__check_rank(op, "input", x, -1));
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc_like(&y, x));
     dp__eltwise_args a = {
-        .op = DP__ELT_RELU, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
+        .op = forward, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
     dp__tensor_written(y);
-    if (dp__tape_needs_grad(&x, 1))
-        DP_TRY(dp__tape_record("relu", relu_backward, &x, 1, y, NULL, 0));
+    if (dp__tape_needs_grad(&x, 1)) {
+        activation_node an = {backward};
+        DP_TRY(dp__tape_record(op, activation_backward, &x, 1, y, &an, sizeof an));
+    }
     *out = y;
     return 0;
+}
+
+int dp_relu(dp_tensor_t **y, dp_tensor_t *x)
+{
+    return activation(y, x, "relu", DP__ELT_RELU, DP__ELT_RELU_BACKWARD);
+}
+
+int dp_sigmoid(dp_tensor_t **y, dp_tensor_t *x)
+{
+    return activation(y, x, "sigmoid", DP__ELT_SIGMOID, DP__ELT_SIGMOID_BACKWARD);
+}
+
+int dp_tanh(dp_tensor_t **y, dp_tensor_t *x)
+{
+    return activation(y, x, "tanh", DP__ELT_TANH, DP__ELT_TANH_BACKWARD);
 }
 
 /* Copies g into the gradient of x (same layout by construction). */

@@ -65,9 +65,16 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
         p.stride_h = p.kernel_h;
     if (p.stride_w == 0)
         p.stride_w = p.kernel_w;
-    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0 ||
-        2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
-        DP_ERROR("%s: bad stride or padding (padding must be at most half the kernel)", op);
+    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0) {
+        DP_ERROR("%s: stride %dx%d and padding %dx%d must not be negative", op, p.stride_h,
+                 p.stride_w, p.pad_h, p.pad_w);
+        return DP_EINVAL;
+    }
+    if (2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
+        /* PyTorch's rule: a window made mostly of padding has no input */
+        DP_ERROR("%s: pad should be at most half of kernel size, but got pad=%dx%d and "
+                 "kernel_size=%dx%d",
+                 op, p.pad_h, p.pad_w, p.kernel_h, p.kernel_w);
         return DP_EINVAL;
     }
     int64_t H = x->shape[2], W = x->shape[3];

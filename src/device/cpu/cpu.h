@@ -58,6 +58,7 @@ int dp__cpu_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
 int dp__cpu_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
 int dp__cpu_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
 int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a);
+int dp__cpu_dropout(dp_device_t *dev, const dp__dropout_args *a);
 int dp__cpu_gemm(dp_device_t *dev, const dp__gemm_args *a);
 int dp__cpu_bias_add(dp_device_t *dev, const dp__bias_args *a);
 int dp__cpu_bias_grad(dp_device_t *dev, const dp__bias_args *a);

@@ -200,6 +200,7 @@ const dp__device_ops dp__cpu_ops = {
     .pool2d_forward = dp__cpu_pool2d_forward,
     .pool2d_backward = dp__cpu_pool2d_backward,
     .eltwise = dp__cpu_eltwise,
+    .dropout = dp__cpu_dropout,
     .gemm = dp__cpu_gemm,
     .bias_add = dp__cpu_bias_add,
     .bias_grad = dp__cpu_bias_grad,

@@ -127,6 +127,7 @@ int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a)
 int dp__cuda_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
 int dp__cuda_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
 int dp__cuda_eltwise_entry(dp_device_t *dev, const dp__eltwise_args *a);
+int dp__cuda_dropout_entry(dp_device_t *dev, const dp__dropout_args *a);
 int dp__cuda_gemm(dp_device_t *dev, const dp__gemm_args *a);
 int dp__cuda_bias_add_entry(dp_device_t *dev, const dp__bias_args *a);
 int dp__cuda_bias_grad_entry(dp_device_t *dev, const dp__bias_args *a);

@@ -338,6 +338,7 @@ const dp__device_ops dp__cuda_ops = {
     .pool2d_forward = dp__cuda_pool2d_forward,
     .pool2d_backward = dp__cuda_pool2d_backward,
     .eltwise = dp__cuda_eltwise_entry,
+    .dropout = dp__cuda_dropout_entry,
     .gemm = dp__cuda_gemm,
     .bias_add = dp__cuda_bias_add_entry,
     .bias_grad = dp__cuda_bias_grad_entry,

@@ -30,6 +30,9 @@ cudaError_t dp__cuda_bias_add(float *y, const float *b, int64_t rows, int64_t co
 cudaError_t dp__cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols,
                                cudaStream_t stream);
 
+/* dropout.cu (src/device/cpu/dropout.c) */
+cudaError_t dp__cuda_dropout(const dp__dropout_args *a, cudaStream_t stream);
+
 /* loss.cu (src/device/cpu/loss.c) */
 cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream_t stream);

@@ -21,7 +21,18 @@ __global__ void fill_kernel(uint32_t *d, int64_t n, uint32_t bits)
 }
 
 // The ops of dp__eltwise_op, in its order.
-enum { RELU, RELU_BACKWARD, ADD, ACCUMULATE, SCALE, COPY };
+enum {
+    RELU,
+    RELU_BACKWARD,
+    ADD,
+    ACCUMULATE,
+    SCALE,
+    COPY,
+    SIGMOID,
+    SIGMOID_BACKWARD,
+    TANH,
+    TANH_BACKWARD
+};
 
 __global__ void eltwise_kernel(int op, const float *a, const float *b, float *out, int64_t n,
                                float alpha)
@@ -43,6 +54,18 @@ __global__ void eltwise_kernel(int op, const float *a, const float *b, float *ou
             break;
         case SCALE:
             out[i] = alpha * a[i];
+            break;
+        case SIGMOID:
+            out[i] = 1.0f / (1.0f + expf(-a[i]));
+            break;
+        case SIGMOID_BACKWARD: // from the saved output y = b
+            out[i] = a[i] * b[i] * (1.0f - b[i]);
+            break;
+        case TANH:
+            out[i] = tanhf(a[i]);
+            break;
+        case TANH_BACKWARD:
+            out[i] = a[i] * (1.0f - b[i] * b[i]);
             break;
         default:
             out[i] = a[i];
