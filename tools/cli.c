@@ -9,11 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_bad_value(const char *flag, const char *value, const char *want)
 {
     fprintf(stderr, "dptrain: error: %s %s: %s\n", flag, value, want);
     return 2;
+}
+
+int cli_check_model(const char *flag, const char *value)
+{
+    /* The image models; "tutorial" is the DataParallel demo's. */
+    if (strcmp(value, "lenet") == 0 || strcmp(value, "resnet18") == 0 || access(value, R_OK) == 0)
+        return 0;
+    return cli_bad_value(flag, value,
+                         "unknown model (known: lenet, resnet18, or a readable file of "
+                         "nn.Sequential modules)");
 }
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)

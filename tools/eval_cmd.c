@@ -15,7 +15,7 @@ static const char usage_eval[] =
     "\n"
     "options (default in brackets):\n"
     "  --checkpoint FILE    the weights (required)\n"
-    "  --model NAME         lenet or resnet18 [the model named in FILE]\n"
+    "  --model NAME|FILE    lenet, resnet18 or a model file [the model named in FILE]\n"
     "  --devices N|LIST     devices to evaluate on [1]\n"
     "  --threads N          kernel threads per device, 0 = cores divided [0]\n"
     "  --batch-size B       evaluation batch [256]\n"
@@ -44,8 +44,8 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
         if (strcmp(f, "--checkpoint") == 0) {
             o.checkpoint = v;
         } else if (strcmp(f, "--model") == 0) {
-            if (strcmp(v, "lenet") && strcmp(v, "resnet18"))
-                return cli_bad_value(f, v, "unknown model (known: lenet, resnet18)");
+            if (cli_check_model(f, v))
+                return 2;
             o.model = v;
         } else if (strcmp(f, "--devices") == 0) {
             o.devices = v;

@@ -33,7 +33,8 @@ static const char usage_train[] =
     "epoch, and ends with the line 'test acc: A, S sec/epoch on [DEVICES]'.\n"
     "\n"
     "options (default in brackets):\n"
-    "  --model NAME         model: lenet or resnet18 [lenet]\n"
+    "  --model NAME|FILE    model: lenet, resnet18, or a file of nn.Sequential\n"
+    "                       modules, one a line [lenet]\n"
     "  --devices N|LIST     N devices (the first N GPUs, else N CPU devices),\n"
     "                       a list like cpu:0,cpu:1, or auto (every core, in\n"
     "                       the split that trains fastest here) [1]\n"
@@ -131,9 +132,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         int64_t n;
         int rc = 0;
         if (strcmp(f, "--model") == 0) {
-            /* The image models; "tutorial" is the DataParallel demo's. */
-            if (strcmp(v, "lenet") != 0 && strcmp(v, "resnet18") != 0)
-                return cli_bad_value(f, v, "unknown model (known: lenet, resnet18)");
+            if (cli_check_model(f, v))
+                return 2;
             o.model = v;
         } else if (strcmp(f, "--devices") == 0) {
             o.devices = v;

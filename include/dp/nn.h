@@ -59,11 +59,75 @@ int dp_params_finish_grad(dp_params_t *p);
 /* ---- models ----------------------------------------------------------------- */
 typedef struct dp_model dp_model_t;
 
-/* Names of the models dp_model_create knows, NULL-terminated: "lenet" (the
- * seeds' LeNet on 28x28 images), "tutorial" (the DataParallel tutorial's
- * Linear(5, 2)). */
+/* The output (N, classes) of a model from its input x (N, C, H, W) (or
+ * (N, features)), written with the public ops (dp/ops.h) over the model's
+ * parameters (dp_model_params(m), in the definition's order). `train`
+ * selects training behaviour: batch statistics, dropout. */
+typedef int (*dp_forward_fn)(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
+
+/* A model, as PyTorch's DataParallel sees any module: its parameters, its
+ * buffers and its forward. Everything it points to must outlive the models
+ * built from it. The built-in models are definitions like any other
+ * (dp_model_builtin); a program defines its own (examples/custom_model.c),
+ * and a file in nn.Sequential's syntax is parsed into one
+ * (dp_model_def_load). */
+typedef struct dp_model_def {
+    const char *name;            /* kept in checkpoints: "lenet", a file's path, ... */
+    const dp_param_spec *params; /* trained, in state_dict order */
+    int nparams;
+    const dp_param_spec *buffers; /* not trained (batch norm's running statistics); NULL: none */
+    int nbuffers;
+    /* The batch norm layers' names ("1", "resnet_block1.0.bn1"), in the order
+     * their forward calls dp_model_bn_params: their num_batches_tracked
+     * entries and SyncBatchNorm groups. NULL: none. */
+    const char *const *bn_names;
+    int nbn;
+    dp_forward_fn forward;
+    const void *user; /* anything the forward needs (dp_model_user) */
+} dp_model_def;
+
+/* Builds a model of `def` on `dev`, weights drawn from `seed`. */
+int dp_model_init(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, uint64_t seed);
+const dp_model_def *dp_model_definition(const dp_model_t *m);
+const void *dp_model_user(const dp_model_t *m);
+/* Parameters for batch norm layer `layer` (dp_model_def.bn_names order) in a
+ * forward: training or not, and, under DataParallel's sync_bn, the
+ * SyncBatchNorm group of the replicas with this replica's place in it. */
+void dp_model_bn_params(const dp_model_t *m, int layer, bool train, dp_batch_norm_params *p);
+/* Parameters for dropout layer `layer` (0, 1, ... in forward order) with
+ * probability `prob`: its mask keyed by the seed and step of
+ * dp_model_set_step and each sample's index in the whole batch, so that one
+ * device and N devices drop the same elements. */
+void dp_model_dropout_params(const dp_model_t *m, int layer, float prob, bool train,
+                             dp_dropout_params *p);
+/* Before a training forward: the run's seed, the step, and the index in the
+ * global batch of x's first sample (DataParallel adds each replica's
+ * offset; under mpirun the rank's). */
+void dp_model_set_step(dp_model_t *m, uint64_t seed, uint64_t step, int64_t sample_offset);
+
+/* Names of the built-in models, NULL-terminated: "lenet" (the seeds' LeNet),
+ * "resnet18" (d2l's), "tutorial" (the DataParallel tutorial's Linear(5, 2)). */
 const char *const *dp_model_names(void);
-/* Builds `name` on `dev` with weights drawn from `seed`. */
+/* The built-in model `name` for inputs of shape in_chw = (C, H, W), NULL:
+ * (1, 28, 28). lenet takes any C and H, W >= 14; resnet18 any C; tutorial
+ * takes (N, 5) whatever in_chw says. */
+int dp_model_builtin(const dp_model_def **out, const char *name, const int64_t *in_chw);
+/* A built-in name, or else the path of a file of nn.Sequential modules, one
+ * a line (DESIGN: the nn.Sequential text parser), for inputs in_chw. */
+int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const int64_t *in_chw);
+/* A definition from `text`, the body of an nn.Sequential: one module a
+ * line in PyTorch's constructor syntax (`Conv2d(1, 6, kernel_size=5,
+ * padding=2)`, with or without `nn.`, `#` comments), for inputs in_chw
+ * (NULL: 1x28x28). Parameters are named as nn.Sequential's state_dict
+ * ("0.weight", "5.running_mean") and drawn as PyTorch draws each module's
+ * by default; `name` (e.g. the file's path) names the model and starts
+ * every error: "lenet.txt: line 8: Linear(400, 120) expects 400 inputs, the
+ * layer before gives 784". Free it with dp_model_def_free once no model of
+ * it is left. */
+int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
+                       const int64_t *in_chw);
+void dp_model_def_free(dp_model_def *def);
+/* dp_model_builtin(name, NULL) then dp_model_init. */
 int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
 void dp_model_close(dp_model_t *m);
 const char *dp_model_name(const dp_model_t *m);

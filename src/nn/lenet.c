@@ -4,6 +4,9 @@
  *   conv 20->50 5x5, relu, avgpool 2    -> (N, 50, 4, 4)
  *   flatten, fc 800->128 (torch.mm), relu, fc 128->10
  *
+ * For other inputs (C, H, W): W1 takes C channels and W3 the flattened
+ * 50 x h x w, h = ((H - 2) / 2 - 4) / 2 (so H, W >= 14).
+ *
  * Weights N(0, 0.01^2), biases 0; parameter names and shapes are the seed's
  * W1..b4, so W3 is (800, 128) and used as torch.mm(h, W3) + b3. The ReLUs
  * after the convolutions are fused into them. */
@@ -11,23 +14,12 @@
 
 #include "core/internal.h"
 
-static const dp_param_spec lenet_specs[] = {
-    {"W1", 4, {20, 1, 3, 3}, DP_INIT_NORMAL, 0.01f},  {"b1", 1, {20}, DP_INIT_ZEROS, 0},
-    {"W2", 4, {50, 20, 5, 5}, DP_INIT_NORMAL, 0.01f}, {"b2", 1, {50}, DP_INIT_ZEROS, 0},
-    {"W3", 2, {800, 128}, DP_INIT_NORMAL, 0.01f},     {"b3", 1, {128}, DP_INIT_ZEROS, 0},
-    {"W4", 2, {128, 10}, DP_INIT_NORMAL, 0.01f},      {"b4", 1, {10}, DP_INIT_ZEROS, 0},
-};
-
-static const dp_param_spec *lenet_param_specs(int *n)
-{
-    *n = (int)DP_COUNTOF(lenet_specs);
-    return lenet_specs;
-}
+#include <string.h>
 
 static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
     (void)train;
-    dp_params_t *P = m->params;
+    dp_params_t *P = dp_model_params(m);
     const dp_conv2d_params conv_relu = {.relu = true};
     const dp_pool2d_params pool2 = {.kernel_h = 2, .kernel_w = 2};
     dp_tensor_t *h;
@@ -42,8 +34,29 @@ static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t 
     return 0;
 }
 
-const dp__model_ops dp__lenet_ops = {
-    .name = "lenet",
-    .specs = lenet_param_specs,
-    .forward = lenet_forward,
-};
+static int64_t pooled(int64_t n)
+{
+    return ((n - 2) / 2 - 4) / 2;
+}
+
+int dp__lenet_def(dp_model_def *def, const int64_t *in_chw)
+{
+    int64_t c = in_chw[0], h = pooled(in_chw[1]), w = pooled(in_chw[2]);
+    if (c < 1 || in_chw[1] < 14 || in_chw[2] < 14) {
+        DP_ERROR("lenet: needs images of at least 1x14x14, not %lldx%lldx%lld", (long long)c,
+                 (long long)in_chw[1], (long long)in_chw[2]);
+        return DP_ESHAPE;
+    }
+    dp_param_spec *s = dp__calloc(8, sizeof *s);
+    if (!s)
+        return DP_ENOMEM;
+    const dp_param_spec specs[8] = {
+        {"W1", 4, {20, c, 3, 3}, DP_INIT_NORMAL, 0.01f},     {"b1", 1, {20}, DP_INIT_ZEROS, 0},
+        {"W2", 4, {50, 20, 5, 5}, DP_INIT_NORMAL, 0.01f},    {"b2", 1, {50}, DP_INIT_ZEROS, 0},
+        {"W3", 2, {50 * h * w, 128}, DP_INIT_NORMAL, 0.01f}, {"b3", 1, {128}, DP_INIT_ZEROS, 0},
+        {"W4", 2, {128, 10}, DP_INIT_NORMAL, 0.01f},         {"b4", 1, {10}, DP_INIT_ZEROS, 0},
+    };
+    memcpy(s, specs, sizeof specs);
+    *def = (dp_model_def){.name = "lenet", .params = s, .nparams = 8, .forward = lenet_forward};
+    return 0;
+}

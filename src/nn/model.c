@@ -1,43 +1,38 @@
-/* Models by name. */
+/* Models built from definitions (dp/nn.h): parameters and buffers from the
+ * specs, the forward the definition gives. */
 #include "nn/model.h"
 
 #include "core/internal.h"
 
 #include <string.h>
 
-static const dp__model_ops *const models[] = {&dp__lenet_ops, &dp__resnet18_ops,
-                                              &dp__tutorial_ops};
-static const char *const model_names[] = {"lenet", "resnet18", "tutorial", NULL};
-_Static_assert(DP_COUNTOF(models) + 1 == DP_COUNTOF(model_names), "one name per model");
-
-const char *const *dp_model_names(void)
+static int check_def(const dp_model_def *def)
 {
-    return model_names;
-}
-
-static int create(dp_model_t **out, const char *name, dp_device_t *dev, bool init, uint64_t seed)
-{
-    const dp__model_ops *ops = NULL;
-    for (size_t i = 0; i < DP_COUNTOF(models); i++)
-        if (strcmp(models[i]->name, name) == 0)
-            ops = models[i];
-    if (!ops) {
-        DP_ERROR("unknown model '%s' (known: lenet, resnet18, tutorial)", name);
+    if (!def || !def->name || !def->forward || !def->params || def->nparams < 1 ||
+        def->nbuffers < 0 || (def->nbuffers > 0 && !def->buffers) || def->nbn < 0 ||
+        (def->nbn > 0 && !def->bn_names)) {
+        DP_ERROR("model definition '%s': needs a name, a forward and at least one parameter; "
+                 "buffers and batch norm names need their arrays",
+                 def && def->name ? def->name : "?");
         return DP_EINVAL;
     }
+    return 0;
+}
+
+static int create(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, bool init,
+                  uint64_t seed)
+{
+    DP_TRY(check_def(def));
     dp_model_t *m = dp__calloc(1, sizeof *m);
     if (!m)
         return DP_ENOMEM;
-    m->ops = ops;
+    m->def = *def;
     m->dev = dev;
-    int n;
-    const dp_param_spec *specs = ops->specs(&n);
-    int rc = dp_params_init(&m->params, dev, specs, n, true);
+    int rc = dp_params_init(&m->params, dev, def->params, def->nparams, true);
     if (rc == 0 && init)
         rc = dp_params_init_random(m->params, seed);
-    if (rc == 0 && ops->buffer_specs) {
-        specs = ops->buffer_specs(&n);
-        rc = dp_params_init(&m->buffers, dev, specs, n, false);
+    if (rc == 0 && def->nbuffers > 0) {
+        rc = dp_params_init(&m->buffers, dev, def->buffers, def->nbuffers, false);
         if (rc == 0 && init)
             rc = dp_params_init_random(m->buffers, seed);
     }
@@ -49,14 +44,21 @@ static int create(dp_model_t **out, const char *name, dp_device_t *dev, bool ini
     return 0;
 }
 
-int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+int dp_model_init(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, uint64_t seed)
 {
-    return create(out, name, dev, true, seed);
+    return create(out, def, dev, true, seed);
 }
 
-int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev)
+int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t *dev)
 {
-    return create(out, name, dev, false, 0);
+    return create(out, def, dev, false, 0);
+}
+
+int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+{
+    const dp_model_def *def;
+    DP_TRY(dp_model_builtin(&def, name, NULL));
+    return dp_model_init(out, def, dev, seed);
 }
 
 void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user)
@@ -72,6 +74,35 @@ void dp__model_set_sync_group(dp_model_t *m, dp_bn_sync_t **groups, int rank, in
     m->sync_ranks = groups ? ranks : 0;
 }
 
+void dp_model_bn_params(const dp_model_t *m, int layer, bool train, dp_batch_norm_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->training = train;
+    if (m->bn_sync && m->sync_ranks > 1 && layer >= 0 && layer < m->def.nbn) {
+        p->sync = m->bn_sync[layer];
+        p->rank = m->sync_rank;
+        p->ranks = m->sync_ranks;
+    }
+}
+
+void dp_model_dropout_params(const dp_model_t *m, int layer, float prob, bool train,
+                             dp_dropout_params *p)
+{
+    *p = (dp_dropout_params){.prob = prob,
+                             .training = train,
+                             .seed = m->seed,
+                             .step = m->step,
+                             .layer = (uint32_t)layer,
+                             .sample_offset = m->sample_offset};
+}
+
+void dp_model_set_step(dp_model_t *m, uint64_t seed, uint64_t step, int64_t sample_offset)
+{
+    m->seed = seed;
+    m->step = step;
+    m->sample_offset = sample_offset;
+}
+
 void dp_model_close(dp_model_t *m)
 {
     if (!m)
@@ -81,9 +112,19 @@ void dp_model_close(dp_model_t *m)
     dp__free(m);
 }
 
+const dp_model_def *dp_model_definition(const dp_model_t *m)
+{
+    return &m->def;
+}
+
+const void *dp_model_user(const dp_model_t *m)
+{
+    return m->def.user;
+}
+
 const char *dp_model_name(const dp_model_t *m)
 {
-    return m->ops->name;
+    return m->def.name;
 }
 
 dp_params_t *dp_model_params(dp_model_t *m)
@@ -108,8 +149,8 @@ void dp_model_set_batches_tracked(dp_model_t *m, int64_t n)
 
 const char *const *dp_model_bn_names(const dp_model_t *m, int *n)
 {
-    *n = 0;
-    return m->ops->bn_names ? m->ops->bn_names(n) : NULL;
+    *n = m->def.nbn;
+    return m->def.bn_names;
 }
 
 dp_device_t *dp_model_device(const dp_model_t *m)
@@ -119,7 +160,7 @@ dp_device_t *dp_model_device(const dp_model_t *m)
 
 int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
-    DP_TRY(m->ops->forward(m, x, train, logits));
+    DP_TRY(m->def.forward(m, x, train, logits));
     if (train && m->buffers)
         m->batches_tracked++;
     if (m->hook)

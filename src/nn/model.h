@@ -1,37 +1,30 @@
-/* The model table: each model file provides its parameter list and forward. */
+/* The model struct behind dp_model_t, and the built-in definitions. */
 #ifndef DP_NN_MODEL_H
 #define DP_NN_MODEL_H
 
 #include "dp/nn.h"
 
-typedef struct dp__model_ops {
-    const char *name;
-    /* The parameter specs in state_dict order; *n receives the count. */
-    const dp_param_spec *(*specs)(int *n);
-    /* Optional: buffers (running statistics) and the batch norm layers'
-     * names, both NULL for models without batch norm. */
-    const dp_param_spec *(*buffer_specs)(int *n);
-    const char *const *(*bn_names)(int *n);
-    int (*forward)(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
-} dp__model_ops;
-
 struct dp_model {
-    const dp__model_ops *ops;
+    dp_model_def def; /* a copy; what it points to outlives the model */
     dp_device_t *dev;
     dp_params_t *params;
     dp_params_t *buffers; /* NULL without batch norm */
     int64_t batches_tracked;
     /* SyncBatchNorm: one group per batch norm layer, shared by the replicas,
      * this replica's rank, and how many replicas take part in the current
-     * forward; written only through dp__model_set_sync_group. */
+     * forward; written only through dp__model_set_sync_group, read only
+     * through dp_model_bn_params. */
     dp_bn_sync_t **bn_sync;
     int sync_rank, sync_ranks;
     dp_forward_hook hook;
     void *hook_user;
+    /* Dropout's key (dp_model_set_step). */
+    uint64_t seed, step;
+    int64_t sample_offset;
 };
 
 /* A model whose parameters are not initialised (replicas get theirs by copy). */
-int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev);
+int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t *dev);
 /* Makes m's batch norm layers SyncBatchNorm (DataParallel's sync_bn):
  * groups[j] is layer j's group (dp_model_bn_names order, shared by the
  * replicas, kept by the caller), `rank` this replica's place in them and
@@ -39,8 +32,11 @@ int dp__model_create_uninit(dp_model_t **out, const char *name, dp_device_t *dev
  * replica's own shard again. */
 void dp__model_set_sync_group(dp_model_t *m, dp_bn_sync_t **groups, int rank, int ranks);
 
-extern const dp__model_ops dp__lenet_ops;
-extern const dp__model_ops dp__tutorial_ops;
-extern const dp__model_ops dp__resnet18_ops;
+/* The built-in definitions for inputs (C, H, W) (lenet.c, resnet.c,
+ * tutorial.c): filled into *def, with storage that lives as long as the
+ * process (they are built once per shape and cached by builtin.c). */
+int dp__lenet_def(dp_model_def *def, const int64_t *in_chw);
+int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw);
+int dp__tutorial_def(dp_model_def *def, const int64_t *in_chw);
 
 #endif

@@ -53,13 +53,14 @@ dp__bn dp__bn_add(dp__spec_builder *b, const char *prefix, int c)
 {
     dp__bn bn;
     int64_t s[1] = {c};
-    bn.weight = add(b->params, &b->nparams, b->cap, intern(b, prefix, "weight"), 1, s,
-                    DP_INIT_ONES, 0);
-    bn.bias = add(b->params, &b->nparams, b->cap, intern(b, prefix, "bias"), 1, s, DP_INIT_ZEROS, 0);
-    bn.running_mean = add(b->buffers, &b->nbuffers, b->cap, intern(b, prefix, "running_mean"), 1,
-                          s, DP_INIT_ZEROS, 0);
-    bn.running_var = add(b->buffers, &b->nbuffers, b->cap, intern(b, prefix, "running_var"), 1,
-                         s, DP_INIT_ONES, 0);
+    bn.weight =
+        add(b->params, &b->nparams, b->cap, intern(b, prefix, "weight"), 1, s, DP_INIT_ONES, 0);
+    bn.bias =
+        add(b->params, &b->nparams, b->cap, intern(b, prefix, "bias"), 1, s, DP_INIT_ZEROS, 0);
+    bn.running_mean = add(b->buffers, &b->nbuffers, b->cap, intern(b, prefix, "running_mean"), 1, s,
+                          DP_INIT_ZEROS, 0);
+    bn.running_var = add(b->buffers, &b->nbuffers, b->cap, intern(b, prefix, "running_var"), 1, s,
+                         DP_INIT_ONES, 0);
     bn.layer = b->nbn;
     b->bn_names[b->nbn++] = intern(b, "", prefix);
     return bn;
@@ -108,12 +109,11 @@ int dp__conv_forward(const dp__conv *c, dp_model_t *m, dp_tensor_t *x, dp_tensor
 int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,
                    dp_tensor_t **y)
 {
-    dp_batch_norm_params p = {.training = train, .momentum = 0.1f, .eps = 1e-5f, .relu = relu};
-    if (m->bn_sync && m->sync_ranks > 1) {
-        p.sync = m->bn_sync[bn->layer];
-        p.rank = m->sync_rank;
-        p.ranks = m->sync_ranks;
-    }
+    dp_batch_norm_params p;
+    dp_model_bn_params(m, bn->layer, train, &p);
+    p.momentum = 0.1f;
+    p.eps = 1e-5f;
+    p.relu = relu;
     return dp_batch_norm2d(y, x, dp_params_get(m->params, bn->weight),
                            dp_params_get(m->params, bn->bias),
                            dp_params_get(m->buffers, bn->running_mean),

@@ -9,21 +9,19 @@ static const dp_param_spec tutorial_specs[] = {
     {"fc.bias", 1, {2}, DP_INIT_UNIFORM, 0.4472136f},
 };
 
-static const dp_param_spec *tutorial_param_specs(int *n)
-{
-    *n = (int)DP_COUNTOF(tutorial_specs);
-    return tutorial_specs;
-}
-
 static int tutorial_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **out)
 {
     (void)train;
-    return dp_linear(out, x, dp_params_get(m->params, 0), dp_params_get(m->params, 1),
-                     DP_WEIGHT_OUT_IN);
+    dp_params_t *P = dp_model_params(m);
+    return dp_linear(out, x, dp_params_get(P, 0), dp_params_get(P, 1), DP_WEIGHT_OUT_IN);
 }
 
-const dp__model_ops dp__tutorial_ops = {
-    .name = "tutorial",
-    .specs = tutorial_param_specs,
-    .forward = tutorial_forward,
-};
+int dp__tutorial_def(dp_model_def *def, const int64_t *in_chw)
+{
+    (void)in_chw; /* (N, 5) whatever the images would be */
+    *def = (dp_model_def){.name = "tutorial",
+                          .params = tutorial_specs,
+                          .nparams = (int)DP_COUNTOF(tutorial_specs),
+                          .forward = tutorial_forward};
+    return 0;
+}

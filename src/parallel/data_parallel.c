@@ -112,6 +112,15 @@ int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train,
     dp_tensor_t *chunks[DP_MAX_DEVICES], *outs[DP_MAX_DEVICES];
     int count;
     DP_TRY(dp_scatter(chunks, &count, x, dp->devs, dp->n));
+    /* Dropout's masks follow each sample's place in the whole batch: replica
+     * k's first sample is chunk k's first row. */
+    const dp_model_t *first = dp->replicas[0];
+    int64_t offset = first->sample_offset;
+    for (int k = 0; k < count; k++) {
+        if (k > 0)
+            dp_model_set_step(dp->replicas[k], first->seed, first->step, offset);
+        offset += dp_tensor_dim(chunks[k], 0);
+    }
     /* Each replica's ops go to its own device's stream: issuing them one
      * replica after another still runs the replicas at the same time. */
     for (int k = 0; k < count; k++) {

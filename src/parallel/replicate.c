@@ -9,7 +9,7 @@ int dp_replicate(dp_model_t **replicas, const dp_model_t *src, dp_device_t *cons
     for (int k = 0; k < n; k++)
         replicas[k] = NULL;
     for (int k = 0; k < n; k++) {
-        int rc = dp__model_create_uninit(&replicas[k], src->ops->name, devs[k]);
+        int rc = dp__model_init_uninit(&replicas[k], &src->def, devs[k]);
         dp_tensor_t *dst = rc == 0 ? dp_params_values(replicas[k]->params) : NULL;
         if (rc == 0)
             rc = dp_broadcast(&dst, 1, dp_params_values(src->params));

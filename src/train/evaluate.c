@@ -89,8 +89,12 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     dp_loader_options lo = {.batch_size = to.batch_size, .limit = o->limit_test};
     if (rc == 0)
         rc = dp_loader_init(&t.test_loader, &t.test, &lo);
+    const dp_model_def *def = NULL;
+    int64_t in_chw[3] = {1, t.test.rows, t.test.cols};
     if (rc == 0)
-        rc = dp_model_create(&t.model, model, t.dev, 0);
+        rc = dp_model_def_load(&def, model, in_chw);
+    if (rc == 0)
+        rc = dp_model_init(&t.model, def, t.dev, 0);
     if (rc == 0)
         rc = dp_checkpoint_load_weights(o->checkpoint, t.model);
     dp_data_parallel_options po = {.sgd = {.lr = 1.0f}};

@@ -44,6 +44,8 @@ int dp__train_step(dp__trainer *t, const dp_batch *b)
     int rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
     if (rc == 0)
         rc = dp_tensor_from_host(&y, dev, DP_I32, 1, ys, b->y + row0);
+    /* Dropout's masks: keyed by the step and each sample's global row. */
+    dp_model_set_step(t->model, t->seed, (uint64_t)t->step, row0);
     if (rc == 0)
         rc = dp_data_parallel_forward(t->dp, x, true, &logits);
     if (rc == 0)

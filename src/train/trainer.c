@@ -125,7 +125,11 @@ int dp__train_setup(dp__trainer *t)
     t->seed = o->seed;
     DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
     DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
-    DP_TRY(dp_model_create(&t->model, o->model, t->dev, o->seed));
+    /* The model takes the dataset's images (C, H, W). */
+    int64_t in_chw[3] = {1, t->train.rows, t->train.cols};
+    const dp_model_def *def;
+    DP_TRY(dp_model_def_load(&def, o->model, in_chw));
+    DP_TRY(dp_model_init(&t->model, def, t->dev, o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
     /* The option as given: DataParallel resolves auto for the devices just
