@@ -488,28 +488,30 @@ static double pool_at(const float *x, int64_t H, int64_t W, const pool_case *c, 
     return c->max ? best : sum / (c->p.kernel_h * c->p.kernel_w);
 }
 
-/* Output sizes floor((H + 2 pad - k) / s) + 1, and values, in both layouts;
- * x all negative, so that a padded 0 would win a max. */
-static void pool_forward_case(const char *name, const int64_t *xs, pool_case c, int64_t P,
-                              int64_t Q, uint64_t seed)
+/* Output sizes floor((H + 2 pad - k) / s) + 1, and values of max and
+ * average pooling in both layouts; x all negative, so that a padded 0
+ * would win a max. */
+static void pool_forward_case(const int64_t *xs, dp_pool2d_params pp, int64_t P, int64_t Q,
+                              uint64_t seed)
 {
     dp_rng rng;
     dp_rng_init(&rng, seed, 1);
-    int64_t n = count(4, xs), N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+    int64_t n = count(4, xs), NC = xs[0] * xs[1], H = xs[2], W = xs[3];
     float *xv = normal_array(&rng, n, 1.0f);
     for (int64_t i = 0; i < n; i++)
         xv[i] = -1.0f - fabsf(xv[i]);
-    double *want = malloc((size_t)(N * C * P * Q) * sizeof *want);
-    for (int64_t nc = 0; nc < N * C; nc++)
-        for (int64_t p = 0; p < P; p++)
-            for (int64_t q = 0; q < Q; q++)
-                want[(nc * P + p) * Q + q] = pool_at(xv, H, W, &c, nc, p, q);
-    for (int nhwc = 0; nhwc < 2; nhwc++) {
+    double *want = malloc((size_t)(NC * P * Q) * sizeof *want);
+    for (int kind = 0; kind < 4; kind++) {
+        pool_case c = {pp, kind & 1};
+        bool nhwc = kind & 2;
+        for (int64_t k = 0; k < NC * P * Q; k++)
+            want[k] = pool_at(xv, H, W, &c, k / (P * Q), k / Q % P, k % Q);
         int64_t ny;
         float *y = run_forward(build_pool, &c, 4, xs, xv, nhwc, &ny);
-        assert_int_equal(ny, N * C * P * Q);
+        assert_int_equal(ny, NC * P * Q);
         char what[96];
-        snprintf(what, sizeof what, "%s%s", name, nhwc ? " NHWC" : "");
+        snprintf(what, sizeof what, "%s k%dx%d s%dx%d p%dx%d%s", c.max ? "max" : "avg", pp.kernel_h,
+                 pp.kernel_w, pp.stride_h, pp.stride_w, pp.pad_h, pp.pad_w, nhwc ? " NHWC" : "");
         assert_values(what, y, want, ny, 1e-6, 1e-7);
         free(y);
     }
@@ -519,26 +521,12 @@ static void pool_forward_case(const char *name, const int64_t *xs, pool_case c, 
 static void test_pool_padding_forward(void **state)
 {
     (void)state;
-    pool_case max3 = {
-        {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1}, true};
-    pool_case avg3 = max3;
-    avg3.max = false;
     /* 7 + 2 - 3 = 6, / 2 + 1 = 4; 8 + 2 - 3 = 7, / 2 + 1 = 4 (floor) */
-    pool_forward_case("max_pool2d k3 s2 p1", (int64_t[]){2, 3, 7, 8}, max3, 4, 4, 61);
-    pool_forward_case("avg_pool2d k3 s2 p1", (int64_t[]){2, 3, 7, 8}, avg3, 4, 4, 62);
+    pool_forward_case((int64_t[]){2, 3, 7, 8}, (dp_pool2d_params){3, 3, 2, 2, 1, 1}, 4, 4, 61);
     /* kernel 2, pad 1 (exactly half), default stride 2: (5 + 2 - 2) / 2 + 1 = 3 */
-    pool_case max2 = {{.kernel_h = 2, .kernel_w = 2, .pad_h = 1, .pad_w = 1}, true};
-    pool_case avg2 = max2;
-    avg2.max = false;
-    pool_forward_case("max_pool2d k2 p1", (int64_t[]){1, 2, 5, 5}, max2, 3, 3, 63);
-    pool_forward_case("avg_pool2d k2 p1", (int64_t[]){1, 2, 5, 5}, avg2, 3, 3, 64);
-    /* uneven: kernel 5x3, pad 2x1, stride 1x2 over 6x7: 6 x 4 */
-    pool_case maxu = {
-        {.kernel_h = 5, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 2, .pad_w = 1}, true};
-    pool_case avgu = maxu;
-    avgu.max = false;
-    pool_forward_case("max_pool2d k5x3 s1x2 p2x1", (int64_t[]){2, 2, 6, 7}, maxu, 6, 4, 65);
-    pool_forward_case("avg_pool2d k5x3 s1x2 p2x1", (int64_t[]){2, 2, 6, 7}, avgu, 6, 4, 66);
+    pool_forward_case((int64_t[]){1, 2, 5, 5}, (dp_pool2d_params){2, 2, 0, 0, 1, 1}, 3, 3, 62);
+    /* uneven: kernel 5x3, stride 1x2, pad 2x1 over 6x7: 6 x 4 */
+    pool_forward_case((int64_t[]){2, 2, 6, 7}, (dp_pool2d_params){5, 3, 1, 2, 2, 1}, 6, 4, 63);
 }
 
 static void test_pool_padding_errors(void **state)
