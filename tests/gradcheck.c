@@ -67,9 +67,6 @@ float *download(const dp_tensor_t *t)
     return v;
 }
 
-
-
-
 /* The op's output at the problem's current values, logical order. */
 static float *gc_forward(const gc_problem *p, dp_tape_t *tape, int64_t *n_out)
 {
@@ -280,4 +277,31 @@ gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool 
     gc_input in = {name, ndim, {0}, v, diff};
     memcpy(in.shape, shape, (size_t)ndim * sizeof *shape);
     return in;
+}
+
+void assert_values(const char *what, const float *got, const double *want, int64_t n, double rtol,
+                   double atol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        double m = fmax(fabs((double)got[i]), fabs(want[i]));
+        if (!(d <= atol + rtol * m))
+            fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, (double)got[i], want[i]);
+    }
+}
+
+double *to_double(const float *v, int64_t n)
+{
+    double *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = v[i];
+    return d;
+}
+
+float *identity_1x1(int64_t C)
+{
+    float *w = calloc((size_t)(C * C), sizeof *w);
+    for (int64_t c = 0; c < C; c++)
+        w[c * C + c] = 1.0f;
+    return w;
 }

@@ -36,6 +36,16 @@ float *normal_array(dp_rng *rng, int64_t n, float scale);
 dp_tensor_t *upload(int ndim, const int64_t *shape, const float *v);
 float *download(const dp_tensor_t *t);
 
+/* Fails unless |got[i] - want[i]| <= atol + rtol max(|got[i]|, |want[i]|)
+ * for every i, naming `what` and the first bad element. */
+void assert_values(const char *what, const float *got, const double *want, int64_t n, double rtol,
+                   double atol);
+/* A malloc'd copy of v[0..n) in double. */
+double *to_double(const float *v, int64_t n);
+/* The C x C identity as a 1x1 convolution's weight (C, C, 1, 1), calloc'd:
+ * a convolution with it stores its input's values in the NHWC layout. */
+float *identity_1x1(int64_t C);
+
 #define GC_MAX_IN 6
 
 typedef int (*build_fn)(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx);

@@ -25,40 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Each test gets its own device, so that a sticky device error stays in the
  * test that caused it. */
 
-
-
 /* ---- host data ------------------------------------------------------------ */
-
-static void assert_values(const char *what, const float *got, const double *want, int64_t n,
-                          double rtol, double atol)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        double m = fmax(fabs((double)got[i]), fabs(want[i]));
-        if (!(d <= atol + rtol * m))
-            fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, (double)got[i], want[i]);
-    }
-}
-
-static double *to_double(const float *v, int64_t n)
-{
-    double *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = v[i];
-    return d;
-}
-
-static float *identity_1x1(int64_t C)
-{
-    float *w = calloc((size_t)(C * C), sizeof *w);
-    for (int64_t c = 0; c < C; c++)
-        w[c * C + c] = 1.0f;
-    return w;
-}
 
 /* ---- references (double, logical NCHW) ------------------------------------------ */
 
@@ -125,7 +95,6 @@ static double *adaptive_ref(const float *x, const int64_t *s, int64_t P, int64_t
             }
     return y;
 }
-
 
 /* ---- batch_norm2d forward ---------------------------------------------------------- */
 

@@ -23,11 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Each test gets its own device, so that a sticky device error stays in the
  * test that caused it. */
-
-
 
 /* ---- host data ------------------------------------------------------------ */
 
@@ -63,17 +60,6 @@ static dp_tensor_t *upload_labels(int64_t n, const int32_t *labels)
     dp_tensor_t *t = NULL;
     OK(dp_tensor_from_host(&t, gc_dev, DP_I32, 1, &n, labels));
     return t;
-}
-
-static void assert_values(const char *what, const float *got, const double *want, int64_t n,
-                          double rtol, double atol)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        double m = fmax(fabs((double)got[i]), fabs(want[i]));
-        if (!(d <= atol + rtol * m))
-            fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, (double)got[i], want[i]);
-    }
 }
 
 /* ---- naive references (double, logical NCHW) --------------------------------- */
@@ -147,14 +133,6 @@ static double *pool_ref(const double *x, int64_t N, int64_t C, int64_t H, int64_
     return y;
 }
 
-static double *to_double(const float *v, int64_t n)
-{
-    double *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = v[i];
-    return d;
-}
-
 /* y (N, Dout) = x (N, Din) w + b, w as `layout` says. */
 static double *linear_ref(const float *x, const float *w, const float *b, int64_t N, int64_t Din,
                           int64_t Dout, dp_weight_layout layout)
@@ -185,7 +163,6 @@ static double xent_ref(const float *z, const int32_t *labels, int64_t N, int64_t
     }
     return mean ? total / (double)N : total;
 }
-
 
 /* ---- builders ---------------------------------------------------------------------- */
 
@@ -506,8 +483,12 @@ static void conv_relu_pool_case(const char *name, const int64_t *xs, const int64
      * ReLU flip: keep the step (2e-3) inside the 1e-2 margin that
      * add_conv_inputs leaves around every pre-activation, and allow for the
      * float noise of so small a step. */
-    gc_problem g = {.name = name, .build = build_conv_relu_pool, .ctx = &c, .seed = seed,
-                    .eps = 2e-3, .atol = 2e-3};
+    gc_problem g = {.name = name,
+                    .build = build_conv_relu_pool,
+                    .ctx = &c,
+                    .seed = seed,
+                    .eps = 2e-3,
+                    .atol = 2e-3};
     add_conv_inputs(&g, &rng, xs, ws, true, &c.conv, true, true);
     if (c.twice) {
         int64_t P = xs[2] - ws[2] + 1 + 2 * c.conv.pad_h, Q = xs[3] - ws[3] + 1 + 2 * c.conv.pad_w;
@@ -526,17 +507,20 @@ static void test_conv_relu_pool_grad(void **state)
 {
     (void)state;
     /* 7x7 conv output, 2x2 windows: the last row and column get no gradient. */
-    conv_relu_pool_case("conv relu avgpool 2x2", (int64_t[]){2, 3, 9, 9}, (int64_t[]){4, 3, 3, 3},
-                        (conv_pool_ctx){.conv = {.relu = true}, .pool = {.kernel_h = 2, .kernel_w = 2}},
-                        21);
+    conv_relu_pool_case(
+        "conv relu avgpool 2x2", (int64_t[]){2, 3, 9, 9}, (int64_t[]){4, 3, 3, 3},
+        (conv_pool_ctx){.conv = {.relu = true}, .pool = {.kernel_h = 2, .kernel_w = 2}}, 21);
     conv_relu_pool_case("conv relu avgpool 3 s2 p1", (int64_t[]){2, 3, 8, 8},
                         (int64_t[]){4, 3, 3, 3},
                         (conv_pool_ctx){.conv = {.relu = true},
-                                        .pool = {.kernel_h = 3, .kernel_w = 3, .stride_h = 2,
-                                                 .stride_w = 2, .pad_h = 1, .pad_w = 1}},
+                                        .pool = {.kernel_h = 3,
+                                                 .kernel_w = 3,
+                                                 .stride_h = 2,
+                                                 .stride_w = 2,
+                                                 .pad_h = 1,
+                                                 .pad_w = 1}},
                         22);
-    conv_relu_pool_case("conv relu avgpool + add", (int64_t[]){1, 2, 8, 8},
-                        (int64_t[]){3, 2, 3, 3},
+    conv_relu_pool_case("conv relu avgpool + add", (int64_t[]){1, 2, 8, 8}, (int64_t[]){3, 2, 3, 3},
                         (conv_pool_ctx){.conv = {.relu = true},
                                         .pool = {.kernel_h = 2, .kernel_w = 2},
                                         .twice = true},
@@ -584,14 +568,6 @@ static void test_avg_pool2d_grad(void **state)
     g.in[g.nin++] = input("w", 4, ws, normal_array(&rng, count(4, ws), 0.5f), true);
     g.in[g.nin++] = input("b", 1, &bs, normal_array(&rng, bs, 0.5f), true);
     gc_run(&g);
-}
-
-static float *identity_1x1(int64_t C)
-{
-    float *w = calloc((size_t)(C * C), sizeof *w);
-    for (int64_t c = 0; c < C; c++)
-        w[c * C + c] = 1.0f;
-    return w;
 }
 
 static void test_max_pool2d_grad(void **state)
