@@ -99,6 +99,20 @@ static void test_cifar10_train_split_subfolder(void **state)
     dp_dataset_close(&ds);
 }
 
+/* test_batch.bin of n records and `extra` bytes fails with `want`, naming
+ * the file and saying `what`. */
+static void expect_cifar_error(int n, const uint8_t *labels, size_t extra, int want,
+                               const char *what)
+{
+    const char *path = tu_tmp_path("test_batch.bin");
+    write_cifar(path, 0, n, labels, extra);
+    dp_dataset ds;
+    assert_int_equal(dp_cifar10_load(tu_tmp, false, &ds), want);
+    tu_assert_error_mentions(path);
+    tu_assert_error_mentions(what);
+    assert_null(ds.images);
+}
+
 static void test_cifar10_errors(void **state)
 {
     (void)state;
@@ -116,29 +130,13 @@ static void test_cifar10_errors(void **state)
     assert_int_equal(dp_cifar10_load(NULL, false, &ds), DP_EINVAL);
     tu_assert_error_mentions("cifar-10-binary.tar.gz");
 
-    /* A record one byte short: 3072 bytes. */
+    /* A record one byte short (3072 bytes); two whole records and a short
+     * one; a label of 10 in record 1; an empty file. */
     const uint8_t labels[] = {4, 10, 2};
-    write_cifar(path, 0, 0, labels, CIFAR_REC - 1);
-    assert_int_equal(dp_cifar10_load(tu_tmp, false, &ds), DP_ETRUNC);
-    tu_assert_error_mentions(path);
-    tu_assert_error_mentions("truncated record");
-    assert_null(ds.images);
-    /* Two whole records and a short one. */
-    write_cifar(path, 0, 2, labels, 100);
-    assert_int_equal(dp_cifar10_load(tu_tmp, false, &ds), DP_ETRUNC);
-    tu_assert_error_mentions(path);
-
-    /* A label of 10 in record 1. */
-    write_cifar(path, 0, 3, labels, 0);
-    assert_int_equal(dp_cifar10_load(tu_tmp, false, &ds), DP_EFORMAT);
-    tu_assert_error_mentions(path);
-    tu_assert_error_mentions("label 10 at record 1");
-    assert_null(ds.images);
-
-    /* An empty file holds no record. */
-    write_cifar(path, 0, 0, labels, 0);
-    assert_int_equal(dp_cifar10_load(tu_tmp, false, &ds), DP_ETRUNC);
-    tu_assert_error_mentions(path);
+    expect_cifar_error(0, labels, CIFAR_REC - 1, DP_ETRUNC, "truncated record");
+    expect_cifar_error(2, labels, 100, DP_ETRUNC, "truncated record");
+    expect_cifar_error(3, labels, 0, DP_EFORMAT, "label 10 at record 1");
+    expect_cifar_error(0, labels, 0, DP_ETRUNC, "truncated record");
 
     assert_int_equal(dp_dataset_load("cifar100", tu_tmp, false, &ds), DP_EINVAL);
     tu_assert_error_mentions("the dataset cifar100 is unknown");

@@ -146,11 +146,7 @@ int dp_cifar10_load(const char *dir, bool train, dp_dataset *out)
 {
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
-    if (!dir) {
-        DP_ERROR("CIFAR-10: the data directory is required (no package installs it); " CIFAR_WHERE);
-        return DP_EINVAL;
-    }
-    DP_TRY(dp__data_check_dir(dir));
+    DP_TRY(dp__data_require_dir(dir, "CIFAR-10", CIFAR_WHERE));
     char names[CIFAR_TRAIN_FILES][32];
     int nfiles = split_names(train, names);
     cifar_file *files = dp__calloc((size_t)nfiles, sizeof *files);

@@ -23,6 +23,16 @@ int dp__data_check_dir(const char *dir)
     return 0;
 }
 
+int dp__data_require_dir(const char *dir, const char *name, const char *where_to_get)
+{
+    if (!dir) {
+        DP_ERROR("%s: the data directory is required (no package installs it); %s", name,
+                 where_to_get);
+        return DP_EINVAL;
+    }
+    return dp__data_check_dir(dir);
+}
+
 int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols, const char *what)
 {
     memset(ds, 0, sizeof *ds);

@@ -13,6 +13,10 @@
 bool dp__data_is_file(const char *path);
 /* 0 if `dir` is a directory, else DP_ENOENT with "<dir>: no such directory". */
 int dp__data_check_dir(const char *dir);
+/* For a dataset no package installs: `dir` must be given (else DP_EINVAL,
+ * "<name>: the data directory is required ...; <where_to_get>") and be a
+ * directory. */
+int dp__data_require_dir(const char *dir, const char *name, const char *where_to_get);
 
 /* Allocates images [n, channels, rows, cols] and labels [n] (zeroed) into
  * *ds and sets its sizes; DP_ENOMEM (or DP_EINVAL for a size that does not

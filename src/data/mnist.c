@@ -15,9 +15,6 @@ int dp_mnist_load(const char *dir, bool train, dp_dataset *out)
 {
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
-    if (!dir) {
-        DP_ERROR("MNIST: the data directory is required (no package installs it); " MNIST_WHERE);
-        return DP_EINVAL;
-    }
+    DP_TRY(dp__data_require_dir(dir, "MNIST", MNIST_WHERE));
     return dp__idx_dataset_load(dir, train, MNIST_WHERE, out);
 }
