@@ -63,7 +63,7 @@ test-tsan: deps
 	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 # Fuzzing (tests/fuzz/): libFuzzer targets for the IDX reader (plain and
-# gzip), the safetensors reader, the checkpoint loader and the command-line
+# gzip), the CIFAR-10 reader, the safetensors reader, the checkpoint loader and the command-line
 # parsers, built with clang under ASan+UBSan in build-fuzz. Each runs
 # FUZZ_SECONDS on a scratch copy of its seeds and regression inputs (what it
 # finds never lands in the tree) and prints libFuzzer's "Done N runs" line;
@@ -72,7 +72,7 @@ test-tsan: deps
 # tests/test_fuzz_regress.c replays the seeds and regression inputs in
 # `make test`.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx safetensors checkpoint cli
+FUZZ_TARGETS = idx safetensors checkpoint cli cifar10
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -129,10 +129,25 @@ expect_error "empty --on-checkpoint-error" "--on-checkpoint-error.*expected stop
 expect_error "--on-checkpoint-error without a value" "--on-checkpoint-error needs a value" -- \
   "$bin" train --on-checkpoint-error
 
+# --dataset: a bad name, and each dataset's missing or broken files, named.
+expect_error "unknown dataset" "^dptrain: error: --dataset cifar-10: unknown dataset" -- \
+  "$bin" train --dataset cifar-10
+expect_error "eval: unknown dataset" "^dptrain: error: --dataset svhn: unknown dataset" -- \
+  "$bin" eval --checkpoint x.safetensors --dataset svhn
+expect_error "mnist without --data" "MNIST: --data is required.*yann.lecun.com/exdb/mnist" -- \
+  "$bin" train --dataset mnist
+expect_error "mnist files missing" "$dir/nofiles/train-images-idx3-ubyte.gz: no such file.*ossci-datasets" -- \
+  bash -c "mkdir -p $dir/nofiles && exec $bin train --dataset mnist --data $dir/nofiles"
+expect_error "cifar10 files missing" "$dir/nofiles/data_batch_1.bin: no such file.*cifar-10-binary.tar.gz" -- \
+  "$bin" train --dataset cifar10 --data "$dir/nofiles"
+mkdir -p "$dir/cifar" && head -c 3072 /dev/zero >"$dir/cifar/data_batch_1.bin"
+expect_error "cifar10 short record" "$dir/cifar/data_batch_1.bin: truncated record" -- \
+  "$bin" train --dataset cifar10 --data "$dir/cifar"
+
 # --help lists every flag with its default.
 help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
-            --seed --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
+            --seed --dataset --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
             --progress --allreduce --sync-bn --checkpoint --resume --init \
             --on-checkpoint-error --skip-nonfinite --deterministic --no-tf32; do
   if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else

@@ -15,26 +15,7 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-
 /* An IDX image of unsigned bytes: header then `data`. Caller frees. */
-static uint8_t *make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len)
-{
-    size_t n = 1;
-    for (int i = 0; i < ndims; i++)
-        n *= dims[i];
-    size_t len = 4 + 4 * (size_t)ndims + n;
-    uint8_t *buf = malloc(len);
-    buf[0] = 0, buf[1] = 0, buf[2] = 0x08, buf[3] = (uint8_t)ndims;
-    for (int i = 0; i < ndims; i++) {
-        uint8_t *b = buf + 4 + 4 * i;
-        b[0] = (uint8_t)(dims[i] >> 24), b[1] = (uint8_t)(dims[i] >> 16);
-        b[2] = (uint8_t)(dims[i] >> 8), b[3] = (uint8_t)dims[i];
-    }
-    memcpy(buf + 4 + 4 * ndims, data, n);
-    *out_len = len;
-    return buf;
-}
-
 static void write_gz(const char *path, const void *data, size_t n)
 {
     gzFile f = gzopen(path, "wb");
@@ -67,13 +48,6 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)dp_rng_u64(&rng);
 }
 
-static void assert_error_mentions(const char *what)
-{
-    const char *msg = dp_last_error();
-    if (!strstr(msg, what))
-        fail_msg("last error \"%s\" does not mention \"%s\"", msg, what);
-}
-
 /* Reads `path` expecting failure `want`, with the file's name in the log. */
 static void expect_idx_error(const char *path, int want)
 {
@@ -83,7 +57,7 @@ static void expect_idx_error(const char *path, int want)
         fail_msg("%s: got %d (%s), wanted %d (%s); log: %s", path, rc, dp_strerror(rc), want,
                  dp_strerror(want), dp_last_error());
     assert_null(idx.data);
-    assert_error_mentions(path);
+    tu_assert_error_mentions(path);
 }
 
 /* ---- IDX ------------------------------------------------------------------ */
@@ -116,19 +90,19 @@ static void test_idx_plain_roundtrip(void **state)
         data[i] = (uint8_t)(i * 37 + 5);
     const uint32_t dims3[] = {2, 3, 4};
     size_t len;
-    uint8_t *file = make_idx(3, dims3, data, &len);
+    uint8_t *file = tu_make_idx(3, dims3, data, &len);
     assert_int_equal(tu_write_file(tu_tmp_path("a-idx3"), file, len), 0);
     check_idx(tu_tmp_path("a-idx3"), 3, dims3, data);
     free(file);
 
     const uint32_t dims1[] = {24};
-    file = make_idx(1, dims1, data, &len);
+    file = tu_make_idx(1, dims1, data, &len);
     assert_int_equal(tu_write_file(tu_tmp_path("a-idx1"), file, len), 0);
     check_idx(tu_tmp_path("a-idx1"), 1, dims1, data);
     free(file);
 
     const uint32_t dims4[] = {1, 2, 3, 4};
-    file = make_idx(4, dims4, data, &len);
+    file = tu_make_idx(4, dims4, data, &len);
     assert_int_equal(tu_write_file(tu_tmp_path("a-idx4"), file, len), 0);
     check_idx(tu_tmp_path("a-idx4"), 4, dims4, data);
     free(file);
@@ -142,7 +116,7 @@ static void test_idx_gz_roundtrip(void **state)
     fill_random(data, N, 1);
     const uint32_t dims[] = {50, 10, 10};
     size_t len;
-    uint8_t *file = make_idx(3, dims, data, &len);
+    uint8_t *file = tu_make_idx(3, dims, data, &len);
     write_gz(tu_tmp_path("b-idx3.gz"), file, len);
     check_idx(tu_tmp_path("b-idx3.gz"), 3, dims, data);
     /* Told apart by the magic, not the name. */
@@ -159,11 +133,11 @@ static void test_idx_truncated_plain(void **state)
     uint8_t data[24] = {0};
     const uint32_t dims[] = {2, 3, 4};
     size_t len;
-    uint8_t *file = make_idx(3, dims, data, &len);
+    uint8_t *file = tu_make_idx(3, dims, data, &len);
     assert_int_equal(tu_write_file(tu_tmp_path("short-idx3"), file, len - 4), 0);
     expect_idx_error(tu_tmp_path("short-idx3"), DP_ETRUNC);
-    assert_error_mentions("expected 24");
-    assert_error_mentions("found 20");
+    tu_assert_error_mentions("expected 24");
+    tu_assert_error_mentions("found 20");
     /* Cut inside the sizes, and inside the magic. */
     assert_int_equal(tu_write_file(tu_tmp_path("short-hdr"), file, 9), 0);
     expect_idx_error(tu_tmp_path("short-hdr"), DP_ETRUNC);
@@ -183,7 +157,7 @@ static void test_idx_truncated_gz(void **state)
     fill_random(data, N, 2);
     const uint32_t dims[] = {N};
     size_t len;
-    uint8_t *file = make_idx(1, dims, data, &len);
+    uint8_t *file = tu_make_idx(1, dims, data, &len);
     write_gz(tu_tmp_path("full.gz"), file, len);
     size_t gz_len;
     uint8_t *gz = read_whole(tu_tmp_path("full.gz"), &gz_len);
@@ -193,7 +167,7 @@ static void test_idx_truncated_gz(void **state)
     dp_idx idx;
     int rc = dp_idx_read(tu_tmp_path("half.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
-    assert_error_mentions("half.gz");
+    tu_assert_error_mentions("half.gz");
     assert_null(idx.data);
 
     /* Only the 8-byte trailer (CRC, length) missing: all data is there. */
@@ -204,20 +178,20 @@ static void test_idx_truncated_gz(void **state)
     assert_int_equal(tu_write_file(tu_tmp_path("gzhdr.gz"), gz, 5), 0);
     rc = dp_idx_read(tu_tmp_path("gzhdr.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
-    assert_error_mentions("gzhdr.gz");
+    tu_assert_error_mentions("gzhdr.gz");
 
     /* One byte flipped in the (stored) data: the CRC catches it. */
     gz[gz_len / 2] ^= 0x5a;
     assert_int_equal(tu_write_file(tu_tmp_path("corrupt.gz"), gz, gz_len), 0);
     expect_idx_error(tu_tmp_path("corrupt.gz"), DP_EFORMAT);
-    assert_error_mentions("corrupt");
+    tu_assert_error_mentions("corrupt");
 
     /* A gzip magic followed by garbage. */
     const uint8_t junk[] = {0x1f, 0x8b, 0x77, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     assert_int_equal(tu_write_file(tu_tmp_path("junk.gz"), junk, sizeof junk), 0);
     rc = dp_idx_read(tu_tmp_path("junk.gz"), &idx);
     assert_true(rc == DP_ETRUNC || rc == DP_EFORMAT);
-    assert_error_mentions("junk.gz");
+    tu_assert_error_mentions("junk.gz");
 
     free(gz);
     free(file);
@@ -231,19 +205,19 @@ static void test_idx_bad_header(void **state)
     const uint8_t wrong_magic[] = {0x01, 0x02, 0x08, 0x01, 0, 0, 0, 1, 7};
     assert_int_equal(tu_write_file(tu_tmp_path("magic"), wrong_magic, sizeof wrong_magic), 0);
     expect_idx_error(tu_tmp_path("magic"), DP_EFORMAT);
-    assert_error_mentions("magic");
-    assert_error_mentions("expected 00 00 08");
-    assert_error_mentions("found 01 02 08 01");
+    tu_assert_error_mentions("magic");
+    tu_assert_error_mentions("expected 00 00 08");
+    tu_assert_error_mentions("found 01 02 08 01");
 
     const uint8_t bad_type[] = {0, 0, 0x0d, 0x01, 0, 0, 0, 1, 7, 7, 7, 7};
     assert_int_equal(tu_write_file(tu_tmp_path("type"), bad_type, sizeof bad_type), 0);
     expect_idx_error(tu_tmp_path("type"), DP_EFORMAT);
-    assert_error_mentions("0x0d");
+    tu_assert_error_mentions("0x0d");
 
     const uint8_t zero_dims[] = {0, 0, 0x08, 0x00, 7};
     assert_int_equal(tu_write_file(tu_tmp_path("dims0"), zero_dims, sizeof zero_dims), 0);
     expect_idx_error(tu_tmp_path("dims0"), DP_EFORMAT);
-    assert_error_mentions("dimensions");
+    tu_assert_error_mentions("dimensions");
 
     const uint8_t five_dims[] = {0, 0, 0x08, 0x05, 0, 0, 0, 1, 0, 0, 0, 1, 0,
                                  0, 0, 1,    0,    0, 0, 1, 0, 0, 0, 1, 7};
@@ -262,14 +236,14 @@ static void test_idx_bad_header(void **state)
     const uint8_t trailing[] = {0, 0, 0x08, 0x01, 0, 0, 0, 2, 7, 8, 9};
     assert_int_equal(tu_write_file(tu_tmp_path("trailing"), trailing, sizeof trailing), 0);
     expect_idx_error(tu_tmp_path("trailing"), DP_EFORMAT);
-    assert_error_mentions("trailing");
+    tu_assert_error_mentions("trailing");
     write_gz(tu_tmp_path("trailing.gz"), trailing, sizeof trailing);
     expect_idx_error(tu_tmp_path("trailing.gz"), DP_EFORMAT);
 
     /* Wrong magic inside a valid gzip stream. */
     write_gz(tu_tmp_path("magic.gz"), wrong_magic, sizeof wrong_magic);
     expect_idx_error(tu_tmp_path("magic.gz"), DP_EFORMAT);
-    assert_error_mentions("found 01 02 08 01");
+    tu_assert_error_mentions("found 01 02 08 01");
 }
 
 static void test_idx_missing(void **state)
@@ -292,7 +266,7 @@ static void write_split(const char *dir, const char *split, uint32_t n_images, u
     for (uint32_t i = 0; i < n_images * 6; i++)
         pixels[i] = (uint8_t)(i * 51);
     size_t len;
-    uint8_t *file = make_idx(3, idims, pixels, &len);
+    uint8_t *file = tu_make_idx(3, idims, pixels, &len);
     snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte%s", dir, split, gz ? ".gz" : "");
     if (gz)
         write_gz(path, file, len);
@@ -301,7 +275,7 @@ static void write_split(const char *dir, const char *split, uint32_t n_images, u
     free(file);
     free(pixels);
     const uint32_t ldims[] = {n_labels};
-    file = make_idx(1, ldims, labels, &len);
+    file = tu_make_idx(1, ldims, labels, &len);
     snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split);
     assert_int_equal(tu_write_file(path, file, len), 0);
     free(file);
@@ -313,13 +287,13 @@ static void test_fashion_mnist_missing(void **state)
     tu_quiet_log();
     dp_dataset ds;
     assert_int_equal(dp_fashion_mnist_load("/nonexistent-dir-dptrain", true, &ds), DP_ENOENT);
-    assert_error_mentions("/nonexistent-dir-dptrain: no such directory");
+    tu_assert_error_mentions("/nonexistent-dir-dptrain: no such directory");
     assert_null(ds.images);
     /* A directory without the files. */
     assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_ENOENT);
-    assert_error_mentions("train-images-idx3-ubyte");
+    tu_assert_error_mentions("train-images-idx3-ubyte");
     assert_int_equal(dp_fashion_mnist_load(tu_tmp, false, &ds), DP_ENOENT);
-    assert_error_mentions("t10k-images-idx3-ubyte");
+    tu_assert_error_mentions("t10k-images-idx3-ubyte");
 }
 
 static void test_fashion_mnist_synthetic(void **state)
@@ -350,24 +324,24 @@ static void test_fashion_mnist_synthetic(void **state)
     /* Train split: images gzipped, labels plain; counts disagree. */
     write_split(tu_tmp, "train", 4, 5, labels, true);
     assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
-    assert_error_mentions("train-labels-idx1-ubyte");
+    tu_assert_error_mentions("train-labels-idx1-ubyte");
     assert_null(ds.images);
 
     /* A label of 10. */
     const uint8_t bad[] = {1, 2, 10, 3};
     write_split(tu_tmp, "train", 4, 4, bad, true);
     assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
-    assert_error_mentions("train-labels-idx1-ubyte");
-    assert_error_mentions("index 2");
+    tu_assert_error_mentions("train-labels-idx1-ubyte");
+    tu_assert_error_mentions("index 2");
 
     /* Images with the wrong number of dimensions. */
     const uint32_t dims[] = {4};
     size_t len;
-    uint8_t *file = make_idx(1, dims, bad, &len);
+    uint8_t *file = tu_make_idx(1, dims, bad, &len);
     write_gz(tu_tmp_path("train-images-idx3-ubyte.gz"), file, len);
     free(file);
     assert_int_equal(dp_fashion_mnist_load(tu_tmp, true, &ds), DP_EFORMAT);
-    assert_error_mentions("train-images-idx3-ubyte.gz");
+    tu_assert_error_mentions("train-images-idx3-ubyte.gz");
 }
 
 static void test_fashion_mnist_labels(void **state)
@@ -718,7 +692,7 @@ static void test_loader_invalid(void **state)
     dp_loader_options opt = {.batch_size = 0};
     assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
     assert_null(l);
-    assert_error_mentions("batch size");
+    tu_assert_error_mentions("batch size");
     opt.batch_size = -3;
     assert_int_equal(dp_loader_init(&l, &ds, &opt), DP_EINVAL);
     opt = (dp_loader_options){.batch_size = 2, .limit = -1};
@@ -752,7 +726,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_idx_bad_header, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(test_idx_missing, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(test_fashion_mnist_missing, tu_setup_tmp, tu_teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_fashion_mnist_synthetic, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fashion_mnist_synthetic, tu_setup_tmp,
+                                        tu_teardown_tmp),
         cmocka_unit_test(test_fashion_mnist_labels),
         cmocka_unit_test(test_fashion_mnist_real),
         cmocka_unit_test(test_loader_batches),

@@ -130,6 +130,12 @@ static void test_checkpoint(void **state)
     run_target("checkpoint");
 }
 
+static void test_cifar10(void **state)
+{
+    (void)state;
+    run_target("cifar10");
+}
+
 static void test_cli(void **state)
 {
     (void)state;
@@ -139,10 +145,13 @@ static void test_cli(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        /* clang-format off */
         cmocka_unit_test(test_idx),
         cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_cifar10),
+        /* clang-format on */
     };
     int failed = tu_run(argc, argv, tests, NULL, NULL);
     fuzz_teardown();

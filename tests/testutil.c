@@ -45,6 +45,31 @@ static void quiet(dp_log_level level, const char *msg, void *user)
     (void)level, (void)msg, (void)user;
 }
 
+uint8_t *tu_make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len)
+{
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++)
+        n *= dims[i];
+    size_t len = 4 + 4 * (size_t)ndims + n;
+    uint8_t *buf = malloc(len);
+    buf[0] = 0, buf[1] = 0, buf[2] = 0x08, buf[3] = (uint8_t)ndims;
+    for (int i = 0; i < ndims; i++) {
+        uint8_t *b = buf + 4 + 4 * i;
+        b[0] = (uint8_t)(dims[i] >> 24), b[1] = (uint8_t)(dims[i] >> 16);
+        b[2] = (uint8_t)(dims[i] >> 8), b[3] = (uint8_t)dims[i];
+    }
+    memcpy(buf + 4 + 4 * ndims, data, n);
+    *out_len = len;
+    return buf;
+}
+
+void tu_assert_error_mentions(const char *what)
+{
+    const char *msg = dp_last_error();
+    if (!strstr(msg, what))
+        fail_msg("last error \"%s\" does not mention \"%s\"", msg, what);
+}
+
 void tu_quiet_log(void)
 {
     dp_log_set(quiet, NULL);

@@ -31,6 +31,12 @@ bool tu_have_fashion_mnist(void);
  * may return this). */
 extern char tu_dptrain[512];
 int tu_find_dptrain(void);
+/* An IDX file of unsigned bytes: the header for dims[0..ndims) and the
+ * dims' product of bytes from `data`; *out_len gets its length. The caller
+ * frees it. */
+uint8_t *tu_make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len);
+/* Fails the test unless the library's last error contains `what`. */
+void tu_assert_error_mentions(const char *what);
 /* Silences the library's log (errors are still kept for dp_last_error). */
 void tu_quiet_log(void);
 struct dp_data_parallel;

@@ -58,6 +58,17 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool 
     return 0;
 }
 
+int cli_parse_dataset(const char *flag, const char *s, const char **out)
+{
+    for (const char *const *n = dp_dataset_names(); *n; n++) {
+        if (strcmp(s, *n) == 0) {
+            *out = *n;
+            return 0;
+        }
+    }
+    return cli_bad_value(flag, s, "unknown dataset (known: fashion-mnist, mnist, cifar10)");
+}
+
 int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
                      int *i, const char **value)
 {
@@ -96,11 +107,14 @@ static const struct cli_option_name {
     {"the batch size", "--batch-size"},
     {"the epoch count", "--epochs"},
     {"the model name", "--model"},
+    {"the dataset", "--dataset"},
+    {"the data directory", "--data"},
     {"deterministic mode", "--deterministic"},
     {"checkpoint path", "--checkpoint"},
     {"skipping non-finite steps", "--skip-nonfinite"},
     {"the checkpoint error policy", "--on-checkpoint-error"},
     {"dp_train_options.model", "--model"},
+    {"dp_train_options.dataset", "--dataset"},
     {"dp_train_options.batch_size", "--batch-size"},
     {"dp_train_options.lr", "--lr"},
     {"dp_train_options.momentum", "--momentum"},

@@ -16,6 +16,8 @@ int cli_check_model(const char *flag, const char *value);
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
                     float *out);
+/* --dataset's value: one of the library's dataset names. */
+int cli_parse_dataset(const char *flag, const char *s, const char **out);
 /* For option argv[*i] of `command`: checks that it is one of names[0..n)
  * and has a value, stores the value and steps *i past it. Returns 0, or 2
  * after printing "unknown option" or "needs a value". */

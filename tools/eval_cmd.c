@@ -10,8 +10,8 @@ static const char usage_eval[] =
     "usage: dptrain eval --checkpoint FILE [options]\n"
     "\n"
     "Evaluates the weights in FILE (a dptrain checkpoint, or a PyTorch state dict\n"
-    "saved as safetensors) on the Fashion-MNIST test set and prints\n"
-    "'test acc: A' with four decimals.\n"
+    "saved as safetensors) on a dataset's test set (Fashion-MNIST by default)\n"
+    "and prints 'test acc: A' with four decimals.\n"
     "\n"
     "options (default in brackets):\n"
     "  --checkpoint FILE    the weights (required)\n"
@@ -19,7 +19,10 @@ static const char usage_eval[] =
     "  --devices N|LIST     devices to evaluate on [1]\n"
     "  --threads N          kernel threads per device, 0 = cores divided [0]\n"
     "  --batch-size B       evaluation batch [256]\n"
-    "  --data DIR           Fashion-MNIST directory [/usr/share/datasets/fashion-mnist]\n"
+    "  --dataset NAME       fashion-mnist, mnist or cifar10 [fashion-mnist]\n"
+    "  --data DIR           directory with the dataset's files [fashion-mnist:\n"
+    "                       /usr/share/datasets/fashion-mnist; mnist and\n"
+    "                       cifar10: required]\n"
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
     "  -h, --help           show this help\n";
 
@@ -35,7 +38,7 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
         }
         static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
                                                  "--threads",    "--batch-size", "--data",
-                                                 "--limit-test"};
+                                                 "--limit-test", "--dataset"};
         const char *v;
         if (cli_option_value("eval", with_value, sizeof with_value / sizeof *with_value, argc, argv,
                              &i, &v))
@@ -49,6 +52,9 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
             o.model = v;
         } else if (strcmp(f, "--devices") == 0) {
             o.devices = v;
+        } else if (strcmp(f, "--dataset") == 0) {
+            if (cli_parse_dataset(f, v, &o.dataset))
+                return 2;
         } else if (strcmp(f, "--data") == 0) {
             o.data_dir = v;
         } else if (strcmp(f, "--threads") == 0) {

@@ -1,4 +1,4 @@
-/* dptrain train: the seed's train() on Fashion-MNIST. */
+/* dptrain train: the seed's train() on Fashion-MNIST, MNIST or CIFAR-10. */
 #include "cli.h"
 
 #include "dp/dp.h"
@@ -29,8 +29,9 @@ static void catch_stop_signals(void)
 static const char usage_train[] =
     "usage: dptrain train [options]\n"
     "\n"
-    "Trains a model on Fashion-MNIST, evaluates on the test set after every\n"
-    "epoch, and ends with the line 'test acc: A, S sec/epoch on [DEVICES]'.\n"
+    "Trains a model on a dataset (Fashion-MNIST by default), evaluates on its\n"
+    "test set after every epoch, and ends with the line\n"
+    "'test acc: A, S sec/epoch on [DEVICES]'.\n"
     "\n"
     "options (default in brackets):\n"
     "  --model NAME|FILE    model: lenet, resnet18, or a file of nn.Sequential\n"
@@ -49,8 +50,12 @@ static const char usage_train[] =
     "  --weight-decay WD    SGD weight decay [0]\n"
     "  --epochs E           epochs [10]\n"
     "  --seed S             seed for weights and shuffling [0]\n"
-    "  --data DIR           directory with the four Fashion-MNIST IDX files,\n"
-    "                       gzipped or not [/usr/share/datasets/fashion-mnist]\n"
+    "  --dataset NAME       fashion-mnist, mnist (the four IDX files, gzipped\n"
+    "                       or not) or cifar10 (the binary version's .bin\n"
+    "                       files) [fashion-mnist]\n"
+    "  --data DIR           directory with the dataset's files [fashion-mnist:\n"
+    "                       /usr/share/datasets/fashion-mnist; mnist and\n"
+    "                       cifar10: required]\n"
     "  --metrics FILE       write one JSON object per epoch to FILE [none]\n"
     "  --log-steps          with --metrics, also one JSON object per step [off]\n"
     "  --plot FILE          draw the curves to FILE.png or FILE.svg [none]\n"
@@ -124,7 +129,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--lr",          "--epochs",     "--seed",     "--data",
             "--metrics",     "--plot",       "--momentum", "--weight-decay",
             "--limit-train", "--limit-test", "--progress", "--allreduce",
-            "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error"};
+            "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error",
+            "--dataset"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -155,6 +161,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         } else if (strcmp(f, "--seed") == 0) {
             if (!(rc = cli_parse_i64(f, v, 0, INT64_MAX, &n)))
                 o.seed = (uint64_t)n;
+        } else if (strcmp(f, "--dataset") == 0) {
+            rc = cli_parse_dataset(f, v, &o.dataset);
         } else if (strcmp(f, "--data") == 0) {
             o.data_dir = v;
         } else if (strcmp(f, "--metrics") == 0) {

@@ -1,4 +1,5 @@
-/* dp/data.h - IDX files, Fashion-MNIST, and the prefetching batch loader. */
+/* dp/data.h - IDX files, Fashion-MNIST, MNIST, CIFAR-10, datasets a program
+ * fills itself, and the prefetching batch loader. */
 #ifndef DP_DATA_H
 #define DP_DATA_H
 
@@ -26,12 +27,13 @@ typedef struct dp_idx {
 int dp_idx_read(const char *path, dp_idx *out);
 void dp_idx_close(dp_idx *idx);
 
-/* Images with labels, pixels scaled to [0, 1]. */
+/* Images with labels. Pixels are floats, in [0, 1] for the file formats. */
 typedef struct dp_dataset {
     int64_t n;       /* samples */
-    int rows, cols;  /* 28 x 28 for Fashion-MNIST */
-    float *images;   /* [n, rows, cols], one channel */
-    int32_t *labels; /* [n], 0..9 */
+    int channels;    /* 1 for the IDX sets, 3 for CIFAR-10; 0 is read as 1 */
+    int rows, cols;  /* 28 x 28 for (Fashion-)MNIST, 32 x 32 for CIFAR-10 */
+    float *images;   /* [n, channels, rows, cols] */
+    int32_t *labels; /* [n], 0..9 for the file formats */
 } dp_dataset;
 
 /* Where Debian's dataset-fashion-mnist package puts the files. */
@@ -41,6 +43,38 @@ typedef struct dp_dataset {
  * directory), finding `train-images-idx3-ubyte` with or without `.gz`.
  * Checks that images and labels agree in count and labels are below 10. */
 int dp_fashion_mnist_load(const char *dir, bool train, dp_dataset *out);
+
+/* MNIST: the same four IDX file names and checks as Fashion-MNIST, but no
+ * package installs it, so `dir` is required (NULL is DP_EINVAL); a missing
+ * file's error says where to get it. */
+int dp_mnist_load(const char *dir, bool train, dp_dataset *out);
+
+/* CIFAR-10, binary version: data_batch_1.bin .. data_batch_5.bin (train,
+ * 50000) or test_batch.bin (10000), in `dir` or in its cifar-10-batches-bin/
+ * (as the tarball unpacks). Each record is 1 label byte, then 3 x 32 x 32
+ * pixel bytes as three planes (R, G, B): channels 0, 1, 2 of the sample.
+ * `dir` is required. Errors, each naming the file: DP_ENOENT (missing),
+ * DP_ETRUNC (not a whole number of 3073-byte records), DP_EFORMAT (a label
+ * over 9, with its record index). */
+int dp_cifar10_load(const char *dir, bool train, dp_dataset *out);
+
+/* A dataset from a program's own arrays, copied (dp_dataset_close frees
+ * the copy): n samples of [channels, rows, cols], given either as floats
+ * (`images`, used as they are) or as bytes (`bytes`, scaled by 1/255),
+ * the other NULL; labels [n] each in 0..classes-1 (an error names the first
+ * index that is not). */
+int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, int cols,
+                           const float *images, const uint8_t *bytes, const int32_t *labels,
+                           int classes);
+
+/* The datasets dp_dataset_load knows, NULL-terminated: "fashion-mnist"
+ * (the default), "mnist", "cifar10". */
+const char *const *dp_dataset_names(void);
+/* One split of dataset `name` (NULL: fashion-mnist) from `dir` (NULL: where
+ * the dataset has a default, else an error). */
+int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *out);
+/* The dataset's channels, reading 0 as 1. */
+int dp_dataset_channels(const dp_dataset *ds);
 void dp_dataset_close(dp_dataset *ds);
 
 /* The ten class names, as d2l's get_fashion_mnist_labels. */
@@ -61,7 +95,7 @@ typedef struct dp_loader_options {
 } dp_loader_options;
 
 typedef struct dp_batch {
-    const float *x;   /* [n, 1, rows, cols] */
+    const float *x;   /* [n, channels, rows, cols] */
     const int32_t *y; /* [n] */
     int64_t n;        /* samples in this batch (<= batch_size) */
     int64_t index;    /* batch number within the epoch, from 0 */

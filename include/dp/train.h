@@ -1,6 +1,7 @@
 /* dp/train.h - the training loop of the seeds' train(): epochs over
- * Fashion-MNIST, evaluation on the test set after each, the Timer that
- * counts training time only, metrics, progress and the Animator's plot. */
+ * Fashion-MNIST (or MNIST, CIFAR-10, a program's own data), evaluation on
+ * the test set after each, the Timer that counts training time only,
+ * metrics, progress and the Animator's plot. */
 #ifndef DP_TRAIN_H
 #define DP_TRAIN_H
 
@@ -17,7 +18,10 @@ extern "C" {
  * that a program can add its own way of setting them: "the model name",
  * "the device list", "the batch size", "the epoch count", "the allreduce
  * algorithm", "sync batch norm", "checkpoint path", "skipping non-finite
- * steps", "the checkpoint error policy", "deterministic mode". */
+ * steps", "the checkpoint error policy", "deterministic mode", "the
+ * dataset", "the data directory". */
+struct dp_dataset;
+
 typedef struct dp_train_options {
     const char *model;       /* "lenet" */
     const char *devices;     /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
@@ -26,7 +30,12 @@ typedef struct dp_train_options {
     float lr, momentum, weight_decay;
     int epochs;
     uint64_t seed;
-    const char *data_dir;    /* NULL: Debian's Fashion-MNIST */
+    const char *dataset;     /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
+    const char *data_dir;    /* the dataset's files; NULL: Debian's Fashion-MNIST */
+    /* A program's own data (dp_dataset_from_memory), both or neither: when
+     * set they are trained and tested on instead of loading `dataset`. The
+     * run only reads them; they must outlive it. */
+    const struct dp_dataset *train_set, *test_set;
     const char *metrics_path; /* NULL: none */
     const char *plot_path;   /* NULL: none */
     bool log_steps;
@@ -98,7 +107,9 @@ typedef struct dp_eval_options {
     const char *devices;
     int threads;
     int64_t batch_size; /* 0 = 256 */
+    const char *dataset;  /* as dp_train_options.dataset */
     const char *data_dir;
+    const struct dp_dataset *test_set; /* a program's own test set, else NULL */
     int64_t limit_test;
 } dp_eval_options;
 

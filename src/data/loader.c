@@ -1,7 +1,7 @@
 /* The batch loader: a permutation per epoch, and one long-lived thread that
  * gathers the next batches into a ring of buffers while the caller trains.
  *
- * Ring: `nslots` = prefetch + 1 buffers, each [cap, 1, rows, cols] floats and
+ * Ring: `nslots` = prefetch + 1 buffers, each [cap, channels, rows, cols] floats and
  * [cap] labels (cap = min(batch_size, n)). Batches go through the slots in
  * order, so at any time, walking forward from the slot the caller holds:
  *
@@ -27,7 +27,7 @@
 #define DEFAULT_PREFETCH 2
 
 typedef struct loader_slot {
-    float *x;      /* [cap, 1, rows, cols] */
+    float *x;      /* [cap, channels, rows, cols] */
     int32_t *y;    /* [cap] */
     int64_t n;     /* samples in the batch */
     int64_t index; /* batch number within the epoch */
@@ -38,7 +38,7 @@ struct dp_loader {
     int64_t n; /* samples used: min(limit, ds->n) */
     int64_t batch_size;
     int64_t num_batches;
-    size_t sample_floats; /* rows * cols */
+    size_t sample_floats; /* channels * rows * cols */
     bool shuffle;
     uint64_t seed;
     int64_t *perm; /* [n]: sample ids in this epoch's order */
@@ -132,9 +132,10 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
         DP_ERROR("loader: prefetch must be 0 (default) or positive, got %d", opt->prefetch);
         return DP_EINVAL;
     }
-    if (ds->n < 0 || ds->rows < 0 || ds->cols < 0 || (ds->n > 0 && (!ds->images || !ds->labels))) {
-        DP_ERROR("loader: dataset is not loaded (n %lld, rows %d, cols %d)", (long long)ds->n,
-                 ds->rows, ds->cols);
+    if (ds->n < 0 || ds->channels < 0 || ds->rows < 0 || ds->cols < 0 ||
+        (ds->n > 0 && (!ds->images || !ds->labels))) {
+        DP_ERROR("loader: dataset is not loaded (n %lld, channels %d, rows %d, cols %d)",
+                 (long long)ds->n, ds->channels, ds->rows, ds->cols);
         return DP_EINVAL;
     }
 
@@ -145,7 +146,7 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
     l->n = opt->limit > 0 ? DP_MIN(opt->limit, ds->n) : ds->n;
     l->batch_size = opt->batch_size;
     l->num_batches = (l->n + l->batch_size - 1) / l->batch_size;
-    l->sample_floats = (size_t)ds->rows * (size_t)ds->cols;
+    l->sample_floats = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
     l->shuffle = opt->shuffle;
     l->seed = opt->seed;
     l->nslots = (opt->prefetch > 0 ? opt->prefetch : DEFAULT_PREFETCH) + 1;

@@ -25,8 +25,8 @@ int dp__train_evaluate(dp__trainer *t, double *acc)
             rc = dp_waitall();
         if (rc < 0)
             break;
-        int64_t pixels = t->test.rows * t->test.cols;
-        int64_t xs[4] = {n, 1, t->test.rows, t->test.cols}, ys[1] = {n};
+        int64_t pixels = (int64_t)t->in_channels * t->in_rows * t->in_cols;
+        int64_t xs[4] = {n, t->in_channels, t->in_rows, t->in_cols}, ys[1] = {n};
         dp_tensor_t *x = NULL, *y = NULL, *logits;
         dp_tape_begin(t->eval_tape);
         rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b.x + row0 * pixels);
@@ -72,7 +72,9 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     to.devices = o->devices ? o->devices : "1";
     to.threads = o->threads;
     to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
+    to.dataset = o->dataset;
     to.data_dir = o->data_dir;
+    to.test_set = o->test_set;
     to.limit_test = o->limit_test;
     dp__trainer t;
     memset(&t, 0, sizeof t);
@@ -84,13 +86,14 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     if (rc == 0) {
         t.dev = t.devs[0];
         dp_devices_str(t.devs, t.ndev, t.devices, sizeof t.devices);
-        rc = dp_fashion_mnist_load(o->data_dir, false, &t.test);
+        rc = dp__train_open_data(&t, false);
     }
     dp_loader_options lo = {.batch_size = to.batch_size, .limit = o->limit_test};
     if (rc == 0)
-        rc = dp_loader_init(&t.test_loader, &t.test, &lo);
+        rc = dp_loader_init(&t.test_loader, t.test_set, &lo);
+    /* The model takes the dataset's samples (C, H, W). */
     const dp_model_def *def = NULL;
-    int64_t in_chw[3] = {1, t.test.rows, t.test.cols};
+    int64_t in_chw[3] = {t.in_channels, t.in_rows, t.in_cols};
     if (rc == 0)
         rc = dp_model_def_load(&def, model, in_chw);
     if (rc == 0)

@@ -28,18 +28,20 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 /* Every rank must train the same model on the same batches: a rank started
  * with other options would silently train something else. One small
- * allgather per option (at start, 11 words per rank), so that the error
+ * allgather per option (at start, 12 words per rank), so that the error
  * names the one that differs, as the dp_train_options field (the command
  * line turns it into its flag). */
 int dp__train_check_ranks_agree(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
+    const char *dataset = o->dataset ? o->dataset : "fashion-mnist";
     const struct {
         const char *field;
         const void *value;
         size_t size;
     } opts[] = {
         {"dp_train_options.model", o->model, strlen(o->model) + 1},
+        {"dp_train_options.dataset", dataset, strlen(dataset) + 1},
         {"dp_train_options.batch_size", &o->batch_size, sizeof o->batch_size},
         {"dp_train_options.lr", &o->lr, sizeof o->lr},
         {"dp_train_options.momentum", &o->momentum, sizeof o->momentum},
@@ -57,10 +59,11 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         DP_TRY(dp_dist_gather_u64(h, all));
         for (int r = 1; r < t->ranks; r++) {
             if (all[r] != all[0]) {
-                DP_ERROR("rank %d was started with another %s than rank 0 (the model, batch "
-                         "size, lr, momentum, weight decay, epochs, seed, shuffle, limits and "
-                         "sync batch norm must be the same on every rank)",
-                         r, opts[i].field);
+                DP_ERROR(
+                    "rank %d was started with another %s than rank 0 (the model, dataset, "
+                    "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits and "
+                    "sync batch norm must be the same on every rank)",
+                    r, opts[i].field);
                 return DP_EINVAL;
             }
         }

@@ -27,8 +27,9 @@ int dp__train_step(dp__trainer *t, const dp_batch *b)
 {
     dp_device_t *dev = t->dev;
     int64_t row0, n = dp__train_rank_rows(t, b->n, &row0);
-    int64_t pixels = t->train.rows * t->train.cols;
-    int64_t xs[4] = {n, 1, t->train.rows, t->train.cols}, ys[1] = {n};
+    /* x: [n, channels, rows, cols], this rank's rows of the batch. */
+    int64_t pixels = (int64_t)t->in_channels * t->in_rows * t->in_cols;
+    int64_t xs[4] = {n, t->in_channels, t->in_rows, t->in_cols}, ys[1] = {n};
     dp_tensor_t *x = NULL, *y = NULL, *logits, *loss;
     t->step_rows[b->index] = n;
     if (n == 0) {

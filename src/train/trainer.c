@@ -70,6 +70,47 @@ static void warn_nondeterministic_devices(const dp__trainer *t)
     }
 }
 
+/* Sample shape [channels, rows, cols] of ds, for messages. */
+static const char *sample_shape_str(const dp_dataset *ds, char *buf, size_t size)
+{
+    int64_t shape[3] = {dp_dataset_channels(ds), ds->rows, ds->cols};
+    return dp__shape_str(buf, size, 3, shape);
+}
+
+int dp__train_open_data(dp__trainer *t, bool train_too)
+{
+    const dp_train_options *o = t->o;
+    if (train_too && (o->train_set == NULL) != (o->test_set == NULL)) {
+        DP_ERROR("a program's own data needs both a training and a test set, got only the %s",
+                 o->train_set ? "training set" : "test set");
+        return DP_EINVAL;
+    }
+    if (o->test_set) {
+        t->train_set = o->train_set;
+        t->test_set = o->test_set;
+    } else {
+        if (train_too) {
+            DP_TRY(dp_dataset_load(o->dataset, o->data_dir, true, &t->train));
+            t->train_set = &t->train;
+        }
+        DP_TRY(dp_dataset_load(o->dataset, o->data_dir, false, &t->test));
+        t->test_set = &t->test;
+    }
+    const dp_dataset *ds = train_too ? t->train_set : t->test_set;
+    t->in_channels = dp_dataset_channels(ds);
+    t->in_rows = ds->rows;
+    t->in_cols = ds->cols;
+    const dp_dataset *test = t->test_set;
+    if (dp_dataset_channels(test) != t->in_channels || test->rows != t->in_rows ||
+        test->cols != t->in_cols) {
+        char a[64], b[64];
+        DP_ERROR("the test samples are %s but the training samples %s: they must agree",
+                 sample_shape_str(test, a, sizeof a), sample_shape_str(ds, b, sizeof b));
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
 int dp__train_setup(dp__trainer *t)
 {
     const dp_train_options *o = t->o;
@@ -123,10 +164,9 @@ int dp__train_setup(dp__trainer *t)
     if (o->deterministic)
         warn_nondeterministic_devices(t);
     t->seed = o->seed;
-    DP_TRY(dp_fashion_mnist_load(o->data_dir, true, &t->train));
-    DP_TRY(dp_fashion_mnist_load(o->data_dir, false, &t->test));
-    /* The model takes the dataset's images (C, H, W). */
-    int64_t in_chw[3] = {1, t->train.rows, t->train.cols};
+    /* The data first: the model takes the dataset's samples (C, H, W). */
+    DP_TRY(dp__train_open_data(t, true));
+    int64_t in_chw[3] = {t->in_channels, t->in_rows, t->in_cols};
     const dp_model_def *def;
     DP_TRY(dp_model_def_load(&def, o->model, in_chw));
     DP_TRY(dp_model_init(&t->model, def, t->dev, o->seed));
@@ -145,10 +185,10 @@ int dp__train_setup(dp__trainer *t)
                             .shuffle = o->shuffle,
                             .seed = t->seed,
                             .limit = o->limit_train};
-    DP_TRY(dp_loader_init(&t->train_loader, &t->train, &lo));
+    DP_TRY(dp_loader_init(&t->train_loader, t->train_set, &lo));
     lo.shuffle = false;
     lo.limit = o->limit_test;
-    DP_TRY(dp_loader_init(&t->test_loader, &t->test, &lo));
+    DP_TRY(dp_loader_init(&t->test_loader, t->test_set, &lo));
     DP_TRY(dp_tape_init(&t->tape, true));
     DP_TRY(dp_tape_init(&t->eval_tape, false));
     int64_t one = 1;

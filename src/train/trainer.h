@@ -21,7 +21,11 @@ typedef struct trainer {
     dp_model_t *model;
     dp_data_parallel_t *dp;
     dp_tape_t *tape, *eval_tape;
-    dp_dataset train, test;
+    dp_dataset train, test;                 /* loaded from files (empty when given) */
+    const dp_dataset *train_set, *test_set; /* what the run uses: those, or the options' */
+    /* The model's input: (channels, rows, cols) of every sample of the
+     * dataset, known before the model is built. */
+    int in_channels, in_rows, in_cols;
     dp_loader_t *train_loader, *test_loader;
     dp_tensor_t *loss_sum, *correct; /* per-epoch accumulators on the device */
     float *step_loss;                /* host copies of each step's loss (this rank's rows) */
@@ -48,6 +52,9 @@ typedef struct trainer {
 /* trainer.c: opens what a run needs (devices, data, model, loaders,
  * checks, metrics), and closes it. */
 int dp__train_setup(dp__trainer *t);
+/* The test set (and with `train_too` the training set too): the options'
+ * own, or loaded from the dataset's files; sets the input shape. */
+int dp__train_open_data(dp__trainer *t, bool train_too);
 void dp__train_teardown(dp__trainer *t);
 
 /* epoch.c: one epoch of training and its test accuracy into *s. */

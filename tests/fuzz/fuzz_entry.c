@@ -259,6 +259,61 @@ int fuzz_idx_input(const uint8_t *data, size_t size)
     return result;
 }
 
+/* ---- cifar10 --------------------------------------------------------------- */
+
+enum { FZ_CIFAR_RECORD = 3073, FZ_CIFAR_PIXELS = 3072 };
+
+int fuzz_cifar10_input(const uint8_t *data, size_t size)
+{
+    const char *dir = fz_scratch("cifar10");
+    if (!dir)
+        return -1;
+    char path[300];
+    snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
+        return fz_bad("cifar10", "cannot write %s: %s", path, strerror(errno));
+
+    dp_dataset ds;
+    fz_capture_begin();
+    int rc = dp_cifar10_load(dir, false, &ds);
+    fz_capture_end();
+
+    /* The format's own rules: whole records, each label 0..9. */
+    bool valid = size > 0 && size % FZ_CIFAR_RECORD == 0;
+    for (size_t r = 0; valid && r < size / FZ_CIFAR_RECORD; r++)
+        valid = data[r * FZ_CIFAR_RECORD] <= 9;
+    int result = 0;
+    if (rc < 0) {
+        result = fz_check_failure("cifar10", "dp_cifar10_load", rc, path);
+        if (result == 0 && valid)
+            result = fz_bad("cifar10", "a well-formed file failed: %s", fz_last_error);
+    } else if (!valid) {
+        result = fz_bad("cifar10", "an ill-formed file of %zu bytes read", size);
+    } else if (ds.n != (int64_t)(size / FZ_CIFAR_RECORD) || ds.channels != 3 || ds.rows != 32 ||
+               ds.cols != 32) {
+        result = fz_bad("cifar10", "read %lld samples of [%d, %d, %d] from %zu bytes",
+                        (long long)ds.n, ds.channels, ds.rows, ds.cols, size);
+    } else {
+        /* Every sample is its record: the label, then the planes in order. */
+        for (int64_t r = 0; result == 0 && r < ds.n; r++) {
+            const uint8_t *rec = data + (size_t)r * FZ_CIFAR_RECORD;
+            if (ds.labels[r] != rec[0])
+                result = fz_bad("cifar10", "record %lld: label %d read as %d", (long long)r, rec[0],
+                                ds.labels[r]);
+            for (int k = 0; result == 0 && k < FZ_CIFAR_PIXELS; k++)
+                if (ds.images[(size_t)r * FZ_CIFAR_PIXELS + (size_t)k] !=
+                    (float)rec[1 + k] / 255.0f)
+                    result = fz_bad("cifar10", "record %lld: pixel %d is not its byte / 255",
+                                    (long long)r, k);
+        }
+    }
+    if (rc == 0)
+        dp_dataset_close(&ds);
+    unlink(path);
+    return result;
+}
+
 /* ---- safetensors ----------------------------------------------------------- */
 
 /* The bytes of shape x dtype, or false on overflow. */
@@ -545,7 +600,8 @@ fuzz_entry_fn fuzz_entry(const char *name)
     } entries[] = {{"idx", fuzz_idx_input},
                    {"safetensors", fuzz_safetensors_input},
                    {"checkpoint", fuzz_checkpoint_input},
-                   {"cli", fuzz_cli_input}};
+                   {"cli", fuzz_cli_input},
+                   {"cifar10", fuzz_cifar10_input}};
     for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
         if (strcmp(name, entries[i].name) == 0)
             return entries[i].fn;

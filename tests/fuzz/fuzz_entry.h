@@ -17,6 +17,10 @@
  *                Bit 0 set: the rest is gzip-compressed first, then bit 1
  *                corrupts the stream's CRC and bits 2..7 cut that many bytes
  *                off its end. The file goes through dp_idx_read.
+ *   cifar10      a CIFAR-10 batch file (label byte, then 3 x 32 x 32 pixel
+ *                bytes, per record), read as test_batch.bin of a scratch
+ *                directory by dp_cifar10_load: it must read exactly when it
+ *                is whole records with labels 0..9, sample r being record r.
  *   safetensors  a safetensors file, through dp_safetensors_open and every
  *                accessor; one that opens is written back with
  *                dp_safetensors_write and must read back the same.
@@ -39,8 +43,10 @@ int fuzz_idx_input(const uint8_t *data, size_t size);
 int fuzz_safetensors_input(const uint8_t *data, size_t size);
 int fuzz_checkpoint_input(const uint8_t *data, size_t size);
 int fuzz_cli_input(const uint8_t *data, size_t size);
+int fuzz_cifar10_input(const uint8_t *data, size_t size);
 
-/* The entry of target `name` ("idx", "safetensors", "checkpoint", "cli"), or
+/* The entry of target `name` ("idx", "safetensors", "checkpoint", "cli",
+ * "cifar10"), or
  * NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);
 

@@ -2,7 +2,8 @@
 """Writes the fuzz targets' seed corpus, tests/fuzz/corpus/<target>/.
 
 Small valid and near-valid inputs in the form each entry point reads them
-(tests/fuzz/fuzz_entry.h): IDX files behind a mode byte, safetensors files,
+(tests/fuzz/fuzz_entry.h): IDX files behind a mode byte, CIFAR-10 batch
+files, safetensors files,
 LeNet checkpoints and command lines, one argument per line. The files are
 checked in; run this again only to change them:
 
@@ -72,6 +73,23 @@ def idx_corpus():
     put("idx", "bad-crc-gzip", gzip_mode(crc=True) + images)
     put("idx", "cut-trailer-gzip", gzip_mode(cut=4) + images)
     put("idx", "cut-deep-gzip", gzip_mode(cut=20) + images)
+
+
+# ---- cifar10: a batch file, records of a label byte and 3072 pixel bytes ----
+
+def cifar_record(label, seed):
+    return bytes([label]) + bytes((seed * 31 + 7 * i) % 256 for i in range(3072))
+
+
+def cifar10_corpus():
+    put("cifar10", "one-record", cifar_record(3, 1))
+    put("cifar10", "three-records", cifar_record(0, 2) + cifar_record(9, 3) + cifar_record(5, 4))
+    # Near-valid: each breaks one rule.
+    put("cifar10", "short-record", cifar_record(1, 5)[:-1])
+    put("cifar10", "trailing-byte", cifar_record(1, 6) + b"\x00")
+    put("cifar10", "label-10", cifar_record(2, 7) + cifar_record(10, 8))
+    put("cifar10", "label-255", cifar_record(255, 9))
+    put("cifar10", "empty", b"")
 
 
 # ---- safetensors ------------------------------------------------------------
@@ -204,6 +222,9 @@ CLI = {
              "cpu:0,cpu:1", "--threads", "0", "--batch-size", "512", "--data", "/d",
              "--limit-test", "10"],
     "eval-missing": ["eval", "--model", "lenet"],
+    "train-dataset": ["train", "--dataset", "cifar10", "--data", "/d"],
+    "train-bad-dataset": ["train", "--dataset", "cifar-10"],
+    "eval-dataset": ["eval", "--checkpoint", "c.safetensors", "--dataset", "mnist", "--data", "/d"],
     "eval-help": ["eval", "-h"],
     "demo-async": ["demo", "async", "--ops", "100"],
     "demo-scratch": ["demo", "scratch", "--devices", "2", "--allreduce", "ring", "--steps", "234"],
@@ -221,9 +242,10 @@ def cli_corpus():
 
 def main():
     dptrain = sys.argv[1] if len(sys.argv) > 1 else None
-    for target in ("idx", "safetensors", "checkpoint", "cli"):
+    for target in ("idx", "cifar10", "safetensors", "checkpoint", "cli"):
         shutil.rmtree(os.path.join(CORPUS, target), ignore_errors=True)
     idx_corpus()
+    cifar10_corpus()
     safetensors_corpus()
     checkpoint_corpus(dptrain)
     cli_corpus()

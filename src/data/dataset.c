@@ -1,0 +1,141 @@
+/* Datasets as one type: the buffers every reader fills, a program's own
+ * arrays (dp_dataset_from_memory), and loading a dataset by name. */
+#include "data/dataset.h"
+
+#include "core/internal.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+bool dp__data_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int dp__data_check_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        DP_ERROR("%s: no such directory", dir);
+        return DP_ENOENT;
+    }
+    return 0;
+}
+
+int dp__data_require_dir(const char *dir, const char *name, const char *where_to_get)
+{
+    if (!dir) {
+        DP_ERROR("%s: the data directory is required (no package installs it); %s", name,
+                 where_to_get);
+        return DP_EINVAL;
+    }
+    return dp__data_check_dir(dir);
+}
+
+int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols, const char *what)
+{
+    memset(ds, 0, sizeof *ds);
+    if (n < 0 || channels <= 0 || rows <= 0 || cols <= 0) {
+        DP_ERROR("%s: bad size: %lld samples of [%d, %d, %d]", what, (long long)n, channels, rows,
+                 cols);
+        return DP_EINVAL;
+    }
+    /* Each factor is below 2^31 and n < 2^63: check the product step by
+     * step against what a size_t of floats can hold. */
+    uint64_t per = (uint64_t)channels * (uint64_t)rows * (uint64_t)cols;
+    uint64_t max = SIZE_MAX / sizeof(float);
+    if (per > max || (n > 0 && (uint64_t)n > max / per)) {
+        DP_ERROR("%s: %lld samples of [%d, %d, %d] do not fit in memory", what, (long long)n,
+                 channels, rows, cols);
+        return DP_EINVAL;
+    }
+    size_t count = (size_t)DP_MAX(n, 1);
+    ds->images = dp__calloc(count * (size_t)per, sizeof(float));
+    ds->labels = dp__calloc(count, sizeof(int32_t));
+    if (!ds->images || !ds->labels) {
+        dp_dataset_close(ds);
+        DP_ERROR("%s: out of memory for %lld samples of [%d, %d, %d]", what, (long long)n, channels,
+                 rows, cols);
+        return DP_ENOMEM;
+    }
+    ds->n = n;
+    ds->channels = channels;
+    ds->rows = rows;
+    ds->cols = cols;
+    return 0;
+}
+
+int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, int cols,
+                           const float *images, const uint8_t *bytes, const int32_t *labels,
+                           int classes)
+{
+    DP_ASSERT(out);
+    memset(out, 0, sizeof *out);
+    if ((images == NULL) == (bytes == NULL)) {
+        DP_ERROR("in-memory dataset: give the images either as floats or as bytes, not %s",
+                 images ? "both" : "neither");
+        return DP_EINVAL;
+    }
+    if (!labels || classes <= 0) {
+        DP_ERROR("in-memory dataset: labels and a positive number of classes are required "
+                 "(classes %d)",
+                 classes);
+        return DP_EINVAL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (labels[i] < 0 || labels[i] >= classes) {
+            DP_ERROR("in-memory dataset: label %d at index %lld is outside 0..%d", labels[i],
+                     (long long)i, classes - 1);
+            return DP_EINVAL;
+        }
+    }
+    dp_dataset ds;
+    DP_TRY(dp__dataset_alloc(&ds, n, channels, rows, cols, "in-memory dataset"));
+    size_t count = (size_t)n * (size_t)channels * (size_t)rows * (size_t)cols;
+    if (images) {
+        memcpy(ds.images, images, count * sizeof(float));
+    } else {
+        for (size_t i = 0; i < count; i++)
+            ds.images[i] = (float)bytes[i] / 255.0f;
+    }
+    memcpy(ds.labels, labels, (size_t)n * sizeof(int32_t));
+    *out = ds;
+    return 0;
+}
+
+static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10", NULL};
+
+const char *const *dp_dataset_names(void)
+{
+    return dataset_names;
+}
+
+int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *out)
+{
+    DP_ASSERT(out);
+    memset(out, 0, sizeof *out);
+    if (!name || strcmp(name, "fashion-mnist") == 0)
+        return dp_fashion_mnist_load(dir, train, out);
+    if (strcmp(name, "mnist") == 0)
+        return dp_mnist_load(dir, train, out);
+    if (strcmp(name, "cifar10") == 0)
+        return dp_cifar10_load(dir, train, out);
+    DP_ERROR("the dataset %s is unknown (known: fashion-mnist, mnist, cifar10)", name);
+    return DP_EINVAL;
+}
+
+int dp_dataset_channels(const dp_dataset *ds)
+{
+    DP_ASSERT(ds);
+    return ds->channels > 0 ? ds->channels : 1;
+}
+
+void dp_dataset_close(dp_dataset *ds)
+{
+    if (!ds)
+        return;
+    dp__free(ds->images);
+    dp__free(ds->labels);
+    memset(ds, 0, sizeof *ds);
+}

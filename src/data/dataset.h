@@ -1,0 +1,33 @@
+/* What the dataset readers of src/data/ share: the IDX image sets' loader
+ * (Fashion-MNIST and MNIST differ only in where their files come from),
+ * file and directory checks, and the allocation of a dataset's buffers. */
+#ifndef DP_DATA_DATASET_H
+#define DP_DATA_DATASET_H
+
+#include "dp/data.h"
+
+/* Longest path the readers build from a directory and a file name. */
+#define DP__DATA_PATH_CAP 4096
+
+/* Whether `path` is a regular file. */
+bool dp__data_is_file(const char *path);
+/* 0 if `dir` is a directory, else DP_ENOENT with "<dir>: no such directory". */
+int dp__data_check_dir(const char *dir);
+/* For a dataset no package installs: `dir` must be given (else DP_EINVAL,
+ * "<name>: the data directory is required ...; <where_to_get>") and be a
+ * directory. */
+int dp__data_require_dir(const char *dir, const char *name, const char *where_to_get);
+
+/* Allocates images [n, channels, rows, cols] and labels [n] (zeroed) into
+ * *ds and sets its sizes; DP_ENOMEM (or DP_EINVAL for a size that does not
+ * fit in memory), with `what` naming the data in the message. */
+int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols,
+                      const char *what);
+
+/* One split of an IDX image set in `dir`: "<split>-images-idx3-ubyte" and
+ * "<split>-labels-idx1-ubyte", each with or without ".gz" (split is "train"
+ * or "t10k"); one channel, bytes / 255, labels below 10. A missing file's
+ * error ends with `where_to_get` when it is not NULL. */
+int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, dp_dataset *out);
+
+#endif
