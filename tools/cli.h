@@ -1,5 +1,5 @@
 /* Shared by the command-line tool's commands. Each command is one file:
- * train_cmd.c, eval_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
+ * train_cmd.c, eval_cmd.c, model_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
  * cli.c parses values. */
 #ifndef DP_TOOLS_CLI_H
 #define DP_TOOLS_CLI_H
@@ -56,5 +56,6 @@ int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const char usage_main[] =
     "commands:\n"
     "  train     train a model on Fashion-MNIST (dptrain train --help)\n"
     "  eval      test accuracy of a checkpoint's weights\n"
+    "  model     a model's layers, parameters and FLOPs (dptrain model lenet)\n"
     "  devices   list the devices, and with --bench measure them\n"
     "  demo      the seeds' demonstrations: dataparallel, allreduce, async\n"
     "\n"
@@ -52,6 +53,8 @@ static int run_command(int argc, char **argv)
         return cmd_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(argv[1], "model") == 0)
+        return cmd_model(argc - 2, argv + 2);
     fprintf(stderr, "dptrain: error: unknown command '%s' (see dptrain --help)\n", argv[1]);
     return 2;
 }

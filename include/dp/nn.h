@@ -127,6 +127,24 @@ int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const 
 int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
                        const int64_t *in_chw);
 void dp_model_def_free(dp_model_def *def);
+/* One row of a model's summary, as torchinfo.summary prints it: each op
+ * of a forward of one sample, in order. */
+typedef struct dp_layer_summary {
+    char op[24];                  /* "conv2d", "batch_norm2d", "linear", ... */
+    int ndim;                     /* of the output, batch dimension included */
+    int64_t shape[DP_MAX_DIMS];   /* the output for one sample: shape[0] = 1 */
+    int64_t params;               /* parameters the op uses for the first time */
+    int64_t flops;                /* 2 per multiply-add (conv2d, linear), else 1 per
+                                     output element */
+} dp_layer_summary;
+
+/* Runs a forward of one zero sample of in_chw (NULL: 1x28x28) through a
+ * model of `def` on a CPU device and records each op: *rows (free with
+ * free()) gets *n rows. Every parameter is counted once, so the rows' params
+ * sum to the model's parameter count. */
+int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
+                     int *n);
+
 /* dp_model_builtin(name, NULL) then dp_model_init. */
 int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
 void dp_model_close(dp_model_t *m);

@@ -1,0 +1,107 @@
+/* dp_model_summary: the ops of one forward, read back from the tape that
+ * recorded them, with their output shapes, the parameters each uses first
+ * and their FLOPs: torchinfo.summary's table for any model definition. */
+#include "dp/autograd.h"
+#include "dp/nn.h"
+
+#include "autograd/tape.h"
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { BATCH = 2 }; /* two samples: batch norm's unbiased variance needs two */
+
+/* FLOPs of a node for the whole batch: 2 per multiply-add where the op is a
+ * product with a weight, else one per output element. */
+static int64_t node_flops(const dp__node *node)
+{
+    const dp_tensor_t *y = node->output;
+    int64_t out = dp_tensor_numel(y);
+    if (strncmp(node->op, "conv2d", 6) == 0 && node->ninputs >= 2) {
+        const dp_tensor_t *w = node->inputs[1]; /* (K, C, R, S) */
+        int64_t per_out = dp_tensor_numel(w) / dp_tensor_dim(w, 0);
+        return 2 * out * per_out;
+    }
+    if (strcmp(node->op, "linear") == 0 && node->ninputs >= 2) {
+        const dp_tensor_t *x = node->inputs[0]; /* (N, D_in) */
+        return 2 * out * dp_tensor_dim(x, dp_tensor_ndim(x) - 1);
+    }
+    return out;
+}
+
+/* The parameters among the node's inputs not counted by an earlier row. */
+static int64_t node_params(const dp__node *node, dp_params_t *P, bool *seen)
+{
+    int64_t n = 0;
+    for (int i = 0; i < node->ninputs; i++)
+        for (int j = 0; j < dp_params_count(P); j++)
+            if (node->inputs[i] == dp_params_get(P, j) && !seen[j]) {
+                seen[j] = true;
+                n += dp_tensor_numel(dp_params_get(P, j));
+            }
+    return n;
+}
+
+int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
+                     int *n)
+{
+    static const int64_t fashion_mnist[3] = {1, 28, 28};
+    const int64_t *chw = in_chw ? in_chw : fashion_mnist;
+    *rows = NULL;
+    *n = 0;
+    dp_device_t *dev = NULL;
+    dp_model_t *m = NULL;
+    dp_tape_t *tape = NULL;
+    dp_tensor_t *x = NULL, *y;
+    bool *seen = NULL;
+    int64_t xs[4] = {BATCH, chw[0], chw[1], chw[2]};
+    int rc = dp_device_open(&dev, "cpu:0", 1);
+    if (rc == 0)
+        rc = dp_model_init(&m, def, dev, 0);
+    if (rc == 0)
+        rc = dp_tensor_new(&x, dev, DP_F32, 4, xs);
+    if (rc == 0)
+        rc = dp_tensor_fill(x, 0.0f);
+    if (rc == 0)
+        rc = dp_tape_init(&tape, true);
+    if (rc == 0) {
+        dp_tape_begin(tape);
+        rc = dp_model_forward(m, x, true, &y);
+        dp_tape_end(tape);
+    }
+    if (rc == 0)
+        rc = dp_device_sync(dev);
+    dp_params_t *P = m ? dp_model_params(m) : NULL;
+    if (rc == 0) {
+        seen = calloc((size_t)dp_params_count(P), sizeof *seen);
+        *rows = calloc(tape->nnodes ? tape->nnodes : 1, sizeof **rows);
+        if (!seen || !*rows)
+            rc = DP_ENOMEM;
+    }
+    for (size_t i = 0; rc == 0 && i < tape->nnodes; i++) {
+        const dp__node *node = &tape->nodes[i];
+        dp_layer_summary *r = &(*rows)[(*n)++];
+        snprintf(r->op, sizeof r->op, "%s", node->op);
+        r->ndim = dp_tensor_ndim(node->output);
+        for (int d = 0; d < r->ndim; d++)
+            r->shape[d] = d == 0 ? 1 : dp_tensor_dim(node->output, d);
+        r->params = node_params(node, P, seen);
+        r->flops = node_flops(node) / BATCH;
+    }
+    if (rc < 0) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    free(seen);
+    if (tape) {
+        dp_tape_reset(tape);
+        dp_tape_close(tape);
+    }
+    dp_tensor_free(x);
+    dp_model_close(m);
+    if (dev)
+        dp_device_close(dev);
+    return rc;
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `dptrain model` prints a model's layers and totals: the parameter counts
+# are PyTorch's sum(p.numel() for p in net.parameters()) for the same
+# networks (the seed's LeNet 129,068; d2l's LeNet file 61,706; d2l's
+# resnet18 11,175,818 with 1 input channel and 11,176,970 with 3, as
+# tests/pytorch_compat.py's resnet18 counts them), and bad input gets one
+# line on stderr and exit status 2.
+# Usage: cli_model.sh path/to/dptrain
+set -u
+bin=$1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0; passes=0
+
+ok() { passes=$((passes + 1)); echo "ok   $1"; }
+fail() {
+  fails=$((fails + 1)); echo "FAIL $1"
+  sed 's/^/     /' "$dir/out" "$dir/err"
+}
+
+# expect_total NAME ARGS... -- COUNT
+expect_total() {
+  local want=${*: -1} name=$1
+  set -- "${@:2:$#-2}"
+  if "$bin" model "$@" >"$dir/out" 2>"$dir/err" &&
+     grep -qx "total parameters: $want" "$dir/out"; then
+    ok "$name: $want parameters"
+  else
+    fail "$name: $want parameters"
+  fi
+}
+
+expect_total "seed's lenet" lenet 129,068
+expect_total "d2l lenet file" "$root/examples/models/d2l_lenet.txt" 61,706
+expect_total "resnet18, 1 channel" resnet18 11,175,818
+expect_total "resnet18, 3 channels" resnet18 --input 3x32x32 11,176,970
+
+# The rows: one per op, the output shape of one sample, params summing to
+# the total (checked above), FLOPs of the first convolution 2*6*25*28*28.
+"$bin" model "$root/examples/models/d2l_lenet.txt" >"$dir/out" 2>"$dir/err"
+if grep -Eq '^0 +conv2d +\[1, 6, 28, 28\] +156 +235,200$' "$dir/out" &&
+   grep -Eq '^11 +linear +\[1, 10\] +850 +1,680$' "$dir/out"; then
+  ok "d2l lenet rows: shapes, params and FLOPs"
+else
+  fail "d2l lenet rows: shapes, params and FLOPs"
+fi
+
+# expect_error NAME PATTERN ARGS...: exit 2 (usage) or 1, one line naming it.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$bin" model "$@" >"$dir/out" 2>"$dir/err"
+  local rc=$?
+  if [[ $rc -ne 0 && $(wc -l <"$dir/err") -eq 1 ]] && grep -q -- "$pattern" "$dir/err"; then
+    ok "$name"
+  else
+    echo "     exit $rc"
+    fail "$name"
+  fi
+}
+
+printf 'Conv2d(1, 6, kernel_size=5)\nFlatten()\nLinear(400, 10)\n' >"$dir/bad.txt"
+expect_error "unknown model" "unknown model" nosuchmodel
+expect_error "bad --input" "--input 3x32: expected CxHxW" lenet --input 3x32
+expect_error "lenet too small" "at least 1x14x14" lenet --input 1x8x8
+expect_error "shape mismatch names file and line" \
+  "bad.txt: line 3: Linear(400, 10) expects 400 inputs, the layer before gives 3456" "$dir/bad.txt"
+expect_error "unknown option" "unknown option '--bogus'" lenet --bogus
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]
