@@ -50,6 +50,10 @@ static const char usage_train[] =
     "  --weight-decay WD    SGD weight decay [0]\n"
     "  --epochs E           epochs [10]\n"
     "  --seed S             seed for weights and shuffling [0]\n"
+    "  --init-normal STD    draw the weights N(0, STD^2), as the seeds do\n"
+    "                       [each module's own: PyTorch's default for files]\n"
+    "  --init-xavier        draw the weights Xavier-uniform, as d2l's LeNet\n"
+    "                       chapter does [off]\n"
     "  --dataset NAME       fashion-mnist, mnist (the four IDX files, gzipped\n"
     "                       or not) or cifar10 (the binary version's .bin\n"
     "                       files) [fashion-mnist]\n"
@@ -120,6 +124,10 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             o.deterministic = true;
             continue;
         }
+        if (strcmp(f, "--init-xavier") == 0) {
+            o.weight_init = DP_WEIGHTS_XAVIER;
+            continue;
+        }
         if (strcmp(f, "--no-tf32") == 0) {
             o.no_tf32 = true;
             continue;
@@ -130,7 +138,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--metrics",     "--plot",       "--momentum", "--weight-decay",
             "--limit-train", "--limit-test", "--progress", "--allreduce",
             "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error",
-            "--dataset"};
+            "--dataset",     "--init-normal"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -151,6 +159,9 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
                 o.batch_size = n;
         } else if (strcmp(f, "--lr") == 0) {
             rc = cli_parse_float(f, v, 0, 1e6, true, &o.lr);
+        } else if (strcmp(f, "--init-normal") == 0) {
+            rc = cli_parse_float(f, v, 0, 10, true, &o.init_std);
+            o.weight_init = DP_WEIGHTS_NORMAL;
         } else if (strcmp(f, "--momentum") == 0) {
             rc = cli_parse_float(f, v, 0, 0.999999, false, &o.momentum);
         } else if (strcmp(f, "--weight-decay") == 0) {

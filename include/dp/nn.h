@@ -30,6 +30,19 @@ typedef struct dp_param_spec {
     float scale;
 } dp_param_spec;
 
+/* How a model's weights (its parameters of two or more dimensions) are
+ * drawn, over what its definition says; biases and batch norm keep theirs. */
+typedef enum dp_weight_init {
+    DP_WEIGHTS_AS_DEFINED = 0, /* PyTorch's default for files: U(+-1/sqrt(fan_in)) */
+    DP_WEIGHTS_NORMAL = 1,     /* N(0, std^2): the seeds' init_weights, std 0.01 */
+    DP_WEIGHTS_XAVIER = 2,     /* U(+-sqrt(6 / (fan_in + fan_out))): d2l's LeNet chapter */
+} dp_weight_init;
+
+/* Rewrites the weight specs among specs[0..n) in place for `init` (std: for
+ * DP_WEIGHTS_NORMAL). fan_in and fan_out as PyTorch's: (out, in) or
+ * (out, in, kh, kw): in x kh x kw and out x kh x kw. */
+void dp_param_specs_set_weight_init(dp_param_spec *specs, int n, dp_weight_init init, float std);
+
 /* `with_grads` false makes buffers that are not trained (batch norm's
  * running statistics): no gradient buffer. */
 int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n,
@@ -130,12 +143,12 @@ void dp_model_def_free(dp_model_def *def);
 /* One row of a model's summary, as torchinfo.summary prints it: each op
  * of a forward of one sample, in order. */
 typedef struct dp_layer_summary {
-    char op[24];                  /* "conv2d", "batch_norm2d", "linear", ... */
-    int ndim;                     /* of the output, batch dimension included */
-    int64_t shape[DP_MAX_DIMS];   /* the output for one sample: shape[0] = 1 */
-    int64_t params;               /* parameters the op uses for the first time */
-    int64_t flops;                /* 2 per multiply-add (conv2d, linear), else 1 per
-                                     output element */
+    char op[24];                /* "conv2d", "batch_norm2d", "linear", ... */
+    int ndim;                   /* of the output, batch dimension included */
+    int64_t shape[DP_MAX_DIMS]; /* the output for one sample: shape[0] = 1 */
+    int64_t params;             /* parameters the op uses for the first time */
+    int64_t flops;              /* 2 per multiply-add (conv2d, linear), else 1 per
+                                   output element */
 } dp_layer_summary;
 
 /* Runs a forward of one zero sample of in_chw (NULL: 1x28x28) through a

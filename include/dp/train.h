@@ -23,32 +23,32 @@ extern "C" {
 struct dp_dataset;
 
 typedef struct dp_train_options {
-    const char *model;       /* "lenet" */
-    const char *devices;     /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
-    int threads;             /* kernel threads per device; 0 = cores / devices */
-    int64_t batch_size;      /* global batch */
+    const char *model;   /* "lenet" */
+    const char *devices; /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
+    int threads;         /* kernel threads per device; 0 = cores / devices */
+    int64_t batch_size;  /* global batch */
     float lr, momentum, weight_decay;
     int epochs;
     uint64_t seed;
-    const char *dataset;     /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
-    const char *data_dir;    /* the dataset's files; NULL: Debian's Fashion-MNIST */
+    const char *dataset;  /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
+    const char *data_dir; /* the dataset's files; NULL: Debian's Fashion-MNIST */
     /* A program's own data (dp_dataset_from_memory), both or neither: when
      * set they are trained and tested on instead of loading `dataset`. The
      * run only reads them; they must outlive it. */
     const struct dp_dataset *train_set, *test_set;
     const char *metrics_path; /* NULL: none */
-    const char *plot_path;   /* NULL: none */
+    const char *plot_path;    /* NULL: none */
     bool log_steps;
     bool shuffle;
     int64_t limit_train, limit_test; /* 0 = all */
-    bool progress;           /* draw the progress bar on stderr */
-    int max_steps_in_flight; /* finished steps the front end may run ahead of; 0 = 1 */
-    int allreduce;           /* dp_allreduce_algo: auto (default: nccl across GPUs), ring,
-                                naive, ... */
-    const char *checkpoint_path; /* written after every epoch, atomically; NULL: none */
-    const char *resume_path;     /* go on from this checkpoint; NULL: start afresh */
-    const char *init_path;       /* start from these weights; NULL: the seed's init */
-    bool sync_bn;                /* batch statistics over all devices (SyncBatchNorm) */
+    bool progress;                   /* draw the progress bar on stderr */
+    int max_steps_in_flight;         /* finished steps the front end may run ahead of; 0 = 1 */
+    int allreduce;                   /* dp_allreduce_algo: auto (default: nccl across GPUs), ring,
+                                        naive, ... */
+    const char *checkpoint_path;     /* written after every epoch, atomically; NULL: none */
+    const char *resume_path;         /* go on from this checkpoint; NULL: start afresh */
+    const char *init_path;           /* start from these weights; NULL: the seed's init */
+    bool sync_bn;                    /* batch statistics over all devices (SyncBatchNorm) */
     /* Every step's summed gradient is checked for NaN and Inf on the device
      * before the update; a bad step is never applied. false: the run stops
      * (DP_ENONFINITE) naming the step and the parameter; true: the step is
@@ -60,6 +60,10 @@ typedef struct dp_train_options {
     bool deterministic;
     /* GPU convolutions in full float32: TF32 off (dp_set_tf32). */
     bool no_tf32;
+    /* The weights' initialisation (dp_weight_init) and, for
+     * DP_WEIGHTS_NORMAL, its standard deviation. */
+    int weight_init;
+    float init_std;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the
@@ -74,12 +78,12 @@ typedef enum dp_on_error {
 void dp_train_options_default(dp_train_options *o);
 
 typedef struct dp_train_result {
-    double test_acc;       /* after the last epoch */
-    double sec_per_epoch;  /* mean training time per epoch, evaluation excluded */
+    double test_acc;      /* after the last epoch */
+    double sec_per_epoch; /* mean training time per epoch, evaluation excluded */
     double train_loss, train_acc;
-    char devices[320];     /* "[cpu:0]", "[cpu:0] x 2 ranks" */
-    char checkpoint[512];  /* the checkpoint written when stopped (DP_EINTR) */
-    int stopped_epoch;     /* the epoch (from 1) and batch (from 0) it stopped before */
+    char devices[320];    /* "[cpu:0]", "[cpu:0] x 2 ranks" */
+    char checkpoint[512]; /* the checkpoint written when stopped (DP_EINTR) */
+    int stopped_epoch;    /* the epoch (from 1) and batch (from 0) it stopped before */
     int64_t stopped_batch;
     int epochs_done;
 } dp_train_result;
@@ -106,8 +110,8 @@ typedef struct dp_eval_options {
     const char *checkpoint;
     const char *devices;
     int threads;
-    int64_t batch_size; /* 0 = 256 */
-    const char *dataset;  /* as dp_train_options.dataset */
+    int64_t batch_size;  /* 0 = 256 */
+    const char *dataset; /* as dp_train_options.dataset */
     const char *data_dir;
     const struct dp_dataset *test_set; /* a program's own test set, else NULL */
     int64_t limit_test;

@@ -7,6 +7,7 @@
 #include "core/internal.h"
 #include "device/device.h"
 
+#include <math.h>
 #include <string.h>
 
 struct dp_params {
@@ -31,6 +32,27 @@ void dp_params_close(dp_params_t *p)
     dp__free(p->offsets);
     dp__free(p->specs);
     dp__free(p);
+}
+
+void dp_param_specs_set_weight_init(dp_param_spec *specs, int n, dp_weight_init init, float std)
+{
+    for (int i = 0; init != DP_WEIGHTS_AS_DEFINED && i < n; i++) {
+        dp_param_spec *s = &specs[i];
+        if (s->ndim < 2)
+            continue;
+        int64_t receptive = 1;
+        for (int d = 2; d < s->ndim; d++)
+            receptive *= s->shape[d];
+        double fan_in = (double)(s->shape[1] * receptive),
+               fan_out = (double)(s->shape[0] * receptive);
+        if (init == DP_WEIGHTS_NORMAL) {
+            s->init = DP_INIT_NORMAL;
+            s->scale = std;
+        } else {
+            s->init = DP_INIT_UNIFORM;
+            s->scale = (float)sqrt(6.0 / (fan_in + fan_out));
+        }
+    }
 }
 
 int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n,

@@ -169,6 +169,16 @@ int dp__train_setup(dp__trainer *t)
     int64_t in_chw[3] = {t->in_channels, t->in_rows, t->in_cols};
     const dp_model_def *def;
     DP_TRY(dp_model_def_load(&def, o->model, in_chw));
+    if (o->weight_init != DP_WEIGHTS_AS_DEFINED) {
+        t->init_specs = dp__malloc((size_t)def->nparams * sizeof *t->init_specs);
+        if (!t->init_specs)
+            return DP_ENOMEM;
+        memcpy(t->init_specs, def->params, (size_t)def->nparams * sizeof *t->init_specs);
+        dp_param_specs_set_weight_init(t->init_specs, def->nparams, o->weight_init, o->init_std);
+        t->init_def = *def;
+        t->init_def.params = t->init_specs;
+        def = &t->init_def;
+    }
     DP_TRY(dp_model_init(&t->model, def, t->dev, o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
@@ -225,6 +235,7 @@ void dp__train_teardown(dp__trainer *t)
     dp_tape_close(t->eval_tape);
     dp_data_parallel_close(t->dp);
     dp_model_close(t->model);
+    dp__free(t->init_specs);
     dp_loader_close(t->train_loader);
     dp_loader_close(t->test_loader);
     dp_dataset_close(&t->train);

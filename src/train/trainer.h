@@ -19,6 +19,10 @@ typedef struct trainer {
     int ndev;
     dp_device_t *dev; /* devs[0]: the batch, the gathered outputs and the loss */
     dp_model_t *model;
+    /* The definition with the run's weight init, and its specs, when the
+     * options change the weights' init (the model points at them). */
+    dp_model_def init_def;
+    dp_param_spec *init_specs;
     dp_data_parallel_t *dp;
     dp_tape_t *tape, *eval_tape;
     dp_dataset train, test;                 /* loaded from files (empty when given) */
