@@ -72,7 +72,7 @@ test-tsan: deps
 # tests/test_fuzz_regress.c replays the seeds and regression inputs in
 # `make test`.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx safetensors checkpoint cli cifar10
+FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

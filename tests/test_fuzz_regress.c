@@ -11,6 +11,7 @@
  * test: tests/CMakeLists.txt links each test with the library only. */
 #include "fuzz/cli_sources.c"
 #include "fuzz/fuzz_entry.c"
+#include "fuzz/fuzz_model_entry.c"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -136,6 +137,12 @@ static void test_cifar10(void **state)
     run_target("cifar10");
 }
 
+static void test_model(void **state)
+{
+    (void)state;
+    run_target("model");
+}
+
 static void test_cli(void **state)
 {
     (void)state;
@@ -151,6 +158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_cifar10),
+        cmocka_unit_test(test_model),
         /* clang-format on */
     };
     int failed = tu_run(argc, argv, tests, NULL, NULL);

@@ -601,7 +601,8 @@ fuzz_entry_fn fuzz_entry(const char *name)
                    {"safetensors", fuzz_safetensors_input},
                    {"checkpoint", fuzz_checkpoint_input},
                    {"cli", fuzz_cli_input},
-                   {"cifar10", fuzz_cifar10_input}};
+                   {"cifar10", fuzz_cifar10_input},
+                   {"model", fuzz_model_input}};
     for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
         if (strcmp(name, entries[i].name) == 0)
             return entries[i].fn;

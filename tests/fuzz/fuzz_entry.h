@@ -44,9 +44,11 @@ int fuzz_safetensors_input(const uint8_t *data, size_t size);
 int fuzz_checkpoint_input(const uint8_t *data, size_t size);
 int fuzz_cli_input(const uint8_t *data, size_t size);
 int fuzz_cifar10_input(const uint8_t *data, size_t size);
+/* model: the text of a model file (fuzz_model_entry.c). */
+int fuzz_model_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` ("idx", "safetensors", "checkpoint", "cli",
- * "cifar10"), or
+ * "cifar10", "model"), or
  * NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);
 

@@ -81,6 +81,20 @@ def cifar_record(label, seed):
     return bytes([label]) + bytes((seed * 31 + 7 * i) % 256 for i in range(3072))
 
 
+def model_corpus():
+    lenet = open(os.path.join(HERE, "..", "..", "examples", "models", "d2l_lenet.txt"), "rb").read()
+    put("model", "d2l-lenet", lenet)
+    put("model", "bn-dropout", b"Conv2d(1, 4, 3, padding=1)\nBatchNorm2d(4)\nReLU()\n"
+        b"MaxPool2d(2, padding=1)\nFlatten()\nLinear(4 * 15 * 15, 32)\nBatchNorm1d(32)\n"
+        b"Dropout(p=0.5)\nTanh()\nLinear(32, 10)\n")
+    put("model", "pairs-and-nn", b"nn.Conv2d(1, 2, kernel_size=(3, 5), stride=(1, 2))\n"
+        b"nn.AdaptiveAvgPool2d((2, 2)),\nnn.Flatten()\nnn.Linear(in_features=8, out_features=10)\n")
+    put("model", "shape-mismatch", lenet.replace(b", padding=2", b""))
+    put("model", "unknown-module", b"Conv3d(1, 2, 3)\n")
+    put("model", "bad-syntax", b"Linear(784, 10\n")
+    put("model", "empty", b"")
+
+
 def cifar10_corpus():
     put("cifar10", "one-record", cifar_record(3, 1))
     put("cifar10", "three-records", cifar_record(0, 2) + cifar_record(9, 3) + cifar_record(5, 4))
@@ -242,10 +256,11 @@ def cli_corpus():
 
 def main():
     dptrain = sys.argv[1] if len(sys.argv) > 1 else None
-    for target in ("idx", "cifar10", "safetensors", "checkpoint", "cli"):
+    for target in ("idx", "cifar10", "model", "safetensors", "checkpoint", "cli"):
         shutil.rmtree(os.path.join(CORPUS, target), ignore_errors=True)
     idx_corpus()
     cifar10_corpus()
+    model_corpus()
     safetensors_corpus()
     checkpoint_corpus(dptrain)
     cli_corpus()

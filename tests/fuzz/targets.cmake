@@ -13,11 +13,12 @@ endif()
 set(dp_fuzz_dir ${CMAKE_CURRENT_LIST_DIR})
 
 # Entry points and the command line's parsers, shared by the five targets.
-add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/cli_sources.c)
+add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/fuzz_model_entry.c
+                             ${dp_fuzz_dir}/cli_sources.c)
 target_include_directories(dp_fuzz_entry PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(dp_fuzz_entry PUBLIC dp)
 
-foreach(target idx safetensors checkpoint cli cifar10)
+foreach(target idx safetensors checkpoint cli cifar10 model)
   add_executable(fuzz_${target} ${dp_fuzz_dir}/fuzz_${target}.c)
   target_link_libraries(fuzz_${target} PRIVATE dp_fuzz_entry)
   target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer)
