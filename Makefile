@@ -4,8 +4,9 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
+PREFIX ?= /usr/local
 
-.PHONY: all deps build train test test-asan test-tsan test-interop clean fuzz
+.PHONY: all deps build install train test test-asan test-tsan test-interop clean fuzz
 
 all: build
 
@@ -17,6 +18,11 @@ $(BUILD)/CMakeCache.txt: | deps
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
+
+# libdptrain.so.0, libdptrain.a, the headers (include/dp/), the dptrain tool
+# and lib/pkgconfig/dptrain.pc under PREFIX (README: "Your own model").
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # LeNet on Fashion-MNIST, 10 epochs, every local device.
 train: build

@@ -1,13 +1,14 @@
 # The CUDA backend (src/device/cuda/, NCCL included).
 #
-# Included by CMakeLists.txt after the `dp` target exists. DP_CUDA=AUTO
-# builds the backend when nvcc, cuBLAS, cuDNN and NCCL are all found, ON
-# requires them, OFF never builds it. Without it the build is CPU-only.
+# Included by CMakeLists.txt after the `dp_objects` target (the library's
+# objects) exists. DP_CUDA=AUTO builds the backend when nvcc, cuBLAS, cuDNN
+# and NCCL are all found, ON requires them, OFF never builds it. Without it
+# the build is CPU-only.
 #
-# Sources: CMakeLists.txt globs src/**/*.c into `dp`, which takes the C files
-# of src/device/cuda/ too. Rather than wrapping each of them in #ifdef, this
-# file owns the folder: in a CPU-only build it removes src/device/cuda/ from
-# dp's SOURCES (keeping cuda_api.c, the public dp_cuda_* entry points, which
+# Sources: CMakeLists.txt globs src/**/*.c into `dp_objects`, which takes the
+# C files of src/device/cuda/ too. Rather than wrapping each of them in
+# #ifdef, this file owns the folder: in a CPU-only build it removes
+# src/device/cuda/ from dp_objects' SOURCES (keeping cuda_api.c, the public dp_cuda_* entry points, which
 # answer "no GPU" there), and in a CUDA build it adds the .cu files.
 
 set(DP_HAVE_CUDA OFF)
@@ -50,12 +51,12 @@ if(DP_CUDA STREQUAL "ON" AND NOT DP_HAVE_CUDA)
   message(FATAL_ERROR "dptrain: DP_CUDA=ON but ${dp_cuda_why}")
 endif()
 
-get_target_property(dp_sources dp SOURCES)
+get_target_property(dp_sources dp_objects SOURCES)
 list(FILTER dp_sources EXCLUDE REGEX "/src/device/cuda/")
 list(APPEND dp_sources ${CMAKE_SOURCE_DIR}/src/device/cuda/cuda_api.c)
 
 if(NOT DP_HAVE_CUDA)
-  set_target_properties(dp PROPERTIES SOURCES "${dp_sources}")
+  set_target_properties(dp_objects PROPERTIES SOURCES "${dp_sources}")
   message(STATUS "dptrain: CUDA backend off: ${dp_cuda_why}; the build is CPU-only")
   return()
 endif()
@@ -105,14 +106,14 @@ file(GLOB DP_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/device/cuda/
      ${CMAKE_SOURCE_DIR}/src/device/cuda/*.cu)
 list(APPEND dp_sources ${DP_CUDA_SOURCES})
 list(REMOVE_DUPLICATES dp_sources)
-set_target_properties(dp PROPERTIES SOURCES "${dp_sources}")
+set_target_properties(dp_objects PROPERTIES SOURCES "${dp_sources}")
 
 # The directory's warning flags (-Wall -Wextra -Wshadow -Werror ...) are gcc
 # flags that nvcc does not take: keep them for C, and give nvcc its own
 # (host-side warnings through -Xcompiler, device-side as errors with
 # -Werror all-warnings). --fmad=false keeps our kernels' rounding that of the
 # C loops of the CPU device, so the two compare closely.
-get_target_property(dp_opts dp COMPILE_OPTIONS)
+get_target_property(dp_opts dp_objects COMPILE_OPTIONS)
 set(dp_c_opts "")
 foreach(opt ${dp_opts})
   list(APPEND dp_c_opts "$<$<COMPILE_LANGUAGE:C>:${opt}>")
@@ -124,12 +125,12 @@ endif()
 foreach(opt ${dp_cu_opts})
   list(APPEND dp_c_opts "$<$<COMPILE_LANGUAGE:CUDA>:${opt}>")
 endforeach()
-set_target_properties(dp PROPERTIES COMPILE_OPTIONS "${dp_c_opts}"
+set_target_properties(dp_objects PROPERTIES COMPILE_OPTIONS "${dp_c_opts}"
                       CUDA_ARCHITECTURES "${dp_archs}")
 
-target_compile_definitions(dp PUBLIC DP_HAVE_CUDA=1)
-target_include_directories(dp PRIVATE ${DP_CUDNN_INCLUDE_DIR} ${DP_NCCL_INCLUDE_DIR})
-target_link_libraries(dp PUBLIC CUDA::cudart CUDA::cublas ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY})
+target_compile_definitions(dp_objects PUBLIC DP_HAVE_CUDA=1)
+target_include_directories(dp_objects PRIVATE ${DP_CUDNN_INCLUDE_DIR} ${DP_NCCL_INCLUDE_DIR})
+target_link_libraries(dp_objects PUBLIC CUDA::cudart CUDA::cublas ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY})
 
 message(STATUS "dptrain: CUDA backend on: CUDA ${CUDAToolkit_VERSION}, cuDNN ${DP_CUDNN_LIBRARY}, "
                "NCCL ${DP_NCCL_LIBRARY}, architectures ${dp_archs} (${dp_arch_src})")

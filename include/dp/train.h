@@ -21,6 +21,7 @@ extern "C" {
  * steps", "the checkpoint error policy", "deterministic mode", "the
  * dataset", "the data directory". */
 struct dp_dataset;
+struct dp_model_def;
 
 typedef struct dp_train_options {
     const char *model;   /* "lenet" */
@@ -36,6 +37,10 @@ typedef struct dp_train_options {
      * set they are trained and tested on instead of loading `dataset`. The
      * run only reads them; they must outlive it. */
     const struct dp_dataset *train_set, *test_set;
+    /* A program's own model (dp/nn.h, examples/custom_model.c): when set it
+     * is trained instead of `model`, and checkpoints carry its name. It must
+     * outlive the run. */
+    const struct dp_model_def *model_def;
     const char *metrics_path; /* NULL: none */
     const char *plot_path;    /* NULL: none */
     bool log_steps;
@@ -107,6 +112,7 @@ int dp_train_stop_signal(void);
  * dict); model NULL takes the model named in the checkpoint. */
 typedef struct dp_eval_options {
     const char *model;
+    const struct dp_model_def *model_def; /* a program's own model, instead of `model` */
     const char *checkpoint;
     const char *devices;
     int threads;

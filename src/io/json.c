@@ -225,7 +225,9 @@ int dp__json_parse_string(dp__json_parser *p, const char **out)
             d = '\t';
             break;
         case 'u': {
-            uint32_t cp;
+            /* Set on success only; gcc cannot see that once the library is
+             * compiled position-independent (-Wmaybe-uninitialized). */
+            uint32_t cp = 0;
             DP_TRY(parse_u_escape(p, &cp));
             w += encode_utf8(s + w, cp);
             continue;

@@ -64,7 +64,7 @@ int dp__train_save_checkpoint(dp__trainer *t, const char *path, int epochs_done,
 {
     const dp_train_options *o = t->o;
     dp_checkpoint_state *ck = t->ck;
-    snprintf(ck->model, sizeof ck->model, "%s", o->model);
+    snprintf(ck->model, sizeof ck->model, "%s", dp__train_model_name(o));
     ck->epochs_done = epochs_done;
     ck->batch = batch;
     ck->partial_loss = loss_sum;

@@ -59,7 +59,9 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
         DP_ERROR("evaluate: no checkpoint given");
         return DP_EINVAL;
     }
-    if (o->model)
+    if (o->model_def)
+        snprintf(model, sizeof model, "%s", o->model_def->name);
+    else if (o->model)
         snprintf(model, sizeof model, "%s", o->model);
     else if (dp_checkpoint_model(o->checkpoint, model, sizeof model) < 0) {
         if (dp_last_error()[0] == '\0')
@@ -69,6 +71,7 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     dp_train_options to;
     dp_train_options_default(&to);
     to.model = model;
+    to.model_def = o->model_def;
     to.devices = o->devices ? o->devices : "1";
     to.threads = o->threads;
     to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
@@ -92,9 +95,9 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     if (rc == 0)
         rc = dp_loader_init(&t.test_loader, t.test_set, &lo);
     /* The model takes the dataset's samples (C, H, W). */
-    const dp_model_def *def = NULL;
+    const dp_model_def *def = o->model_def;
     int64_t in_chw[3] = {t.in_channels, t.in_rows, t.in_cols};
-    if (rc == 0)
+    if (rc == 0 && !def)
         rc = dp_model_def_load(&def, model, in_chw);
     if (rc == 0)
         rc = dp_model_init(&t.model, def, t.dev, 0);

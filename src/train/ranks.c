@@ -34,13 +34,14 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 int dp__train_check_ranks_agree(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
+    const char *model = dp__train_model_name(o);
     const char *dataset = o->dataset ? o->dataset : "fashion-mnist";
     const struct {
         const char *field;
         const void *value;
         size_t size;
     } opts[] = {
-        {"dp_train_options.model", o->model, strlen(o->model) + 1},
+        {"dp_train_options.model", model, strlen(model) + 1},
         {"dp_train_options.dataset", dataset, strlen(dataset) + 1},
         {"dp_train_options.batch_size", &o->batch_size, sizeof o->batch_size},
         {"dp_train_options.lr", &o->lr, sizeof o->lr},

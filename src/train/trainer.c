@@ -56,6 +56,11 @@ void dp_train_options_default(dp_train_options *o)
     o->allreduce = DP_ALLREDUCE_AUTO;
 }
 
+const char *dp__train_model_name(const dp_train_options *o)
+{
+    return o->model_def ? o->model_def->name : o->model;
+}
+
 /* --deterministic: the CPU device is reproducible as it is (see the top of
  * this file); other backends have not said so yet. */
 static void warn_nondeterministic_devices(const dp__trainer *t)
@@ -167,8 +172,9 @@ int dp__train_setup(dp__trainer *t)
     /* The data first: the model takes the dataset's samples (C, H, W). */
     DP_TRY(dp__train_open_data(t, true));
     int64_t in_chw[3] = {t->in_channels, t->in_rows, t->in_cols};
-    const dp_model_def *def;
-    DP_TRY(dp_model_def_load(&def, o->model, in_chw));
+    const dp_model_def *def = o->model_def;
+    if (!def)
+        DP_TRY(dp_model_def_load(&def, o->model, in_chw));
     if (o->weight_init != DP_WEIGHTS_AS_DEFINED) {
         t->init_specs = dp__malloc((size_t)def->nparams * sizeof *t->init_specs);
         if (!t->init_specs)

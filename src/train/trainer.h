@@ -53,6 +53,9 @@ typedef struct trainer {
     int64_t stopped_batch;
 } dp__trainer;
 
+/* The name of the model a run trains: its definition's, or the option's. */
+const char *dp__train_model_name(const dp_train_options *o);
+
 /* trainer.c: opens what a run needs (devices, data, model, loaders,
  * checks, metrics), and closes it. */
 int dp__train_setup(dp__trainer *t);

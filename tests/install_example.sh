@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A user's program against the installed library: `cmake --install` into a
+# staging prefix, then examples/custom_model.c compiled with nothing but
+# pkg-config's flags, once against libdptrain.so and once against
+# libdptrain.a (pkg-config --static), and each run: two epoch lines and the
+# line saying that the resumed run matched an unbroken one.
+# Usage: install_example.sh BUILD_DIR   (skips, 77, without pkg-config)
+set -u
+build=$1
+src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+if ! command -v pkg-config >/dev/null; then
+  echo "SKIP: pkg-config is not installed (make deps installs it)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+stage=$tmp/stage
+fails=0; passes=0
+ok() { passes=$((passes + 1)); echo "ok   $1"; }
+fail() { fails=$((fails + 1)); echo "FAIL $1"; [[ -n "${2:-}" ]] && sed 's/^/     /' <<<"$2"; }
+
+if out=$(cmake --install "$build" --prefix "$stage" 2>&1); then ok "cmake --install"; else
+  fail "cmake --install" "$out"; exit 1; fi
+for f in lib/libdptrain.a lib/libdptrain.so lib/pkgconfig/dptrain.pc include/dp/dp.h bin/dptrain; do
+  [[ -e "$stage/$f" ]] && ok "installed $f" || fail "installed $f"
+done
+if out=$(ldd "$stage/bin/dptrain" 2>&1) && ! grep -q 'not found' <<<"$out" &&
+   grep -q "$stage/bin/../lib/libdptrain.so" <<<"$out"; then
+  ok "ldd bin/dptrain: every library found, libdptrain.so the staged one"
+else fail "ldd bin/dptrain" "$out"; fi
+
+export PKG_CONFIG_PATH=$stage/lib/pkgconfig
+cc=${CC:-cc}
+# Shared: the staged lib/ as the program's run path.
+shared_flags=$(pkg-config --cflags --libs dptrain)
+if out=$($cc -std=c11 -Wall -Wextra -Werror -o "$tmp/custom_shared" "$src/examples/custom_model.c" \
+           $shared_flags -Wl,-rpath,"$stage/lib" 2>&1); then
+  ok "cc custom_model.c $shared_flags"
+else fail "cc against libdptrain.so" "$out"; fi
+# Static: pkg-config --static adds the dependencies (Libs.private), but the
+# linker would still take libdptrain.so over libdptrain.a: name the archive.
+# The dependencies stay shared; their -L folders become run paths.
+static_flags=$(pkg-config --static --cflags --libs dptrain | sed 's/-ldptrain\b/-l:libdptrain.a/')
+rpaths=""
+for d in $(pkg-config --static --libs-only-L dptrain); do rpaths+=" -Wl,-rpath,${d#-L}"; done
+if out=$($cc -std=c11 -Wall -Wextra -Werror -o "$tmp/custom_static" "$src/examples/custom_model.c" \
+           $static_flags $rpaths 2>&1); then
+  ok "cc custom_model.c $static_flags"
+else fail "cc against libdptrain.a" "$out"; fi
+if [[ -x "$tmp/custom_static" ]]; then
+  out=$(ldd "$tmp/custom_static" 2>&1)
+  if grep -q 'libdptrain\|not found' <<<"$out"; then fail "static: no libdptrain.so needed" "$out"
+  else ok "static: no libdptrain.so needed, every library found"; fi
+fi
+
+# The shared build on the in-memory dataset, the static one on Fashion-MNIST
+# where Debian's package is installed.
+fmnist=/usr/share/datasets/fashion-mnist
+[[ -e $fmnist/train-images-idx3-ubyte.gz ]] || fmnist=""
+for kind in shared static; do
+  [[ -x "$tmp/custom_$kind" ]] || continue
+  data=""; [[ $kind == static ]] && data=$fmnist
+  if out=$(cd "$tmp" && "./custom_$kind" $data 2>&1) &&
+     [[ $(grep -c '^epoch [12]\( (resumed)\)\?: loss ' <<<"$out") == 2 ]] &&
+     [[ $(tail -n1 <<<"$out") == "resume matched: "* ]]; then
+    ok "custom_model ($kind${data:+, $data}): $(tail -n1 <<<"$out")"
+  else fail "custom_model ($kind${data:+, $data})" "$out"; fi
+done
+
+echo "install_example: $passes passed, $fails failed"
+[[ $fails -eq 0 ]]
