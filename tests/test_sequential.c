@@ -280,20 +280,23 @@ static void test_default_init(void **state)
     dp_model_def_free(def);
 }
 
+/* d2l's LeNet up to its Flatten, after the first Conv2d `conv1`. */
+#define LENET_FEATURES(conv1)                                                                      \
+    conv1 "Sigmoid()\n"                                                                            \
+          "AvgPool2d(kernel_size=2, stride=2)\n"                                                   \
+          "Conv2d(6, 16, kernel_size=5)\n"                                                         \
+          "Sigmoid()\n"                                                                            \
+          "AvgPool2d(kernel_size=2, stride=2)\n"                                                   \
+          "Flatten()\n"
+
 /* d2l's LeNet without the first Conv2d's padding: 28 -> 24 -> 12 -> 8 -> 4,
  * so Flatten gives 16 * 4 * 4 = 256 where Linear(400, 120) wants 400. */
-static const char lenet_unpadded[] = "Conv2d(1, 6, kernel_size=5)\n"
-                                     "Sigmoid()\n"
-                                     "AvgPool2d(kernel_size=2, stride=2)\n"
-                                     "Conv2d(6, 16, kernel_size=5)\n"
-                                     "Sigmoid()\n"
-                                     "AvgPool2d(kernel_size=2, stride=2)\n"
-                                     "Flatten()\n"
-                                     "Linear(400, 120)\n"
-                                     "Sigmoid()\n"
-                                     "Linear(120, 84)\n"
-                                     "Sigmoid()\n"
-                                     "Linear(84, 10)\n";
+static const char lenet_unpadded[] =
+    LENET_FEATURES("Conv2d(1, 6, kernel_size=5)\n") "Linear(400, 120)\n"
+                                                    "Sigmoid()\n"
+                                                    "Linear(120, 84)\n"
+                                                    "Sigmoid()\n"
+                                                    "Linear(84, 10)\n";
 
 static const struct bad_file {
     const char *text;
@@ -466,20 +469,14 @@ static void test_dropout_one_vs_two_devices(void **state)
     (void)state;
     if (!tu_have_fashion_mnist())
         tu_skip("Fashion-MNIST is not installed");
-    const char *text = "Conv2d(1, 6, kernel_size=5, padding=2)\n"
-                       "Sigmoid()\n"
-                       "AvgPool2d(kernel_size=2, stride=2)\n"
-                       "Conv2d(6, 16, kernel_size=5)\n"
-                       "Sigmoid()\n"
-                       "AvgPool2d(kernel_size=2, stride=2)\n"
-                       "Flatten()\n"
-                       "Linear(16 * 5 * 5, 120)\n"
-                       "Sigmoid()\n"
-                       "Dropout(0.5)\n"
-                       "Linear(120, 84)\n"
-                       "Sigmoid()\n"
-                       "Dropout(p=0.5)\n"
-                       "Linear(84, 10)\n";
+    static const char text[] =
+        LENET_FEATURES("Conv2d(1, 6, kernel_size=5, padding=2)\n") "Linear(16 * 5 * 5, 120)\n"
+                                                                   "Sigmoid()\n"
+                                                                   "Dropout(0.5)\n"
+                                                                   "Linear(120, 84)\n"
+                                                                   "Sigmoid()\n"
+                                                                   "Dropout(p=0.5)\n"
+                                                                   "Linear(84, 10)\n";
     const char *model = tu_tmp_path("dropout_lenet.txt");
     char model_path[1024];
     snprintf(model_path, sizeof model_path, "%s", model);
