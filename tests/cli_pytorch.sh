@@ -13,8 +13,17 @@
 # skipped; `make test-interop` installs torch and sets DP_REQUIRE_TORCH=1,
 # which turns a missing torch into a failure.
 #
+# And for a model file (examples/models/d2l_lenet.txt, d2l's LeNet as an
+# nn.Sequential body): a short `dptrain train --model FILE` run's checkpoint
+# loads strictly into nn.Sequential(*[eval("nn." + line) for line in lines]),
+# which gives the test accuracy `dptrain eval` prints (all 4 decimals) and
+# counts 61,706 parameters. With PyTorch's default init a short run leaves
+# that sigmoid LeNet at chance (in PyTorch too), so the same file with ReLU
+# for Sigmoid is checked as well, and must reach 0.5: a misloaded tensor
+# would show there.
+#
 # Usage: cli_pytorch.sh path/to/dptrain
-# Environment: CLI_PYTORCH_MODELS (default "lenet resnet18").
+# Environment: CLI_PYTORCH_MODELS (default "lenet resnet18 d2l_lenet").
 set -u
 bin=$1
 PY=/usr/bin/python3
@@ -88,8 +97,47 @@ if [[ -n ${DP_BUILD_DIR:-} && -f $DP_BUILD_DIR/CMakeCache.txt ]] &&
   slow=1
 fi
 
-for model in ${CLI_PYTORCH_MODELS:-lenet resnet18}; do
+# sequential_file NAME FILE PARAMS LR MIN: trains FILE briefly, then
+# `dptrain eval` and PyTorch's nn.Sequential of FILE's modules on its
+# checkpoint must print the same accuracy, at least MIN, and PyTorch must
+# count PARAMS parameters.
+sequential_file() {
+  local name=$1 file=$2 params=$3 lr=$4 min=$5 ckpt=$dir/$1.safetensors d p n
+  if ! run "$dir/train.log" -- "$bin" train --model "$file" --epochs 1 --lr "$lr" \
+       --limit-train 12800 --batch-size 64 --limit-test 1000 --checkpoint "$ckpt" \
+       --progress never || [[ ! -s $ckpt ]]; then
+    fail "$name: train --model $file --checkpoint" "$dir/train.log"; return
+  fi
+  if ! run "$dir/d.log" -- "$bin" eval --model "$file" --checkpoint "$ckpt" --limit-test 1000; then
+    fail "$name: dptrain eval failed" "$dir/d.log"; return
+  fi
+  if ! run "$dir/p.log" -- "$PY" "$compat" --model "$file" --checkpoint "$ckpt" --limit-test 1000; then
+    fail "$name: nn.Sequential(...).load_state_dict(strict=True)" "$dir/p.log"; return
+  fi
+  d=$(acc_of "$dir/d.log"); p=$(acc_of "$dir/p.log")
+  n=$(sed -n 's/^params: \([0-9]*\)$/\1/p' "$dir/p.log")
+  if [[ -n $d && $d == "$p" ]] && awk -v d="$d" -v m="$min" 'BEGIN { exit !(d >= m) }'; then
+    ok "$name: strict load into nn.Sequential; dptrain eval $d, pytorch $p"
+  else
+    fail "$name: dptrain eval '$d', pytorch '$p' (need the same 4 decimals, >= $min)" \
+      "$dir/d.log" "$dir/p.log"
+  fi
+  if [[ $n == "$params" ]]; then
+    ok "$name: pytorch counts $n parameters"
+  else
+    fail "$name: pytorch counts '$n' parameters, expected $params" "$dir/p.log"
+  fi
+}
+
+examples=$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/models" && pwd)
+for model in ${CLI_PYTORCH_MODELS:-lenet resnet18 d2l_lenet}; do
   case $model in
+    d2l_lenet)
+      echo "== $model"
+      sequential_file "$model" "$examples/d2l_lenet.txt" 61706 0.9 0
+      sed 's/Sigmoid()/ReLU()/' "$examples/d2l_lenet.txt" >"$dir/relu_lenet.txt"
+      sequential_file "$model with ReLU" "$dir/relu_lenet.txt" 61706 0.1 0.5
+      continue ;;
     lenet)
       train_args=(--limit-train 2560 --batch-size 64 --limit-test 1000)
       limit=1000 init_args=(--steps 5 --fit-head 1000) min=0.4

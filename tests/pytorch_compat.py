@@ -36,6 +36,11 @@ Models, built exactly as the seeds build them so that the names match:
             cross-entropy, torch.optim.SGD. Loaded with
             load_state_dict(strict=True), so "<bn>.num_batches_tracked" (I64,
             shape []) must be present.
+  FILE      a dptrain model file (the body of an nn.Sequential, one module a
+            line, e.g. examples/models/d2l_lenet.txt), --checkpoint only:
+            nn.Sequential(*[eval("nn." + line) for line in lines]), loaded
+            with strict=True; prints `params: N` (PyTorch's count) after the
+            accuracy.
 
 Tensors whose names start with "_state." (dptrain's training state) and the
 "__metadata__" entry are ignored. The safetensors reader and writer are here
@@ -303,14 +308,34 @@ def resnet18_init():
     return net
 
 
+def sequential_lines(path):
+    """The module lines of a dptrain model file: comments, blanks, a
+    trailing ',' and an `nn.` prefix stripped."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip().rstrip(",").strip()
+            if line.startswith("nn."):
+                line = line[len("nn."):]
+            if line:
+                lines.append(line)
+    return lines
+
+
+def sequential(path):
+    """PyTorch's own nn.Sequential of the modules a dptrain model file names."""
+    return nn.Sequential(*[eval("nn." + line) for line in sequential_lines(path)])
+
+
 def load_into(model_name, state):
-    """A model of `model_name` holding `state` (dptrain's _state.* dropped)."""
+    """A model of `model_name` (or of the model file it names) holding
+    `state` (dptrain's _state.* dropped)."""
     state = {k: v for k, v in state.items() if not k.startswith(STATE_PREFIX)}
     if model_name == "lenet":
         model = LeNet({})
         model.load_state_dict(state)
         return model
-    model = resnet18(10, 1)
+    model = resnet18(10, 1) if model_name == "resnet18" else sequential(model_name)
     expected = model.state_dict()
     for k, v in state.items():
         ref = expected.get(k)
@@ -448,7 +473,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Load a dptrain safetensors checkpoint into the seed's PyTorch model "
                     "and print its test accuracy, or (--save-init) write one from PyTorch.")
-    ap.add_argument("--model", required=True, choices=["lenet", "resnet18"])
+    ap.add_argument("--model", required=True, metavar="lenet|resnet18|FILE",
+                    help="a seed's model, or a dptrain model file (an nn.Sequential body, "
+                         "--checkpoint only): loaded into nn.Sequential(*modules)")
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--checkpoint", metavar="FILE",
                       help="evaluate this checkpoint; prints 'test acc: A'")
@@ -478,6 +505,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.limit_test < 0 or args.steps < 0 or args.fit_head < 0 or args.batch_size < 1 or args.lr < 0:
         ap.error("--limit-test and --steps must be >= 0, --batch-size >= 1, --lr >= 0")
+    is_file = args.model not in ("lenet", "resnet18")
+    if is_file and (args.save_init or not os.path.isfile(args.model)):
+        ap.error(f"--model {args.model}: not lenet or resnet18, nor a model file "
+                 "(which works with --checkpoint only)")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 
@@ -487,6 +518,8 @@ def main(argv=None):
             model = load_into(args.model, state)
             X, y = load(args.data, "test", args.limit_test)
             print(f"test acc: {evaluate(model, X, y):.4f}")
+            if is_file:
+                print(f"params: {sum(p.numel() for p in model.parameters())}")
         else:
             model = LeNet.init() if args.model == "lenet" else resnet18_init()
             if args.steps > 0 or args.fit_head > 0:

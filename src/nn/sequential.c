@@ -92,7 +92,7 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
     strcpy(s->name, name);
     strcpy(copy, text);
     dp__seq_shape shape = {.rank = 3, .c = chw[0], .h = chw[1], .w = chw[2]};
-    int rc = 0, lineno = 0;
+    int rc = 0, lineno = 0, last_line = 0;
     for (char *line = copy, *next; rc == 0 && line; line = next) {
         next = strchr(line, '\n');
         if (next)
@@ -111,6 +111,7 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
         call.line = lineno;
         snprintf(call.source, sizeof call.source, "%s", body);
         rc = dp__seq_add_layer(s, &call, &shape);
+        last_line = lineno;
     }
     dp__free(copy);
     if (rc == 0 && s->nlayers == 0) {
@@ -122,9 +123,9 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
         rc = DP_EFORMAT;
     }
     if (rc == 0 && shape.rank != 1) {
-        DP_ERROR("%s: the last module gives (%lld, %lld, %lld) per sample; a classifier ends in "
-                 "(classes): add Flatten() and a Linear",
-                 name, (long long)shape.c, (long long)shape.h, (long long)shape.w);
+        DP_ERROR("%s: line %d: the last module gives (%lld, %lld, %lld) per sample; a "
+                 "classifier ends in (classes): add Flatten() and a Linear",
+                 name, last_line, (long long)shape.c, (long long)shape.h, (long long)shape.w);
         rc = DP_EFORMAT;
     }
     if (rc < 0) {

@@ -249,7 +249,8 @@ int dp__seq_parse_line(const char *text, dp__seq_call *call, const char **why)
             if (eat(&c, ')'))
                 break;
             if (!eat(&c, ',')) {
-                ok = fail(&c, "expected ',' or ')' after an argument");
+                skip_space(&c);
+                ok = fail(&c, *c.p ? "expected ',' or ')' after an argument" : "missing ')'");
                 break;
             }
             if (eat(&c, ')')) /* a trailing comma */

@@ -54,16 +54,20 @@ int dp__train_evaluate(dp__trainer *t, double *acc)
 
 int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
 {
-    char model[32];
+    /* A built-in name or a model file's path. */
+    char model[4096];
     if (!o->checkpoint) {
         DP_ERROR("evaluate: no checkpoint given");
         return DP_EINVAL;
     }
-    if (o->model_def)
-        snprintf(model, sizeof model, "%s", o->model_def->name);
-    else if (o->model)
-        snprintf(model, sizeof model, "%s", o->model);
-    else if (dp_checkpoint_model(o->checkpoint, model, sizeof model) < 0) {
+    const char *named = o->model_def ? o->model_def->name : o->model;
+    if (named) {
+        if (strlen(named) >= sizeof model) {
+            DP_ERROR("evaluate: the model name is longer than %zu characters", sizeof model - 1);
+            return DP_EINVAL;
+        }
+        snprintf(model, sizeof model, "%s", named);
+    } else if (dp_checkpoint_model(o->checkpoint, model, sizeof model) < 0) {
         if (dp_last_error()[0] == '\0')
             DP_ERROR("%s does not say which model it holds: give the model name", o->checkpoint);
         return DP_EINVAL;
