@@ -68,5 +68,21 @@ expect_error "shape mismatch names file and line" \
   "bad.txt: line 3: Linear(400, 10) expects 400 inputs, the layer before gives 3456" "$dir/bad.txt"
 expect_error "unknown option" "unknown option '--bogus'" lenet --bogus
 
+# A model file under a long path: train with a checkpoint, resume, evaluate
+# (the checkpoint keeps the whole path as the model's name).
+long="$dir/a-directory-with-a-rather-long-name/and-another-one-below-it"
+mkdir -p "$long" && cp "$root/examples/models/d2l_lenet.txt" "$long/lenet.txt"
+if "$bin" train --model "$long/lenet.txt" --epochs 1 --batch-size 64 --limit-train 256 \
+     --limit-test 64 --checkpoint "$dir/long.safetensors" >"$dir/out" 2>"$dir/err" &&
+   "$bin" train --model "$long/lenet.txt" --epochs 2 --batch-size 64 --limit-train 256 \
+     --limit-test 64 --checkpoint "$dir/long.safetensors" --resume "$dir/long.safetensors" \
+     >"$dir/out" 2>"$dir/err" &&
+   "$bin" eval --checkpoint "$dir/long.safetensors" --limit-test 64 >"$dir/out" 2>"$dir/err" &&
+   grep -Eq '^test acc: [0-9.]+$' "$dir/out"; then
+  ok "a model file under a long path trains, resumes and evaluates"
+else
+  fail "a model file under a long path trains, resumes and evaluates"
+fi
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -23,7 +23,7 @@ extern "C" {
 #define DP_CHECKPOINT_MAX_HISTORY 1000
 
 typedef struct dp_checkpoint_state {
-    char model[32];
+    char model[4096]; /* a built-in name or a model file's path */
     int epochs_done;  /* training goes on with this epoch (from 0) */
     int64_t batch;    /* ... at this batch of it: 0, or where a signal stopped it */
     /* the stopped epoch's figures so far: summed loss, correct count, seconds */
