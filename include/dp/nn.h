@@ -43,6 +43,10 @@ typedef enum dp_weight_init {
  * (out, in, kh, kw): in x kh x kw and out x kh x kw. */
 void dp_param_specs_set_weight_init(dp_param_spec *specs, int n, dp_weight_init init, float std);
 
+/* The spec of a tensor called `name` of shape[0..ndim), drawn by `init`. */
+dp_param_spec dp_param_spec_make(const char *name, int ndim, const int64_t *shape, dp_init init,
+                                 float scale);
+
 /* `with_grads` false makes buffers that are not trained (batch norm's
  * running statistics): no gradient buffer. */
 int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *specs, int n,

@@ -23,13 +23,7 @@ static int add(dp_param_spec *list, int *n, int cap, const char *name, int ndim,
                const int64_t *shape, dp_init init, float scale)
 {
     DP_ASSERT(*n < cap);
-    dp_param_spec *s = &list[(*n)++];
-    memset(s, 0, sizeof *s);
-    s->name = name;
-    s->ndim = ndim;
-    memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
-    s->init = init;
-    s->scale = scale;
+    list[(*n)++] = dp_param_spec_make(name, ndim, shape, init, scale);
     return *n - 1;
 }
 

@@ -34,6 +34,19 @@ void dp_params_close(dp_params_t *p)
     dp__free(p);
 }
 
+dp_param_spec dp_param_spec_make(const char *name, int ndim, const int64_t *shape, dp_init init,
+                                 float scale)
+{
+    dp_param_spec s;
+    memset(&s, 0, sizeof s);
+    s.name = name;
+    s.ndim = ndim;
+    memcpy(s.shape, shape, (size_t)ndim * sizeof *shape);
+    s.init = init;
+    s.scale = scale;
+    return s;
+}
+
 void dp_param_specs_set_weight_init(dp_param_spec *specs, int n, dp_weight_init init, float std)
 {
     for (int i = 0; init != DP_WEIGHTS_AS_DEFINED && i < n; i++) {

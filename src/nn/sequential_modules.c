@@ -164,14 +164,12 @@ static int add_spec(dp__seq *s, bool buffer, int layer, const char *suffix, int 
 {
     char *name = s->names[s->nnames++];
     snprintf(name, sizeof s->names[0], "%d.%s", layer, suffix);
-    dp_param_spec *spec = buffer ? &s->buffers[s->nbuffers++] : &s->params[s->nparams++];
-    memset(spec, 0, sizeof *spec);
-    spec->name = name;
-    spec->ndim = ndim;
-    memcpy(spec->shape, shape, (size_t)ndim * sizeof *shape);
-    spec->init = init;
-    spec->scale = scale;
-    return (int)(spec - (buffer ? s->buffers : s->params));
+    if (buffer) {
+        s->buffers[s->nbuffers] = dp_param_spec_make(name, ndim, shape, init, scale);
+        return s->nbuffers++;
+    }
+    s->params[s->nparams] = dp_param_spec_make(name, ndim, shape, init, scale);
+    return s->nparams++;
 }
 
 static bool is_images(const dp__seq_shape *sh)
