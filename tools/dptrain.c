@@ -14,7 +14,7 @@ static const char usage_main[] =
     "Trains convolutional networks data-parallel across devices.\n"
     "\n"
     "commands:\n"
-    "  train     train a model on Fashion-MNIST (dptrain train --help)\n"
+    "  train     train a model on Fashion-MNIST, MNIST or CIFAR-10 (train --help)\n"
     "  eval      test accuracy of a checkpoint's weights\n"
     "  model     a model's layers, parameters and FLOPs (dptrain model lenet)\n"
     "  devices   list the devices, and with --bench measure them\n"
