@@ -46,6 +46,12 @@ if(DP_HAVE_CUDA)
   list(APPEND dp_pc_libs ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY})
 endif()
 dp_pc_link_flags(dp_pc_libs_private ${dp_pc_libs} -pthread ${M_LIBRARY})
+# A library built with sanitizers (make test's build-asan) needs their
+# runtime in every program that links it, first in its library list.
+set(dp_pc_sanitize "")
+if(DP_SANITIZE)
+  set(dp_pc_sanitize "-fsanitize=${dp_san}")
+endif()
 
 install(CODE "
   set(DP_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
@@ -54,6 +60,7 @@ install(CODE "
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
   set(DP_PC_REQUIRES_PRIVATE \"zlib plplot\")
   set(DP_PC_LIBS_PRIVATE \"${dp_pc_libs_private}\")
+  set(DP_PC_SANITIZE \"${dp_pc_sanitize}\")
   configure_file(\"${CMAKE_SOURCE_DIR}/dptrain.pc.in\" \"${CMAKE_BINARY_DIR}/dptrain.pc\" @ONLY)
 ")
 install(FILES ${CMAKE_BINARY_DIR}/dptrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
