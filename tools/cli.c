@@ -89,6 +89,8 @@ int cli_option_value(const char *command, const char *const *names, size_t n, in
     return 0;
 }
 
+bool cli_verbose;
+
 int cli_fail(int status)
 {
     if (dp_last_error()[0] == '\0')
@@ -125,6 +127,9 @@ static const struct cli_option_name {
     {"dp_train_options.limit_train", "--limit-train"},
     {"dp_train_options.limit_test", "--limit-test"},
     {"dp_train_options.sync_bn", "--sync-bn"},
+    {"dp_train_options.bucket_mb", "--bucket-mb"},
+    {"dp_train_options.grad_compress", "--grad-compress"},
+    {"the bucket size", "--bucket-mb"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

@@ -25,6 +25,8 @@ int cli_option_value(const char *command, const char *const *names, size_t n, in
                      int *i, const char **value);
 /* Reports a failed library call (the detail was logged already); returns 1. */
 int cli_fail(int status);
+/* --verbose: library notes (DP_LOG_INFO) go to stderr too. */
+extern bool cli_verbose;
 /* The library names options by what they mean ("the device list", "sync
  * batch norm"), never by this tool's flags: a library message with each
  * such name replaced by its flag ("--devices", "--sync-bn"), into buf.

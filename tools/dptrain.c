@@ -39,7 +39,7 @@ static void log_to_stderr(dp_log_level level, const char *msg, void *user)
         fprintf(stderr, "dptrain: %serror: %s\n", who, msg);
     else if (level == DP_LOG_WARN && dp_dist_rank() == 0)
         fprintf(stderr, "dptrain: warning: %s\n", msg);
-    else if (level == DP_LOG_INFO && getenv("DP_PROFILE"))
+    else if (level == DP_LOG_INFO && (cli_verbose || getenv("DP_PROFILE")))
         fprintf(stderr, "dptrain: %s%s\n", who, msg);
 }
 

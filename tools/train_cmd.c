@@ -68,6 +68,13 @@ static const char usage_train[] =
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
     "  --sync-bn            batch norm statistics over all devices together\n"
     "                       (SyncBatchNorm), not each device's shard [off]\n"
+    "  --bucket-mb MB       sum the gradients in buckets of MB MiB (the first\n"
+    "                       1 MiB) while the backward pass runs, as PyTorch's\n"
+    "                       DDP; 0 = one allreduce after the backward [25]\n"
+    "  --grad-compress C    none, or bf16: gradients cross process boundaries\n"
+    "                       (MPI ranks) as bfloat16, summed in float32 [none]\n"
+    "  --verbose            print the gradient buckets and the library's notes\n"
+    "                       [off]\n"
     "  --checkpoint FILE    write weights and training state to FILE (safetensors,\n"
     "                       PyTorch's state_dict names) after every epoch, and on\n"
     "                       SIGINT/SIGTERM after the current step [none; a\n"
@@ -132,13 +139,18 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             o.no_tf32 = true;
             continue;
         }
+        if (strcmp(f, "--verbose") == 0) {
+            o.verbose = true;
+            cli_verbose = true;
+            continue;
+        }
         static const char *const with_value[] = {
             "--model",       "--devices",    "--threads",  "--batch-size",
             "--lr",          "--epochs",     "--seed",     "--data",
             "--metrics",     "--plot",       "--momentum", "--weight-decay",
             "--limit-train", "--limit-test", "--progress", "--allreduce",
             "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error",
-            "--dataset",     "--init-normal"};
+            "--dataset",     "--init-normal", "--bucket-mb", "--grad-compress"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -200,6 +212,15 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             if (algo < DP_ALLREDUCE_AUTO)
                 return cli_bad_value(f, v, "expected auto, ring, naive, mpi or nccl");
             o.allreduce = algo;
+        } else if (strcmp(f, "--bucket-mb") == 0) {
+            float mb;
+            if (!(rc = cli_parse_float(f, v, 0, 1e6, false, &mb)))
+                o.bucket_mb = mb;
+        } else if (strcmp(f, "--grad-compress") == 0) {
+            int c = dp_grad_compress_parse(v);
+            if (c < 0)
+                return cli_bad_value(f, v, "expected none or bf16");
+            o.grad_compress = c;
         } else if (strcmp(f, "--on-checkpoint-error") == 0) {
             if (strcmp(v, "stop") == 0)
                 o.on_checkpoint_error = DP_ON_ERROR_STOP;

@@ -73,13 +73,37 @@ int dp_replicate(dp_model_t **replicas, const dp_model_t *src, dp_device_t *cons
 /* ---- DataParallel ------------------------------------------------------------ */
 typedef struct dp_data_parallel dp_data_parallel_t;
 
+/* How gradients cross a process boundary (MPI ranks). */
+typedef enum dp_grad_compress {
+    DP_GRAD_COMPRESS_NONE = 0, /* float32 */
+    DP_GRAD_COMPRESS_BF16 = 1  /* rounded to bfloat16, summed in float32: half the bytes */
+} dp_grad_compress;
+
 typedef struct dp_data_parallel_options {
     dp_allreduce_algo allreduce;
     dp_sgd_options sgd;
     /* SyncBatchNorm: batch statistics over all replicas' shards together
      * instead of each replica's own (DataParallel's default). */
     bool sync_bn;
+    /* Gradient buckets, as PyTorch's DistributedDataParallel: the gradient
+     * buffer is summed in ranges (parameters in reverse order, the first
+     * bucket min(1, bucket_mb) MiB, the others bucket_mb MiB), each on the
+     * devices' communication paths as soon as the backward pass has written
+     * it. 0: one allreduce of everything after the backward pass. The
+     * result is the same bits either way. DDP's default is 25. */
+    double bucket_mb;
+    dp_grad_compress grad_compress;
 } dp_data_parallel_options;
+
+/* Where a step's gradient sums spend their time, summed over the steps
+ * since dp_data_parallel_init (measured on the first device and its
+ * communication path). */
+typedef struct dp_comm_stats {
+    double comm_seconds;    /* inside the gradient collectives */
+    double exposed_seconds; /* the update waited for the last bucket after
+                               the device's backward pass had ended */
+    int64_t steps;
+} dp_comm_stats;
 
 /* Wraps `model` (on devs[0], kept by the caller) with replicas on devs[1..n). */
 int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device_t *const *devs,
@@ -100,6 +124,18 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp);
  * replicas (after loading a checkpoint into replica 0). */
 int dp_data_parallel_sync_from_first(dp_data_parallel_t *dp);
 dp_sgd_t *dp_data_parallel_sgd(dp_data_parallel_t *dp, int k);
+/* The communication times so far (all zero with one device and one rank);
+ * read after the devices have run the steps (dp_waitall). */
+void dp_data_parallel_comm_stats(dp_data_parallel_t *dp, dp_comm_stats *s);
+/* The gradient buckets in the order they are summed (0 with one device and
+ * one rank); bucket b holds parameters [first, first + count) of the model's
+ * parameter list, `bytes` in float32. */
+int dp_data_parallel_bucket_count(const dp_data_parallel_t *dp);
+void dp_data_parallel_bucket(const dp_data_parallel_t *dp, int b, int *first, int *count,
+                             int64_t *bytes);
+/* "none", "bf16"; the parse returns -1 for another name. */
+int dp_grad_compress_parse(const char *name);
+const char *dp_grad_compress_name(dp_grad_compress c);
 int dp_data_parallel_size(const dp_data_parallel_t *dp);
 dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k);
 

@@ -54,6 +54,11 @@ typedef struct dp_train_options {
     const char *resume_path;         /* go on from this checkpoint; NULL: start afresh */
     const char *init_path;           /* start from these weights; NULL: the seed's init */
     bool sync_bn;                    /* batch statistics over all devices (SyncBatchNorm) */
+    /* Gradient buckets in MiB (dp_data_parallel_options.bucket_mb): 0 = one
+     * allreduce after the backward pass; the default is DDP's 25. */
+    double bucket_mb;
+    int grad_compress; /* dp_grad_compress: across ranks; default none */
+    bool verbose;      /* log the bucket layout once (DP_LOG_INFO, rank 0) */
     /* Every step's summed gradient is checked for NaN and Inf on the device
      * before the update; a bad step is never applied. false: the run stops
      * (DP_ENONFINITE) naming the step and the parameter; true: the step is
@@ -79,7 +84,7 @@ typedef enum dp_on_error {
 } dp_on_error;
 
 /* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,
- * shuffle on. */
+ * shuffle on, 25 MiB gradient buckets. */
 void dp_train_options_default(dp_train_options *o);
 
 typedef struct dp_train_result {

@@ -27,6 +27,10 @@ typedef struct dp_epoch_stats {
     double allreduce_ms;       /* with ranks > 1: mean time per step in MPI_Allreduce */
     double rss_mb;             /* resident memory at the end of the epoch; <= 0 = unknown */
     int64_t skipped_steps;     /* steps dropped for a non-finite gradient */
+    /* With several devices or ranks, per step (dp_comm_stats): the time in
+     * the gradient collectives, and how much of it the update waited for
+     * after the backward pass (the part the buckets did not hide). */
+    double comm_ms, exposed_comm_ms;
 } dp_epoch_stats;
 
 /* ---- metrics: one JSON object per line ---------------------------------- */

@@ -66,4 +66,22 @@ int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len);
 typedef int (*dp__host_fn)(float *data, int64_t n);
 int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name);
 
+/* ---- the communication path (comm_path.c) ------------------------------ */
+
+/* dev's communication path: a device on dev's memory with a stream (and a
+ * worker) of its own, opened on first use and closed with dev; dev itself
+ * where the backend has none (then collectives run in dev's stream order).
+ * Commands on the path are ordered against dev's only by events. */
+dp_device_t *dp__comm_path(dp_device_t *dev);
+/* A 1-D view of base's floats [off, off + n) whose commands go to `on`
+ * (base's device or its path); freed with dp_tensor_free, which leaves the
+ * memory to base. */
+int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n,
+                   dp_device_t *on);
+/* The point in their device's stream after the last command that wrote any
+ * of ts[0..n) (NULL entries skipped; all on one device). */
+dp_event dp__written_event(dp_tensor_t *const *ts, int n);
+/* Enqueues fn(arg) on dev's worker (timestamps, bookkeeping). */
+void dp__enqueue_host_call(dp_device_t *dev, void (*fn)(void *arg), void *arg, const char *name);
+
 #endif

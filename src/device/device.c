@@ -101,6 +101,7 @@ void dp_device_close(dp_device_t *dev)
 {
     if (!dev)
         return;
+    dp__comm_path_close(dev);
     dp_device_sync(dev);
     pthread_mutex_lock(&registry_mu);
     for (int i = 0; i < DP_MAX_DEVICES; i++)

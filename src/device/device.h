@@ -86,6 +86,15 @@ typedef struct dp__device_ops {
      *   commands after it. */
     bool (*group_allreduce_ok)(dp_device_t *const *devs, int n);
     int (*group_allreduce_sum)(dp_device_t *const *devs, float *const *data, int n, int64_t len);
+
+    /* Optional: a communication path beside the device's stream
+     * (comm_path.c). `comm` arrives filled as a copy of its device (ops,
+     * impl, name "cpu:0.comm", threads 1) and gets its own stream here, whose
+     * worker runs the device's kernels on the device's memory while the
+     * device's own worker goes on with the backward pass. NULL: collectives
+     * run on the device's stream (CUDA, until it issues on a second CUDA
+     * stream). */
+    int (*open_comm)(dp_device_t *comm);
 } dp__device_ops;
 
 /* 1 once src/device/device.c calls ops->order_after from
@@ -118,7 +127,13 @@ struct dp_device {
     dp__stream *stream;
     void *impl;
     dp__block_cache cache;
+    /* The communication path (comm_path.c): NULL until first asked for;
+     * `comm_of` is set on a path and names its device. */
+    dp_device_t *comm, *comm_of;
 };
+
+/* Closes dev's communication path, if it has one, after its commands. */
+void dp__comm_path_close(dp_device_t *dev);
 
 /* Autograd's per-tensor state (src/autograd/); opaque here. */
 struct dp__autograd_state;

@@ -24,6 +24,12 @@ _Static_assert(DP_ALLREDUCE_NCCL + 1 == ALGO_COUNT, "one table entry per dp_allr
 
 int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
 {
+    return dp__allreduce_sum_how(bufs, n, algo, NULL);
+}
+
+int dp__allreduce_sum_how(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo,
+                          const dp__allreduce_how *how)
+{
     if (n < 1 || n > DP_MAX_DEVICES) {
         DP_ERROR("allreduce: need 1..%d buffers", DP_MAX_DEVICES);
         return DP_EINVAL;
@@ -51,7 +57,16 @@ int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
         DP_ERROR("allreduce: unknown algorithm %d", (int)algo);
         return DP_EINVAL;
     }
-    return algos[algo].run(bufs, n, len);
+    dp__allreduce_how whole = {0, len, false};
+    if (!how)
+        how = &whole;
+    if (how->grid_off < 0 || how->grid_off + len > how->grid_len) {
+        DP_ERROR("allreduce: elements [%lld, %lld) are not inside the whole of %lld",
+                 (long long)how->grid_off, (long long)(how->grid_off + len),
+                 (long long)how->grid_len);
+        return DP_EINVAL;
+    }
+    return algos[algo].run(bufs, n, len, how);
 }
 
 int dp_allreduce_algo_parse(const char *name)

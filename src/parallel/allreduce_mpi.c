@@ -9,13 +9,15 @@
 #include "parallel/allreduce.h"
 #include "parallel/dist.h"
 
-int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len)
+int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how)
 {
     DP_TRY(dp__reduce_to_first(bufs, n, len));
     /* On the first device's worker, after the rank's devices have summed
      * into its buffer: the sum over the ranks, in place (through host
      * memory where the device's is not the host's). */
     if (dp_dist_size() > 1)
-        DP_TRY(dp__host_apply(bufs[0], len, dp__dist_sum_grads, "mpi_allreduce"));
+        DP_TRY(dp__host_apply(bufs[0], len,
+                              how->bf16 ? dp__dist_sum_grads_bf16 : dp__dist_sum_grads,
+                              how->bf16 ? "mpi_allgather_bf16" : "mpi_allreduce"));
     return dp__broadcast_from_first(bufs, n, len);
 }

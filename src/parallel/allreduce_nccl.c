@@ -17,7 +17,7 @@ bool dp__nccl_suits(dp_device_t *const *devs, int n)
     return dp__group_allreduce_usable(devs, n);
 }
 
-int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len)
+int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how)
 {
     if (n < 2 || len == 0)
         return 0;
@@ -36,7 +36,7 @@ int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len)
         static int said;
         if (!said++)
             DP_INFO("allreduce nccl: several devices share a GPU; using the ring algorithm");
-        return dp__allreduce_ring(bufs, n, len);
+        return dp__allreduce_ring(bufs, n, len, how);
     }
     return dp__group_allreduce_sum(bufs, n, len);
 }

@@ -10,7 +10,7 @@
  * the buffer. Before each step every device waits for its two neighbours'
  * previous step: the left one wrote what it reads, the right one read what
  * it is about to write. */
-int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len)
+int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how)
 {
     if (n < 2)
         return 0;
@@ -19,9 +19,12 @@ int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len)
     for (int k = 0; k < n; k++)
         DP_TRY(dp__check_kernel_read("allreduce ring", dp_tensor_device(bufs[(k + 1) % n]),
                                      dp_tensor_device(bufs[k])));
+    /* Chunk c of the whole is [W c / n, W (c + 1) / n); this buffer holds
+     * the whole's [grid_off, grid_off + len), so its part of chunk c is that
+     * range shifted and clipped (possibly empty). */
     int64_t start[DP_MAX_DEVICES + 1];
     for (int c = 0; c <= n; c++)
-        start[c] = len * c / n;
+        start[c] = DP_MIN(DP_MAX(how->grid_len * c / n - how->grid_off, 0), len);
     dp_event prev[DP_MAX_DEVICES];
     for (int k = 0; k < n; k++)
         prev[k] = dp_event_record(dp_tensor_device(bufs[k]));

@@ -8,6 +8,9 @@
 #include "core/internal.h"
 #include "nn/model.h"
 #include "parallel/allreduce.h"
+#include "parallel/buckets.h"
+
+#include <string.h>
 
 struct dp_data_parallel {
     int n;
@@ -17,7 +20,25 @@ struct dp_data_parallel {
     dp_data_parallel_options opt;
     dp_bn_sync_t **bn_sync; /* --sync-bn: one group per batch norm layer */
     int nbn;
+    dp__buckets *buckets; /* NULL with one device and one rank */
 };
+
+/* The ranks the gradients are summed across. */
+static int grad_ranks(const dp_data_parallel_t *dp)
+{
+    return dp->opt.allreduce == DP_ALLREDUCE_MPI ? dp_dist_size() : 1;
+}
+
+static int make_buckets(dp_data_parallel_t *dp)
+{
+    if (dp->n * grad_ranks(dp) == 1)
+        return 0;
+    dp_params_t *params[DP_MAX_DEVICES];
+    for (int k = 0; k < dp->n; k++)
+        params[k] = dp_model_params(dp->replicas[k]);
+    return dp__buckets_init(&dp->buckets, params, dp->n, dp->opt.bucket_mb, dp->opt.allreduce,
+                            dp->opt.grad_compress);
+}
 
 static void close_sync(dp_data_parallel_t *dp)
 {
@@ -57,6 +78,7 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
 {
     if (!dp)
         return;
+    dp__buckets_close(dp->buckets);
     for (int k = 0; k < dp->n; k++) {
         dp_sgd_close(dp->sgd[k]);
         if (k > 0)
@@ -89,7 +111,15 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
         rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
     if (rc == 0 && opt->sync_bn && n > 1)
         rc = make_sync(dp);
+    if (rc == 0 && opt->grad_compress != DP_GRAD_COMPRESS_NONE &&
+        opt->grad_compress != DP_GRAD_COMPRESS_BF16) {
+        DP_ERROR("DataParallel: unknown gradient compression %d", (int)opt->grad_compress);
+        rc = DP_EINVAL;
+    }
+    if (rc == 0)
+        rc = make_buckets(dp);
     if (rc < 0) {
+        dp__buckets_close(dp->buckets);
         dp__model_set_sync_group(model, NULL, 0, 0);
         close_sync(dp);
         dp->n = 0;
@@ -139,13 +169,11 @@ void dp_data_parallel_zero_grad(dp_data_parallel_t *dp)
 
 int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
 {
-    dp_tensor_t *grads[DP_MAX_DEVICES];
-    for (int k = 0; k < dp->n; k++) {
-        /* A replica that got no chunk has no gradient: it adds zeros. */
+    /* A replica that got no chunk has no gradient: it adds zeros. */
+    for (int k = 0; k < dp->n; k++)
         DP_TRY(dp_params_finish_grad(dp_model_params(dp->replicas[k])));
-        grads[k] = dp_params_grads(dp_model_params(dp->replicas[k]));
-    }
-    DP_TRY(dp_allreduce_sum(grads, dp->n, dp->opt.allreduce));
+    if (dp->buckets)
+        DP_TRY(dp__buckets_allreduce(dp->buckets));
     for (int k = 0; k < dp->n; k++)
         DP_TRY(dp_sgd_step(dp->sgd[k], grad_scale));
     return dp_data_parallel_sync_buffers(dp);
@@ -157,7 +185,7 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
      * mean is what one device would hold (PyTorch's DataParallel keeps only
      * device 0's and drops the rest). Under mpirun: the mean over every
      * rank's replicas. */
-    int ranks = dp->opt.allreduce == DP_ALLREDUCE_MPI ? dp_dist_size() : 1;
+    int ranks = grad_ranks(dp);
     if (dp->n * ranks == 1 || !dp_model_buffers(dp->replicas[0]))
         return 0;
     dp_tensor_t *bufs[DP_MAX_DEVICES];
@@ -201,4 +229,36 @@ int dp_data_parallel_size(const dp_data_parallel_t *dp)
 dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k)
 {
     return k >= 0 && k < dp->n ? dp->replicas[k] : NULL;
+}
+
+void dp_data_parallel_comm_stats(dp_data_parallel_t *dp, dp_comm_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    if (dp->buckets)
+        dp__buckets_stats(dp->buckets, s);
+}
+
+int dp_data_parallel_bucket_count(const dp_data_parallel_t *dp)
+{
+    return dp->buckets ? dp__buckets_count(dp->buckets) : 0;
+}
+
+void dp_data_parallel_bucket(const dp_data_parallel_t *dp, int b, int *first, int *count,
+                             int64_t *bytes)
+{
+    dp__buckets_get(dp->buckets, b, first, count, bytes);
+}
+
+int dp_grad_compress_parse(const char *name)
+{
+    if (strcmp(name, "none") == 0)
+        return DP_GRAD_COMPRESS_NONE;
+    if (strcmp(name, "bf16") == 0)
+        return DP_GRAD_COMPRESS_BF16;
+    return -1;
+}
+
+const char *dp_grad_compress_name(dp_grad_compress c)
+{
+    return c == DP_GRAD_COMPRESS_BF16 ? "bf16" : "none";
 }

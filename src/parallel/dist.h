@@ -9,5 +9,32 @@
  * every rank does in the same order); the time it takes is counted in
  * dp_dist_comm_seconds. 0 or DP_ECOMM. */
 int dp__dist_sum_grads(float *data, int64_t len);
+/* The same sum with half the bytes on the wire (--grad-compress bf16): each
+ * rank's values rounded to bfloat16 (to nearest, ties to even), gathered
+ * from every rank (MPI_Allgather), and added in float32 in rank order, so
+ * that every rank gets the same bits. Each value is off by at most 2^-9 of
+ * its magnitude before the sum. */
+int dp__dist_sum_grads_bf16(float *data, int64_t len);
+
+/* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN), and back. */
+static inline uint16_t dp__bf16_from_f32(float x)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {x};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((v.u >> 16) | 0x40u); /* quiet NaN */
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+static inline float dp__bf16_to_f32(uint16_t h)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)h << 16};
+    return v.f;
+}
 
 #endif

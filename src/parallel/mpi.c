@@ -215,6 +215,42 @@ int dp__dist_sum_grads(float *data, int64_t len)
     return 0;
 }
 
+int dp__dist_sum_grads_bf16(float *data, int64_t len)
+{
+    double t0 = MPI_Wtime();
+    /* Chunks small enough for an int count of every rank's part. */
+    int64_t most = DP_MIN(len, ((int64_t)1 << 30) / world_size);
+    uint16_t *mine = dp__malloc((size_t)most * sizeof *mine);
+    uint16_t *all = dp__malloc((size_t)most * (size_t)world_size * sizeof *all);
+    int rc = mine && all ? 0 : DP_ENOMEM;
+    for (int64_t off = 0; rc == 0 && off < len;) {
+        int chunk = (int)DP_MIN(len - off, most);
+        for (int i = 0; i < chunk; i++)
+            mine[i] = dp__bf16_from_f32(data[off + i]);
+        int e = MPI_Allgather(mine, chunk, MPI_UINT16_T, all, chunk, MPI_UINT16_T, comm_grad);
+        if (e != MPI_SUCCESS) {
+            rc = mpi_fail(e, "MPI_Allgather of the bf16 gradients");
+            break;
+        }
+        /* all[r * chunk + i]: rank r's value i. */
+        for (int i = 0; i < chunk; i++) {
+            float sum = dp__bf16_to_f32(all[i]);
+            for (int r = 1; r < world_size; r++)
+                sum += dp__bf16_to_f32(all[(size_t)r * (size_t)chunk + (size_t)i]);
+            data[off + i] = sum;
+        }
+        off += chunk;
+    }
+    dp__free(mine);
+    dp__free(all);
+    double dt = MPI_Wtime() - t0;
+    pthread_mutex_lock(&stats_mu);
+    comm_seconds += dt;
+    comm_calls++;
+    pthread_mutex_unlock(&stats_mu);
+    return rc;
+}
+
 #else /* no MPI in this build: one process */
 
 bool dp_dist_built(void)
@@ -296,6 +332,13 @@ int dp_dist_gather_u64(uint64_t v, uint64_t *all)
 
 /* One process: nothing to sum across (never called with one rank). */
 int dp__dist_sum_grads(float *data, int64_t len)
+{
+    (void)data;
+    (void)len;
+    return 0;
+}
+
+int dp__dist_sum_grads_bf16(float *data, int64_t len)
 {
     (void)data;
     (void)len;

@@ -34,6 +34,8 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     DP_TRY(dp_tensor_fill(t->correct, (float)correct0));
     DP_TRY(dp_loader_start_epoch(t->train_loader, epoch, first));
     double comm0 = dp_dist_comm_seconds(NULL);
+    dp_comm_stats cs0, cs1;
+    dp_data_parallel_comm_stats(t->dp, &cs0);
     double start = dp_time_seconds() - before;
     dp_batch b;
     int more, rc = 0;
@@ -100,6 +102,12 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     double comm = dp_dist_comm_seconds(NULL) - comm0;
     s->allreduce_ms = issued ? 1e3 * comm / (double)issued : 0.0;
     s->skipped_steps = skipped;
+    /* After dp_waitall above: every step's timestamps are in. */
+    dp_data_parallel_comm_stats(t->dp, &cs1);
+    int64_t cs_steps = cs1.steps - cs0.steps;
+    s->comm_ms = cs_steps ? 1e3 * (cs1.comm_seconds - cs0.comm_seconds) / (double)cs_steps : 0.0;
+    s->exposed_comm_ms =
+        cs_steps ? 1e3 * (cs1.exposed_seconds - cs0.exposed_seconds) / (double)cs_steps : 0.0;
     rc = dp__train_evaluate(t, &s->test_acc);
     s->peak_rss_mb = dp_peak_rss_mb();
     s->rss_mb = dp_rss_mb();

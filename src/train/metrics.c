@@ -160,6 +160,10 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
         fprintf(f, ", \"ranks\": %d", s->ranks);
         put_number(f, "allreduce_ms", "%.3f", s->allreduce_ms);
     }
+    if (s->comm_ms > 0) {
+        put_number(f, "comm_ms", "%.3f", s->comm_ms);
+        put_number(f, "exposed_comm_ms", "%.3f", s->exposed_comm_ms);
+    }
     fputs("}\n", f);
     /* The stream's error flag covers every fprintf above. */
     int failed = fflush(f) != 0 || ferror(f);

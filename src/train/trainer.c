@@ -54,11 +54,31 @@ void dp_train_options_default(dp_train_options *o)
     o->epochs = 10;
     o->shuffle = true;
     o->allreduce = DP_ALLREDUCE_AUTO;
+    o->bucket_mb = 25;
 }
 
 const char *dp__train_model_name(const dp_train_options *o)
 {
     return o->model_def ? o->model_def->name : o->model;
+}
+
+/* --verbose: the gradient buckets, in the order they are summed. */
+static void log_buckets(dp__trainer *t)
+{
+    dp_params_t *p = dp_model_params(t->model);
+    int nb = dp_data_parallel_bucket_count(t->dp);
+    if (nb == 0) {
+        DP_INFO("gradient buckets: none (one device, one rank: nothing to sum)");
+        return;
+    }
+    DP_INFO("gradient buckets: %d, summed in this order as the backward pass finishes them", nb);
+    for (int b = 0; b < nb; b++) {
+        int first, count;
+        int64_t bytes;
+        dp_data_parallel_bucket(t->dp, b, &first, &count, &bytes);
+        DP_INFO("  bucket %d: %d parameters, %s .. %s, %lld bytes", b, count,
+                dp_params_name(p, first + count - 1), dp_params_name(p, first), (long long)bytes);
+    }
 }
 
 /* --deterministic: the CPU device is reproducible as it is (see the top of
@@ -192,8 +212,12 @@ int dp__train_setup(dp__trainer *t)
      * opened (nccl across GPUs), which `algo` above could not know. */
     dp_data_parallel_options po = {.allreduce = o->allreduce,
                                    .sgd = {o->lr, o->momentum, o->weight_decay},
-                                   .sync_bn = o->sync_bn};
+                                   .sync_bn = o->sync_bn,
+                                   .bucket_mb = o->bucket_mb,
+                                   .grad_compress = (dp_grad_compress)o->grad_compress};
     DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
+    if (o->verbose && t->rank == 0)
+        log_buckets(t);
     DP_TRY(dp__train_setup_nonfinite_checks(t));
     if (o->resume_path)
         DP_TRY(dp__train_resume(t));

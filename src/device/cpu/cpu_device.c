@@ -68,6 +68,13 @@ static int cpu_open(dp_device_t *dev)
     return 0;
 }
 
+/* The communication path's worker: one OpenMP thread (dev->threads is 1),
+ * so that summing a bucket takes no core from the device's kernels. */
+static int cpu_open_comm(dp_device_t *comm)
+{
+    return dp__stream_init(&comm->stream, comm->name, worker_init, comm);
+}
+
 static void cpu_close(dp_device_t *dev)
 {
     dp__cpu *cpu = dev->impl;
@@ -186,6 +193,7 @@ const dp__device_ops dp__cpu_ops = {
     .kind = "cpu",
     .caps = DP_DEVICE_HOST_MEMORY | DP_DEVICE_DETERMINISTIC,
     .open = cpu_open,
+    .open_comm = cpu_open_comm,
     .close = cpu_close,
     .alloc = cpu_alloc,
     .free = cpu_free,
