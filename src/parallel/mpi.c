@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool dp_dist_launched(void)
 {
@@ -198,13 +199,34 @@ int dp_dist_gather_u64(uint64_t v, uint64_t *all)
 
 /* ---- the gradient sum across ranks -------------------------------------- */
 
+/* Waits for a nonblocking collective without spinning: Open MPI's TCP
+ * transport progresses only inside MPI calls, and a blocking MPI_Allreduce
+ * polls the sockets nonstop, taking the core that the device's worker needs
+ * for the backward pass the bucket overlaps. MPI_Test every 100 us keeps
+ * the transfer moving (the kernel's socket buffers carry it in between) and
+ * leaves the core to the kernels. */
+static int wait_request(MPI_Request *req)
+{
+    int done = 0;
+    for (;;) {
+        int e = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (e != MPI_SUCCESS || done)
+            return e;
+        struct timespec pause = {0, 100 * 1000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 int dp__dist_sum_grads(float *data, int64_t len)
 {
     double t0 = MPI_Wtime();
     for (int64_t off = 0; off < len;) {
         int chunk = (int)DP_MIN(len - off, (int64_t)1 << 30);
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad),
-                "MPI_Allreduce of the gradients");
+        MPI_Request req;
+        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad,
+                               &req),
+                "MPI_Iallreduce of the gradients");
+        MPI_TRY(wait_request(&req), "MPI_Iallreduce of the gradients");
         off += chunk;
     }
     double dt = MPI_Wtime() - t0;
@@ -227,7 +249,11 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
         int chunk = (int)DP_MIN(len - off, most);
         for (int i = 0; i < chunk; i++)
             mine[i] = dp__bf16_from_f32(data[off + i]);
-        int e = MPI_Allgather(mine, chunk, MPI_UINT16_T, all, chunk, MPI_UINT16_T, comm_grad);
+        MPI_Request req;
+        int e = MPI_Iallgather(mine, chunk, MPI_UINT16_T, all, chunk, MPI_UINT16_T, comm_grad,
+                               &req);
+        if (e == MPI_SUCCESS)
+            e = wait_request(&req);
         if (e != MPI_SUCCESS) {
             rc = mpi_fail(e, "MPI_Allgather of the bf16 gradients");
             break;
