@@ -73,6 +73,9 @@ expect_error "lr not a number" "--lr abc" -- "$bin" train --lr abc
 expect_error "unknown model" "--model nope.*unknown model" -- "$bin" train --model nope
 expect_error "unknown flag" "unknown option '--bogus'" -- "$bin" train --bogus
 expect_error "missing value" "--epochs needs a value" -- "$bin" train --epochs
+expect_error "negative bucket size" "--bucket-mb -1" -- "$bin" train --bucket-mb -1
+expect_error "bucket size not a number" "--bucket-mb big" -- "$bin" train --bucket-mb big
+expect_error "unknown compression" "--grad-compress fp8.*none or bf16" -- "$bin" train --grad-compress fp8
 expect_error "epochs 0" "--epochs 0" -- "$bin" train --epochs 0
 expect_error "bad plot name" "--plot x.jpg" -- "$bin" train --plot x.jpg
 expect_error "unknown command" "unknown command 'fly'" -- "$bin" fly
@@ -149,7 +152,8 @@ help=$("$bin" train --help)
 for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
             --seed --dataset --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
             --progress --allreduce --sync-bn --checkpoint --resume --init \
-            --on-checkpoint-error --skip-nonfinite --deterministic --no-tf32; do
+            --on-checkpoint-error --skip-nonfinite --deterministic --no-tf32 --bucket-mb \
+            --grad-compress --verbose --init-normal --init-xavier; do
   if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
     fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
 done

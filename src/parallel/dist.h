@@ -12,8 +12,8 @@ int dp__dist_sum_grads(float *data, int64_t len);
 /* The same sum with half the bytes on the wire (--grad-compress bf16): each
  * rank's values rounded to bfloat16 (to nearest, ties to even), gathered
  * from every rank (MPI_Allgather), and added in float32 in rank order, so
- * that every rank gets the same bits. Each value is off by at most 2^-9 of
- * its magnitude before the sum. */
+ * that every rank gets the same bits. Each value is off by at most 2^-8 of
+ * its magnitude (2^-8: 8 significant bits) before the sum. */
 int dp__dist_sum_grads_bf16(float *data, int64_t len);
 
 /* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN), and back. */
@@ -35,6 +35,18 @@ static inline float dp__bf16_to_f32(uint16_t h)
         float f;
     } v = {(uint32_t)h << 16};
     return v.f;
+}
+
+/* out[i] = the sum over r of all[r * count + i] (rank r's bfloat16 values),
+ * added in float32 in rank order: the same bits on every rank. */
+static inline void dp__bf16_sum_ranks(const uint16_t *all, int ranks, int64_t count, float *out)
+{
+    for (int64_t i = 0; i < count; i++) {
+        float sum = dp__bf16_to_f32(all[i]);
+        for (int r = 1; r < ranks; r++)
+            sum += dp__bf16_to_f32(all[(int64_t)r * count + i]);
+        out[i] = sum;
+    }
 }
 
 #endif

@@ -258,13 +258,7 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
             rc = mpi_fail(e, "MPI_Allgather of the bf16 gradients");
             break;
         }
-        /* all[r * chunk + i]: rank r's value i. */
-        for (int i = 0; i < chunk; i++) {
-            float sum = dp__bf16_to_f32(all[i]);
-            for (int r = 1; r < world_size; r++)
-                sum += dp__bf16_to_f32(all[(size_t)r * (size_t)chunk + (size_t)i]);
-            data[off + i] = sum;
-        }
+        dp__bf16_sum_ranks(all, world_size, chunk, data + off);
         off += chunk;
     }
     dp__free(mine);
