@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The mpirun found on PATH by mu_skip_without_mpi(). */
@@ -83,6 +84,13 @@ double mu_now(void);
  * goes to `log`, and is printed if it failed. */
 int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
            const char *const *extra, const char *log);
+
+/* How far the checkpoint `ck`'s weights have moved from the initial ones
+ * that dptrain draws for `model` with `seed` (the same dp_model_create a
+ * one-process run uses): max |ck - init| / max |ck| over all its
+ * parameters (not per tensor: the biases start at 0). A run that did not
+ * train gives 0. */
+double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
 
 /* The pid of MPI rank `rank` among the children of `parent` (mpirun), or
  * -1. */
