@@ -69,10 +69,9 @@ static void ranks_with_other_options_refused(void **state)
     const char *log = tu_tmp_path("log");
     static const struct {
         const char *flag, *rank0, *rank1;
-    } cases[] = {{"--lr", "0.1", "0.2"},
-                 {"--batch-size", "64", "32"},
-                 {"--momentum", "0.9", "0"},
-                 {"--limit-train", "128", "192"}};
+    } cases[] = {{"--lr", "0.1", "0.2"},     {"--batch-size", "64", "32"},
+                 {"--momentum", "0.9", "0"}, {"--limit-train", "128", "192"},
+                 {"--bucket-mb", "25", "1"}, {"--grad-compress", "none", "bf16"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {
             mu_mpirun,     "-np",          "1",           tu_dptrain,     SMALL_RUN,
