@@ -116,7 +116,12 @@ static void buckets_equal_one_allreduce(void **state)
  * the other ranks SIGCONT, SIGTERM, SIGKILL, odls_base_sigkill_timeout
  * (1 s by default) apart; rank 0, blocked in the allreduce of its step,
  * takes SIGTERM as a request to stop after that step, so SIGKILL ends it,
- * 2 s after. */
+ * 2 s after. The gradients go in 3 buckets (--bucket-mb 0.05), so rank 0
+ * is caught with buckets in flight wherever the kill lands: the first
+ * bucket of its step whose MPI_Iallreduce needs rank 1 never completes,
+ * its communication path tests it every 100 us while the backward pass
+ * goes on and queues the other buckets behind it, and the step waits for
+ * them all. */
 #define KILLED_RANK_ALL_GONE_S 5.0
 
 static void killed_rank_ends_all(void **state)
@@ -126,9 +131,9 @@ static void killed_rank_ends_all(void **state)
     char log[256];
     snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
     char np[] = "2";
-    const char *argv[] = {mu_mpirun, "-np",       np,  tu_dptrain,   "train", "--epochs",
-                          "5",       "--threads", "1", "--progress", "never", "--limit-test",
-                          "100",     NULL};
+    const char *argv[] = {mu_mpirun, "-np",         np,     tu_dptrain,   "train", "--epochs",
+                          "5",       "--threads",   "1",    "--progress", "never", "--limit-test",
+                          "100",     "--bucket-mb", "0.05", "--verbose",  NULL};
     pid_t pid = mu_start(argv, log);
     /* Both ranks training: wait for both, then a little longer. */
     pid_t victim = -1, other = -1;
@@ -154,6 +159,8 @@ static void killed_rank_ends_all(void **state)
     assert_true(rank0_gone);
     assert_true(rc > 0); /* -1: still running 30 s after rank 0 */
     assert_non_null(strstr(out, "rank 1"));
+    /* Rank 0 had set its buckets up (--verbose) before the kill. */
+    assert_int_equal(mu_count(out, ":   bucket "), 3);
     if (!(took <= KILLED_RANK_ALL_GONE_S))
         fail_msg("all ranks gone %.2f s after the SIGKILL; at most %.0f s expected", took,
                  KILLED_RANK_ALL_GONE_S);
