@@ -216,6 +216,32 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
     return scale > 0 ? d / scale : 0;
 }
 
+double mu_max_param_diff(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    double d = 0, scale = 0;
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0)
+            continue;
+        if (dp_safetensors_find(fb, ta.name, &tb) != 0)
+            fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
+        assert_int_equal(ta.bytes, tb.bytes);
+        const float *x = ta.data, *y = tb.data;
+        for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
+            d = fmax(d, fabs((double)x[k] - y[k]));
+            scale = fmax(scale, fabs((double)y[k]));
+        }
+    }
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+    return scale > 0 ? d / scale : 0;
+}
+
 pid_t mu_find_rank(pid_t parent, int rank)
 {
     DIR *d = opendir("/proc");

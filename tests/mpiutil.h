@@ -92,6 +92,12 @@ int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
  * train gives 0. */
 double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
 
+/* max |a - b| / max |b| over all the parameters of two checkpoints
+ * together (the float tensors but the optimizer's "_state."), not per
+ * tensor as tu_max_rel_diff: a bias that started at 0 and is still small
+ * weighs as much as the largest weight. */
+double mu_max_param_diff(const char *a, const char *b);
+
 /* The pid of MPI rank `rank` among the children of `parent` (mpirun), or
  * -1. */
 pid_t mu_find_rank(pid_t parent, int rank);

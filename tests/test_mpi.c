@@ -321,12 +321,13 @@ static void two_network_namespaces(void **state)
         tu_skip("two network namespaces joined by a veth pair cannot be made here (needs root "
                 "with CAP_SYS_ADMIN and CAP_NET_ADMIN, and iproute2)");
     }
-    char agent[256], hosts[256], log[256], one[256], two[256];
+    char agent[256], hosts[256], log[256], one[256], two[256], bf16[256];
     snprintf(agent, sizeof agent, "%s", tu_tmp_path("netns-rsh"));
     snprintf(hosts, sizeof hosts, "%s", tu_tmp_path("hosts"));
     snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
     snprintf(one, sizeof one, "%s", tu_tmp_path("one.safetensors"));
     snprintf(two, sizeof two, "%s", tu_tmp_path("two.safetensors"));
+    snprintf(bf16, sizeof bf16, "%s", tu_tmp_path("bf16.safetensors"));
     FILE *f = fopen(agent, "w");
     assert_non_null(f);
     fprintf(f,
@@ -365,28 +366,57 @@ static void two_network_namespaces(void **state)
     }
 
     rc = mu_run(0, "1", one, NULL, NULL, log);
-    long long before = tx_bytes(a, va);
-    /* (No leak checks in the ranks under AddressSanitizer: see mu_start().) */
-    if (rc == 0)
+    /* The same 2-rank run twice: float32 gradients, then bfloat16. */
+    static const char *const compress[] = {"none", "bf16"};
+    const char *ck[] = {two, bf16};
+    long long sent[2] = {-1, -1};
+    for (int c = 0; c < 2 && rc == 0; c++) {
+        long long before = tx_bytes(a, va);
+        /* (No leak checks in the ranks under AddressSanitizer: see mu_start().) */
         rc = mu_sh("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 120 %s "
                    "%s train --epochs 1 --limit-train 1217 --limit-test 500 --batch-size 64 "
                    "--lr 0.1 --momentum 0.9 --threads 1 --seed 3 --progress never --devices 1 "
-                   "--checkpoint %s > %s 2>&1",
-                   mpi, tu_dptrain, two, log);
-    long long sent = tx_bytes(a, va) - before;
+                   "--grad-compress %s --checkpoint %s > %s 2>&1",
+                   mpi, tu_dptrain, compress[c], ck[c], log);
+        sent[c] = tx_bytes(a, va) - before;
+        char *out = mu_slurp(log);
+        printf("ranks in namespaces %s (%s.1) and %s (%s.2), --grad-compress %s: exit %d, %lld "
+               "bytes sent over the veth pair; it said:\n%s",
+               a, net, b, net, compress[c], rc, sent[c], out);
+        free(out);
+    }
     mu_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", a, b);
-    char *out = mu_slurp(log);
-    printf("ranks in namespaces %s (%s.1) and %s (%s.2): exit %d, %lld bytes sent over the veth "
-           "pair; it said:\n%s",
-           a, net, b, net, rc, sent, out);
-    free(out);
     assert_int_equal(rc, 0);
     double d = tu_max_rel_diff(two, one);
     printf("2 ranks over TCP vs 1 process: max |difference| / max |param| = %.3g\n", d);
     mu_assert_at_most(d, MU_VS_ONE_PROCESS);
     /* 20 allreduces of LeNet's 129068 gradients crossed the veth: with 2
      * ranks any allreduce sends at least the whole buffer. */
-    assert_true(sent >= 20LL * 129068 * 4);
+    assert_true(sent[0] >= 20LL * 129068 * 4);
+
+    /* bf16: each rank sends its 129068 gradients as 2 bytes each (an
+     * allgather of 2 ranks) where the float32 allreduce sends 4: half, and
+     * a little more for Open MPI's own messages. At least rank 0's share
+     * must have crossed. */
+    double ratio = (double)sent[1] / (double)sent[0];
+    printf("--grad-compress bf16 sent %lld bytes, float32 %lld: %.3f of them\n", sent[1], sent[0],
+           ratio);
+    assert_true(sent[1] >= 20LL * 129068 * 2);
+    mu_assert_at_most(ratio, 0.6);
+    /* Each rank's gradient rounded to bfloat16 (8 bits of mantissa: a
+     * relative error of at most 2^-9 = 2e-3 per element) changes each
+     * step's update by about that fraction, so the weights, which these 20
+     * steps move by about the largest one's size (mu_moved_from_init: 1),
+     * stay within 1e-2 of the float32 run's (measured 3e-3: the two ranks'
+     * rounded gradients partly cancel, and what the errors change in the
+     * steps after compounds). Over all parameters together: per tensor
+     * (printed too), a bias that started at 0 and is still 1/10 of the
+     * largest weight shows the same difference 10x. */
+    double dbf = mu_max_param_diff(bf16, two), per_tensor = tu_max_rel_diff(bf16, two);
+    printf("2 ranks over TCP, bf16 vs float32 gradients: max |difference| / max |param| = %.3g "
+           "(per tensor, the largest: %.3g)\n",
+           dbf, per_tensor);
+    mu_assert_at_most(dbf, 1e-2);
 }
 
 int main(int argc, char **argv)
