@@ -127,6 +127,19 @@ double mu_json_number(const char *path, const char *key)
     return v;
 }
 
+double mu_json_nth(const char *path, const char *key, int n)
+{
+    char *s = mu_slurp(path);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(s, pat);
+    for (int i = 0; p && i < n; i++)
+        p = strstr(p + strlen(pat), pat);
+    double v = p ? atof(p + strlen(pat)) : NAN;
+    free(s);
+    return v;
+}
+
 int mu_sh(const char *fmt, ...)
 {
     char cmd[4096];

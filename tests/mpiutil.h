@@ -66,6 +66,9 @@ int mu_count(const char *s, const char *needle);
 /* The number after "KEY": in the file's first line that has it; NaN if
  * none does. */
 double mu_json_number(const char *path, const char *key);
+/* The number after "KEY": at its (n+1)-th occurrence in the file (n from
+ * 0): in a --metrics file, epoch n + 1's; NaN if there are fewer. */
+double mu_json_nth(const char *path, const char *key, int n);
 /* A shell command (printf-style); its exit status, -1 if it did not exit. */
 int mu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Seconds on a monotonic clock. */
