@@ -1,6 +1,9 @@
 /* Helpers of the tests that run dptrain under mpirun: see mpiutil.h. */
 #include "mpiutil.h"
 
+#include "dp/dp.h"
+#include "dp/safetensors.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -124,6 +127,19 @@ double mu_json_number(const char *path, const char *key)
     return v;
 }
 
+double mu_json_nth(const char *path, const char *key, int n)
+{
+    char *s = mu_slurp(path);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(s, pat);
+    for (int i = 0; p && i < n; i++)
+        p = strstr(p + strlen(pat), pat);
+    double v = p ? atof(p + strlen(pat)) : NAN;
+    free(s);
+    return v;
+}
+
 int mu_sh(const char *fmt, ...)
 {
     char cmd[4096];
@@ -177,6 +193,66 @@ int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
         free(s);
     }
     return rc;
+}
+
+double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
+{
+    dp_device_t *dev;
+    dp_model_t *m;
+    dp_safetensors_t *f;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    assert_int_equal(dp_model_create(&m, model, dev, seed), 0);
+    assert_int_equal(dp_safetensors_open(&f, ck), 0);
+    dp_params_t *p = dp_model_params(m);
+    double d = 0, scale = 0;
+    for (int i = 0; i < dp_params_count(p); i++) {
+        dp_tensor_t *t = dp_params_get(p, i);
+        int64_t n = dp_tensor_numel(t);
+        float *init = malloc((size_t)n * sizeof *init);
+        assert_non_null(init);
+        assert_int_equal(dp_tensor_to_host(t, init, (size_t)n * sizeof *init), 0);
+        dp_st_tensor st;
+        if (dp_safetensors_find(f, dp_params_name(p, i), &st) != 0)
+            fail_msg("parameter '%s' is missing in %s", dp_params_name(p, i), ck);
+        assert_int_equal(st.dtype, DP_ST_F32);
+        assert_int_equal(st.bytes, (size_t)n * sizeof(float));
+        const float *w = st.data;
+        for (int64_t k = 0; k < n; k++) {
+            d = fmax(d, fabs((double)w[k] - init[k]));
+            scale = fmax(scale, fabs((double)w[k]));
+        }
+        free(init);
+    }
+    dp_safetensors_close(f);
+    dp_model_close(m);
+    dp_device_close(dev);
+    return scale > 0 ? d / scale : 0;
+}
+
+double mu_max_param_diff(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    double d = 0, scale = 0;
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0)
+            continue;
+        if (dp_safetensors_find(fb, ta.name, &tb) != 0)
+            fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
+        assert_int_equal(ta.bytes, tb.bytes);
+        const float *x = ta.data, *y = tb.data;
+        for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
+            d = fmax(d, fabs((double)x[k] - y[k]));
+            scale = fmax(scale, fabs((double)y[k]));
+        }
+    }
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+    return scale > 0 ? d / scale : 0;
 }
 
 pid_t mu_find_rank(pid_t parent, int rank)

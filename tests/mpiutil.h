@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The mpirun found on PATH by mu_skip_without_mpi(). */
@@ -65,6 +66,9 @@ int mu_count(const char *s, const char *needle);
 /* The number after "KEY": in the file's first line that has it; NaN if
  * none does. */
 double mu_json_number(const char *path, const char *key);
+/* The number after "KEY": at its (n+1)-th occurrence in the file (n from
+ * 0): in a --metrics file, epoch n + 1's; NaN if there are fewer. */
+double mu_json_nth(const char *path, const char *key, int n);
 /* A shell command (printf-style); its exit status, -1 if it did not exit. */
 int mu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Seconds on a monotonic clock. */
@@ -83,6 +87,19 @@ double mu_now(void);
  * goes to `log`, and is printed if it failed. */
 int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
            const char *const *extra, const char *log);
+
+/* How far the checkpoint `ck`'s weights have moved from the initial ones
+ * that dptrain draws for `model` with `seed` (the same dp_model_create a
+ * one-process run uses): max |ck - init| / max |ck| over all its
+ * parameters (not per tensor: the biases start at 0). A run that did not
+ * train gives 0. */
+double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
+
+/* max |a - b| / max |b| over all the parameters of two checkpoints
+ * together (the float tensors but the optimizer's "_state."), not per
+ * tensor as tu_max_rel_diff: a bias that started at 0 and is still small
+ * weighs as much as the largest weight. */
+double mu_max_param_diff(const char *a, const char *b);
 
 /* The pid of MPI rank `rank` among the children of `parent` (mpirun), or
  * -1. */

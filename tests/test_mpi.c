@@ -67,12 +67,61 @@ static void ranks_equal_one_process(void **state)
     free(out3);
 }
 
+/* Gradient buckets across ranks: 2 ranks summing LeNet's gradients in 3
+ * buckets (--bucket-mb 0.05: 415272, 100200 and 800 bytes), each bucket's
+ * MPI_Iallreduce started while the backward pass goes on, end with the
+ * very weights and momentum of one allreduce after the backward pass
+ * (--bucket-mb 0): every element is summed over the same 2 ranks in the
+ * same order either way, so the checkpoints' tensors are compared to the
+ * byte. The weights must have moved from the seed's initial ones, or the
+ * equality would prove nothing (after these 20 steps the largest parameter
+ * is a bias that started at 0: moved by 1; 1 step moves them by 0.13). */
+static void buckets_equal_one_allreduce(void **state)
+{
+    (void)state;
+    mu_skip_without_mpi();
+    char log[256], one[256], many[256], m_one[256], m_many[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    snprintf(one, sizeof one, "%s", tu_tmp_path("one.safetensors"));
+    snprintf(many, sizeof many, "%s", tu_tmp_path("many.safetensors"));
+    snprintf(m_one, sizeof m_one, "%s", tu_tmp_path("one.jsonl"));
+    snprintf(m_many, sizeof m_many, "%s", tu_tmp_path("many.jsonl"));
+    const char *unbucketed[] = {"--bucket-mb", "0", "--verbose", NULL};
+    assert_int_equal(mu_run(2, "1", one, m_one, unbucketed, log), 0);
+    char *out = mu_slurp(log);
+    int buckets_one = mu_count(out, ":   bucket ");
+    free(out);
+    const char *bucketed[] = {"--bucket-mb", "0.05", "--verbose", NULL};
+    assert_int_equal(mu_run(2, "1", many, m_many, bucketed, log), 0);
+    out = mu_slurp(log);
+    int buckets_many = mu_count(out, ":   bucket ");
+    printf("--bucket-mb 0.05 on 2 ranks said:\n%s", out);
+    free(out);
+    double moved = mu_moved_from_init(many, "lenet", 3);
+    double loss_one = mu_json_number(m_one, "train_loss"),
+           loss_many = mu_json_number(m_many, "train_loss");
+    printf("2 ranks, 20 steps: --bucket-mb 0: %d bucket(s), train loss %.6f; --bucket-mb 0.05: "
+           "%d buckets, train loss %.6f; weights moved from the initial ones by max |difference| "
+           "/ max |param| = %.3g\n",
+           buckets_one, loss_one, buckets_many, loss_many, moved);
+    assert_int_equal(buckets_one, 1);
+    assert_int_equal(buckets_many, 3);
+    assert_true(moved > 1e-2);
+    tu_assert_same_tensors(many, one);
+    assert_true(loss_one == loss_many);
+}
+
 /* The README's "all gone 2 s later": from rank 1's SIGKILL until rank 0
  * and mpirun have both ended. mpirun sees rank 1 die at once and signals
  * the other ranks SIGCONT, SIGTERM, SIGKILL, odls_base_sigkill_timeout
  * (1 s by default) apart; rank 0, blocked in the allreduce of its step,
  * takes SIGTERM as a request to stop after that step, so SIGKILL ends it,
- * 2 s after. */
+ * 2 s after. The gradients go in 3 buckets (--bucket-mb 0.05), so rank 0
+ * is caught with buckets in flight wherever the kill lands: the first
+ * bucket of its step whose MPI_Iallreduce needs rank 1 never completes,
+ * its communication path tests it every 100 us while the backward pass
+ * goes on and queues the other buckets behind it, and the step waits for
+ * them all. */
 #define KILLED_RANK_ALL_GONE_S 5.0
 
 static void killed_rank_ends_all(void **state)
@@ -82,9 +131,9 @@ static void killed_rank_ends_all(void **state)
     char log[256];
     snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
     char np[] = "2";
-    const char *argv[] = {mu_mpirun, "-np",       np,  tu_dptrain,   "train", "--epochs",
-                          "5",       "--threads", "1", "--progress", "never", "--limit-test",
-                          "100",     NULL};
+    const char *argv[] = {mu_mpirun, "-np",         np,     tu_dptrain,   "train", "--epochs",
+                          "5",       "--threads",   "1",    "--progress", "never", "--limit-test",
+                          "100",     "--bucket-mb", "0.05", "--verbose",  NULL};
     pid_t pid = mu_start(argv, log);
     /* Both ranks training: wait for both, then a little longer. */
     pid_t victim = -1, other = -1;
@@ -110,6 +159,8 @@ static void killed_rank_ends_all(void **state)
     assert_true(rank0_gone);
     assert_true(rc > 0); /* -1: still running 30 s after rank 0 */
     assert_non_null(strstr(out, "rank 1"));
+    /* Rank 0 had set its buckets up (--verbose) before the kill. */
+    assert_int_equal(mu_count(out, ":   bucket "), 3);
     if (!(took <= KILLED_RANK_ALL_GONE_S))
         fail_msg("all ranks gone %.2f s after the SIGKILL; at most %.0f s expected", took,
                  KILLED_RANK_ALL_GONE_S);
@@ -270,12 +321,13 @@ static void two_network_namespaces(void **state)
         tu_skip("two network namespaces joined by a veth pair cannot be made here (needs root "
                 "with CAP_SYS_ADMIN and CAP_NET_ADMIN, and iproute2)");
     }
-    char agent[256], hosts[256], log[256], one[256], two[256];
+    char agent[256], hosts[256], log[256], one[256], two[256], bf16[256];
     snprintf(agent, sizeof agent, "%s", tu_tmp_path("netns-rsh"));
     snprintf(hosts, sizeof hosts, "%s", tu_tmp_path("hosts"));
     snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
     snprintf(one, sizeof one, "%s", tu_tmp_path("one.safetensors"));
     snprintf(two, sizeof two, "%s", tu_tmp_path("two.safetensors"));
+    snprintf(bf16, sizeof bf16, "%s", tu_tmp_path("bf16.safetensors"));
     FILE *f = fopen(agent, "w");
     assert_non_null(f);
     fprintf(f,
@@ -314,34 +366,64 @@ static void two_network_namespaces(void **state)
     }
 
     rc = mu_run(0, "1", one, NULL, NULL, log);
-    long long before = tx_bytes(a, va);
-    /* (No leak checks in the ranks under AddressSanitizer: see mu_start().) */
-    if (rc == 0)
+    /* The same 2-rank run twice: float32 gradients, then bfloat16. */
+    static const char *const compress[] = {"none", "bf16"};
+    const char *ck[] = {two, bf16};
+    long long sent[2] = {-1, -1};
+    for (int c = 0; c < 2 && rc == 0; c++) {
+        long long before = tx_bytes(a, va);
+        /* (No leak checks in the ranks under AddressSanitizer: see mu_start().) */
         rc = mu_sh("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 120 %s "
                    "%s train --epochs 1 --limit-train 1217 --limit-test 500 --batch-size 64 "
                    "--lr 0.1 --momentum 0.9 --threads 1 --seed 3 --progress never --devices 1 "
-                   "--checkpoint %s > %s 2>&1",
-                   mpi, tu_dptrain, two, log);
-    long long sent = tx_bytes(a, va) - before;
+                   "--grad-compress %s --checkpoint %s > %s 2>&1",
+                   mpi, tu_dptrain, compress[c], ck[c], log);
+        sent[c] = tx_bytes(a, va) - before;
+        char *out = mu_slurp(log);
+        printf("ranks in namespaces %s (%s.1) and %s (%s.2), --grad-compress %s: exit %d, %lld "
+               "bytes sent over the veth pair; it said:\n%s",
+               a, net, b, net, compress[c], rc, sent[c], out);
+        free(out);
+    }
     mu_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", a, b);
-    char *out = mu_slurp(log);
-    printf("ranks in namespaces %s (%s.1) and %s (%s.2): exit %d, %lld bytes sent over the veth "
-           "pair; it said:\n%s",
-           a, net, b, net, rc, sent, out);
-    free(out);
     assert_int_equal(rc, 0);
     double d = tu_max_rel_diff(two, one);
     printf("2 ranks over TCP vs 1 process: max |difference| / max |param| = %.3g\n", d);
     mu_assert_at_most(d, MU_VS_ONE_PROCESS);
     /* 20 allreduces of LeNet's 129068 gradients crossed the veth: with 2
      * ranks any allreduce sends at least the whole buffer. */
-    assert_true(sent >= 20LL * 129068 * 4);
+    assert_true(sent[0] >= 20LL * 129068 * 4);
+
+    /* bf16: each rank sends its 129068 gradients as 2 bytes each (an
+     * allgather of 2 ranks) where the float32 allreduce sends 4: half, and
+     * a little more for Open MPI's own messages. At least rank 0's share
+     * must have crossed. */
+    double ratio = (double)sent[1] / (double)sent[0];
+    printf("--grad-compress bf16 sent %lld bytes, float32 %lld: %.3f of them\n", sent[1], sent[0],
+           ratio);
+    assert_true(sent[1] >= 20LL * 129068 * 2);
+    mu_assert_at_most(ratio, 0.6);
+    /* Each rank's gradient rounded to bfloat16 (8 bits of mantissa: a
+     * relative error of at most 2^-9 = 2e-3 per element) changes each
+     * step's update by about that fraction, so the weights, which these 20
+     * steps move by about the largest one's size (mu_moved_from_init: 1),
+     * stay within 1e-2 of the float32 run's (measured 3e-3: the two ranks'
+     * rounded gradients partly cancel, and what the errors change in the
+     * steps after compounds). Over all parameters together: per tensor
+     * (printed too), a bias that started at 0 and is still 1/10 of the
+     * largest weight shows the same difference 10x. */
+    double dbf = mu_max_param_diff(bf16, two), per_tensor = tu_max_rel_diff(bf16, two);
+    printf("2 ranks over TCP, bf16 vs float32 gradients: max |difference| / max |param| = %.3g "
+           "(per tensor, the largest: %.3g)\n",
+           dbf, per_tensor);
+    mu_assert_at_most(dbf, 1e-2);
 }
 
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(ranks_equal_one_process, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(buckets_equal_one_allreduce, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(killed_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(failing_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(sigterm_checkpoints_all_ranks, tu_setup_tmp,
