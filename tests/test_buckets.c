@@ -66,7 +66,8 @@ static float *train(int n, dp_allreduce_algo algo, double bucket_mb, int *bucket
     float *p0 = malloc((size_t)*numel * sizeof *p0), *pk = malloc((size_t)*numel * sizeof *pk);
     assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
     for (int k = 1; k < n; k++) {
-        assert_int_equal(dp_params_get_all(dp_model_params(dp_data_parallel_replica(dp, k)), pk), 0);
+        assert_int_equal(dp_params_get_all(dp_model_params(dp_data_parallel_replica(dp, k)), pk),
+                         0);
         assert_memory_equal(p0, pk, (size_t)*numel * sizeof *pk);
     }
     free(pk);
@@ -204,8 +205,8 @@ static void comm_stats_counted(void **state)
     int64_t numel;
     dp_comm_stats st;
     free(train(2, DP_ALLREDUCE_RING, 0.05, &nb, &st, &numel));
-    printf("2 devices: %lld steps, comm %.3f ms/step, exposed %.3f ms/step\n",
-           (long long)st.steps, 1e3 * st.comm_seconds / STEPS, 1e3 * st.exposed_seconds / STEPS);
+    printf("2 devices: %lld steps, comm %.3f ms/step, exposed %.3f ms/step\n", (long long)st.steps,
+           1e3 * st.comm_seconds / STEPS, 1e3 * st.exposed_seconds / STEPS);
     assert_int_equal(st.steps, STEPS);
     assert_true(st.comm_seconds > 0);
     assert_true(st.exposed_seconds >= 0);
@@ -312,12 +313,9 @@ static void bad_options_refused(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bucketed_equals_unbucketed),
-        cmocka_unit_test(bucket_layout),
-        cmocka_unit_test(comm_stats_counted),
-        cmocka_unit_test(bf16_rounding),
-        cmocka_unit_test(bf16_sum_bounded),
-        cmocka_unit_test(bad_options_refused),
+        cmocka_unit_test(bucketed_equals_unbucketed), cmocka_unit_test(bucket_layout),
+        cmocka_unit_test(comm_stats_counted),         cmocka_unit_test(bf16_rounding),
+        cmocka_unit_test(bf16_sum_bounded),           cmocka_unit_test(bad_options_refused),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }

@@ -145,11 +145,11 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             continue;
         }
         static const char *const with_value[] = {
-            "--model",       "--devices",    "--threads",  "--batch-size",
-            "--lr",          "--epochs",     "--seed",     "--data",
-            "--metrics",     "--plot",       "--momentum", "--weight-decay",
-            "--limit-train", "--limit-test", "--progress", "--allreduce",
-            "--checkpoint",  "--resume",     "--init",     "--on-checkpoint-error",
+            "--model",       "--devices",     "--threads",   "--batch-size",
+            "--lr",          "--epochs",      "--seed",      "--data",
+            "--metrics",     "--plot",        "--momentum",  "--weight-decay",
+            "--limit-train", "--limit-test",  "--progress",  "--allreduce",
+            "--checkpoint",  "--resume",      "--init",      "--on-checkpoint-error",
             "--dataset",     "--init-normal", "--bucket-mb", "--grad-compress"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,

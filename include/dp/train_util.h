@@ -22,11 +22,11 @@ typedef struct dp_epoch_stats {
     const char *devices;       /* "[cpu:0, cpu:1]" */
     int64_t batch_size;
     double lr;
-    double peak_rss_mb;        /* peak resident memory so far; < 0 = unknown */
-    int ranks;                 /* MPI ranks (mpirun); 0 or 1: one process */
-    double allreduce_ms;       /* with ranks > 1: mean time per step in MPI_Allreduce */
-    double rss_mb;             /* resident memory at the end of the epoch; <= 0 = unknown */
-    int64_t skipped_steps;     /* steps dropped for a non-finite gradient */
+    double peak_rss_mb;    /* peak resident memory so far; < 0 = unknown */
+    int ranks;             /* MPI ranks (mpirun); 0 or 1: one process */
+    double allreduce_ms;   /* with ranks > 1: mean time per step in MPI's gradient sums */
+    double rss_mb;         /* resident memory at the end of the epoch; <= 0 = unknown */
+    int64_t skipped_steps; /* steps dropped for a non-finite gradient */
     /* With several devices or ranks, per step (dp_comm_stats): the time in
      * the gradient collectives, and how much of it the update waited for
      * after the backward pass (the part the buckets did not hide). */

@@ -76,8 +76,7 @@ dp_device_t *dp__comm_path(dp_device_t *dev);
 /* A 1-D view of base's floats [off, off + n) whose commands go to `on`
  * (base's device or its path); freed with dp_tensor_free, which leaves the
  * memory to base. */
-int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n,
-                   dp_device_t *on);
+int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n, dp_device_t *on);
 /* The point in their device's stream after the last command that wrote any
  * of ts[0..n) (NULL entries skipped; all on one device). */
 dp_event dp__written_event(dp_tensor_t *const *ts, int n);

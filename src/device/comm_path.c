@@ -66,7 +66,8 @@ int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n,
 {
     if (base->dtype != DP_F32 || off < 0 || n < 1 || off + n > dp__numel(base->ndim, base->shape)) {
         DP_ERROR("range view: [%lld, %lld) is not inside a float tensor of %lld elements",
-                 (long long)off, (long long)(off + n), (long long)dp__numel(base->ndim, base->shape));
+                 (long long)off, (long long)(off + n),
+                 (long long)dp__numel(base->ndim, base->shape));
         return DP_EINVAL;
     }
     if (on != base->dev && on->comm_of != base->dev) {

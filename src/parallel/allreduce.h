@@ -37,8 +37,7 @@ typedef int (*dp__allreduce_fn)(dp_tensor_t *const *bufs, int n, int64_t len,
                                 const dp__allreduce_how *how);
 
 int dp__allreduce_ring(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how);
-int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len,
-                        const dp__allreduce_how *how);
+int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how);
 int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how);
 int dp__allreduce_nccl(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how);
 

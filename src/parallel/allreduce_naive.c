@@ -35,8 +35,7 @@ int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len)
     return 0;
 }
 
-int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len,
-                        const dp__allreduce_how *how)
+int dp__allreduce_naive(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how)
 {
     (void)how;
     if (n < 2)

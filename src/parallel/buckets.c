@@ -22,8 +22,8 @@
 #include <pthread.h>
 
 typedef struct bucket {
-    int first, count;   /* parameters [first, first + count) */
-    int64_t off, len;   /* floats [off, off + len) of the gradient buffer */
+    int first, count; /* parameters [first, first + count) */
+    int64_t off, len; /* floats [off, off + len) of the gradient buffer */
 } bucket;
 
 struct dp__buckets {

@@ -223,9 +223,9 @@ int dp__dist_sum_grads(float *data, int64_t len)
     for (int64_t off = 0; off < len;) {
         int chunk = (int)DP_MIN(len - off, (int64_t)1 << 30);
         MPI_Request req;
-        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad,
-                               &req),
-                "MPI_Iallreduce of the gradients");
+        MPI_TRY(
+            MPI_Iallreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad, &req),
+            "MPI_Iallreduce of the gradients");
         MPI_TRY(wait_request(&req), "MPI_Iallreduce of the gradients");
         off += chunk;
     }
@@ -250,8 +250,8 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
         for (int i = 0; i < chunk; i++)
             mine[i] = dp__bf16_from_f32(data[off + i]);
         MPI_Request req;
-        int e = MPI_Iallgather(mine, chunk, MPI_UINT16_T, all, chunk, MPI_UINT16_T, comm_grad,
-                               &req);
+        int e =
+            MPI_Iallgather(mine, chunk, MPI_UINT16_T, all, chunk, MPI_UINT16_T, comm_grad, &req);
         if (e == MPI_SUCCESS)
             e = wait_request(&req);
         if (e != MPI_SUCCESS) {

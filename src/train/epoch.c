@@ -98,7 +98,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     s->batch_size = o->batch_size;
     s->lr = o->lr;
     s->ranks = t->ranks;
-    /* Time inside MPI_Allreduce, waiting for the slowest rank included. */
+    /* Time inside MPI's gradient sums, waiting for the slowest rank included. */
     double comm = dp_dist_comm_seconds(NULL) - comm0;
     s->allreduce_ms = issued ? 1e3 * comm / (double)issued : 0.0;
     s->skipped_steps = skipped;
