@@ -13,16 +13,6 @@
 
 enum { STEPS = 6, BATCH = 48 };
 
-static void open_devices(dp_device_t **devs, int n)
-{
-    char spec[64] = "";
-    int got;
-    for (int k = 0; k < n; k++)
-        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%scpu:%d", k ? "," : "", k);
-    assert_int_equal(dp_devices_open(devs, &got, spec, 1), 0);
-    assert_int_equal(got, n);
-}
-
 /* STEPS batches of 28x28 images in [0, 1) and labels 0..9, the same on
  * every call. */
 static void make_data(float **images, int32_t **labels)
@@ -47,7 +37,7 @@ static float *train(int n, dp_allreduce_algo algo, double bucket_mb, int *bucket
     int32_t *labels;
     make_data(&images, &labels);
     dp_device_t *devs[3];
-    open_devices(devs, n);
+    tu_open_cpu_devices(devs, n);
     dp_model_t *model;
     assert_int_equal(dp_model_create(&model, "lenet", devs[0], 5), 0);
     dp_data_parallel_t *dp;
@@ -138,7 +128,7 @@ static void bucket_layout(void **state)
 {
     (void)state;
     dp_device_t *devs[2];
-    open_devices(devs, 2);
+    tu_open_cpu_devices(devs, 2);
     dp_model_t *model;
     assert_int_equal(dp_model_create(&model, "lenet", devs[0], 1), 0);
     dp_data_parallel_t *dp;
@@ -289,7 +279,7 @@ static void bad_options_refused(void **state)
     (void)state;
     tu_quiet_log();
     dp_device_t *devs[2];
-    open_devices(devs, 2);
+    tu_open_cpu_devices(devs, 2);
     dp_model_t *model;
     assert_int_equal(dp_model_create(&model, "lenet", devs[0], 1), 0);
     dp_data_parallel_t *dp;

@@ -76,21 +76,11 @@ static void chunk_sizes_match_torch(void **state)
 }
 
 /* n CPU devices ("N" would mean GPUs on a machine with N of them). */
-static void open_devices(dp_device_t **devs, int n)
-{
-    char spec[64] = "";
-    int got;
-    for (int k = 0; k < n; k++)
-        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%scpu:%d", k ? "," : "", k);
-    assert_int_equal(dp_devices_open(devs, &got, spec, 1), 0);
-    assert_int_equal(got, n);
-}
-
 static void scatter_gather_roundtrip(void **state)
 {
     (void)state;
     dp_device_t *devs[3];
-    open_devices(devs, 3);
+    tu_open_cpu_devices(devs, 3);
     float v[7 * 3];
     for (int i = 0; i < 21; i++)
         v[i] = (float)i;
@@ -149,7 +139,7 @@ static void scatter_gather_roundtrip(void **state)
 static void check_allreduce(int n, int64_t len, dp_allreduce_algo algo, int rounds)
 {
     dp_device_t *devs[8];
-    open_devices(devs, n);
+    tu_open_cpu_devices(devs, n);
     dp_tensor_t *bufs[8];
     float *host = malloc((size_t)len * sizeof *host);
     for (int k = 0; k < n; k++) {
@@ -204,7 +194,7 @@ static void allreduce_algorithm_table(void **state)
     assert_string_equal(dp_allreduce_algo_name((dp_allreduce_algo)7), "?");
     tu_quiet_log();
     dp_device_t *devs[2];
-    open_devices(devs, 2);
+    tu_open_cpu_devices(devs, 2);
     dp_tensor_t *bufs[2];
     int64_t len = 3;
     for (int k = 0; k < 2; k++)
@@ -226,7 +216,7 @@ static void allreduce_regression_d2l_rebinding(void **state)
     (void)state;
     for (int algo = 0; algo < 2; algo++) {
         dp_device_t *devs[2];
-        open_devices(devs, 2);
+        tu_open_cpu_devices(devs, 2);
         dp_tensor_t *data[2];
         int64_t shape[2] = {1, 2};
         for (int i = 0; i < 2; i++) {
@@ -250,7 +240,7 @@ static void allreduce_rejects_bad_input(void **state)
     (void)state;
     tu_quiet_log();
     dp_device_t *devs[2];
-    open_devices(devs, 2);
+    tu_open_cpu_devices(devs, 2);
     dp_tensor_t *a, *b, *c;
     int64_t three = 3, four = 4;
     assert_int_equal(dp_tensor_new(&a, devs[0], DP_F32, 1, &three), 0);
@@ -277,7 +267,7 @@ enum { STEPS = 20, BATCH = 64 };
 static float *train_lenet(const dp_dataset *ds, int n, dp_allreduce_algo algo, int64_t *numel)
 {
     dp_device_t *devs[3];
-    open_devices(devs, n);
+    tu_open_cpu_devices(devs, n);
     dp_model_t *model;
     assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
@@ -366,7 +356,7 @@ static void resnet_two_devices(void **state)
     float logits[2][N * 10];
     for (int n = 1; n <= 2; n++) {
         dp_device_t *devs[2];
-        open_devices(devs, n);
+        tu_open_cpu_devices(devs, n);
         dp_model_t *model;
         assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
@@ -482,7 +472,7 @@ static void running_stats_are_replica_mean(void **state)
             numel = resnet_running_stats(images, cases[c].first[k], cases[c].rows[k], shard[k]);
         assert_true(numel <= MAXBUF);
         dp_device_t *devs[3];
-        open_devices(devs, n);
+        tu_open_cpu_devices(devs, n);
         dp_model_t *model;
         assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
@@ -529,7 +519,7 @@ static float *train_resnet(int n, bool sync_bn, int64_t *numel)
     for (int i = 0; i < N * 784; i++)
         images[i] = dp_rng_uniform(&rng);
     dp_device_t *devs[2];
-    open_devices(devs, n);
+    tu_open_cpu_devices(devs, n);
     dp_model_t *model;
     assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 12), 0);
     dp_data_parallel_t *dp;
@@ -585,7 +575,7 @@ static void sync_bn_equals_whole_batch(void **state)
     float gamma[C] = {1.5f, 0.7f, 1.1f}, beta[C] = {0.1f, -0.2f, 0.3f}, zero[C] = {0},
           one[C] = {1, 1, 1};
     dp_device_t *devs[2];
-    open_devices(devs, 2);
+    tu_open_cpu_devices(devs, 2);
     dp_bn_sync_t *sync;
     assert_int_equal(dp_bn_sync_create(&sync, C, 2), 0);
     float running[2][2][2 * C];

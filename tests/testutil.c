@@ -232,6 +232,16 @@ int tu_find_dptrain(void)
     return 0;
 }
 
+void tu_open_cpu_devices(dp_device_t **devs, int n)
+{
+    char spec[64] = "";
+    int got;
+    for (int k = 0; k < n; k++)
+        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%scpu:%d", k ? "," : "", k);
+    assert_int_equal(dp_devices_open(devs, &got, spec, 1), 0);
+    assert_int_equal(got, n);
+}
+
 void tu_data_parallel_step(dp_data_parallel_t *dp, dp_tape_t *tape, dp_device_t *dev,
                            const float *images, const int32_t *labels, int64_t batch)
 {

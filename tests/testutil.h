@@ -46,6 +46,8 @@ struct dp_device;
  * images (28x28, float) and int32 labels uploaded to `dev` (DataParallel's
  * first device), forward on `tape`, summed cross-entropy, backward, and SGD
  * with grad_scale 1 / batch. */
+/* devs[0..n) = cpu:0 .. cpu:n-1, one kernel thread each. */
+void tu_open_cpu_devices(struct dp_device **devs, int n);
 void tu_data_parallel_step(struct dp_data_parallel *dp, struct dp__tape *tape,
                            struct dp_device *dev, const float *images, const int32_t *labels,
                            int64_t batch);

@@ -49,6 +49,13 @@ static int world_rank, world_size = 1;
 static MPI_Comm comm_grad = MPI_COMM_NULL, comm_ctl = MPI_COMM_NULL;
 static char host[MPI_MAX_PROCESSOR_NAME + 1] = "localhost";
 
+/* The bf16 exchange's buffer, kept from step to step (a bucket of tens of
+ * MB would otherwise be mapped and faulted in anew every step): this rank's
+ * values, then every rank's. Only the first device's communication path
+ * sums gradients, one bucket after another: one caller at a time. */
+static uint16_t *bf16_buf;
+static size_t bf16_cap;
+
 bool dp_dist_built(void)
 {
     return true;
@@ -125,6 +132,9 @@ void dp_dist_finalize(void)
         return;
     MPI_Comm_free(&comm_grad);
     MPI_Comm_free(&comm_ctl);
+    dp__free(bf16_buf);
+    bf16_buf = NULL;
+    bf16_cap = 0;
     MPI_Finalize();
     active = false;
 }
@@ -217,6 +227,16 @@ static int wait_request(MPI_Request *req)
     }
 }
 
+/* Time inside the gradient sums, for dp_dist_comm_seconds. */
+static void count_comm(double t0)
+{
+    double dt = MPI_Wtime() - t0;
+    pthread_mutex_lock(&stats_mu);
+    comm_seconds += dt;
+    comm_calls++;
+    pthread_mutex_unlock(&stats_mu);
+}
+
 int dp__dist_sum_grads(float *data, int64_t len)
 {
     double t0 = MPI_Wtime();
@@ -229,11 +249,7 @@ int dp__dist_sum_grads(float *data, int64_t len)
         MPI_TRY(wait_request(&req), "MPI_Iallreduce of the gradients");
         off += chunk;
     }
-    double dt = MPI_Wtime() - t0;
-    pthread_mutex_lock(&stats_mu);
-    comm_seconds += dt;
-    comm_calls++;
-    pthread_mutex_unlock(&stats_mu);
+    count_comm(t0);
     return 0;
 }
 
@@ -242,9 +258,17 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
     double t0 = MPI_Wtime();
     /* Chunks small enough for an int count of every rank's part. */
     int64_t most = DP_MIN(len, ((int64_t)1 << 30) / world_size);
-    uint16_t *mine = dp__malloc((size_t)most * sizeof *mine);
-    uint16_t *all = dp__malloc((size_t)most * (size_t)world_size * sizeof *all);
-    int rc = mine && all ? 0 : DP_ENOMEM;
+    size_t need = (size_t)most * (size_t)(world_size + 1);
+    if (need > bf16_cap) {
+        dp__free(bf16_buf);
+        bf16_cap = 0;
+        bf16_buf = dp__malloc(need * sizeof *bf16_buf);
+        if (!bf16_buf)
+            return DP_ENOMEM;
+        bf16_cap = need;
+    }
+    uint16_t *mine = bf16_buf, *all = bf16_buf + most;
+    int rc = 0;
     for (int64_t off = 0; rc == 0 && off < len;) {
         int chunk = (int)DP_MIN(len - off, most);
         for (int i = 0; i < chunk; i++)
@@ -261,13 +285,7 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
         dp__bf16_sum_ranks(all, world_size, chunk, data + off);
         off += chunk;
     }
-    dp__free(mine);
-    dp__free(all);
-    double dt = MPI_Wtime() - t0;
-    pthread_mutex_lock(&stats_mu);
-    comm_seconds += dt;
-    comm_calls++;
-    pthread_mutex_unlock(&stats_mu);
+    count_comm(t0);
     return rc;
 }
 
