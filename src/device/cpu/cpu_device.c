@@ -30,12 +30,54 @@ static void worker_init(void *ctx)
 
 static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
 
+/* One reorder of 4 floats, start to finish on the calling thread. oneDNN
+ * sets up process-wide state on its first primitive execution: its ITT
+ * tracing hooks take a global mutex that they initialise lazily behind a
+ * plain flag. Two devices' workers reaching their first execution at once
+ * race on that flag (ThreadSanitizer reports it). Done here, once, before
+ * any worker exists, every worker finds it set up. Failing is harmless:
+ * the devices' own primitives report oneDNN's errors. */
+static void run_first_primitive(void)
+{
+    dnnl_engine_t engine = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    float a[4] = {0}, b[4];
+    dnnl_memory_desc_t md;
+    dnnl_memory_desc_init_by_tag(&md, 1, (dnnl_dims_t){4}, dnnl_f32, dnnl_a);
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+        dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success &&
+        dnnl_memory_create(&from, &md, engine, a) == dnnl_success &&
+        dnnl_memory_create(&to, &md, engine, b) == dnnl_success &&
+        dnnl_reorder_primitive_desc_create(&pd, &md, engine, &md, engine, NULL) == dnnl_success &&
+        dnnl_primitive_create(&prim, pd) == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        if (dnnl_primitive_execute(prim, stream, 2, args) == dnnl_success)
+            dnnl_stream_wait(stream);
+    }
+    if (prim)
+        dnnl_primitive_destroy(prim);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (to)
+        dnnl_memory_destroy(to);
+    if (from)
+        dnnl_memory_destroy(from);
+    if (stream)
+        dnnl_stream_destroy(stream);
+    if (engine)
+        dnnl_engine_destroy(engine);
+}
+
 static void dnnl_setup(void)
 {
     /* Every device keeps its own primitives (dp__cpu_prim_find), so oneDNN's
      * process-wide cache adds nothing, and turning it off means no primitive
      * state is shared between two devices' workers. */
     dnnl_set_primitive_cache_capacity(0);
+    run_first_primitive();
 }
 
 static int cpu_open(dp_device_t *dev)
