@@ -40,6 +40,7 @@
 #include "dp/ops.h"
 #include "dp/optim.h"
 #include "dp/parallel.h"
+#include "dp/pipeline.h"
 #include "dp/safetensors.h"
 #include "dp/tensor.h"
 #include "dp/train.h"
