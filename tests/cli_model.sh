@@ -68,6 +68,41 @@ expect_error "shape mismatch names file and line" \
   "bad.txt: line 3: Linear(400, 10) expects 400 inputs, the layer before gives 3456" "$dir/bad.txt"
 expect_error "unknown option" "unknown option '--bogus'" lenet --bogus
 
+# --pipeline: LeNet's second convolution is 90% of its FLOPs, so 2 stages
+# split right before it; ResNet-18's 4 stages start at residual blocks and
+# carry 24-28% of the FLOPs each; 1F1B keeps K - k micro-batches alive.
+"$bin" model lenet --pipeline 2 --micro-batches 4 >"$dir/out" 2>"$dir/err"
+if grep -qx 'stage 0: layers 0-1, 200 parameters, 246,740 FLOPs (5.5%)' "$dir/out" &&
+   grep -qx 'stage 1: layers 2-7, 128,868 parameters, 4,259,088 FLOPs (94.5%)' "$dir/out" &&
+   grep -q '^4 micro-batches, 1f1b: .*(equal stages: 0.200); .* at most: 2 1$' "$dir/out"; then
+  ok "lenet in 2 stages by FLOPs"
+else
+  fail "lenet in 2 stages by FLOPs"
+fi
+"$bin" model resnet18 --input 3x32x32 --pipeline 4 --micro-batches 8 --schedule gpipe \
+  >"$dir/out" 2>"$dir/err"
+starts=$(awk 'BEGIN { last = "none" } $NF ~ /^[0-9]+$/ && $(NF-1) ~ /^(yes|no)$/ {
+  if ($NF != last) { print $1 ":" $(NF-1) } last = $NF }' "$dir/out" | tr '\n' ' ')
+if [[ $starts == "0:yes 13:yes 26:yes 39:yes " ]] &&
+   [[ $(grep -c '^stage [0-3]: layers .* FLOPs (2[4-8]\.[0-9]%)$' "$dir/out") -eq 4 ]] &&
+   grep -q '^8 micro-batches, gpipe: .*(equal stages: 0.273); .* at most: 8 8 8 8$' "$dir/out"; then
+  ok "resnet18 in 4 stages, each starting at a block: $starts"
+else
+  fail "resnet18 in 4 stages, each starting at a block: $starts"
+fi
+expect_error "a stage list that skips a layer" \
+  "^dptrain: error: --stages 0-3,5-7: layer 4 is in no stage$" lenet --stages 0-3,5-7
+expect_error "a stage list that repeats a layer" \
+  "^dptrain: error: --stages 0-3,3-7: layer 3 is in two stages$" lenet --stages 0-3,3-7
+expect_error "a stage inside a residual block" \
+  "--stages 0-4,5-55: layer 5 is inside a residual block" resnet18 --stages 0-4,5-55
+expect_error "more stages than layers" \
+  "^dptrain: error: --pipeline 9: the model has 8 layers where a stage may start$" \
+  lenet --pipeline 9
+expect_error "--pipeline and --stages disagree" \
+  "--pipeline 3 and --stages 0-3,4-7 (2 stages) disagree" lenet --pipeline 3 --stages 0-3,4-7
+expect_error "bad --schedule" "--schedule fast: expected 1f1b or gpipe" lenet --schedule fast
+
 # A model file under a long path: train with a checkpoint, resume, evaluate
 # (the checkpoint keeps the whole path as the model's name).
 long="$dir/a-directory-with-a-rather-long-name/and-another-one-below-it"

@@ -130,6 +130,8 @@ static const struct cli_option_name {
     {"dp_train_options.bucket_mb", "--bucket-mb"},
     {"dp_train_options.grad_compress", "--grad-compress"},
     {"the bucket size", "--bucket-mb"},
+    {"the pipeline stage count", "--pipeline"},
+    {"the stage list", "--stages"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

@@ -1,6 +1,7 @@
 /* dptrain model: a model's layers with their output shapes, parameters and
  * FLOPs per sample, and the totals (torchinfo.summary's table), for the
- * built-in models and model files alike. */
+ * built-in models and model files alike; with --pipeline or --stages, the
+ * split into pipeline stages and the idle time its schedule leaves. */
 #include "cli.h"
 
 #include "dp/dp.h"
@@ -20,6 +21,12 @@ static const char usage[] =
     "\n"
     "  NAME|FILE            lenet, resnet18, or a file of nn.Sequential modules\n"
     "  --input CxHxW        the input of one sample [1x28x28]\n"
+    "  --pipeline K         split the layers into K stages of equal FLOPs, as\n"
+    "                       far as the layers allow (stages start only where\n"
+    "                       the table's `start` column says yes) [1: no split]\n"
+    "  --stages LIST        the stages by layer, e.g. 0-3,4-7 [balanced]\n"
+    "  --micro-batches M    micro-batches per batch, for the idle fraction [1]\n"
+    "  --schedule S         1f1b or gpipe, for the activations kept [1f1b]\n"
     "  -h, --help           show this help\n";
 
 /* "1x28x28" into (C, H, W); 2 with a one-line error when it is not one. */
@@ -51,11 +58,13 @@ static const char *grouped(int64_t n, char *buf, size_t size)
     return buf;
 }
 
-static void print_table(const dp_layer_summary *rows, int n)
+/* stage[i]: the stage of layer i (all 0 without a split). */
+static void print_table(const dp_layer_summary *rows, int n, const int *stage, bool split)
 {
     char shape[64], a[32], b[32];
     int64_t params = 0, flops = 0;
-    printf("%-4s %-22s %-20s %12s %16s\n", "#", "layer", "output shape", "params", "FLOPs");
+    printf("%-4s %-22s %-20s %12s %16s", "#", "layer", "output shape", "params", "FLOPs");
+    printf(split ? "  start  stage\n" : "\n");
     for (int i = 0; i < n; i++) {
         const dp_layer_summary *r = &rows[i];
         size_t o = (size_t)snprintf(shape, sizeof shape, "[");
@@ -64,8 +73,12 @@ static void print_table(const dp_layer_summary *rows, int n)
                                   r->shape[d]);
         if (o < sizeof shape)
             snprintf(shape + o, sizeof shape - o, "]");
-        printf("%-4d %-22s %-20s %12s %16s\n", i, r->op, shape, grouped(r->params, a, sizeof a),
+        printf("%-4d %-22s %-20s %12s %16s", i, r->op, shape, grouped(r->params, a, sizeof a),
                grouped(r->flops, b, sizeof b));
+        if (split)
+            printf("  %-5s  %d\n", r->can_start ? "yes" : "no", stage[i]);
+        else
+            printf("\n");
         params += r->params;
         flops += r->flops;
     }
@@ -73,27 +86,101 @@ static void print_table(const dp_layer_summary *rows, int n)
     printf("FLOPs per sample: %s (forward)\n", grouped(flops, b, sizeof b));
 }
 
+/* Each stage's layers, parameters and share of the FLOPs, and the schedule
+ * played out with each stage's time in proportion to its FLOPs (backward
+ * twice the forward). */
+static int print_stages(const dp_layer_summary *rows, int n, const int *first, int stages,
+                        int micro_batches, dp_pipeline_schedule schedule)
+{
+    double fwd[DP_PIPELINE_MAX_STAGES], bwd[DP_PIPELINE_MAX_STAGES], total = 0;
+    char a[32], b[32];
+    for (int i = 0; i < n; i++)
+        total += (double)rows[i].flops;
+    for (int k = 0; k < stages; k++) {
+        int64_t params = 0, flops = 0;
+        for (int i = first[k]; i < first[k + 1]; i++) {
+            params += rows[i].params;
+            flops += rows[i].flops;
+        }
+        fwd[k] = (double)flops;
+        bwd[k] = 2.0 * (double)flops;
+        printf("stage %d: layers %d-%d, %s parameters, %s FLOPs (%.1f%%)\n", k, first[k],
+               first[k + 1] - 1, grouped(params, a, sizeof a), grouped(flops, b, sizeof b),
+               total > 0 ? 100.0 * (double)flops / total : 0.0);
+    }
+    dp_pipeline_timeline tl;
+    int rc = dp_pipeline_simulate(schedule, stages, micro_batches, fwd, bwd, &tl, NULL, NULL);
+    if (rc < 0)
+        return cli_fail(rc);
+    printf("%d micro-batch%s, %s: the devices idle %.3f of the time (equal stages: %.3f); "
+           "micro-batches alive per stage at most:",
+           micro_batches, micro_batches == 1 ? "" : "es", dp_pipeline_schedule_name(schedule),
+           tl.bubble_fraction, (double)(stages - 1) / (micro_batches + stages - 1));
+    for (int k = 0; k < stages; k++)
+        printf(" %d", tl.peak_live[k]);
+    printf("\n");
+    return 0;
+}
+
+/* The split: --stages as given, else --pipeline K balanced by FLOPs. */
+static int plan_stages(const dp_layer_summary *rows, int n, int64_t pipeline, const char *list,
+                       int *first, int *stages)
+{
+    bool *can_start = calloc((size_t)n, sizeof *can_start);
+    double *cost = calloc((size_t)n, sizeof *cost);
+    int rc = can_start && cost ? 0 : DP_ENOMEM;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        can_start[i] = rows[i].can_start;
+        cost[i] = (double)rows[i].flops;
+    }
+    if (rc == 0 && list)
+        rc = dp_pipeline_parse_stages(list, can_start, n, first, stages);
+    else if (rc == 0) {
+        rc = dp_pipeline_balance(cost, can_start, n, (int)pipeline, first);
+        *stages = (int)pipeline;
+    }
+    if (rc == 0 && list && pipeline > 1 && *stages != pipeline) {
+        fprintf(stderr,
+                "dptrain: error: --pipeline %" PRId64 " and --stages %s (%d stages) disagree\n",
+                pipeline, list, *stages);
+        rc = DP_EINVAL;
+    }
+    free(can_start);
+    free(cost);
+    return rc;
+}
+
 int cmd_model(int argc, char **argv)
 {
-    const char *model = NULL;
-    int64_t chw[3] = {1, 28, 28};
+    const char *model = NULL, *stage_list = NULL;
+    int64_t chw[3] = {1, 28, 28}, pipeline = 1, micro_batches = 1;
+    int schedule = DP_PIPELINE_1F1B;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
             fputs(usage, stdout);
             return 0;
         }
-        if (strcmp(f, "--input") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "dptrain: error: model: --input needs a value\n");
+        static const char *const valued[] = {"--input", "--pipeline", "--stages", "--micro-batches",
+                                             "--schedule"};
+        const char *v;
+        if (f[0] == '-') {
+            if (cli_option_value("model", valued, sizeof valued / sizeof *valued, argc, argv, &i,
+                                 &v))
                 return 2;
-            }
-            if (parse_input(f, argv[++i], chw))
+            int bad = 0;
+            if (strcmp(f, "--input") == 0)
+                bad = parse_input(f, v, chw);
+            else if (strcmp(f, "--pipeline") == 0)
+                bad = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_STAGES, &pipeline);
+            else if (strcmp(f, "--stages") == 0)
+                stage_list = v;
+            else if (strcmp(f, "--micro-batches") == 0)
+                bad = cli_parse_i64(f, v, 1, 4096, &micro_batches);
+            else if ((schedule = dp_pipeline_schedule_parse(v)) < 0)
+                bad = cli_bad_value(f, v, "expected 1f1b or gpipe");
+            if (bad)
                 return 2;
-        } else if (f[0] == '-') {
-            fprintf(stderr,
-                    "dptrain: error: model: unknown option '%s' (see dptrain model --help)\n", f);
-            return 2;
         } else if (model) {
             fprintf(stderr, "dptrain: error: model: one model at a time, got '%s' and '%s'\n",
                     model, f);
@@ -116,8 +203,26 @@ int cmd_model(int argc, char **argv)
         rc = dp_model_summary(def, chw, &rows, &n);
     if (rc < 0)
         return cli_fail(rc);
+    bool split = pipeline > 1 || stage_list;
+    int first[DP_PIPELINE_MAX_STAGES + 1] = {0, n}, stages = 1;
+    int *stage = calloc((size_t)n, sizeof *stage);
+    if (!stage)
+        rc = DP_ENOMEM;
+    if (rc == 0 && split)
+        rc = plan_stages(rows, n, pipeline, stage_list, first, &stages);
+    if (rc < 0) {
+        free(rows);
+        free(stage);
+        return rc == DP_ENOMEM ? cli_fail(rc) : 2;
+    }
+    for (int k = 0; k < stages; k++)
+        for (int i = first[k]; i < first[k + 1]; i++)
+            stage[i] = k;
     printf("%s on %" PRId64 "x%" PRId64 "x%" PRId64 " inputs\n", model, chw[0], chw[1], chw[2]);
-    print_table(rows, n);
+    print_table(rows, n, stage, split);
+    if (split)
+        rc = print_stages(rows, n, first, stages, (int)micro_batches, schedule);
     free(rows);
-    return 0;
+    free(stage);
+    return rc;
 }

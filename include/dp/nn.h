@@ -153,6 +153,11 @@ typedef struct dp_layer_summary {
     int64_t params;             /* parameters the op uses for the first time */
     int64_t flops;              /* 2 per multiply-add (conv2d, linear), else 1 per
                                    output element */
+    /* A pipeline stage may start here: from the ops before it, only the
+     * previous op's output (the input, for op 0) is read by this op or any
+     * later one. False inside a residual block, whose sum reads the block's
+     * input. */
+    bool can_start;
 } dp_layer_summary;
 
 /* Runs a forward of one zero sample of in_chw (NULL: 1x28x28) through a

@@ -43,6 +43,32 @@ static int64_t node_params(const dp__node *node, dp_params_t *P, bool *seen)
     return n;
 }
 
+/* The node that wrote t; -1 for the model's input x; -2 for anything else
+ * (parameters, buffers: each stage has its own). */
+static int producer(const dp__tape *tape, const dp_tensor_t *x, const dp_tensor_t *t)
+{
+    for (size_t i = 0; i < tape->nnodes; i++)
+        if (tape->nodes[i].output == t)
+            return (int)i;
+    return t == x ? -1 : -2;
+}
+
+/* can_start of every row: a cut before op i is clean when no op from i on
+ * reads a tensor written before op i - 1 (or the input, for i > 0). */
+static void mark_stage_starts(const dp__tape *tape, const dp_tensor_t *x, dp_layer_summary *rows)
+{
+    int n = (int)tape->nnodes;
+    for (int i = 0; i < n; i++)
+        rows[i].can_start = true;
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < tape->nodes[j].ninputs; k++) {
+            int from = producer(tape, x, tape->nodes[j].inputs[k]);
+            /* Op j reads what op `from` wrote: no stage starts in between. */
+            for (int i = from + 2; from > -2 && i <= j; i++)
+                rows[i].can_start = false;
+        }
+}
+
 int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
                      int *n)
 {
@@ -89,6 +115,8 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
         r->params = node_params(node, P, seen);
         r->flops = node_flops(node) / BATCH;
     }
+    if (rc == 0)
+        mark_stage_starts(tape, x, *rows);
     if (rc < 0) {
         free(*rows);
         *rows = NULL;
