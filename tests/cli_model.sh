@@ -102,6 +102,8 @@ expect_error "more stages than layers" \
 expect_error "--pipeline and --stages disagree" \
   "--pipeline 3 and --stages 0-3,4-7 (2 stages) disagree" lenet --pipeline 3 --stages 0-3,4-7
 expect_error "bad --schedule" "--schedule fast: expected 1f1b or gpipe" lenet --schedule fast
+expect_error "--micro-batches without stages" "--micro-batches and --schedule need --pipeline K" \
+  lenet --micro-batches 4
 
 # A model file under a long path: train with a checkpoint, resume, evaluate
 # (the checkpoint keeps the whole path as the model's name).

@@ -195,6 +195,11 @@ int cmd_model(int argc, char **argv)
     }
     if (cli_check_model("model", model))
         return 2;
+    if ((micro_batches > 1 || schedule != DP_PIPELINE_1F1B) && pipeline == 1 && !stage_list) {
+        fprintf(stderr, "dptrain: error: model: --micro-batches and --schedule need --pipeline K "
+                        "or --stages LIST\n");
+        return 2;
+    }
     const dp_model_def *def;
     int rc = dp_model_def_load(&def, model, chw);
     dp_layer_summary *rows = NULL;
