@@ -30,12 +30,6 @@ static bool may_start(const bool *can_start, int layer)
     return layer == 0 || !can_start || can_start[layer];
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* fits[k * (n + 1) + i]: layers i .. n - 1 split into k stages, each
  * costing at most `limit` (prefix sums `sum`: layers i .. j - 1 cost
  * sum[j] - sum[i]). */
@@ -78,38 +72,32 @@ int dp_pipeline_balance(const double *cost, const bool *can_start, int nlayers, 
                  stages, starts);
         return DP_EINVAL;
     }
+    size_t cells = (size_t)(stages + 1) * (size_t)(nlayers + 1);
     double *sum = dp__calloc((size_t)nlayers + 1, sizeof *sum);
-    bool *fits = dp__calloc((size_t)(stages + 1) * (size_t)(nlayers + 1), sizeof *fits);
-    if (!sum || !fits) {
+    double *best = dp__malloc(cells * sizeof *best);
+    bool *fits = dp__calloc(cells, sizeof *fits);
+    if (!sum || !best || !fits) {
         dp__free(sum);
+        dp__free(best);
         dp__free(fits);
         return DP_ENOMEM;
     }
     for (int i = 0; i < nlayers; i++)
         sum[i + 1] = sum[i] + cost[i];
-    /* The best limit is the cost of some run of layers: search the distinct
-     * run costs in increasing order for the first that fits. */
-    size_t nruns = (size_t)nlayers * (size_t)(nlayers + 1) / 2, r = 0;
-    double *runs = dp__malloc(nruns * sizeof *runs);
-    if (!runs) {
-        dp__free(sum);
-        dp__free(fits);
-        return DP_ENOMEM;
-    }
-    for (int i = 0; i < nlayers; i++)
-        for (int j = i + 1; j <= nlayers; j++)
-            runs[r++] = sum[j] - sum[i];
-    qsort(runs, nruns, sizeof *runs, cmp_double);
-    size_t lo = 0, hi = nruns - 1; /* the whole model in one stage always fits */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        suffix_fits(sum, can_start, nlayers, stages, runs[mid], fits);
-        if (fits[stages * (nlayers + 1)])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    double limit = runs[lo];
+    /* The linear partition: best[k * (n + 1) + i] is the cheapest costliest
+     * stage of layers 0 .. i - 1 in k stages (INFINITY: no split), the last
+     * of them starting at some allowed j. */
+    int n1 = nlayers + 1;
+    for (size_t c = 0; c < cells; c++)
+        best[c] = INFINITY;
+    best[0] = 0;
+    for (int k = 1; k <= stages; k++)
+        for (int i = 1; i <= nlayers; i++)
+            for (int j = 0; j < i; j++)
+                if (may_start(can_start, j) && best[(k - 1) * n1 + j] < INFINITY)
+                    best[k * n1 + i] =
+                        fmin(best[k * n1 + i], fmax(best[(k - 1) * n1 + j], sum[i] - sum[j]));
+    double limit = best[stages * n1 + nlayers];
     suffix_fits(sum, can_start, nlayers, stages, limit, fits);
     /* Earliest split points: each stage ends at the first layer from which
      * the rest still fits. */
@@ -121,7 +109,7 @@ int dp_pipeline_balance(const double *cost, const bool *can_start, int nlayers, 
         first[k] = j;
     }
     first[stages] = nlayers;
-    dp__free(runs);
+    dp__free(best);
     dp__free(sum);
     dp__free(fits);
     return 0;
