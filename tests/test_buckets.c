@@ -52,15 +52,7 @@ static float *train(int n, dp_allreduce_algo algo, double bucket_mb, int *bucket
                               labels + s * BATCH, BATCH);
     assert_int_equal(dp_waitall(), 0);
     dp_data_parallel_comm_stats(dp, stats);
-    *numel = dp_params_numel(dp_model_params(model));
-    float *p0 = malloc((size_t)*numel * sizeof *p0), *pk = malloc((size_t)*numel * sizeof *pk);
-    assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
-    for (int k = 1; k < n; k++) {
-        assert_int_equal(dp_params_get_all(dp_model_params(dp_data_parallel_replica(dp, k)), pk),
-                         0);
-        assert_memory_equal(p0, pk, (size_t)*numel * sizeof *pk);
-    }
-    free(pk);
+    float *p0 = tu_replica_params(dp, model, n, numel);
     dp_tape_close(tape);
     dp_data_parallel_close(dp);
     dp_model_close(model);
@@ -78,6 +70,7 @@ static void bucketed_equals_unbucketed(void **state)
 {
     (void)state;
     static const double sizes[] = {0.05, 0.001, 25};
+    float *start = NULL;
     for (int algo = 0; algo < 2; algo++) {
         for (int n = 2; n <= 3; n++) {
             int nb;
@@ -85,18 +78,8 @@ static void bucketed_equals_unbucketed(void **state)
             dp_comm_stats st;
             float *whole = train(n, (dp_allreduce_algo)algo, 0, &nb, &st, &numel);
             assert_int_equal(nb, 1);
-            float *start;
-            {
-                /* The weights must have moved, or equality proves nothing. */
-                dp_device_t *dev;
-                dp_model_t *m;
-                assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
-                assert_int_equal(dp_model_create(&m, "lenet", dev, 5), 0);
-                start = malloc((size_t)numel * sizeof *start);
-                assert_int_equal(dp_params_get_all(dp_model_params(m), start), 0);
-                dp_model_close(m);
-                dp_device_close(dev);
-            }
+            if (!start)
+                start = tu_lenet_initial_params(5, numel);
             double moved = 0;
             for (int64_t i = 0; i < numel; i++)
                 moved = fmax(moved, fabs(whole[i] - start[i]));
@@ -113,10 +96,10 @@ static void bucketed_equals_unbucketed(void **state)
                 assert_int_equal(same, numel);
                 free(bucketed);
             }
-            free(start);
             free(whole);
         }
     }
+    free(start);
 }
 
 /* DDP's layout: parameters from the last, a bucket closed once it reaches

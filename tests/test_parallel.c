@@ -279,14 +279,7 @@ static float *train_lenet(const dp_dataset *ds, int n, dp_allreduce_algo algo, i
         tu_data_parallel_step(dp, tape, devs[0], ds->images + s * BATCH * 784,
                               ds->labels + s * BATCH, BATCH);
     }
-    *numel = dp_params_numel(dp_model_params(model));
-    float *p0 = malloc((size_t)*numel * sizeof *p0), *pk = malloc((size_t)*numel * sizeof *pk);
-    assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
-    for (int k = 1; k < n; k++) {
-        assert_int_equal(dp_params_get_all(dp_model_params(dp_data_parallel_replica(dp, k)), pk), 0);
-        assert_memory_equal(p0, pk, (size_t)*numel * sizeof *pk);
-    }
-    free(pk);
+    float *p0 = tu_replica_params(dp, model, n, numel);
     dp_tape_close(tape);
     dp_data_parallel_close(dp);
     dp_model_close(model);
@@ -304,18 +297,7 @@ static void lenet_n_devices_equals_one(void **state)
     assert_int_equal(dp_fashion_mnist_load(NULL, true, &ds), 0);
     int64_t numel;
     float *one = train_lenet(&ds, 1, DP_ALLREDUCE_RING, &numel);
-    float *start = NULL;
-    {
-        /* The weights must have moved, or equality would prove nothing. */
-        dp_device_t *dev;
-        dp_model_t *m;
-        assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
-        assert_int_equal(dp_model_create(&m, "lenet", dev, 7), 0);
-        start = malloc((size_t)numel * sizeof *start);
-        assert_int_equal(dp_params_get_all(dp_model_params(m), start), 0);
-        dp_model_close(m);
-        dp_device_close(dev);
-    }
+    float *start = tu_lenet_initial_params(7, numel);
     double moved = 0, scale = 0;
     for (int64_t i = 0; i < numel; i++) {
         moved = fmax(moved, fabs(one[i] - start[i]));

@@ -242,6 +242,34 @@ void tu_open_cpu_devices(dp_device_t **devs, int n)
     assert_int_equal(got, n);
 }
 
+float *tu_replica_params(dp_data_parallel_t *dp, dp_model_t *model, int n, int64_t *numel)
+{
+    *numel = dp_params_numel(dp_model_params(model));
+    float *p0 = malloc((size_t)*numel * sizeof *p0), *pk = malloc((size_t)*numel * sizeof *pk);
+    assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
+    for (int k = 1; k < n; k++) {
+        assert_int_equal(dp_params_get_all(dp_model_params(dp_data_parallel_replica(dp, k)), pk),
+                         0);
+        assert_memory_equal(p0, pk, (size_t)*numel * sizeof *pk);
+    }
+    free(pk);
+    return p0;
+}
+
+float *tu_lenet_initial_params(uint64_t seed, int64_t numel)
+{
+    dp_device_t *dev;
+    dp_model_t *m;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    assert_int_equal(dp_model_create(&m, "lenet", dev, seed), 0);
+    assert_int_equal(dp_params_numel(dp_model_params(m)), numel);
+    float *start = malloc((size_t)numel * sizeof *start);
+    assert_int_equal(dp_params_get_all(dp_model_params(m), start), 0);
+    dp_model_close(m);
+    dp_device_close(dev);
+    return start;
+}
+
 void tu_data_parallel_step(dp_data_parallel_t *dp, dp_tape_t *tape, dp_device_t *dev,
                            const float *images, const int32_t *labels, int64_t batch)
 {

@@ -51,6 +51,16 @@ void tu_open_cpu_devices(struct dp_device **devs, int n);
 void tu_data_parallel_step(struct dp_data_parallel *dp, struct dp__tape *tape,
                            struct dp_device *dev, const float *images, const int32_t *labels,
                            int64_t batch);
+struct dp_model;
+/* DataParallel's parameters after training on n devices (model: replica
+ * 0): fails unless every replica holds the same bits, then returns a
+ * malloc'd copy of them; *numel gets their count. */
+float *tu_replica_params(struct dp_data_parallel *dp, struct dp_model *model, int n,
+                         int64_t *numel);
+/* The initial parameters (numel floats, malloc'd) of LeNet drawn from
+ * `seed`: a test compares trained weights with them to show that they
+ * moved, or an equality between two runs would prove nothing. */
+float *tu_lenet_initial_params(uint64_t seed, int64_t numel);
 /* Two checkpoints (safetensors files) with the same tensors: fails unless
  * every tensor is byte-identical, then prints "N tensors identical". */
 void tu_assert_same_tensors(const char *a, const char *b);
