@@ -239,6 +239,36 @@ static void first_kernels_at_once(void **state)
     }
 }
 
+/* A device closed while another device's queue still holds a wait on it:
+ * device 0 sleeps 0.2 s, then waits on device 1's last command; device 1
+ * is closed at once. Closing must wait for device 0 to be past that wait,
+ * or device 0's worker reads device 1's freed stream (ThreadSanitizer:
+ * "use of an invalid mutex", AddressSanitizer: heap-use-after-free). */
+static void close_waits_for_waiters(void **state)
+{
+    (void)state;
+    dp_device_t *d0, *d1;
+    assert_int_equal(dp_device_open(&d0, "cpu:0", 1), 0);
+    assert_int_equal(dp_device_open(&d1, "cpu:1", 1), 0);
+    int64_t n = 16;
+    dp_tensor_t *x;
+    assert_int_equal(dp_tensor_new(&x, d1, DP_F32, 1, &n), 0);
+    assert_int_equal(dp_tensor_fill(x, 1.0f), 0);
+    atomic_int done = 0;
+    slow_args slow = {.seconds = 0.2, .done = &done};
+    dp__stream_push(d0->stream, slow_command, &slow, sizeof slow);
+    assert_int_equal(dp_stream_wait_event(d0, dp_event_record(d1)), 0);
+    assert_int_equal(dp_tensor_wait(x), 0);
+    dp_tensor_free(x);
+    double t0 = now();
+    dp_device_close(d1);
+    double took = now() - t0;
+    print_message("closing device 1 took %.3f s: device 0 was still to wait on it\n", took);
+    assert_int_equal(atomic_load(&done), 1);
+    assert_int_equal(dp_device_sync(d0), 0);
+    dp_device_close(d0);
+}
+
 static void bad_device_names(void **state)
 {
     (void)state;
@@ -357,6 +387,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(status_strings),
         cmocka_unit_test(rng_is_counter_based),
         cmocka_unit_test(exchange_sums_in_member_order),
+        cmocka_unit_test(close_waits_for_waiters),
         cmocka_unit_test(first_kernels_at_once),
     };
     return tu_run(argc, argv, tests, NULL, NULL);

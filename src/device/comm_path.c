@@ -48,6 +48,14 @@ dp_device_t *dp__comm_path(dp_device_t *dev)
     return c ? c : dev;
 }
 
+dp_device_t *dp__comm_path_if_open(dp_device_t *dev)
+{
+    pthread_mutex_lock(&comm_mu);
+    dp_device_t *c = dev->comm;
+    pthread_mutex_unlock(&comm_mu);
+    return c;
+}
+
 void dp__comm_path_close(dp_device_t *dev)
 {
     pthread_mutex_lock(&comm_mu);

@@ -97,10 +97,30 @@ static void cache_drain(dp_device_t *dev)
     c->cached_bytes = 0;
 }
 
+/* Waits until every open device's queue, and its communication path's,
+ * is empty: then no queued command waits on a stream about to be freed
+ * (another device's queue may hold a wait on this one's last command). The
+ * registry stays locked, so that no device is closed meanwhile; queued
+ * commands never take that lock. */
+static void drain_all_queues(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (int i = 0; i < DP_MAX_DEVICES; i++) {
+        if (!registry[i])
+            continue;
+        dp_device_t *c = dp__comm_path_if_open(registry[i]);
+        if (c)
+            dp_device_sync(c);
+        dp_device_sync(registry[i]);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
 void dp_device_close(dp_device_t *dev)
 {
     if (!dev)
         return;
+    drain_all_queues();
     dp__comm_path_close(dev);
     dp_device_sync(dev);
     pthread_mutex_lock(&registry_mu);

@@ -133,6 +133,8 @@ struct dp_device {
 };
 
 /* Closes dev's communication path, if it has one, after its commands. */
+/* The device's communication path if it has been opened, else NULL. */
+dp_device_t *dp__comm_path_if_open(dp_device_t *dev);
 void dp__comm_path_close(dp_device_t *dev);
 
 /* Autograd's per-tensor state (src/autograd/); opaque here. */
