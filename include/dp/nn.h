@@ -101,6 +101,13 @@ typedef struct dp_model_def {
     int nbn;
     dp_forward_fn forward;
     const void *user; /* anything the forward needs (dp_model_user) */
+    /* Optional, for pipeline stages: runs only ops first..last (rows of
+     * dp_model_summary) of a forward from x, the output of op first - 1 (the
+     * model's input when first is 0); *y is op last's output. A range may
+     * start only where dp_layer_summary.can_start is true. NULL: the model
+     * cannot be split. */
+    int (*forward_layers)(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                          dp_tensor_t **y);
 } dp_model_def;
 
 /* Builds a model of `def` on `dev`, weights drawn from `seed`. */
@@ -185,6 +192,14 @@ dp_device_t *dp_model_device(const dp_model_t *m);
  * for tutorial; `train` selects training behaviour (batch statistics) where
  * a model has any. */
 int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits);
+/* The ops first..last of m's forward (dp_model_def.forward_layers): DP_ENOTSUP
+ * (logged) for a definition without it, DP_EINVAL (logged, naming the layer)
+ * for a range out of bounds or starting or ending inside a residual block. A
+ * training forward whose range starts at op 0 counts as one batch for
+ * batch norm's num_batches_tracked, as dp_model_forward does; the forward
+ * hook is not called. */
+int dp_model_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                            dp_tensor_t **y);
 
 /* Called after every forward with its input and output, like PyTorch's
  * register_forward_hook (the DataParallel tutorial prints sizes here).

@@ -16,22 +16,53 @@
 
 #include <string.h>
 
-static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
+enum { LENET_LAYERS = 8 };
+
+/* Rows 0-7 of its summary: conv (ReLU fused), avgpool, conv (ReLU fused),
+ * avgpool, flatten, linear, relu, linear; any row may start a range. */
+static int lenet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                                dp_tensor_t **y)
 {
     (void)train;
+    if (first < 0 || first > last || last >= LENET_LAYERS) {
+        DP_ERROR("lenet: layers %d-%d: the model has layers 0-%d", first, last, LENET_LAYERS - 1);
+        return DP_EINVAL;
+    }
     dp_params_t *P = dp_model_params(m);
     const dp_conv2d_params conv_relu = {.relu = true};
     const dp_pool2d_params pool2 = {.kernel_h = 2, .kernel_w = 2};
-    dp_tensor_t *h;
-    DP_TRY(dp_conv2d(&h, x, dp_params_get(P, 0), dp_params_get(P, 1), &conv_relu));
-    DP_TRY(dp_avg_pool2d(&h, h, &pool2));
-    DP_TRY(dp_conv2d(&h, h, dp_params_get(P, 2), dp_params_get(P, 3), &conv_relu));
-    DP_TRY(dp_avg_pool2d(&h, h, &pool2));
-    DP_TRY(dp_flatten(&h, h));
-    DP_TRY(dp_linear(&h, h, dp_params_get(P, 4), dp_params_get(P, 5), DP_WEIGHT_IN_OUT));
-    DP_TRY(dp_relu(&h, h));
-    DP_TRY(dp_linear(logits, h, dp_params_get(P, 6), dp_params_get(P, 7), DP_WEIGHT_IN_OUT));
+    dp_tensor_t *h = x;
+    for (int i = first; i <= last; i++) {
+        switch (i) {
+        case 0:
+        case 2:
+            DP_TRY(dp_conv2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1), &conv_relu));
+            break;
+        case 1:
+        case 3:
+            DP_TRY(dp_avg_pool2d(&h, h, &pool2));
+            break;
+        case 4:
+            DP_TRY(dp_flatten(&h, h));
+            break;
+        case 5:
+            DP_TRY(dp_linear(&h, h, dp_params_get(P, 4), dp_params_get(P, 5), DP_WEIGHT_IN_OUT));
+            break;
+        case 6:
+            DP_TRY(dp_relu(&h, h));
+            break;
+        default:
+            DP_TRY(dp_linear(&h, h, dp_params_get(P, 6), dp_params_get(P, 7), DP_WEIGHT_IN_OUT));
+            break;
+        }
+    }
+    *y = h;
     return 0;
+}
+
+static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
+{
+    return lenet_forward_layers(m, x, 0, LENET_LAYERS - 1, train, logits);
 }
 
 static int64_t pooled(int64_t n)
@@ -57,6 +88,10 @@ int dp__lenet_def(dp_model_def *def, const int64_t *in_chw)
         {"W4", 2, {128, 10}, DP_INIT_NORMAL, 0.01f},         {"b4", 1, {10}, DP_INIT_ZEROS, 0},
     };
     memcpy(s, specs, sizeof specs);
-    *def = (dp_model_def){.name = "lenet", .params = s, .nparams = 8, .forward = lenet_forward};
+    *def = (dp_model_def){.name = "lenet",
+                          .params = s,
+                          .nparams = 8,
+                          .forward = lenet_forward,
+                          .forward_layers = lenet_forward_layers};
     return 0;
 }

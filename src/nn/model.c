@@ -167,3 +167,23 @@ int dp_model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **lo
         m->hook(m, x, *logits, m->hook_user);
     return 0;
 }
+
+int dp_model_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                            dp_tensor_t **y)
+{
+    if (!m->def.forward_layers) {
+        DP_ERROR("model %s cannot run a range of its layers: its definition has no "
+                 "forward_layers",
+                 m->def.name);
+        return DP_ENOTSUP;
+    }
+    if (first < 0 || first > last) {
+        DP_ERROR("%s: layers %d-%d are not a range (0 <= first <= last)", m->def.name, first, last);
+        return DP_EINVAL;
+    }
+    DP_TRY(m->def.forward_layers(m, x, first, last, train, y));
+    /* The stage that starts the forward counts the batch, once per forward. */
+    if (train && m->buffers && first == 0)
+        m->batches_tracked++;
+    return 0;
+}

@@ -114,8 +114,13 @@ int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, 
                            dp_params_get(m->buffers, bn->running_var), &p);
 }
 
-int dp__residual_forward(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
-                         dp_tensor_t **out)
+int dp__residual_ops(const dp__residual *r)
+{
+    return r->use_1x1conv ? 7 : 6;
+}
+
+int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
+                     dp_tensor_t **sum)
 {
     dp_tensor_t *y, *shortcut = x;
     DP_TRY(dp__conv_forward(&r->conv1, m, x, &y));
@@ -124,6 +129,5 @@ int dp__residual_forward(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, b
     DP_TRY(dp__bn_forward(&r->bn2, m, y, train, false, &y));
     if (r->use_1x1conv)
         DP_TRY(dp__conv_forward(&r->conv3, m, x, &shortcut));
-    DP_TRY(dp_add(&y, y, shortcut));
-    return dp_relu(out, y);
+    return dp_add(sum, y, shortcut);
 }

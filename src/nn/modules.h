@@ -50,7 +50,13 @@ void dp__linear_add(dp__spec_builder *b, const char *prefix, int d_in, int d_out
 int dp__conv_forward(const dp__conv *c, dp_model_t *m, dp_tensor_t *x, dp_tensor_t **y);
 int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,
                    dp_tensor_t **y);
-int dp__residual_forward(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
-                         dp_tensor_t **y);
+/* The ops a residual block records, in order: conv1, bn1 (ReLU fused),
+ * conv2, bn2, conv3 (with the 1x1 shortcut), add, relu; 6 or 7. */
+int dp__residual_ops(const dp__residual *r);
+/* All of them but the final ReLU: the sum, whose dp_relu is the block's
+ * output. A pipeline stage may start at that ReLU, which reads the sum
+ * alone, but not between conv1 and the add, which reads the block's input. */
+int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
+                     dp_tensor_t **sum);
 
 #endif

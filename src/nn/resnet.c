@@ -26,6 +26,7 @@ typedef struct resnet {
     dp__conv stem;
     dp__bn stem_bn;
     dp__residual blocks[8];
+    char block_names[8][24]; /* "resnet_block1.0", for messages */
     int fc_weight, fc_bias;
 } resnet;
 
@@ -44,8 +45,8 @@ static void describe(resnet *net, int in_channels)
     static const int channels[5] = {64, 64, 128, 256, 512};
     for (int stage = 0; stage < 4; stage++) {
         for (int i = 0; i < 2; i++) {
-            char prefix[64];
-            snprintf(prefix, sizeof prefix, "resnet_block%d.%d", stage + 1, i);
+            char *prefix = net->block_names[2 * stage + i];
+            snprintf(prefix, sizeof net->block_names[0], "resnet_block%d.%d", stage + 1, i);
             bool first = i == 0 && stage > 0;
             net->blocks[2 * stage + i] =
                 dp__residual_add(b, prefix, first ? channels[stage] : channels[stage + 1],
@@ -56,19 +57,85 @@ static void describe(resnet *net, int in_channels)
     dp__linear_add(b, "fc.1", 512, 10, &net->fc_weight, &net->fc_bias);
 }
 
+/* The rows of its summary: the stem's conv and batch norm (ReLU fused),
+ * each residual block's 6 or 7 ops, then adaptive pool, flatten, linear. */
+enum { STEM_LAYERS = 2, HEAD_LAYERS = 3 };
+
+static int layer_count(const resnet *net)
+{
+    int n = STEM_LAYERS + HEAD_LAYERS;
+    for (size_t i = 0; i < DP_COUNTOF(net->blocks); i++)
+        n += dp__residual_ops(&net->blocks[i]);
+    return n;
+}
+
+/* A range may begin at a block's first op or at its final ReLU, and end
+ * just before that ReLU or at it: the ops up to the block's sum read its
+ * input, so they run in one range. */
+static int check_range(const resnet *net, int first, int last)
+{
+    int n = layer_count(net);
+    if (first < 0 || first > last || last >= n) {
+        DP_ERROR("resnet18: layers %d-%d: the model has layers 0-%d", first, last, n - 1);
+        return DP_EINVAL;
+    }
+    for (int i = 0, start = STEM_LAYERS; i < (int)DP_COUNTOF(net->blocks); i++) {
+        int relu = start + dp__residual_ops(&net->blocks[i]) - 1;
+        int bad = -1;
+        if (first > start && first < relu)
+            bad = first; /* after conv1, up to the add */
+        else if (last >= start && last < relu - 1)
+            bad = last; /* before the add */
+        if (bad >= 0) {
+            DP_ERROR("resnet18: layer %d is inside residual block %s (layers %d-%d)", bad,
+                     net->block_names[i], start, relu);
+            return DP_EINVAL;
+        }
+        start = relu + 1;
+    }
+    return 0;
+}
+
+static int resnet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                                 dp_tensor_t **y)
+{
+    const resnet *net = dp_model_user(m);
+    DP_TRY(check_range(net, first, last));
+    dp_tensor_t *h = x;
+    /* Each piece runs when its rows a..b lie in the range (check_range
+     * leaves none half in it). */
+#define RUNS(a, b) ((a) >= first && (b) <= last)
+    if (RUNS(0, 0))
+        DP_TRY(dp__conv_forward(&net->stem, m, h, &h));
+    if (RUNS(1, 1))
+        DP_TRY(dp__bn_forward(&net->stem_bn, m, h, train, true, &h));
+    int row = STEM_LAYERS;
+    for (size_t i = 0; i < DP_COUNTOF(net->blocks); i++) {
+        int relu = row + dp__residual_ops(&net->blocks[i]) - 1;
+        if (RUNS(row, relu - 1))
+            DP_TRY(dp__residual_sum(&net->blocks[i], m, h, train, &h));
+        if (RUNS(relu, relu))
+            DP_TRY(dp_relu(&h, h));
+        row = relu + 1;
+    }
+    if (RUNS(row, row))
+        DP_TRY(dp_adaptive_avg_pool2d(&h, h, 1, 1));
+    if (RUNS(row + 1, row + 1))
+        DP_TRY(dp_flatten(&h, h));
+    if (RUNS(row + 2, row + 2)) {
+        dp_params_t *P = dp_model_params(m);
+        DP_TRY(dp_linear(&h, h, dp_params_get(P, net->fc_weight), dp_params_get(P, net->fc_bias),
+                         DP_WEIGHT_OUT_IN));
+    }
+#undef RUNS
+    *y = h;
+    return 0;
+}
+
 static int resnet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
     const resnet *net = dp_model_user(m);
-    dp_tensor_t *h;
-    DP_TRY(dp__conv_forward(&net->stem, m, x, &h));
-    DP_TRY(dp__bn_forward(&net->stem_bn, m, h, train, true, &h));
-    for (size_t i = 0; i < DP_COUNTOF(net->blocks); i++)
-        DP_TRY(dp__residual_forward(&net->blocks[i], m, h, train, &h));
-    DP_TRY(dp_adaptive_avg_pool2d(&h, h, 1, 1));
-    DP_TRY(dp_flatten(&h, h));
-    dp_params_t *P = dp_model_params(m);
-    return dp_linear(logits, h, dp_params_get(P, net->fc_weight), dp_params_get(P, net->fc_bias),
-                     DP_WEIGHT_OUT_IN);
+    return resnet_forward_layers(m, x, 0, layer_count(net) - 1, train, logits);
 }
 
 int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw)
@@ -89,6 +156,7 @@ int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw)
                           .bn_names = net->bn_names,
                           .nbn = net->b.nbn,
                           .forward = resnet_forward,
+                          .forward_layers = resnet_forward_layers,
                           .user = net};
     return 0;
 }

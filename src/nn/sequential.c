@@ -29,14 +29,39 @@ void dp_model_def_free(dp_model_def *def)
     free_seq((dp__seq *)def);
 }
 
+/* Modules before the first one with parameters record no op in a training
+ * forward (no input of theirs requires a gradient), and every later module
+ * records exactly one, whatever it is (a Dropout too: with p = 0 or out of
+ * training it records a copy). So rows of dp_model_summary are the modules
+ * from that one on, and the leading modules run as part of row 0. */
+static int leading_modules(const dp__seq *s)
+{
+    int lead = 0;
+    while (lead < s->nlayers - 1 && s->layers[lead].weight < 0)
+        lead++;
+    return lead;
+}
+
+static int forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                          dp_tensor_t **y)
+{
+    const dp__seq *s = dp_model_user(m);
+    int lead = leading_modules(s), n = s->nlayers - lead;
+    if (first < 0 || first > last || last >= n) {
+        DP_ERROR("%s: layers %d-%d: the model has layers 0-%d", s->name, first, last, n - 1);
+        return DP_EINVAL;
+    }
+    dp_tensor_t *h = x;
+    for (int i = first == 0 ? 0 : lead + first; i <= lead + last; i++)
+        DP_TRY(dp__seq_layer_forward(&s->layers[i], m, h, train, &h));
+    *y = h;
+    return 0;
+}
+
 static int forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
     const dp__seq *s = dp_model_user(m);
-    dp_tensor_t *h = x;
-    for (int i = 0; i < s->nlayers; i++)
-        DP_TRY(dp__seq_layer_forward(&s->layers[i], m, h, train, &h));
-    *logits = h;
-    return 0;
+    return forward_layers(m, x, 0, s->nlayers - leading_modules(s) - 1, train, logits);
 }
 
 /* Strips a `#` comment and surrounding blanks in place; returns the start. */
@@ -140,6 +165,7 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
                             .bn_names = s->nbn ? s->bn_names : NULL,
                             .nbn = s->nbn,
                             .forward = forward,
+                            .forward_layers = forward_layers,
                             .user = s};
     *out = &s->def;
     return 0;
