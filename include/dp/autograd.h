@@ -36,6 +36,11 @@ int dp_tensor_set_requires_grad(dp_tensor_t *t, dp_tensor_t *grad);
 
 /* Backpropagates from a scalar (1-element) loss: d loss / d loss = 1. */
 int dp_backward(dp_tensor_t *loss);
+/* Backpropagates through y's tape from y, whose gradient an op of another
+ * tape has already written (a pipeline stage's output, whose gradient the
+ * next stage's backward copied back): the part of a backward pass that one
+ * stage runs. */
+int dp_backward_from(dp_tensor_t *y);
 
 /* Marks the gradients of these parameters as "not yet written this step":
  * the first contribution writes, later ones add. Parameters that receive

@@ -93,6 +93,16 @@ typedef struct dp_data_parallel_options {
      * result is the same bits either way. DDP's default is 25. */
     double bucket_mb;
     dp_grad_compress grad_compress;
+    /* Pipeline stages (dp/pipeline.h): 0 or 1 for plain data parallelism.
+     * K > 1: the devices are D = n / K pipelines of K consecutive devices,
+     * replica d K + k running stage k of pipeline d. Each replica's gradient
+     * is zero outside its stage's parameters, so the allreduce over all n
+     * is the whole gradient and every replica stays a full, identical copy
+     * of the model. bn_stage[j] is the stage of batch norm layer j
+     * (dp_model_bn_names order): its running statistics are averaged over
+     * the D replicas that ran it. */
+    int pipeline_stages;
+    const int *bn_stage;
 } dp_data_parallel_options;
 
 /* Where a step's gradient sums spend their time, summed over the steps

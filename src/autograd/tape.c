@@ -195,8 +195,22 @@ int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t 
 int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
                     int ninputs, dp_tensor_t *output, const void *params, size_t params_size)
 {
-    return dp__tape_record_saved(op, backward, inputs, ninputs, output, NULL, params,
-                                 params_size);
+    return dp__tape_record_saved(op, backward, inputs, ninputs, output, NULL, params, params_size);
+}
+
+/* Runs, newest first, every node of `tape` whose output received a
+ * gradient in backward call `gen`. */
+static int run_nodes(dp__tape *tape, uint64_t gen)
+{
+    int rc = 0;
+    for (size_t i = tape->nnodes; i-- > 0 && rc == 0;) {
+        dp__node *node = &tape->nodes[i];
+        const dp__autograd_state *s = node->output->ag;
+        if (!s->grad || !s->grad_written || s->grad_gen != gen)
+            continue;
+        rc = node->backward(node);
+    }
+    return rc;
 }
 
 int dp_backward(dp_tensor_t *loss)
@@ -214,20 +228,33 @@ int dp_backward(dp_tensor_t *loss)
     if (!active)
         dp_tape_begin(tape);
     uint64_t gen = ++backward_gen;
-    int rc = 0;
     dp_tensor_t *g = NULL;
-    rc = dp__grad_begin(loss, &g);
+    int rc = dp__grad_begin(loss, &g);
     if (rc == 0)
         rc = dp_tensor_fill(g, 1.0f);
     if (rc == 0)
         rc = dp__grad_end(loss, g);
-    for (size_t i = tape->nnodes; i-- > 0 && rc == 0;) {
-        dp__node *node = &tape->nodes[i];
-        const dp__autograd_state *s = node->output->ag;
-        if (!s->grad || !s->grad_written || s->grad_gen != gen)
-            continue;
-        rc = node->backward(node);
+    if (rc == 0)
+        rc = run_nodes(tape, gen);
+    if (!active)
+        dp_tape_end(tape);
+    return rc;
+}
+
+int dp_backward_from(dp_tensor_t *y)
+{
+    dp__tape *tape = y->ag ? y->ag->tape : NULL;
+    if (!tape || !tape->record || !y->ag->grad || !y->ag->grad_written) {
+        DP_ERROR("dp_backward_from: the tensor was not recorded on a recording tape, or has no "
+                 "gradient yet");
+        return DP_EINVAL;
     }
+    int active = current == tape;
+    if (!active)
+        dp_tape_begin(tape);
+    uint64_t gen = ++backward_gen;
+    y->ag->grad_gen = gen;
+    int rc = run_nodes(tape, gen);
     if (!active)
         dp_tape_end(tape);
     return rc;

@@ -139,6 +139,21 @@ int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *s
     return 0;
 }
 
+int dp__copy_written(dp_tensor_t *dst, dp_tensor_t *src, bool src_waits)
+{
+    dp_device_t *dst_dev = dst->dev, *src_dev = src->dev;
+    if (dst->bytes != src->bytes || (!dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
+                                     dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY)))
+        return dp__copy_between(dst, 0, src, 0, src->bytes);
+    if (src->write_seq > 0 && src_dev != dst_dev)
+        DP_TRY(dp_stream_wait_event(dst_dev, dp__written_event(&src, 1)));
+    DP_TRY(dst_dev->ops->copy_device(dst_dev, dst->data, src->data, src->bytes));
+    if (src_waits && src_dev != dst_dev)
+        dp__after(src_dev, dst_dev);
+    dp__tensor_written(dst);
+    return 0;
+}
+
 static bool has_group(const dp_device_t *dev, const dp_device_t *first)
 {
     return dev->ops == first->ops && dev->ops->group_allreduce_sum && dev->ops->group_allreduce_ok;

@@ -47,6 +47,13 @@ void dp__after(dp_device_t *waiter, dp_device_t *dev);
  * before it is read. Any dtype: offsets are in bytes. */
 int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *src,
                      size_t src_byte_off, size_t bytes);
+/* dp__copy_between of all of src into dst (same bytes), waiting only for
+ * src's last write, not for everything its device has queued. With
+ * src_waits false src's device does not wait for the copy either: for a
+ * source the caller keeps unchanged and alive until the copy has run by
+ * another path (a pipeline stage's activation, freed only after a later
+ * stage's backward that follows the copy). */
+int dp__copy_written(dp_tensor_t *dst, dp_tensor_t *src, bool src_waits);
 
 /* The backend's collective library (NCCL on CUDA) over devs[0..n):
  * available when n >= 2 and every device is of one backend that has one;

@@ -109,6 +109,14 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     int rc = n > 1 ? dp_replicate(dp->replicas + 1, model, devs + 1, n - 1) : 0;
     for (int k = 0; rc == 0 && k < n; k++)
         rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
+    if (rc == 0 && opt->pipeline_stages > 1 &&
+        (n % opt->pipeline_stages != 0 || opt->sync_bn ||
+         (dp_model_buffers(model) && !opt->bn_stage))) {
+        DP_ERROR("DataParallel: %d pipeline stages need a multiple of %d devices (got %d), no "
+                 "sync batch norm, and the stage of each batch norm layer",
+                 opt->pipeline_stages, opt->pipeline_stages, n);
+        rc = DP_EINVAL;
+    }
     if (rc == 0 && opt->sync_bn && n > 1)
         rc = make_sync(dp);
     if (rc == 0 && opt->grad_compress != DP_GRAD_COMPRESS_NONE &&
@@ -179,6 +187,31 @@ int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
     return dp_data_parallel_sync_buffers(dp);
 }
 
+/* Pipeline stages: zeroes, in each replica, the running statistics of the
+ * batch norm layers of the other stages, which it did not update, so that
+ * the sum over all replicas is the sum over those that ran each layer. */
+static int zero_other_stages_buffers(dp_data_parallel_t *dp)
+{
+    int K = dp->opt.pipeline_stages, nbn;
+    const char *const *names = dp_model_bn_names(dp->replicas[0], &nbn);
+    static const char *const stats[2] = {"running_mean", "running_var"};
+    for (int r = 0; r < dp->n; r++) {
+        dp_params_t *B = dp_model_buffers(dp->replicas[r]);
+        for (int j = 0; j < nbn; j++) {
+            if (dp->opt.bn_stage[j] == r % K)
+                continue;
+            for (int i = 0; i < 2; i++) {
+                char name[128];
+                snprintf(name, sizeof name, "%s.%s", names[j], stats[i]);
+                int idx = dp_params_find(B, name);
+                DP_ASSERT(idx >= 0);
+                DP_TRY(dp_tensor_fill(dp_params_get(B, idx), 0.0f));
+            }
+        }
+    }
+    return 0;
+}
+
 int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
 {
     /* Each replica updated its running statistics from its own shard; their
@@ -188,12 +221,15 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
     int ranks = grad_ranks(dp);
     if (dp->n * ranks == 1 || !dp_model_buffers(dp->replicas[0]))
         return 0;
+    int stages = dp->opt.pipeline_stages > 1 ? dp->opt.pipeline_stages : 1;
+    if (stages > 1)
+        DP_TRY(zero_other_stages_buffers(dp));
     dp_tensor_t *bufs[DP_MAX_DEVICES];
     for (int k = 0; k < dp->n; k++)
         bufs[k] = dp_params_values(dp_model_buffers(dp->replicas[k]));
     DP_TRY(dp_allreduce_sum(bufs, dp->n, dp->opt.allreduce));
     for (int k = 0; k < dp->n; k++)
-        DP_TRY(dp_tensor_scale(bufs[k], 1.0f / (float)(dp->n * ranks)));
+        DP_TRY(dp_tensor_scale(bufs[k], (float)stages / (float)(dp->n * ranks)));
     return 0;
 }
 
