@@ -129,9 +129,14 @@ static const struct cli_option_name {
     {"dp_train_options.sync_bn", "--sync-bn"},
     {"dp_train_options.bucket_mb", "--bucket-mb"},
     {"dp_train_options.grad_compress", "--grad-compress"},
+    {"dp_train_options.pipeline", "--pipeline"},
+    {"dp_train_options.stages", "--stages"},
+    {"dp_train_options.micro_batches", "--micro-batches"},
+    {"dp_train_options.schedule", "--schedule"},
     {"the bucket size", "--bucket-mb"},
     {"the pipeline stage count", "--pipeline"},
     {"the stage list", "--stages"},
+    {"the micro-batch count", "--micro-batches"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

@@ -73,6 +73,16 @@ static const char usage_train[] =
     "                       DDP; 0 = one allreduce after the backward [25]\n"
     "  --grad-compress C    none, or bf16: gradients cross process boundaries\n"
     "                       (MPI ranks) as bfloat16, summed in float32 [none]\n"
+    "  --pipeline K         model parallelism: split the model into K stages of\n"
+    "                       about equal FLOPs on K devices; --devices D*K runs\n"
+    "                       D such pipelines data-parallel [off]\n"
+    "  --stages LIST        the stages' layers as `dptrain model` numbers them,\n"
+    "                       e.g. 0-3,4-7 [balanced by FLOPs]\n"
+    "  --micro-batches M    with --pipeline, split each batch (each pipeline's\n"
+    "                       share) into M micro-batches [1]\n"
+    "  --schedule S         with --pipeline: 1f1b (at most K micro-batches'\n"
+    "                       activations alive per stage) or gpipe (all\n"
+    "                       forwards, then all backwards) [1f1b]\n"
     "  --verbose            print the gradient buckets and the library's notes\n"
     "                       [off]\n"
     "  --checkpoint FILE    write weights and training state to FILE (safetensors,\n"
@@ -145,12 +155,13 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             continue;
         }
         static const char *const with_value[] = {
-            "--model",       "--devices",     "--threads",   "--batch-size",
-            "--lr",          "--epochs",      "--seed",      "--data",
-            "--metrics",     "--plot",        "--momentum",  "--weight-decay",
-            "--limit-train", "--limit-test",  "--progress",  "--allreduce",
-            "--checkpoint",  "--resume",      "--init",      "--on-checkpoint-error",
-            "--dataset",     "--init-normal", "--bucket-mb", "--grad-compress"};
+            "--model",       "--devices",     "--threads",       "--batch-size",
+            "--lr",          "--epochs",      "--seed",          "--data",
+            "--metrics",     "--plot",        "--momentum",      "--weight-decay",
+            "--limit-train", "--limit-test",  "--progress",      "--allreduce",
+            "--checkpoint",  "--resume",      "--init",          "--on-checkpoint-error",
+            "--dataset",     "--init-normal", "--bucket-mb",     "--grad-compress",
+            "--pipeline",    "--stages",      "--micro-batches", "--schedule"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -216,6 +227,19 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             float mb;
             if (!(rc = cli_parse_float(f, v, 0, 1e6, false, &mb)))
                 o.bucket_mb = mb;
+        } else if (strcmp(f, "--pipeline") == 0) {
+            if (!(rc = cli_parse_i64(f, v, 2, DP_PIPELINE_MAX_STAGES, &n)))
+                o.pipeline = (int)n;
+        } else if (strcmp(f, "--stages") == 0) {
+            o.stages = v;
+        } else if (strcmp(f, "--micro-batches") == 0) {
+            if (!(rc = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_MICRO_BATCHES, &n)))
+                o.micro_batches = (int)n;
+        } else if (strcmp(f, "--schedule") == 0) {
+            int s = dp_pipeline_schedule_parse(v);
+            if (s < 0)
+                return cli_bad_value(f, v, "expected 1f1b or gpipe");
+            o.schedule = s;
         } else if (strcmp(f, "--grad-compress") == 0) {
             int c = dp_grad_compress_parse(v);
             if (c < 0)
@@ -238,6 +262,11 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
     }
     if (o.resume_path && o.init_path) {
         fprintf(stderr, "dptrain: error: --resume and --init exclude each other\n");
+        return 2;
+    }
+    if (!o.pipeline && (o.stages || o.micro_batches || o.schedule)) {
+        fprintf(stderr, "dptrain: error: --stages, --micro-batches and --schedule need "
+                        "--pipeline K\n");
         return 2;
     }
     if (o.log_steps && !o.metrics_path) {
@@ -278,6 +307,10 @@ int cmd_train(int argc, char **argv)
     }
     if (rc < 0)
         return cli_fail(rc);
+    for (int k = 0; dp_dist_rank() == 0 && k < r.pipeline_stages; k++)
+        printf("stage %d (layers %d-%d): %lld parameters (%.2f MB), activations at most %.2f MB\n",
+               k, r.stage_first[k], r.stage_first[k + 1] - 1, (long long)r.stage_params[k],
+               (double)r.stage_params[k] * 4 / 1e6, (double)r.stage_activation_bytes[k] / 1e6);
     if (dp_dist_rank() == 0)
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", r.test_acc, r.sec_per_epoch, r.devices);
     return 0;

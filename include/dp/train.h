@@ -74,6 +74,15 @@ typedef struct dp_train_options {
      * DP_WEIGHTS_NORMAL, its standard deviation. */
     int weight_init;
     float init_std;
+    /* Pipeline parallelism (dp/pipeline.h): 0 for none; K >= 2 splits the
+     * model into K stages over K devices (the devices a multiple of K: D
+     * pipelines, data parallel among them), `stages` ("0-3,4-9", NULL:
+     * balanced by FLOPs) the layers of each, each batch in `micro_batches`
+     * pieces (0 = 1) issued by `schedule` (dp_pipeline_schedule). */
+    int pipeline;
+    const char *stages;
+    int micro_batches;
+    int schedule;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the
@@ -96,6 +105,11 @@ typedef struct dp_train_result {
     int stopped_epoch;    /* the epoch (from 1) and batch (from 0) it stopped before */
     int64_t stopped_batch;
     int epochs_done;
+    /* With --pipeline: each stage's parameters and the most activation
+     * bytes its tapes held at once (dp_pipeline_stats). */
+    int pipeline_stages;
+    int stage_first[65]; /* stage k: layers stage_first[k] .. stage_first[k + 1] - 1 */
+    int64_t stage_params[64], stage_activation_bytes[64];
 } dp_train_result;
 
 /* Trains; returns 0, a negative DP_E* code, or DP_EINTR after

@@ -31,6 +31,10 @@ typedef struct dp_epoch_stats {
      * the gradient collectives, and how much of it the update waited for
      * after the backward pass (the part the buckets did not hide). */
     double comm_ms, exposed_comm_ms;
+    /* With --pipeline: the stages' devices' idle share, measured on them,
+     * the mean over the epoch's steps (dp_pipeline_stats); 0 stages: none. */
+    int pipeline_stages;
+    double bubble_fraction;
 } dp_epoch_stats;
 
 /* ---- metrics: one JSON object per line ---------------------------------- */
@@ -62,6 +66,12 @@ void dp_progress_close(dp_progress_t *p);
  * to `num_epochs`), with a legend, like d2l's plot of train(). The format is
  * chosen by the extension: .png (cairo) or .svg. */
 int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats, int count);
+/* One pipeline step as a Gantt chart (dp_pipeline_stats' times): a row per
+ * stage, a box per task labelled F or B and its micro-batch, forwards
+ * light and backwards dark, the idle time blank. `schedule` is a
+ * dp_pipeline_schedule; start and end are [k * 2 micro_batches + i]. */
+int dp_plot_pipeline(const char *path, int stages, int micro_batches, int schedule,
+                     const double *start, const double *end);
 
 /* Peak resident set size of this process in MiB (-1 if unknown). */
 double dp_peak_rss_mb(void);

@@ -108,6 +108,12 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     s->comm_ms = cs_steps ? 1e3 * (cs1.comm_seconds - cs0.comm_seconds) / (double)cs_steps : 0.0;
     s->exposed_comm_ms =
         cs_steps ? 1e3 * (cs1.exposed_seconds - cs0.exposed_seconds) / (double)cs_steps : 0.0;
+    if (t->pipe) {
+        dp_pipeline_stats ps;
+        dp_pipeline_take_stats(t->pipe, &ps);
+        s->pipeline_stages = t->o->pipeline;
+        s->bubble_fraction = ps.bubble_fraction;
+    }
     rc = dp__train_evaluate(t, &s->test_acc);
     s->peak_rss_mb = dp_peak_rss_mb();
     s->rss_mb = dp_rss_mb();

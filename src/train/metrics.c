@@ -164,6 +164,10 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
         put_number(f, "comm_ms", "%.3f", s->comm_ms);
         put_number(f, "exposed_comm_ms", "%.3f", s->exposed_comm_ms);
     }
+    if (s->pipeline_stages > 0) {
+        fprintf(f, ", \"pipeline_stages\": %d", s->pipeline_stages);
+        put_number(f, "bubble_fraction", "%.4f", s->bubble_fraction);
+    }
     fputs("}\n", f);
     /* The stream's error flag covers every fprintf above. */
     int failed = fflush(f) != 0 || ferror(f);

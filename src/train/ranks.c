@@ -28,7 +28,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 /* Every rank must train the same model on the same batches: a rank started
  * with other options would silently train something else. One small
- * allgather per option (at start, 14 words per rank), so that the error
+ * allgather per option (at start, 18 words per rank), so that the error
  * names the one that differs, as the dp_train_options field (the command
  * line turns it into its flag). */
 int dp__train_check_ranks_agree(const dp__trainer *t)
@@ -36,6 +36,7 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
     const dp_train_options *o = t->o;
     const char *model = dp__train_model_name(o);
     const char *dataset = o->dataset ? o->dataset : "fashion-mnist";
+    const char *stages = o->stages ? o->stages : "";
     const struct {
         const char *field;
         const void *value;
@@ -55,6 +56,10 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         {"dp_train_options.sync_bn", &o->sync_bn, sizeof o->sync_bn},
         {"dp_train_options.bucket_mb", &o->bucket_mb, sizeof o->bucket_mb},
         {"dp_train_options.grad_compress", &o->grad_compress, sizeof o->grad_compress},
+        {"dp_train_options.pipeline", &o->pipeline, sizeof o->pipeline},
+        {"dp_train_options.stages", stages, strlen(stages) + 1},
+        {"dp_train_options.micro_batches", &o->micro_batches, sizeof o->micro_batches},
+        {"dp_train_options.schedule", &o->schedule, sizeof o->schedule},
     };
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
         uint64_t h = fnv1a(14695981039346656037ull, opts[i].value, opts[i].size);
@@ -65,8 +70,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
                 DP_ERROR(
                     "rank %d was started with another %s than rank 0 (the model, dataset, "
                     "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits, "
-                    "sync batch norm, bucket size and gradient compression must be the same on "
-                    "every rank)",
+                    "sync batch norm, bucket size, gradient compression and pipeline must be the "
+                    "same on every rank)",
                     r, opts[i].field);
                 return DP_EINVAL;
             }

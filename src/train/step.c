@@ -41,6 +41,20 @@ int dp__train_step(dp__trainer *t, const dp_batch *b)
         t->step++;
         return rc;
     }
+    if (t->pipe) {
+        dp_data_parallel_zero_grad(t->dp);
+        int rc =
+            dp_pipeline_forward_backward(t->pipe, b->x + row0 * pixels, b->y + row0, n, t->seed,
+                                         (uint64_t)t->step, row0, t->pipe_loss, t->correct);
+        if (rc == 0)
+            rc = dp_accumulate(t->loss_sum, t->pipe_loss);
+        if (rc == 0)
+            rc = dp_tensor_read_async(t->pipe_loss, &t->step_loss[b->index], sizeof(float));
+        if (rc == 0)
+            rc = finish_step(t, b);
+        t->step++;
+        return rc;
+    }
     dp_tape_begin(t->tape);
     int rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
     if (rc == 0)

@@ -171,7 +171,7 @@ int dp__train_setup(dp__trainer *t)
         snprintf(t->where, sizeof t->where, "%s x %d ranks", t->devices, t->ranks);
     else
         snprintf(t->where, sizeof t->where, "%s", t->devices);
-    if (o->batch_size < (int64_t)t->ndev * t->ranks) {
+    if (!o->pipeline && o->batch_size < (int64_t)t->ndev * t->ranks) {
         if (t->ranks > 1)
             DP_ERROR("the batch size %lld is smaller than the %d ranks x %d devices: each device "
                      "needs at least one sample of every batch",
@@ -215,7 +215,10 @@ int dp__train_setup(dp__trainer *t)
                                    .sync_bn = o->sync_bn,
                                    .bucket_mb = o->bucket_mb,
                                    .grad_compress = (dp_grad_compress)o->grad_compress};
-    DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
+    if (o->pipeline)
+        DP_TRY(dp__train_setup_pipeline(t, def, in_chw, &po));
+    else
+        DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
     if (o->verbose && t->rank == 0)
         log_buckets(t);
     DP_TRY(dp__train_setup_nonfinite_checks(t));
@@ -261,9 +264,13 @@ void dp__train_teardown(dp__trainer *t)
     dp__free(t->step_nonfinite);
     dp_tensor_free(t->loss_sum);
     dp_tensor_free(t->correct);
+    dp_tensor_free(t->pipe_loss);
     dp_tape_close(t->tape);
     dp_tape_close(t->eval_tape);
-    dp_data_parallel_close(t->dp);
+    if (t->pipe)
+        dp_pipeline_close(t->pipe);
+    else
+        dp_data_parallel_close(t->dp);
     dp_model_close(t->model);
     dp__free(t->init_specs);
     dp_loader_close(t->train_loader);
@@ -314,6 +321,18 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         result->sec_per_epoch = total / (e + 1 - first);
     }
     snprintf(result->devices, sizeof result->devices, "%s", t.where);
+    if (t.pipe) {
+        dp_waitall();
+        dp_pipeline_stats ps;
+        dp_pipeline_take_stats(t.pipe, &ps);
+        result->pipeline_stages = o->pipeline;
+        for (int k = 0; k <= o->pipeline; k++)
+            result->stage_first[k] = dp_pipeline_stage_first(t.pipe, k);
+        for (int k = 0; k < o->pipeline; k++) {
+            result->stage_params[k] = ps.stage_params[k];
+            result->stage_activation_bytes[k] = ps.peak_activation_bytes[k];
+        }
+    }
     if (rc == DP_EINTR) {
         snprintf(result->checkpoint, sizeof result->checkpoint, "%s", t.stopped_path);
         result->stopped_epoch = t.stopped_epoch + 1;

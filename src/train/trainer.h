@@ -11,6 +11,7 @@
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/parallel.h"
+#include "dp/pipeline.h"
 #include "dp/train.h"
 
 typedef struct trainer {
@@ -23,7 +24,9 @@ typedef struct trainer {
      * options change the weights' init (the model points at them). */
     dp_model_def init_def;
     dp_param_spec *init_specs;
-    dp_data_parallel_t *dp;
+    dp_data_parallel_t *dp; /* with --pipeline, the pipeline's */
+    dp_pipeline_t *pipe;    /* --pipeline; NULL: data parallel only */
+    dp_tensor_t *pipe_loss; /* --pipeline: each step's loss, on devs[0] */
     dp_tape_t *tape, *eval_tape;
     dp_dataset train, test;                 /* loaded from files (empty when given) */
     const dp_dataset *train_set, *test_set; /* what the run uses: those, or the options' */
@@ -63,6 +66,10 @@ int dp__train_setup(dp__trainer *t);
  * own, or loaded from the dataset's files; sets the input shape. */
 int dp__train_open_data(dp__trainer *t, bool train_too);
 void dp__train_teardown(dp__trainer *t);
+
+/* pipeline.c: --pipeline's checks and its executor (t->pipe, t->dp). */
+int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
+                             const dp_data_parallel_options *update);
 
 /* epoch.c: one epoch of training and its test accuracy into *s. */
 int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);

@@ -1,0 +1,99 @@
+/* --pipeline: the run's checks (each bad combination a one-line error
+ * naming the options) and its executor, whose DataParallel becomes the
+ * run's: updates, checkpoints, evaluation and resuming stay as they are. */
+#include "train/trainer.h"
+
+#include "core/internal.h"
+
+#include <stdlib.h>
+
+/* The stage list of --stages, read against the model's layers. */
+static int read_stages(const dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
+                       int *first)
+{
+    const dp_train_options *o = t->o;
+    dp_layer_summary *rows;
+    int n, stages = 0;
+    DP_TRY(dp_model_summary(def, in_chw, &rows, &n));
+    bool *can_start = dp__calloc((size_t)n, sizeof *can_start);
+    if (!can_start) {
+        free(rows);
+        return DP_ENOMEM;
+    }
+    for (int i = 0; i < n; i++)
+        can_start[i] = rows[i].can_start;
+    int rc = 0;
+    if (o->pipeline > n) {
+        DP_ERROR("the pipeline stage count %d is larger than %s's %d layers", o->pipeline,
+                 def->name, n);
+        rc = DP_EINVAL;
+    } else if (o->stages) {
+        rc = dp_pipeline_parse_stages(o->stages, can_start, n, first, &stages);
+        if (rc == 0 && stages != o->pipeline) {
+            DP_ERROR("the stage list %s has %d stages, the pipeline stage count is %d", o->stages,
+                     stages, o->pipeline);
+            rc = DP_EINVAL;
+        }
+    }
+    free(rows);
+    dp__free(can_start);
+    return rc;
+}
+
+int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
+                             const dp_data_parallel_options *update)
+{
+    const dp_train_options *o = t->o;
+    int K = o->pipeline, M = o->micro_batches > 0 ? o->micro_batches : 1;
+    if (K < 2 || K > DP_PIPELINE_MAX_STAGES) {
+        DP_ERROR("the pipeline stage count %d: give 2 to %d", K, DP_PIPELINE_MAX_STAGES);
+        return DP_EINVAL;
+    }
+    if (!def->forward_layers) {
+        DP_ERROR("the model %s cannot be split into pipeline stages: its definition has no "
+                 "forward_layers",
+                 def->name);
+        return DP_ENOTSUP;
+    }
+    int first[DP_PIPELINE_MAX_STAGES + 1];
+    DP_TRY(read_stages(t, def, in_chw, first));
+    if (t->ndev % K != 0) {
+        DP_ERROR("the pipeline stage count %d does not divide the %d devices %s: give K or a "
+                 "multiple of K devices",
+                 K, t->ndev, t->devices);
+        return DP_EINVAL;
+    }
+    if (o->sync_bn) {
+        DP_ERROR("sync batch norm with the pipeline stage count %d: a stage's batch norm layers "
+                 "normalise each micro-batch on their own device, there is nothing to share",
+                 K);
+        return DP_EINVAL;
+    }
+    int D = t->ndev / K;
+    if (o->batch_size < (int64_t)M * D * t->ranks) {
+        DP_ERROR("the micro-batch count %d is larger than the batch size %lld allows: %d "
+                 "pipeline(s)%s x %d micro-batches need batches of at least %lld",
+                 M, (long long)o->batch_size, D * t->ranks, t->ranks > 1 ? " of all ranks" : "", M,
+                 (long long)M * D * t->ranks);
+        return DP_EINVAL;
+    }
+    dp_pipeline_options po = {.stages = K,
+                              .first = o->stages ? first : NULL,
+                              .micro_batches = M,
+                              .schedule = (dp_pipeline_schedule)o->schedule,
+                              .update = *update};
+    DP_TRY(dp_pipeline_init(&t->pipe, t->model, t->devs, t->ndev, in_chw, &po));
+    t->dp = dp_pipeline_data_parallel(t->pipe);
+    int64_t one = 1;
+    DP_TRY(dp_tensor_new(&t->pipe_loss, t->dev, DP_F32, 1, &one));
+    if (o->verbose && t->rank == 0) {
+        dp_pipeline_stats s;
+        dp_pipeline_take_stats(t->pipe, &s);
+        for (int k = 0; k < K; k++)
+            DP_INFO("pipeline stage %d: layers %d-%d on %s, %lld parameters", k,
+                    dp_pipeline_stage_first(t->pipe, k),
+                    dp_pipeline_stage_first(t->pipe, k + 1) - 1, dp_device_name(t->devs[k]),
+                    (long long)s.stage_params[k]);
+    }
+    return 0;
+}
