@@ -3,6 +3,8 @@
 #ifndef DP_EXAMPLES_H
 #define DP_EXAMPLES_H
 
+#include <stdint.h>
+
 /* Examples return 0 or a negative DP_E* code; this returns early on one. */
 #define DP_TRY_EXAMPLE(expr)                                                                       \
     do {                                                                                           \
@@ -20,5 +22,11 @@ int example_allreduce(const char *devices, const char *algo);
 int example_lenet_scratch(const char *devices, const char *algo, int steps);
 /* MXNet's asynchronous engine: issuing vs waiting, wait_to_read vs waitall. */
 int example_async(int ops);
+/* Model parallelism: `model` in `stages` pipeline stages over `devices`,
+ * batches of `batch` random images in `micro_batches`, `steps` steps; the
+ * last step's timeline as the devices ran it, and with `plot` (.png, .svg)
+ * as a Gantt chart. */
+int example_pipeline(const char *model, const char *devices, int stages, int micro_batches,
+                     int schedule, int64_t batch, int steps, const char *plot);
 
 #endif

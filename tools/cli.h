@@ -48,7 +48,14 @@ struct cli_demo_options {
     const char *devices; /* for dataparallel, allreduce and scratch */
     const char *algo;    /* ring or naive */
     int64_t ops;         /* small ops for async */
-    int64_t steps;       /* training steps for scratch */
+    int64_t steps;       /* training steps for scratch and pipeline */
+    /* pipeline: the model, stages, micro-batches, dp_pipeline_schedule,
+     * batch and the Gantt chart's file (NULL: none) */
+    const char *model;
+    int64_t pipeline, micro_batches;
+    int schedule;
+    int64_t batch;
+    const char *plot;
 };
 /* dptrain demo's name and flags into *o, the same way; an unknown name is
  * an error here, so the command only dispatches. */

@@ -5,6 +5,7 @@
  * it cannot open among them), so every plot gets a fresh stream of its own,
  * and the path is checked here before PLplot sees it. Not thread-safe:
  * PLplot is not. */
+#include "dp/pipeline.h"
 #include "dp/train_util.h"
 
 #include "core/internal.h"
@@ -165,12 +166,10 @@ static void draw(int num_epochs, const dp_epoch_stats *stats, int count, PLFLT *
     plwidth(1.0);
 }
 
-int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats, int count)
+/* Checks path and opens a PLplot stream of its own on it, initialised; on
+ * success plot_end must follow. */
+static int plot_begin(const char *path, PLINT *previous_stream)
 {
-    if (!path || count < 0 || (count > 0 && !stats)) {
-        DP_ERROR("dp_plot_write: invalid argument");
-        return DP_EINVAL;
-    }
     const char *driver = driver_for(path);
     if (!driver) {
         DP_ERROR("cannot plot to %s: unknown extension (supported: .png, .svg)", path);
@@ -188,23 +187,11 @@ int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats,
         return DP_EIO;
     }
     fclose(probe);
-
-    size_t n = count > 0 ? (size_t)count : 1;
-    PLFLT *x = dp__calloc(n, sizeof *x);
-    PLFLT *y = dp__calloc(n, sizeof *y);
-    if (!x || !y) {
-        dp__free(x);
-        dp__free(y);
-        return DP_ENOMEM;
-    }
-
-    PLINT previous_stream, stream;
-    plgstrm(&previous_stream);
+    PLINT stream;
+    plgstrm(previous_stream);
     plmkstrm(&stream);
     if (stream < 0) {
         DP_ERROR("cannot plot to %s: PLplot has no free stream", path);
-        dp__free(x);
-        dp__free(y);
         return DP_EIO;
     }
     plplot_errors = 0;
@@ -219,13 +206,14 @@ int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats,
     plscol0(COL_TRAIN_ACC, 191, 0, 191); /* 'm' */
     plscol0(COL_TEST_ACC, 0, 128, 0);    /* 'g' */
     plinit();
-    draw(num_epochs, stats, count, x, y);
+    return 0;
+}
+
+static int plot_end(const char *path, PLINT previous_stream)
+{
     plend1();
     plsabort(NULL);
     plsstrm(previous_stream);
-    dp__free(x);
-    dp__free(y);
-
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size == 0) {
         DP_ERROR("PLplot did not write plot %s", path);
@@ -236,4 +224,85 @@ int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats,
         return DP_EIO;
     }
     return DP_OK;
+}
+
+int dp_plot_write(const char *path, int num_epochs, const dp_epoch_stats *stats, int count)
+{
+    if (!path || count < 0 || (count > 0 && !stats)) {
+        DP_ERROR("dp_plot_write: invalid argument");
+        return DP_EINVAL;
+    }
+    size_t n = count > 0 ? (size_t)count : 1;
+    PLFLT *x = dp__calloc(n, sizeof *x);
+    PLFLT *y = dp__calloc(n, sizeof *y);
+    PLINT previous;
+    int rc = x && y ? plot_begin(path, &previous) : DP_ENOMEM;
+    if (rc == 0) {
+        draw(num_epochs, stats, count, x, y);
+        rc = plot_end(path, previous);
+    }
+    dp__free(x);
+    dp__free(y);
+    return rc;
+}
+
+/* A box from x0 to x1 on row `row` (0 at the top of `rows`), filled with
+ * colour `fill`, outlined, labelled. */
+static void gantt_box(double x0, double x1, int row, int fill, const char *label)
+{
+    PLFLT xs[4] = {x0, x1, x1, x0}, ys[4] = {row + 0.1, row + 0.1, row + 0.9, row + 0.9};
+    plcol0(fill);
+    plfill(4, xs, ys);
+    plcol0(COL_FOREGROUND);
+    xs[0] = x0, xs[1] = x1, xs[2] = x1, xs[3] = x0;
+    plline(4, xs, ys);
+    pljoin(x0, row + 0.9, x0, row + 0.1);
+    plptex((x0 + x1) / 2, row + 0.5, 1.0, 0.0, 0.5, label);
+}
+
+int dp_plot_pipeline(const char *path, int stages, int micro_batches, int schedule,
+                     const double *start, const double *end)
+{
+    if (!path || stages < 1 || stages > DP_PIPELINE_MAX_STAGES || micro_batches < 1 || !start ||
+        !end) {
+        DP_ERROR("dp_plot_pipeline: invalid argument");
+        return DP_EINVAL;
+    }
+    int n = 2 * micro_batches;
+    dp_pipeline_task *order = dp__calloc((size_t)n, sizeof *order);
+    if (!order)
+        return DP_ENOMEM;
+    double span = 0;
+    for (int i = 0; i < stages * n; i++)
+        span = end[i] > span ? end[i] : span;
+    PLINT previous;
+    int rc = plot_begin(path, &previous);
+    if (rc < 0) {
+        dp__free(order);
+        return rc;
+    }
+    plscol0(COL_TRAIN_ACC, 158, 202, 225); /* forwards: light blue */
+    plscol0(COL_TEST_ACC, 33, 113, 181);   /* backwards: dark blue */
+    pladv(0);
+    plschr(0.0, 0.9);
+    plvpor(0.1, 0.97, 0.14, 0.9);
+    plwind(0.0, 1e3 * span, (double)stages, 0.0);
+    plcol0(COL_FOREGROUND);
+    plbox("bcnst", 0.0, 0, "bc", 1.0, 0);
+    pllab("time (ms)", "", "one step as the devices ran it; blank: idle");
+    for (int k = 0; k < stages && rc == 0; k++) {
+        char label[32];
+        snprintf(label, sizeof label, "stage %d", k);
+        plmtex("lv", 0.5, 1.0 - (k + 0.5) / stages, 1.0, label);
+        rc = dp_pipeline_order((dp_pipeline_schedule)schedule, stages, k, micro_batches, order);
+        for (int i = 0; rc == 0 && i < n; i++) {
+            snprintf(label, sizeof label, "%c%d", order[i].backward ? 'B' : 'F',
+                     order[i].micro_batch);
+            gantt_box(1e3 * start[k * n + i], 1e3 * end[k * n + i], k,
+                      order[i].backward ? COL_TEST_ACC : COL_TRAIN_ACC, label);
+        }
+    }
+    int end_rc = plot_end(path, previous);
+    dp__free(order);
+    return rc < 0 ? rc : end_rc;
 }

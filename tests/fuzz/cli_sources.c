@@ -34,3 +34,17 @@ int example_async(int ops)
     (void)ops;
     return DP_ENOTSUP;
 }
+
+int example_pipeline(const char *model, const char *devices, int stages, int micro_batches,
+                     int schedule, int64_t batch, int steps, const char *plot)
+{
+    (void)model;
+    (void)devices;
+    (void)stages;
+    (void)micro_batches;
+    (void)schedule;
+    (void)batch;
+    (void)steps;
+    (void)plot;
+    return DP_ENOTSUP;
+}
