@@ -160,6 +160,24 @@ static void free_result(result *r)
     free(r->buffers);
 }
 
+/* Trains r and checks its weights against ref's: within 2e-5 of the largest
+ * weight, and identical when `identical`. */
+static void assert_like(const result *ref, const run *r, bool identical)
+{
+    result got = train(r);
+    assert_int_equal(got.nparams, ref->nparams);
+    double d = max_rel_diff(got.params, ref->params, ref->nparams);
+    print_message("%s on %d devices, K=%d M=%d %s: %lld weights, largest difference %.3g of the "
+                  "largest weight; last loss %.6f vs %.6f\n",
+                  r->def->name, r->ndev, r->stages, r->micro_batches,
+                  dp_pipeline_schedule_name(r->schedule), (long long)ref->nparams, d, got.loss,
+                  ref->loss);
+    if (identical)
+        assert_memory_equal(got.params, ref->params, (size_t)ref->nparams * sizeof *ref->params);
+    assert_true(d < 2e-5);
+    free_result(&got);
+}
+
 /* Every stage count, micro-batch count and schedule against one device. */
 static void equal_to_one_device(const dp_model_def *def, const int64_t *chw)
 {
@@ -174,19 +192,8 @@ static void equal_to_one_device(const dp_model_def *def, const int64_t *chw)
                 r.stages = K;
                 r.micro_batches = ms[i];
                 r.schedule = s ? DP_PIPELINE_GPIPE : DP_PIPELINE_1F1B;
-                result got = train(&r);
-                assert_int_equal(got.nparams, ref.nparams);
-                double d = max_rel_diff(got.params, ref.params, ref.nparams);
-                print_message("%s K=%d M=%d %s: %lld weights, largest difference %.3g of the "
-                              "largest weight; last loss %.6f vs %.6f\n",
-                              def->name, K, ms[i], dp_pipeline_schedule_name(r.schedule),
-                              (long long)ref.nparams, d, got.loss, ref.loss);
                 /* One micro-batch: the same sums in the same order. */
-                if (ms[i] == 1)
-                    assert_memory_equal(got.params, ref.params,
-                                        (size_t)ref.nparams * sizeof *ref.params);
-                assert_true(d < 2e-5);
-                free_result(&got);
+                assert_like(&ref, &r, ms[i] == 1);
             }
         }
     }
@@ -226,11 +233,7 @@ static void hybrid_equals_one_device(void **state)
         r.ndev = 4;
         r.stages = 2;
         r.micro_batches = M;
-        result got = train(&r);
-        double d = max_rel_diff(got.params, ref.params, ref.nparams);
-        print_message("lenet 2 pipelines x 2 stages, M=%d: largest difference %.3g\n", M, d);
-        assert_true(d < 2e-5);
-        free_result(&got);
+        assert_like(&ref, &r, false);
     }
     free_result(&ref);
 }

@@ -17,6 +17,14 @@ int cli_bad_value(const char *flag, const char *value, const char *want)
     return 2;
 }
 
+int cli_check_plot_path(const char *flag, const char *value)
+{
+    size_t len = strlen(value);
+    if (len < 5 || (strcmp(value + len - 4, ".png") != 0 && strcmp(value + len - 4, ".svg") != 0))
+        return cli_bad_value(flag, value, "the file name must end in .png or .svg");
+    return 0;
+}
+
 int cli_check_model(const char *flag, const char *value)
 {
     /* The image models; "tutorial" is the DataParallel demo's. */

@@ -13,6 +13,9 @@ int cli_bad_value(const char *flag, const char *value, const char *want);
 /* 0 if `value` of --model is an image model (lenet, resnet18) or an
  * existing file (a model in nn.Sequential's syntax), else cli_bad_value's 2. */
 int cli_check_model(const char *flag, const char *value);
+/* 0 when `value` names a plot PLplot can write (FILE.png or FILE.svg), else
+ * cli_bad_value's 2. */
+int cli_check_plot_path(const char *flag, const char *value);
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
                     float *out);

@@ -102,9 +102,8 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
                 return cli_bad_value(f, v, "expected 1f1b or gpipe");
             o.schedule = s;
         } else if (strcmp(f, "--plot") == 0) {
-            size_t len = strlen(v);
-            if (len < 5 || (strcmp(v + len - 4, ".png") != 0 && strcmp(v + len - 4, ".svg") != 0))
-                return cli_bad_value(f, v, "the file name must end in .png or .svg");
+            if (cli_check_plot_path(f, v))
+                return 2;
             o.plot = v;
         } else if (cli_parse_i64(f, v, 1, 100000000, &o.ops)) {
             return 2;

@@ -202,9 +202,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         } else if (strcmp(f, "--metrics") == 0) {
             o.metrics_path = v;
         } else if (strcmp(f, "--plot") == 0) {
-            size_t len = strlen(v);
-            if (len < 5 || (strcmp(v + len - 4, ".png") != 0 && strcmp(v + len - 4, ".svg") != 0))
-                return cli_bad_value(f, v, "the file name must end in .png or .svg");
+            if (cli_check_plot_path(f, v))
+                return 2;
             o.plot_path = v;
         } else if (strcmp(f, "--limit-train") == 0) {
             if (!(rc = cli_parse_i64(f, v, 0, INT64_MAX, &n)))
