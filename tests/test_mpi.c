@@ -111,6 +111,28 @@ static void buckets_equal_one_allreduce(void **state)
     assert_true(loss_one == loss_many);
 }
 
+/* Pipelines under mpirun: 2 ranks, each one pipeline of 2 stages with 2
+ * micro-batches, train as one process's 2 pipelines on 4 devices, bit for
+ * bit (each stage's gradient is the sum of two pipelines' in either case;
+ * the last batch, one sample, goes to rank 0's pipeline only). */
+static void pipelines_across_ranks(void **state)
+{
+    (void)state;
+    mu_skip_without_mpi();
+    char log[256], ranks[256], local[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    snprintf(ranks, sizeof ranks, "%s", tu_tmp_path("pipe_ranks.safetensors"));
+    snprintf(local, sizeof local, "%s", tu_tmp_path("pipe_local.safetensors"));
+    const char *pipe[] = {"--pipeline", "2", "--micro-batches", "2", NULL};
+    assert_int_equal(mu_run(2, "2", ranks, NULL, pipe, log), 0);
+    assert_int_equal(mu_run(0, "4", local, NULL, pipe, log), 0);
+    double moved = mu_moved_from_init(ranks, "lenet", 3);
+    printf("2 ranks x 1 pipeline of 2 stages = 1 process x 2 pipelines; weights moved by %.3g\n",
+           moved);
+    assert_true(moved > 1e-2);
+    tu_assert_same_tensors(ranks, local);
+}
+
 /* The README's "all gone 2 s later": from rank 1's SIGKILL until rank 0
  * and mpirun have both ended. mpirun sees rank 1 die at once and signals
  * the other ranks SIGCONT, SIGTERM, SIGKILL, odls_base_sigkill_timeout
@@ -424,6 +446,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(ranks_equal_one_process, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(buckets_equal_one_allreduce, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(pipelines_across_ranks, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(killed_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(failing_rank_ends_all, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(sigterm_checkpoints_all_ranks, tu_setup_tmp,
