@@ -453,6 +453,7 @@ static void checkpoints_resume_across_pipeline(void **state)
            "largest value\n",
            diff);
     assert_true(diff < 1e-4);
+    free(dir);
 }
 
 int main(int argc, char **argv)

@@ -117,11 +117,30 @@ static int cpu_open_comm(dp_device_t *comm)
     return dp__stream_init(&comm->stream, comm->name, worker_init, comm);
 }
 
+/* oneDNN keeps a primitive's scratchpad in the storage of the thread that
+ * created it, counted by the primitives that use it, and frees it when the
+ * last of them is destroyed on that thread: the primitives are destroyed by
+ * the worker that made them, before it exits, or the scratchpad is lost
+ * with the thread (37 MB for ResNet-18's weight gradients on 16x16 images). */
+static int destroy_prims(void *args, void *ctx)
+{
+    (void)args;
+    dp_device_t *dev = ctx;
+    dp__cpu *cpu = dev->impl;
+    for (size_t i = 0; i < cpu->nprims; i++)
+        cpu->prims[i].destroy(cpu->prims[i].value);
+    cpu->nprims = 0;
+    return 0;
+}
+
 static void cpu_close(dp_device_t *dev)
 {
     dp__cpu *cpu = dev->impl;
+    int unused = 0;
+    dp__stream_push(dev->stream, destroy_prims, &unused, sizeof unused);
     dp__stream_log_profile(dev->stream);
     dp__stream_close(dev->stream);
+    /* Any left if the worker could not run the command. */
     for (size_t i = 0; i < cpu->nprims; i++)
         cpu->prims[i].destroy(cpu->prims[i].value);
     dp__free(cpu->prims);
