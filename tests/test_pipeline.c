@@ -266,13 +266,15 @@ static void resnet18_equals_one_device(void **state)
     free_result(&ref);
 }
 
-/* Stages of equal cost: a flatten, then eight Linear(1024, 1024) + ReLU,
- * four a stage (stage 0's first one computes no input gradient, the last
- * stage adds the loss: each about 1/16 from equal). */
+/* Stages of equal cost: eight Linear + ReLU, four a stage, split by FLOPs
+ * at the fifth. Stage 0's first Linear computes no input gradient, so it
+ * takes 1536 inputs: its forward and its weight gradient are 1.5 units
+ * each, and both stages cost 12 units (4 of them in the last stage's
+ * forward, 8 in its backward; 4.5 and 7.5 in the first's). */
 static dp_model_def *equal_stages_model(const int64_t *chw)
 {
-    char text[1024] = "Flatten()\n";
-    for (int i = 0; i < 8; i++)
+    char text[1024] = "Flatten()\nLinear(1536, 1024)\nReLU()\n";
+    for (int i = 1; i < 8; i++)
         strcat(text, i < 7 ? "Linear(1024, 1024)\nReLU()\n" : "Linear(1024, 1024)\n");
     dp_model_def *def;
     assert_int_equal(dp_model_def_parse(&def, text, "equal_stages.txt", chw), 0);
@@ -285,28 +287,35 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The devices' idle share, timed on them, for K = 2 and M = 1, 2, 4, 8:
- * the median of 5 steps within 0.05 of (K - 1) / (M + K - 1). */
+/* The devices' idle share, timed on them, for K = 2 and M = 1, 2, 4, 8
+ * (micro-batches of 256 rows, tasks of about 40 ms): the median of 5 steps
+ * within 0.05 of (K - 1) / (M + K - 1). */
 static void bubble_measured(void **state)
 {
     (void)state;
-    static const int64_t chw[3] = {1, 32, 32};
+#ifndef NDEBUG
+    /* make test's sanitizer builds are Debug builds: the library's own
+     * loops (activations, copies, the loss) run unoptimised there while
+     * oneDNN's do not, so the two stages are no longer equal. */
+    tu_skip("the idle share is timed, and this is a Debug build; the Release build measures it");
+#endif
+    static const int64_t chw[3] = {1, 32, 48};
     dp_model_def *def = equal_stages_model(chw);
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, 2);
     static const int ms[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
         int M = ms[i];
-        int64_t batch = 128 * M, one = 1;
+        int64_t batch = 256 * M, one = 1;
         dp_model_t *m;
         assert_int_equal(dp_model_init(&m, def, devs[0], 1), 0);
         dp_pipeline_options po = {.stages = 2, .micro_batches = M, .update = {.sgd = {0.01f}}};
         dp_pipeline_t *p;
         assert_int_equal(dp_pipeline_init(&p, m, devs, 2, chw, &po), 0);
         dp_data_parallel_t *dp = dp_pipeline_data_parallel(p);
-        float *x = malloc((size_t)(batch * 1024) * sizeof *x);
+        float *x = malloc((size_t)(batch * 1536) * sizeof *x);
         int32_t *y = malloc((size_t)batch * sizeof *y);
-        make_batch(1, batch, 1024, x, y);
+        make_batch(1, batch, 1536, x, y);
         dp_tensor_t *loss, *correct;
         assert_int_equal(dp_tensor_new(&loss, devs[0], DP_F32, 1, &one), 0);
         assert_int_equal(dp_tensor_new(&correct, devs[0], DP_F32, 1, &one), 0);
@@ -322,12 +331,6 @@ static void bubble_measured(void **state)
             dp_pipeline_take_stats(p, &s);
             assert_int_equal(s.steps, 1);
             bubble[step] = s.bubble_fraction;
-            if (getenv("DBG"))
-                for (int k = 0; k < 2; k++)
-                    for (int t = 0; t < 2 * s.micro_batches; t++)
-                        print_message("  stage %d task %d: %.4f .. %.4f\n", k, t,
-                                      s.start[k * 2 * s.micro_batches + t],
-                                      s.end[k * 2 * s.micro_batches + t]);
         }
         /* The first step warms the kernels up: the median of the others. */
         qsort(bubble + 1, 5, sizeof *bubble, compare_doubles);
