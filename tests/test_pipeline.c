@@ -287,9 +287,36 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The 1F1B schedule played out with the step's own task times: each
+ * stage's mean forward and mean backward as the devices timed them. */
+static double simulated_bubble(const dp_pipeline_stats *s)
+{
+    int M = s->micro_batches, n = 2 * M;
+    double fwd[2] = {0, 0}, bwd[2] = {0, 0};
+    dp_pipeline_task order[2 * 8];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(dp_pipeline_order(DP_PIPELINE_1F1B, 2, k, M, order), 0);
+        for (int i = 0; i < n; i++) {
+            double t = s->end[k * n + i] - s->start[k * n + i];
+            if (order[i].backward)
+                bwd[k] += t / M;
+            else
+                fwd[k] += t / M;
+        }
+    }
+    dp_pipeline_timeline tl;
+    assert_int_equal(dp_pipeline_simulate(DP_PIPELINE_1F1B, 2, M, fwd, bwd, &tl, NULL, NULL), 0);
+    return tl.bubble_fraction;
+}
+
 /* The devices' idle share, timed on them, for K = 2 and M = 1, 2, 4, 8
- * (micro-batches of 256 rows, tasks of about 40 ms): the median of 5 steps
- * within 0.05 of (K - 1) / (M + K - 1). */
+ * (micro-batches of 256 rows, tasks of about 40 ms), the median of 5 steps:
+ * - within 0.05 of the schedule played out with the step's own task times,
+ *   for every M: the executor runs the schedule without idling more;
+ * - within 0.05 of (K - 1) / (M + K - 1) for M <= 4. The stages are equal
+ *   in FLOPs but not quite in time (the last one adds the loss), and the
+ *   difference idles the faster stage once per micro-batch, so the excess
+ *   over the formula grows with M: at M = 8 it measured 0.03 to 0.06. */
 static void bubble_measured(void **state)
 {
     (void)state;
@@ -319,7 +346,7 @@ static void bubble_measured(void **state)
         dp_tensor_t *loss, *correct;
         assert_int_equal(dp_tensor_new(&loss, devs[0], DP_F32, 1, &one), 0);
         assert_int_equal(dp_tensor_new(&correct, devs[0], DP_F32, 1, &one), 0);
-        double bubble[6];
+        double bubble[6], played[6];
         dp_pipeline_stats s;
         for (int step = 0; step < 6; step++) {
             dp_data_parallel_zero_grad(dp);
@@ -331,13 +358,18 @@ static void bubble_measured(void **state)
             dp_pipeline_take_stats(p, &s);
             assert_int_equal(s.steps, 1);
             bubble[step] = s.bubble_fraction;
+            played[step] = simulated_bubble(&s);
         }
         /* The first step warms the kernels up: the median of the others. */
         qsort(bubble + 1, 5, sizeof *bubble, compare_doubles);
+        qsort(played + 1, 5, sizeof *played, compare_doubles);
         double expect = 1.0 / (M + 1);
-        print_message("K=2 M=%d: idle share %.3f (steps %.3f .. %.3f), (K-1)/(M+K-1) = %.3f\n", M,
-                      bubble[3], bubble[1], bubble[5], expect);
-        assert_true(fabs(bubble[3] - expect) <= 0.05);
+        print_message("K=2 M=%d: idle share %.3f (steps %.3f .. %.3f), the schedule with these "
+                      "task times %.3f, (K-1)/(M+K-1) = %.3f\n",
+                      M, bubble[3], bubble[1], bubble[5], played[3], expect);
+        assert_true(fabs(bubble[3] - played[3]) <= 0.05);
+        if (M <= 4)
+            assert_true(fabs(bubble[3] - expect) <= 0.05);
         free(x);
         free(y);
         dp_tensor_free(loss);
