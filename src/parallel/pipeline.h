@@ -47,6 +47,7 @@ struct dp_pipeline {
     int64_t peak_bytes[DP_PIPELINE_MAX_STAGES], stage_params[DP_PIPELINE_MAX_STAGES];
     dp_pipeline_task *order; /* [k 2 M + i] for the step being issued */
     int *issue;              /* (k, i) pairs in issue order */
+    int issue_m;             /* the micro-batch count order and issue are for; 0: none */
     double *sim_start;
 };
 

@@ -85,6 +85,10 @@ void dp_pipeline_take_stats(dp_pipeline_t *p, dp_pipeline_stats *s)
  * gradient makes it wait. */
 static int issue_order(dp_pipeline_t *p, int m)
 {
+    /* Every step but a short last one has the same count: computed once. */
+    if (p->issue_m == m)
+        return 0;
+    p->issue_m = 0;
     int K = p->K;
     for (int k = 0; k < K; k++)
         DP_TRY(dp_pipeline_order(p->schedule, K, k, m, &p->order[k * 2 * m]));
@@ -115,6 +119,7 @@ static int issue_order(dp_pipeline_t *p, int m)
         p->issue[2 * at] = k;
         p->issue[2 * at + 1] = i;
     }
+    p->issue_m = m;
     return 0;
 }
 
