@@ -287,6 +287,60 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A pipeline of `stages` on devs[0..stages) stepped on one fixed batch of
+ * random samples, for the tests that time steps or count activations. */
+typedef struct stepper {
+    dp_model_t *m;
+    dp_pipeline_t *p;
+    float *x;
+    int32_t *y;
+    int64_t batch;
+    dp_tensor_t *loss, *correct;
+} stepper;
+
+static void stepper_open(stepper *st, const dp_model_def *def, dp_device_t **devs, int stages,
+                         const int64_t *chw, int micro_batches, dp_pipeline_schedule schedule,
+                         int64_t batch)
+{
+    int64_t one = 1, pixels = chw[0] * chw[1] * chw[2];
+    st->batch = batch;
+    assert_int_equal(dp_model_init(&st->m, def, devs[0], 1), 0);
+    dp_pipeline_options po = {.stages = stages,
+                              .micro_batches = micro_batches,
+                              .schedule = schedule,
+                              .update = {.sgd = {0.01f}}};
+    assert_int_equal(dp_pipeline_init(&st->p, st->m, devs, stages, chw, &po), 0);
+    st->x = malloc((size_t)(batch * pixels) * sizeof *st->x);
+    st->y = malloc((size_t)batch * sizeof *st->y);
+    make_batch(1, batch, pixels, st->x, st->y);
+    assert_int_equal(dp_tensor_new(&st->loss, devs[0], DP_F32, 1, &one), 0);
+    assert_int_equal(dp_tensor_new(&st->correct, devs[0], DP_F32, 1, &one), 0);
+}
+
+/* One training step, run to its end; *s gets its figures. */
+static void stepper_step(stepper *st, uint64_t step, dp_pipeline_stats *s)
+{
+    dp_data_parallel_t *dp = dp_pipeline_data_parallel(st->p);
+    dp_data_parallel_zero_grad(dp);
+    assert_int_equal(dp_pipeline_forward_backward(st->p, st->x, st->y, st->batch, 1, step, 0,
+                                                  st->loss, st->correct),
+                     0);
+    assert_int_equal(dp_data_parallel_step(dp, 1.0f / (float)st->batch), 0);
+    assert_int_equal(dp_waitall(), 0);
+    dp_pipeline_take_stats(st->p, s);
+    assert_int_equal(s->steps, 1);
+}
+
+static void stepper_close(stepper *st)
+{
+    free(st->x);
+    free(st->y);
+    dp_tensor_free(st->loss);
+    dp_tensor_free(st->correct);
+    dp_pipeline_close(st->p);
+    dp_model_close(st->m);
+}
+
 /* The 1F1B schedule played out with the step's own task times: each
  * stage's mean forward and mean backward as the devices timed them. */
 static double simulated_bubble(const dp_pipeline_stats *s)
@@ -333,30 +387,12 @@ static void bubble_measured(void **state)
     static const int ms[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
         int M = ms[i];
-        int64_t batch = 256 * M, one = 1;
-        dp_model_t *m;
-        assert_int_equal(dp_model_init(&m, def, devs[0], 1), 0);
-        dp_pipeline_options po = {.stages = 2, .micro_batches = M, .update = {.sgd = {0.01f}}};
-        dp_pipeline_t *p;
-        assert_int_equal(dp_pipeline_init(&p, m, devs, 2, chw, &po), 0);
-        dp_data_parallel_t *dp = dp_pipeline_data_parallel(p);
-        float *x = malloc((size_t)(batch * 1536) * sizeof *x);
-        int32_t *y = malloc((size_t)batch * sizeof *y);
-        make_batch(1, batch, 1536, x, y);
-        dp_tensor_t *loss, *correct;
-        assert_int_equal(dp_tensor_new(&loss, devs[0], DP_F32, 1, &one), 0);
-        assert_int_equal(dp_tensor_new(&correct, devs[0], DP_F32, 1, &one), 0);
+        stepper st;
+        stepper_open(&st, def, devs, 2, chw, M, DP_PIPELINE_1F1B, 256 * M);
         double bubble[6], played[6];
         dp_pipeline_stats s;
         for (int step = 0; step < 6; step++) {
-            dp_data_parallel_zero_grad(dp);
-            assert_int_equal(
-                dp_pipeline_forward_backward(p, x, y, batch, 1, (uint64_t)step, 0, loss, correct),
-                0);
-            assert_int_equal(dp_data_parallel_step(dp, 1.0f / (float)batch), 0);
-            assert_int_equal(dp_waitall(), 0);
-            dp_pipeline_take_stats(p, &s);
-            assert_int_equal(s.steps, 1);
+            stepper_step(&st, (uint64_t)step, &s);
             bubble[step] = s.bubble_fraction;
             played[step] = simulated_bubble(&s);
         }
@@ -370,12 +406,7 @@ static void bubble_measured(void **state)
         assert_true(fabs(bubble[3] - played[3]) <= 0.05);
         if (M <= 4)
             assert_true(fabs(bubble[3] - expect) <= 0.05);
-        free(x);
-        free(y);
-        dp_tensor_free(loss);
-        dp_tensor_free(correct);
-        dp_pipeline_close(p);
-        dp_model_close(m);
+        stepper_close(&st);
     }
     dp_devices_close(devs, 2);
     dp_model_def_free(def);
@@ -394,35 +425,13 @@ static void one_f_one_b_keeps_fewer_activations(void **state)
     for (int s = 0; s < 2; s++) {
         dp_device_t *devs[3];
         tu_open_cpu_devices(devs, 3);
-        dp_model_t *m;
-        assert_int_equal(dp_model_init(&m, def, devs[0], 1), 0);
-        dp_pipeline_options po = {.stages = 3,
-                                  .micro_batches = 8,
-                                  .schedule = s ? DP_PIPELINE_GPIPE : DP_PIPELINE_1F1B,
-                                  .update = {.sgd = {0.01f}}};
-        dp_pipeline_t *p;
-        assert_int_equal(dp_pipeline_init(&p, m, devs, 3, chw, &po), 0);
-        int64_t batch = 64, one = 1;
-        float *x = malloc((size_t)(batch * 784) * sizeof *x);
-        int32_t *y = malloc((size_t)batch * sizeof *y);
-        make_batch(2, batch, 784, x, y);
-        dp_tensor_t *loss, *correct;
-        assert_int_equal(dp_tensor_new(&loss, devs[0], DP_F32, 1, &one), 0);
-        assert_int_equal(dp_tensor_new(&correct, devs[0], DP_F32, 1, &one), 0);
-        dp_data_parallel_zero_grad(dp_pipeline_data_parallel(p));
-        assert_int_equal(dp_pipeline_forward_backward(p, x, y, batch, 1, 0, 0, loss, correct), 0);
-        assert_int_equal(dp_data_parallel_step(dp_pipeline_data_parallel(p), 1.0f / 64), 0);
-        assert_int_equal(dp_waitall(), 0);
+        stepper stp;
+        stepper_open(&stp, def, devs, 3, chw, 8, s ? DP_PIPELINE_GPIPE : DP_PIPELINE_1F1B, 64);
         dp_pipeline_stats st;
-        dp_pipeline_take_stats(p, &st);
+        stepper_step(&stp, 0, &st);
         for (int k = 0; k < 3; k++)
             peak[s][k] = st.peak_activation_bytes[k];
-        free(x);
-        free(y);
-        dp_tensor_free(loss);
-        dp_tensor_free(correct);
-        dp_pipeline_close(p);
-        dp_model_close(m);
+        stepper_close(&stp);
         dp_devices_close(devs, 3);
     }
     for (int k = 0; k < 3; k++) {
