@@ -14,6 +14,80 @@
 extern "C" {
 #endif
 
+/* ---- mixed precision ------------------------------------------------------
+ *
+ * What convolutions and matrix products compute in, for the ops the calling
+ * thread issues from then on, as torch.autocast("cpu", dtype=torch.bfloat16)
+ * (autocast is per thread there too):
+ *   DP_PRECISION_FP32   float32 everywhere (the default).
+ *   DP_PRECISION_BF16   dp_conv2d and dp_linear take bf16 operands (their
+ *     float32 inputs and weights rounded to nearest even) and accumulate in
+ *     float32, on the device's native kernels (DP_DEVICE_BF16_NATIVE:
+ *     AVX512-BF16 or AMX). A convolution's output is bf16, and the ops that
+ *     follow it (batch norm, ReLU, pooling, sums, reshapes) keep bf16
+ *     activations and bf16 gradients; dp_linear's output is float32. Ops
+ *     with no bf16 kernel (dropout, cross-entropy, adaptive pooling that
+ *     does not tile) take their input as float32, through a recorded cast.
+ *     Parameters, their gradients, the optimizer's state, batch norm's
+ *     statistics and the loss stay float32; no loss scaling is needed (bf16
+ *     has float32's exponent range).
+ *   DP_PRECISION_BF16_REFERENCE  the same values from float32 kernels whose
+ *     operands are rounded to bf16 first: a product of two bf16 numbers is
+ *     exact in float32, so this is the native arithmetic up to the order of
+ *     the float32 sums. Slower than float32; it checks bf16 accuracy on any
+ *     device with DP_DEVICE_BF16.
+ * Ops read the setting when they are called; a backward pass uses the
+ * precision its forward was issued with. Returns the previous setting. */
+typedef enum dp_precision {
+    DP_PRECISION_FP32 = 0,
+    DP_PRECISION_BF16 = 1,
+    DP_PRECISION_BF16_REFERENCE = 2,
+} dp_precision;
+dp_precision dp_set_precision(dp_precision p);
+dp_precision dp_get_precision(void);
+/* "fp32", "bf16", "bf16-reference"; parse returns DP_EINVAL for others. */
+const char *dp_precision_name(dp_precision p);
+int dp_precision_parse(const char *s, dp_precision *out);
+
+/* y = x converted to dtype (DP_F32 or DP_BF16; to bf16 rounds to nearest
+ * even), same shape and layout; y is x itself when x has that dtype.
+ * Backward converts the gradient back. */
+int dp_cast(dp_tensor_t **y, dp_tensor_t *x, dp_dtype dtype);
+
+/* How convolutions pick their kernels, process-wide (torch.backends.cudnn's
+ * benchmark mode, for the CPU):
+ *   DP_CONV_ALGO_DIRECT    the direct kernels in NHWC (the default).
+ *   DP_CONV_ALGO_AUTO      the first time a shape is seen (batch size aside),
+ *     every candidate the device offers is timed for each pass (forward,
+ *     backward-data, backward-weights) and the fastest is kept for the
+ *     process: direct in NHWC, direct in oneDNN's blocked layout, Winograd
+ *     (float32, AVX-512), im2col and a matrix product, in the precision of
+ *     the op. Every device of the process uses the one choice.
+ *   DP_CONV_ALGO_WINOGRAD  Winograd where the device has it for the shape
+ *     (float32, 3x3, stride 1), else direct.
+ * The reference bf16 path always runs direct kernels. */
+typedef enum dp_conv_algo {
+    DP_CONV_ALGO_DIRECT = 0,
+    DP_CONV_ALGO_AUTO = 1,
+    DP_CONV_ALGO_WINOGRAD = 2,
+} dp_conv_algo;
+void dp_set_conv_algo(dp_conv_algo a);
+dp_conv_algo dp_get_conv_algo(void);
+/* "direct", "auto", "winograd"; parse returns DP_EINVAL for others. */
+const char *dp_conv_algo_name(dp_conv_algo a);
+int dp_conv_algo_parse(const char *s, dp_conv_algo *out);
+/* The choices DP_CONV_ALGO_AUTO has made (or loaded) so far, one line per
+ * shape and precision, e.g.
+ *   bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct backward_data=direct backward_weights=gemm
+ * as a string the caller frees with free(), or NULL when out of memory.
+ * dp_conv_choices_load installs such lines (those for shapes already
+ * chosen replace them), so that a resumed run or another MPI rank uses the
+ * same kernels; a malformed line is DP_EINVAL naming it, and nothing is
+ * installed. dp_conv_choices_clear forgets every choice. */
+char *dp_conv_choices_save(void);
+int dp_conv_choices_load(const char *text);
+void dp_conv_choices_clear(void);
+
 typedef struct dp_conv2d_params {
     int stride_h, stride_w; /* 0 means 1 */
     int pad_h, pad_w;

@@ -5,9 +5,11 @@
  * end split); only reading a value blocks: dp_tensor_wait (MXNet's
  * wait_to_read), dp_tensor_to_host, dp_device_sync and dp_waitall.
  *
- * Tensors are float32 (or int32 labels) with PyTorch's logical shapes: a
- * batch of images is (N, C, H, W) whatever physical layout the kernels
- * prefer. dp_tensor_to_host always returns the logical (row-major) order.
+ * Tensors are float32 (or int32 labels, or bfloat16 activations under
+ * DP_PRECISION_BF16, dp/ops.h) with PyTorch's logical shapes: a batch of
+ * images is (N, C, H, W) whatever physical layout the kernels prefer.
+ * dp_tensor_to_host always returns the logical (row-major) order, in the
+ * tensor's own dtype (2 bytes an element for bf16).
  */
 #ifndef DP_TENSOR_H
 #define DP_TENSOR_H
@@ -26,7 +28,10 @@ extern "C" {
 typedef struct dp_device dp_device_t;
 typedef struct dp_tensor dp_tensor_t;
 
-typedef enum dp_dtype { DP_F32 = 0, DP_I32 = 1 } dp_dtype;
+/* DP_BF16: bfloat16, the top half of a float32 (8 bits of precision). */
+typedef enum dp_dtype { DP_F32 = 0, DP_I32 = 1, DP_BF16 = 2 } dp_dtype;
+/* Bytes per element: 4, 4, 2. */
+size_t dp_dtype_size(dp_dtype dtype);
 
 /* ---- devices ------------------------------------------------------------ */
 
@@ -46,6 +51,13 @@ typedef enum dp_device_cap {
     /* The same commands on the same shapes and thread count give
      * bit-identical results run after run. */
     DP_DEVICE_DETERMINISTIC = 1 << 1,
+    /* It holds bf16 tensors and runs DP_PRECISION_BF16_REFERENCE (bf16
+     * operands on its float32 kernels): a CPU device. */
+    DP_DEVICE_BF16 = 1 << 2,
+    /* Its convolutions and matrix products take bf16 operands natively
+     * (a CPU with AVX512-BF16 or AMX, as oneDNN finds it, which honours
+     * DNNL_MAX_CPU_ISA): DP_PRECISION_BF16 runs there. */
+    DP_DEVICE_BF16_NATIVE = 1 << 3,
 } dp_device_cap;
 bool dp_device_has(const dp_device_t *dev, dp_device_cap cap);
 /* Blocks until every command enqueued on the device so far has run; returns

@@ -15,8 +15,8 @@ int dp_tensor_set_requires_grad(dp_tensor_t *t, dp_tensor_t *grad)
     if (!grad) {
         DP_TRY(dp_tensor_new(&grad, t->dev, DP_F32, t->ndim, t->shape));
         DP_TRY(dp_tensor_fill(grad, 0.0f));
-    } else if (grad->dev != t->dev || dp__numel(grad->ndim, grad->shape) !=
-                                           dp__numel(t->ndim, t->shape)) {
+    } else if (grad->dev != t->dev ||
+               dp__numel(grad->ndim, grad->shape) != dp__numel(t->ndim, t->shape)) {
         DP_ERROR("gradient tensor does not match its parameter");
         return DP_ESHAPE;
     }
@@ -88,6 +88,19 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
     return 0;
 }
 
+bool dp__grad_adopt(dp_tensor_t *x, dp_tensor_t *g)
+{
+    dp__autograd_state *s = x ? x->ag : NULL;
+    if (!s || !s->tape || s->grad_written || g->dtype != x->dtype || g->nhwc != x->nhwc ||
+        g->dev != x->dev || dp__numel(g->ndim, g->shape) != dp__numel(x->ndim, x->shape))
+        return false;
+    s->grad = g;
+    s->grad_gen = dp__backward_gen();
+    s->grad_written = 1;
+    s->grad_masked = 0;
+    return true;
+}
+
 void dp__grad_touch(dp_tensor_t *x)
 {
     x->ag->grad_gen = dp__backward_gen();
@@ -102,10 +115,12 @@ int dp__grad_end(dp_tensor_t *x, dp_tensor_t *contribution)
     }
     dp_tensor_t *grad = x->ag->grad;
     x->ag->grad_masked = 0; /* the sum is not known to be masked */
+    DP_ASSERT(contribution->dtype == grad->dtype);
     dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE,
                           .a = contribution->data,
                           .out = grad->data,
-                          .n = dp__numel(x->ndim, x->shape)};
+                          .n = dp__numel(x->ndim, x->shape),
+                          .dtype = grad->dtype};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
     dp__tensor_written(grad);
     return 0;

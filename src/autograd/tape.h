@@ -89,6 +89,11 @@ int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t 
  * dp__grad_end then adds into x's gradient. *out is NULL when x needs none. */
 int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out);
 int dp__grad_end(dp_tensor_t *x, dp_tensor_t *contribution);
+/* Makes g (a gradient buffer nothing reads after the calling backward
+ * function) x's gradient, when x is a recorded output whose gradient this
+ * step has not been written yet: the copy that dp__grad_begin/end would
+ * make is spared; later contributions add into g. Returns whether it did. */
+bool dp__grad_adopt(dp_tensor_t *x, dp_tensor_t *g);
 /* Marks x's gradient as updated by the running dp_backward, for a backward
  * function that adds into it in place. */
 void dp__grad_touch(dp_tensor_t *x);

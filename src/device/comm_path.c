@@ -26,6 +26,7 @@ dp_device_t *dp__comm_path(dp_device_t *dev)
             c->ops = dev->ops;
             c->index = dev->index;
             c->threads = 1;
+            c->caps = dev->caps;
             c->impl = dev->impl;
             c->comm_of = dev;
             /* "cpu:0.comm" (device names are short: kind:index). */

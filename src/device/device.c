@@ -58,6 +58,7 @@ int dp_device_open(dp_device_t **out, const char *name, int threads)
     dev->threads = threads > 0 ? threads : dp__cpu_count();
     snprintf(dev->name, sizeof dev->name, "%s:%d", ops->kind, index);
     pthread_mutex_init(&dev->cache.mu, NULL);
+    dev->caps = ops->caps;
     int rc = ops->open(dev);
     if (rc < 0) {
         pthread_mutex_destroy(&dev->cache.mu);
@@ -141,7 +142,7 @@ const char *dp_device_name(const dp_device_t *dev)
 
 bool dp_device_has(const dp_device_t *dev, dp_device_cap cap)
 {
-    return (dev->ops->caps & (unsigned)cap) == (unsigned)cap;
+    return (dev->caps & (unsigned)cap) == (unsigned)cap;
 }
 
 int dp_device_threads(const dp_device_t *dev)

@@ -15,7 +15,8 @@
 
 typedef struct dp__device_ops {
     const char *kind; /* "cpu", "cuda": for names and messages only */
-    unsigned caps;    /* dp_device_cap flags: what code may choose by */
+    unsigned caps;    /* dp_device_cap flags every device of the backend has;
+                       * open may add those of the hardware (dev->caps) */
 
     /* Lifetime: open fills dev->impl and dev->stream. */
     int (*open)(dp_device_t *dev);
@@ -56,6 +57,11 @@ typedef struct dp__device_ops {
     int (*adaptive_avg_pool_forward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
     int (*adaptive_avg_pool_backward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
     int (*check_finite)(dp_device_t *dev, const dp__check_finite_args *a); /* NULL: unchecked */
+    /* Whether batch_norm_forward fuses its ReLU keeping a mask in relu_ws
+     * (device/kernels.h), so that the op layer need not mask dy. */
+    bool bn_relu_workspace;
+    /* Backends with DP_DEVICE_BF16 (NULL elsewhere). */
+    int (*cast)(dp_device_t *dev, const dp__cast_args *a);
 
     /* Optional, for backends whose commands finish on the device after the
      * worker has issued them (CUDA). NULL where a command's work is done
@@ -122,8 +128,9 @@ typedef struct dp__block_cache {
 struct dp_device {
     const dp__device_ops *ops;
     char name[32];
-    int index;   /* cpu:<index>, cuda:<index> (the CUDA device ordinal) */
-    int threads; /* kernel threads */
+    int index;     /* cpu:<index>, cuda:<index> (the CUDA device ordinal) */
+    int threads;   /* kernel threads */
+    unsigned caps; /* dp_device_cap flags: ops->caps and the hardware's */
     dp__stream *stream;
     void *impl;
     dp__block_cache cache;
@@ -177,6 +184,8 @@ int dp__tensor_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
  * dp_tensor_free (src/autograd/) releases that first. */
 void dp__tensor_release(dp_tensor_t *t);
 int64_t dp__numel(int ndim, const int64_t *shape);
+/* A tensor's bytes: numel times its dtype's size. */
+size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape);
 /* The tensor described for a kernel. */
 dp__tdesc dp__desc(const dp_tensor_t *t);
 /* Records that the last command pushed on t's device writes t. */

@@ -1,39 +1,62 @@
 /* Argument structs of the device kernels. Every backend implements the same
  * kernels with these arguments; the op layer (src/ops/) fills them.
  *
- * A dp__tdesc describes a tensor for a kernel: its memory and logical shape,
- * and whether a 4-D tensor is stored N, H, W, C (nhwc) or N, C, H, W. */
+ * A dp__tdesc describes a tensor for a kernel: its memory, dtype and
+ * logical shape, and whether a 4-D tensor is stored N, H, W, C (nhwc) or
+ * N, C, H, W. Activations and their gradients are f32, or bf16 under
+ * mixed precision; parameters, their gradients and statistics always f32. */
 #ifndef DP_DEVICE_KERNELS_H
 #define DP_DEVICE_KERNELS_H
+
+#include "dp/ops.h"
+#include "dp/tensor.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef struct dp__tdesc {
     void *data;
+    dp_dtype dtype;
     int ndim;
     int nhwc;
     int64_t shape[4];
 } dp__tdesc;
 
-/* t[0..n) = value (f32 or i32 bits as given). */
+/* t[0..n) = value, stored as dtype (f32, bf16 rounded, or the i32 bits of
+ * the float as given). */
 typedef struct dp__fill_args {
     void *data;
     int64_t n;
     float value;
+    dp_dtype dtype;
 } dp__fill_args;
+
+/* dst[0..n) = src[0..n) converted between f32 and bf16 (round to nearest
+ * even; bf16 -> f32 is exact). The same dtype on both sides copies. */
+typedef struct dp__cast_args {
+    const void *src;
+    void *dst;
+    int64_t n;
+    dp_dtype src_dtype, dst_dtype;
+} dp__cast_args;
 
 /* Convolution, groups 1, no dilation.
  * x (N, C, H, W), w (K, C, R, S) in logical OIHW, b (K) or NULL,
  * y (N, K, P, Q) with P = (H + 2 pad_h - R) / stride_h + 1.
  * forward:          y = conv(x, w) + b, then relu if fuse_relu
  * backward_data:    dx = conv_transpose(dy, w)                 (written, =)
- * backward_weights: dw = corr(x, dy), db = sum dy              (written, =) */
+ * backward_weights: dw = corr(x, dy), db = sum dy              (written, =)
+ * precision FP32: every tensor f32. BF16 and BF16_REFERENCE: x, y, dx, dy
+ * bf16, w, b, dw, db f32 (w rounded to bf16 for the products); BF16 runs
+ * native bf16 kernels, BF16_REFERENCE f32 kernels on the rounded operands.
+ * algo: how the pass picks its implementation (device/conv_choice.h). */
 typedef struct dp__conv2d_args {
     dp__tdesc x, w, b, y;
     dp__tdesc dx, dw, db, dy;
     int stride_h, stride_w, pad_h, pad_w;
     bool fuse_relu;
+    dp_precision precision;
+    dp_conv_algo algo;
 } dp__conv2d_args;
 
 typedef enum dp__pool_kind { DP__POOL_AVG = 0, DP__POOL_MAX = 1 } dp__pool_kind;
@@ -46,7 +69,7 @@ typedef struct dp__pool2d_args {
     void *workspace;
     /* Backward only: when set, the output of a fused conv + ReLU that x is;
      * dx is then also multiplied by (relu_mask > 0), saving a pass. */
-    const float *relu_mask;
+    const void *relu_mask; /* of dx's dtype */
     dp__pool_kind kind;
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 } dp__pool2d_args;
@@ -64,12 +87,15 @@ typedef enum dp__eltwise_op {
     DP__ELT_TANH_BACKWARD,    /* out = a (1 - b^2)   (a = dy, b = y) */
 } dp__eltwise_op;
 
+/* a, b and out all of `dtype` (f32, or bf16: computed in f32, rounded on
+ * the store). */
 typedef struct dp__eltwise_args {
     dp__eltwise_op op;
-    const float *a, *b;
-    float *out;
+    const void *a, *b;
+    void *out;
     int64_t n;
     float alpha;
+    dp_dtype dtype;
 } dp__eltwise_args;
 
 /* Inverted dropout of x (N, ...) into y, same shape and layout:
@@ -94,14 +120,20 @@ typedef struct dp__dropout_args {
     int64_t C, HW; /* used when nhwc */
 } dp__dropout_args;
 
-/* Row-major C (M x N) = alpha op(A) op(B) + beta C, op = transpose if set. */
+/* Row-major C (M x N) = alpha op(A) op(B) + beta C, op = transpose if set.
+ * Each matrix is stored f32 or bf16 (a_dtype, b_dtype, c_dtype; zero means
+ * f32). precision FP32: every matrix f32. BF16: the products of A and B
+ * rounded to bf16 (an f32 operand is rounded first), summed in f32, on
+ * native kernels; BF16_REFERENCE: the same on f32 kernels. */
 typedef struct dp__gemm_args {
     bool trans_a, trans_b;
     int64_t m, n, k;
     float alpha, beta;
-    const float *a, *b;
-    float *c;
+    const void *a, *b;
+    void *c;
     int64_t lda, ldb, ldc;
+    dp_dtype a_dtype, b_dtype, c_dtype;
+    dp_precision precision;
 } dp__gemm_args;
 
 /* y (rows x cols) += b (cols), or db (cols) = sum over rows of dy. */
@@ -175,13 +207,18 @@ typedef struct dp__check_finite_args {
  *   into save_mean and save_var when those are not NULL.
  * backward: from x, dy (already through the ReLU), gamma, beta and the saved
  *   statistics: dx, dgamma = sum dy xhat, dbeta = sum dy (all written, =);
- *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps). */
+ *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps).
+ * relu_ws (backends with bn_relu_workspace, training with relu): the ReLU
+ *   is fused into the normalisation, which keeps its mask here (at most one
+ *   byte per element); the backward pass then takes dy from after the ReLU
+ *   unmasked and applies the mask itself. */
 typedef struct dp__batch_norm_args {
     dp__tdesc x, y, dx, dy;
     const float *gamma, *beta;
     float *dgamma, *dbeta;
     float *running_mean, *running_var;
     float *save_mean, *save_var;
+    void *relu_ws;
     float momentum, eps;
     bool training, relu;
     /* SyncBatchNorm (training only): statistics over all `ranks` replicas */
@@ -195,7 +232,7 @@ typedef struct dp__batch_norm_args {
  * backward: dx written (=); when relu_mask is set (the output of a fused
  * ReLU that x is), dx is also multiplied by (relu_mask > 0). */
 typedef struct dp__adaptive_pool_args {
-    dp__tdesc x, y, dx, dy;
+    dp__tdesc x, y, dx, dy; /* f32 */
     const float *relu_mask;
 } dp__adaptive_pool_args;
 

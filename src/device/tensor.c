@@ -15,6 +15,16 @@ int64_t dp__numel(int ndim, const int64_t *shape)
     return n;
 }
 
+size_t dp_dtype_size(dp_dtype dtype)
+{
+    return dtype == DP_BF16 ? 2 : 4;
+}
+
+size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape)
+{
+    return (size_t)dp__numel(ndim, shape) * dp_dtype_size(dtype);
+}
+
 static int check_shape(int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > DP_MAX_DIMS) {
@@ -40,7 +50,7 @@ dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const i
     t->dtype = dtype;
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->bytes = (size_t)dp__numel(ndim, shape) * 4;
+    t->bytes = dp__bytes_of(dtype, ndim, shape);
     t->data = data;
     return t;
 }
@@ -49,6 +59,10 @@ int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int nd
                      const int64_t *shape, int nhwc)
 {
     DP_TRY(check_shape(ndim, shape));
+    if ((unsigned)dtype > DP_BF16 || (dtype == DP_BF16 && !dp_device_has(dev, DP_DEVICE_BF16))) {
+        DP_ERROR("%s has no tensors of dtype %d", dev->name, (int)dtype);
+        return DP_EINVAL;
+    }
     dp_tensor_t *t = dp__tensor_view(dev, dtype, ndim, shape, NULL);
     if (!t)
         return DP_ENOMEM;
@@ -75,6 +89,7 @@ dp__tdesc dp__desc(const dp_tensor_t *t)
     if (!t)
         return d;
     d.data = t->data;
+    d.dtype = t->dtype;
     d.ndim = t->ndim;
     d.nhwc = t->nhwc;
     memcpy(d.shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
@@ -121,15 +136,16 @@ int dp_tensor_wait(const dp_tensor_t *t)
     return dp__stream_wait(t->dev->stream, t->write_seq);
 }
 
-/* NHWC -> NCHW on the host. */
-static void nhwc_to_nchw(float *dst, const float *src, const int64_t *s)
+/* NHWC -> NCHW on the host, elements of `size` bytes. */
+static void nhwc_to_nchw(char *dst, const char *src, const int64_t *s, size_t size)
 {
     int64_t N = s[0], C = s[1], H = s[2], W = s[3];
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t h = 0; h < H; h++)
                 for (int64_t w = 0; w < W; w++)
-                    dst[((n * C + c) * H + h) * W + w] = src[((n * H + h) * W + w) * C + c];
+                    memcpy(dst + (size_t)(((n * C + c) * H + h) * W + w) * size,
+                           src + (size_t)(((n * H + h) * W + w) * C + c) * size, size);
 }
 
 int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes)
@@ -149,7 +165,7 @@ int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes)
         rc = dp__stream_wait(t->dev->stream, dp__stream_last(t->dev->stream));
     if (t->nhwc) {
         if (rc == 0)
-            nhwc_to_nchw(dst, raw, t->shape);
+            nhwc_to_nchw(dst, raw, t->shape, dp_dtype_size(t->dtype));
         dp__free(raw);
     }
     return rc;
@@ -185,7 +201,7 @@ int dp_tensor_read_async(const dp_tensor_t *t, void *dst, size_t bytes)
 
 int dp_tensor_fill(dp_tensor_t *t, float value)
 {
-    dp__fill_args a = {t->data, dp__numel(t->ndim, t->shape), value};
+    dp__fill_args a = {t->data, dp__numel(t->ndim, t->shape), value, t->dtype};
     DP_TRY(t->dev->ops->fill(t->dev, &a));
     dp__tensor_written(t);
     return 0;

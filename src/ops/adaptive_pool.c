@@ -31,7 +31,7 @@ static int adaptive_backward(dp__node *node)
         return 0;
     /* Fold the backward of a fused ReLU that made x into this pass, as
      * pool2d does. */
-    const float *relu_mask = x->ag->relu_output && dx == x->ag->grad ? x->data : NULL;
+    const void *relu_mask = x->ag->relu_output && dx == x->ag->grad ? x->data : NULL;
     if (dp__numel(x->ndim, x->shape) == 0) {
         relu_mask = NULL;
     } else if (an->tiles) {
@@ -75,6 +75,8 @@ int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out
         return DP_ESHAPE;
     }
     bool tiles = H % out_h == 0 && W % out_w == 0;
+    if (!tiles) /* the adaptive kernel is f32 */
+        DP_TRY(dp__as_f32(&x));
     dp_device_t *dev = x->dev;
     if (!tiles && (!dev->ops->adaptive_avg_pool_forward || !dev->ops->adaptive_avg_pool_backward)) {
         DP_ERROR("%s: %s to %dx%d is not implemented on %s", op,
@@ -83,7 +85,7 @@ int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], out_h, out_w};
     dp_tensor_t *y;
-    DP_TRY(dp__tape_alloc(&y, dev, DP_F32, 4, shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, dev, x->dtype, 4, shape, x->nhwc));
     if (dp__numel(4, shape) > 0) {
         if (tiles) {
             dp__pool2d_args a;

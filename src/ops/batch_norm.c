@@ -8,7 +8,8 @@
  * PyTorch. Eval: the running statistics, as constants.
  * Backward: dx written (=); dgamma, dbeta accumulated into the parameters'
  * gradients. The running statistics are not differentiable inputs.
- * The output keeps x's layout. The statistics the forward used (C each,
+ * The output keeps x's layout and dtype (f32 or bf16; the statistics,
+ * gamma and beta are f32). The statistics the forward used (C each,
  * mean then var) are kept in a tensor of the tape for the backward pass,
  * so a later forward that moves the running ones cannot change it. */
 #include "ops/op.h"
@@ -18,6 +19,7 @@
 
 typedef struct bn_node {
     dp_batch_norm_params p;
+    bool relu_ws; /* the device fused the ReLU and kept its mask after the statistics */
 } bn_node;
 
 /* t described for the kernels as 4-D: (N, C) as (N, C, 1, 1), (N, C, L) as
@@ -42,7 +44,9 @@ static int batch_norm_backward(dp__node *node)
     dp_device_t *dev = x->dev;
     dp_tensor_t *dy = y->ag->grad;
     int64_t C = x->shape[1];
-    if (bn->p.relu) /* through the fused ReLU first, as conv2d */
+    /* Through the fused ReLU first, as conv2d; a device that kept the
+     * ReLU's mask applies it itself. */
+    if (bn->p.relu && !bn->relu_ws)
         DP_TRY(dp__relu_masked_grad(y, &dy));
     dp_tensor_t *dx = NULL, *dgamma = NULL, *dbeta = NULL;
     DP_TRY(dp__grad_begin(x, &dx));
@@ -67,6 +71,8 @@ static int batch_norm_backward(dp__node *node)
     a.dbeta = (dbeta ? dbeta : scratch_dbeta)->data;
     a.save_mean = stats->data;
     a.save_var = (float *)stats->data + C;
+    a.relu_ws = bn->relu_ws ? (float *)stats->data + 2 * C : NULL;
+    a.relu = bn->p.relu;
     a.eps = bn->p.eps;
     a.training = bn->p.training;
     a.sync = bn->p.sync;
@@ -76,7 +82,7 @@ static int batch_norm_backward(dp__node *node)
         DP_TRY(dev->ops->batch_norm_backward(dev, &a));
     } else {
         /* An empty batch (eval only): no gradient for gamma and beta. */
-        dp__fill_args zg = {a.dgamma, C, 0.0f}, zb = {a.dbeta, C, 0.0f};
+        dp__fill_args zg = {a.dgamma, C, 0.0f, DP_F32}, zb = {a.dbeta, C, 0.0f, DP_F32};
         DP_TRY(dev->ops->fill(dev, &zg));
         DP_TRY(dev->ops->fill(dev, &zb));
     }
@@ -90,6 +96,10 @@ static int check_vector(const char *op, const char *what, const dp_tensor_t *v, 
 {
     char vs[64];
     DP_TRY(dp__check_rank(op, what, v, 1));
+    if (v->dtype != DP_F32) {
+        DP_ERROR("%s: %s must be float32", op, what);
+        return DP_EINVAL;
+    }
     if (v->shape[0] != C) {
         DP_ERROR("%s: %s %s does not match the input's %lld channels", op, what,
                  dp_tensor_shape_str(v, vs, sizeof vs), (long long)C);
@@ -113,6 +123,8 @@ static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tens
         DP_ERROR("%s: momentum must be in (0, 1] and eps positive", op);
         return DP_EINVAL;
     }
+    if (p.sync) /* the exchange sums f32 */
+        DP_TRY(dp__as_f32(&x));
     dp__tdesc xd = bn_desc(x);
     int64_t N = xd.shape[0], C = xd.shape[1], H = xd.shape[2], W = xd.shape[3];
     DP_TRY(check_vector(op, "gamma", gamma, C));
@@ -135,9 +147,12 @@ static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tens
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
     DP_TRY(dp__tape_alloc_like(&y, x));
+    /* The statistics (mean, var: C each), then, where the device fuses the
+     * ReLU in training, its mask (at most a byte a value). */
+    bool relu_ws = p.relu && p.training && !p.sync && dev->ops->bn_relu_workspace;
     if (p.training || record) {
-        int64_t two_c = 2 * C;
-        DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &two_c, 0));
+        int64_t floats = 2 * C + (relu_ws ? (N * C * H * W + 3) / 4 : 0);
+        DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &floats, 0));
     }
     dp__batch_norm_args a;
     memset(&a, 0, sizeof a);
@@ -153,6 +168,7 @@ static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tens
     a.eps = p.eps;
     a.training = p.training;
     a.relu = p.relu;
+    a.relu_ws = relu_ws ? (float *)stats->data + 2 * C : NULL;
     a.sync = p.sync;
     a.rank = p.rank;
     a.ranks = p.ranks;
@@ -177,7 +193,7 @@ static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tens
     DP_TRY(rc);
     dp__tensor_written(y);
     if (record) {
-        bn_node bn = {p};
+        bn_node bn = {p, relu_ws};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(op, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }

@@ -3,13 +3,21 @@
  * P = (H + 2 pad_h - R) / stride_h + 1, Q likewise.
  * Backward: dx written (=) when x needs it; dw, db accumulated into the
  * parameters' gradients (first use of a step writes, later uses add).
- * The output is stored NHWC, the layout oneDNN and cuDNN run fastest. */
+ * The output is stored NHWC, the layout oneDNN and cuDNN run fastest.
+ * Under bf16 precision x is taken as bf16 (a recorded cast when it is f32)
+ * and y is bf16; w, b and their gradients stay f32 (dp/ops.h). The
+ * precision and the algorithm in force at the call also run its backward. */
 #include "ops/op.h"
 
+#include "device/conv_choice.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct conv_node {
     dp_conv2d_params p;
+    dp_precision precision;
+    dp_conv_algo algo;
 } conv_node;
 
 static int conv2d_backward(dp__node *node)
@@ -33,6 +41,8 @@ static int conv2d_backward(dp__node *node)
     a.stride_w = cn->p.stride_w;
     a.pad_h = cn->p.pad_h;
     a.pad_w = cn->p.pad_w;
+    a.precision = cn->precision;
+    a.algo = cn->algo;
 
     dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
     DP_TRY(dp__grad_begin(w, &dw));
@@ -75,16 +85,24 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     DP_TRY(dp__check_rank(op, "weight", w, 4));
     if (b)
         DP_TRY(dp__check_rank(op, "bias", b, 1));
+    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
+        DP_ERROR("%s: weight and bias must be float32 (bf16 is for activations)", op);
+        return DP_EINVAL;
+    }
     dp_tensor_t *ts[] = {x, w, b};
     DP_TRY(dp__check_same_device(op, ts, 3));
+    dp_precision prec = dp_get_precision();
+    DP_TRY(dp__precision_check(op, x->dev, prec));
+    /* the activations in the precision's type, as autocast casts them */
+    DP_TRY(prec == DP_PRECISION_FP32 ? dp__as_f32(&x) : dp_cast(&x, x, DP_BF16));
+    ts[0] = x;
     if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0) {
         DP_ERROR("%s: negative stride or padding", op);
         return DP_EINVAL;
     }
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
-    if (w->shape[1] != C || (b && b->shape[0] != K) || H + 2 * p.pad_h < R ||
-        W + 2 * p.pad_w < S) {
+    if (w->shape[1] != C || (b && b->shape[0] != K) || H + 2 * p.pad_h < R || W + 2 * p.pad_w < S) {
         DP_ERROR("%s: input %s does not fit weight %s", op, dp_tensor_shape_str(x, xs, sizeof xs),
                  dp_tensor_shape_str(w, ws, sizeof ws));
         return DP_ESHAPE;
@@ -92,7 +110,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     int64_t shape[4] = {N, K, (H + 2 * p.pad_h - R) / p.stride_h + 1,
                         (W + 2 * p.pad_w - S) / p.stride_w + 1};
     dp_tensor_t *y;
-    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, 1));
+    DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, 1));
     dp__conv2d_args a;
     memset(&a, 0, sizeof a);
     a.x = dp__desc(x);
@@ -104,14 +122,31 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     a.pad_h = p.pad_h;
     a.pad_w = p.pad_w;
     a.fuse_relu = p.relu;
+    a.precision = prec;
+    a.algo = dp_get_conv_algo();
     if (N > 0)
         DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        conv_node cn = {p};
+        conv_node cn = {p, prec, a.algo};
         dp__saved saved = {.relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(op, conv2d_backward, ts, 3, y, &saved, &cn, sizeof cn));
     }
     *out = y;
     return 0;
+}
+
+char *dp_conv_choices_save(void)
+{
+    return dp__conv_choices_text();
+}
+
+int dp_conv_choices_load(const char *text)
+{
+    return text ? dp__conv_choices_parse(text) : DP_EINVAL;
+}
+
+void dp_conv_choices_clear(void)
+{
+    dp__conv_choices_reset();
 }

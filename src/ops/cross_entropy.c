@@ -42,6 +42,7 @@ int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels
                      dp_reduction reduction)
 {
     DP_TRY(check_labels("cross_entropy", logits, labels));
+    DP_TRY(dp__as_f32(&logits)); /* softmax and the loss in f32, as autocast */
     int64_t one = 1;
     dp_tensor_t *loss;
     DP_TRY(dp__tape_alloc(&loss, logits->dev, DP_F32, 1, &one, 0));
@@ -65,6 +66,7 @@ int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels
 int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels)
 {
     DP_TRY(check_labels("accuracy", logits, labels));
+    DP_TRY(dp__as_f32(&logits));
     if (!correct || correct->dtype != DP_F32 || dp__numel(correct->ndim, correct->shape) != 1 ||
         correct->dev != logits->dev) {
         DP_ERROR("accuracy: the counter must be a one-element float tensor on the same device");

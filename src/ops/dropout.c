@@ -31,11 +31,12 @@ static int apply(const dropout_node *dn, dp_tensor_t *in, dp_tensor_t *out)
     dp_device_t *dev = in->dev;
     int64_t n = dp__numel(in->ndim, in->shape);
     if (dn->mode == DROPOUT_IDENTITY) {
-        dp__eltwise_args e = {.op = DP__ELT_COPY, .a = in->data, .out = out->data, .n = n};
+        dp__eltwise_args e = {
+            .op = DP__ELT_COPY, .a = in->data, .out = out->data, .n = n, .dtype = in->dtype};
         return dev->ops->eltwise(dev, &e);
     }
     if (dn->mode == DROPOUT_ZERO) {
-        dp__fill_args f = {.data = out->data, .n = n, .value = 0.0f};
+        dp__fill_args f = {.data = out->data, .n = n, .value = 0.0f, .dtype = out->dtype};
         return dev->ops->fill(dev, &f);
     }
     dp__dropout_args a = dn->a;
@@ -81,6 +82,7 @@ int dp_dropout(dp_tensor_t **out, dp_tensor_t *x, const dp_dropout_params *p)
     } else if (p->prob == 1.0f) {
         dn.mode = DROPOUT_ZERO;
     } else {
+        DP_TRY(dp__as_f32(&x)); /* the mask kernel is f32 */
         dn.mode = DROPOUT_MASK;
         int64_t N = x->shape[0];
         uint64_t stream = (1ULL << 63) | (p->step << 32) | p->layer;

@@ -1,7 +1,9 @@
 /* Elementwise ops, any shape: relu (y = max(x, 0)), sigmoid
  * (y = 1 / (1 + exp(-x))), tanh and add (z = a + b). Outputs keep the
- * input's layout; backward writes (=) each input's share. Sigmoid and tanh
- * differentiate from their saved output: dx = dy y (1 - y), dy (1 - y^2). */
+ * input's layout and dtype (f32 or bf16; add of an f32 and a bf16 tensor
+ * is f32, as PyTorch promotes); backward writes (=) each input's share.
+ * Sigmoid and tanh differentiate from their saved output:
+ * dx = dy y (1 - y), dy (1 - y^2). */
 #include "ops/op.h"
 
 typedef struct activation_node {
@@ -19,7 +21,8 @@ static int activation_backward(dp__node *node)
                           .a = y->ag->grad->data,
                           .b = y->data,
                           .out = dx->data,
-                          .n = dp__numel(y->ndim, y->shape)};
+                          .n = dp__numel(y->ndim, y->shape),
+                          .dtype = y->dtype};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
     return dp__grad_end(x, dx);
 }
@@ -32,8 +35,11 @@ static int activation(dp_tensor_t **out, dp_tensor_t *x, const char *op, dp__elt
     DP_TRY(dp__check_rank(op, "input", x, -1));
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc_like(&y, x));
-    dp__eltwise_args a = {
-        .op = forward, .a = x->data, .out = y->data, .n = dp__numel(x->ndim, x->shape)};
+    dp__eltwise_args a = {.op = forward,
+                          .a = x->data,
+                          .out = y->data,
+                          .n = dp__numel(x->ndim, x->shape),
+                          .dtype = x->dtype};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
@@ -66,16 +72,24 @@ static int pass_gradient(dp_tensor_t *x, dp_tensor_t *g)
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
         return 0;
-    dp__eltwise_args a = {
-        .op = DP__ELT_COPY, .a = g->data, .out = dx->data, .n = dp__numel(x->ndim, x->shape)};
+    dp__eltwise_args a = {.op = DP__ELT_COPY,
+                          .a = g->data,
+                          .out = dx->data,
+                          .n = dp__numel(x->ndim, x->shape),
+                          .dtype = x->dtype};
     DP_TRY(x->dev->ops->eltwise(x->dev, &a));
     return dp__grad_end(x, dx);
 }
 
+/* Both inputs get z's gradient: b a copy, then a the buffer itself when it
+ * can take it (nothing reads z's gradient after this node), else a copy. */
 static int add_backward(dp__node *node)
 {
-    DP_TRY(pass_gradient(node->inputs[0], node->output->ag->grad));
-    return pass_gradient(node->inputs[1], node->output->ag->grad);
+    dp_tensor_t *g = node->output->ag->grad;
+    DP_TRY(pass_gradient(node->inputs[1], g));
+    if (dp__grad_adopt(node->inputs[0], g))
+        return 0;
+    return pass_gradient(node->inputs[0], g);
 }
 
 int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
@@ -96,13 +110,20 @@ int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
         DP_ERROR("add: inputs are stored in different layouts");
         return DP_EINVAL;
     }
+    if (a->dtype != b->dtype) { /* PyTorch's promotion: the sum is f32 */
+        DP_TRY(dp__as_f32(&a));
+        DP_TRY(dp__as_f32(&b));
+        ts[0] = a;
+        ts[1] = b;
+    }
     dp_tensor_t *z;
     DP_TRY(dp__tape_alloc_like(&z, a));
     dp__eltwise_args e = {.op = DP__ELT_ADD,
                           .a = a->data,
                           .b = b->data,
                           .out = z->data,
-                          .n = dp__numel(a->ndim, a->shape)};
+                          .n = dp__numel(a->ndim, a->shape),
+                          .dtype = a->dtype};
     DP_TRY(a->dev->ops->eltwise(a->dev, &e));
     dp__tensor_written(z);
     if (dp__tape_needs_grad(ts, 2))

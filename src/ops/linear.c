@@ -1,11 +1,15 @@
 /* linear: y (N, D_out) = x (N, D_in) w + b (D_out), with w stored either as
  * nn.Linear does, (D_out, D_in) used transposed, or as the seed's torch.mm,
  * (D_in, D_out). Backward: dx written (=); dw, db accumulated into the
- * parameters' gradients. */
+ * parameters' gradients.
+ * Under bf16 precision the products take bf16 operands (x may be bf16; w
+ * and the f32 dy are rounded) and sum in f32; y and dw stay f32, dx has
+ * x's dtype (dp/ops.h). */
 #include "ops/op.h"
 
 typedef struct linear_node {
     dp_weight_layout layout;
+    dp_precision precision;
 } linear_node;
 
 static int linear_backward(dp__node *node)
@@ -20,11 +24,18 @@ static int linear_backward(dp__node *node)
 
     DP_TRY(dp__grad_begin(w, &dw));
     if (dw) {
-        dp__gemm_args g = {.trans_a = true, .alpha = 1.0f, .beta = 0.0f, .k = N, .c = dw->data};
+        dp__gemm_args g = {.trans_a = true,
+                           .alpha = 1.0f,
+                           .beta = 0.0f,
+                           .k = N,
+                           .c = dw->data,
+                           .precision = ln->precision};
         if (out_in) { /* dw (Dout, Din) = dy^T x */
             g.m = Dout, g.n = Din, g.a = dy->data, g.lda = Dout, g.b = x->data, g.ldb = Din;
+            g.b_dtype = x->dtype;
         } else { /* dw (Din, Dout) = x^T dy */
             g.m = Din, g.n = Dout, g.a = x->data, g.lda = Din, g.b = dy->data, g.ldb = Dout;
+            g.a_dtype = x->dtype;
         }
         g.ldc = g.n;
         DP_TRY(dev->ops->gemm(dev, &g));
@@ -49,7 +60,9 @@ static int linear_backward(dp__node *node)
                            .b = w->data,
                            .ldb = out_in ? Din : Dout,
                            .c = dx->data,
-                           .ldc = Din};
+                           .ldc = Din,
+                           .c_dtype = dx->dtype,
+                           .precision = ln->precision};
         DP_TRY(dev->ops->gemm(dev, &g));
         DP_TRY(dp__grad_end(x, dx));
     }
@@ -65,8 +78,18 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     DP_TRY(dp__check_rank(op, "weight", w, 2));
     if (b)
         DP_TRY(dp__check_rank(op, "bias", b, 1));
+    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
+        DP_ERROR("%s: weight and bias must be float32 (bf16 is for activations)", op);
+        return DP_EINVAL;
+    }
     dp_tensor_t *ts[] = {x, w, b};
     DP_TRY(dp__check_same_device(op, ts, 3));
+    dp_precision prec = dp_get_precision();
+    DP_TRY(dp__precision_check(op, x->dev, prec));
+    if (prec == DP_PRECISION_FP32) {
+        DP_TRY(dp__as_f32(&x));
+        ts[0] = x;
+    }
     int out_in = layout == DP_WEIGHT_OUT_IN;
     int64_t N = x->shape[0], Din = x->shape[1];
     int64_t w_in = out_in ? w->shape[1] : w->shape[0];
@@ -90,7 +113,9 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
                        .b = w->data,
                        .ldb = out_in ? Din : Dout,
                        .c = y->data,
-                       .ldc = Dout};
+                       .ldc = Dout,
+                       .a_dtype = x->dtype,
+                       .precision = prec};
     DP_TRY(x->dev->ops->gemm(x->dev, &g));
     if (b) {
         dp__bias_args a = {.y = y->data, .b = b->data, .rows = N, .cols = Dout};
@@ -98,7 +123,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     }
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        linear_node ln = {layout};
+        linear_node ln = {layout, prec};
         DP_TRY(dp__tape_record(op, linear_backward, ts, 3, y, &ln, sizeof ln));
     }
     *out = y;

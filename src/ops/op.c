@@ -7,7 +7,7 @@ int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int n
         DP_ERROR("%s: %s is NULL", op, what);
         return DP_EINVAL;
     }
-    if (x->dtype != DP_F32) {
+    if (x->dtype != DP_F32 && x->dtype != DP_BF16) {
         DP_ERROR("%s: %s must be a float tensor", op, what);
         return DP_EINVAL;
     }
@@ -30,7 +30,8 @@ int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz)
                           .a = y->ag->grad->data,
                           .b = y->data,
                           .out = (*dz)->data,
-                          .n = dp__numel(y->ndim, y->shape)};
+                          .n = dp__numel(y->ndim, y->shape),
+                          .dtype = y->dtype};
     return y->dev->ops->eltwise(y->dev, &e);
 }
 

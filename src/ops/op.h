@@ -7,7 +7,8 @@
 #include "device/device.h"
 #include "dp/ops.h"
 
-/* Checks that x is a float tensor of rank `ndim` (logs `op` on failure). */
+/* Checks that x is a floating tensor (f32 or bf16) of rank `ndim`, any
+ * rank when ndim < 0 (logs `op` on failure). */
 int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int ndim);
 /* The gradient behind an op's fused ReLU: *dz = y's gradient where y > 0, or
  * y's gradient itself when a later op already applied that mask
@@ -15,5 +16,11 @@ int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int n
 int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz);
 /* Checks that every non-NULL tensor is on the device of the first. */
 int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n);
+/* Whether `op` may run in precision p on dev: bf16 needs DP_DEVICE_BF16,
+ * native bf16 DP_DEVICE_BF16_NATIVE (logged when not). */
+int dp__precision_check(const char *op, dp_device_t *dev, dp_precision p);
+/* *x as float32: itself, or a recorded cast of a bf16 tensor (for ops with
+ * no bf16 kernel, as autocast's float32 list). */
+int dp__as_f32(dp_tensor_t **x);
 
 #endif

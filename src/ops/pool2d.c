@@ -86,7 +86,7 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
     int64_t shape[4] = {x->shape[0], x->shape[1], (H + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
                         (W + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
     dp_tensor_t *y, *ws = NULL;
-    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, x->nhwc));
+    DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, x->nhwc));
     if (kind == DP__POOL_MAX)
         DP_TRY(dp__tape_alloc(&ws, x->dev, DP_I32, 4, shape, x->nhwc));
     dp__pool2d_args a;

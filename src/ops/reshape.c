@@ -13,12 +13,14 @@ static int copy_or_relayout(dp_tensor_t *dst, const dp_tensor_t *src, int dst_nh
         dp__eltwise_args a = {.op = DP__ELT_COPY,
                               .a = src->data,
                               .out = dst->data,
-                              .n = dp__numel(src->ndim, src->shape)};
+                              .n = dp__numel(src->ndim, src->shape),
+                              .dtype = src->dtype};
         return dev->ops->eltwise(dev, &a);
     }
     dp__relayout_args r;
     memset(&r, 0, sizeof r);
     r.src.data = src->data;
+    r.src.dtype = src->dtype;
     r.src.ndim = 4;
     r.src.nhwc = src->nhwc;
     memcpy(r.src.shape, shape4, sizeof r.src.shape);

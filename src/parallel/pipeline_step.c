@@ -152,7 +152,7 @@ static int stage_input(dp_pipeline_t *p, int d, int k, int m, dp_tensor_t **x)
     int64_t shape[DP_MAX_DIMS];
     for (int i = 0; i < dp_tensor_ndim(y); i++)
         shape[i] = dp_tensor_dim(y, i);
-    DP_TRY(dp__tape_alloc(x, stage_device(p, d, k), DP_F32, dp_tensor_ndim(y), shape,
+    DP_TRY(dp__tape_alloc(x, stage_device(p, d, k), dp_tensor_dtype(y), dp_tensor_ndim(y), shape,
                           dp__tensor_nhwc(y)));
     /* y stays on its tape until stage k - 1's backward of m, which follows
      * this stage's backward, which follows this copy: no wait back. */

@@ -2,10 +2,17 @@
  * (NHWC after a convolution, NCHW for a user's input).
  *
  * oneDNN computes the batch statistics and the normalisation in one
- * primitive; the fused ReLU and the running-statistics update are short
- * loops in the same command. The backward pass receives dy already masked
- * by the ReLU (the op layer does it, or a following pool did), so one
- * primitive, without oneDNN's ReLU workspace, serves both cases. */
+ * primitive, and the ReLU after it with its fused-ReLU flag: in training
+ * the primitive keeps the ReLU's mask in the op's workspace (relu_ws, a bit
+ * or a byte an element) and the backward primitive applies it to dy, so
+ * neither pass spends a sweep of its own on the ReLU. The running-statistics
+ * update is a short loop in the same command. SyncBatchNorm's own loops
+ * take dy already masked (the op layer does it).
+ *
+ * bf16 data (statistics, scale and shift stay f32) runs oneDNN's bf16
+ * batch normalization, or, on a CPU where it has none, its f32 one over
+ * converted copies. */
+#include "core/bf16.h"
 #include "device/cpu/cpu.h"
 #include "engine/exchange.h"
 
@@ -13,13 +20,16 @@
 #include <string.h>
 
 typedef struct bn_key {
-    int backward, training, nhwc;
+    int backward, training, nhwc, relu;
+    dnnl_data_type_t type;
     int64_t x[4];
     float eps;
 } bn_key;
 
 typedef struct bn_prim {
     dnnl_primitive_t prim;
+    dnnl_memory_t m_ws; /* the fused ReLU's mask, or NULL */
+    size_t ws_bytes;
     /* data: src, dst (forward) or diff_dst, diff_src (backward); per
      * channel: mean, variance, scale, shift, diff_scale, diff_shift */
     dnnl_memory_t m_src, m_dst, m_diff_dst, m_diff_src;
@@ -31,8 +41,9 @@ static void bn_prim_destroy(void *p)
     bn_prim *c = p;
     if (c->prim)
         dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->m_src, c->m_dst,   c->m_diff_dst, c->m_diff_src,   c->m_mean,
-                            c->m_var, c->m_scale, c->m_shift,    c->m_diff_scale, c->m_diff_shift};
+    dnnl_memory_t mems[] = {c->m_src,        c->m_dst,        c->m_diff_dst, c->m_diff_src,
+                            c->m_mean,       c->m_var,        c->m_scale,    c->m_shift,
+                            c->m_diff_scale, c->m_diff_shift, c->m_ws};
     for (size_t i = 0; i < DP_COUNTOF(mems); i++)
         if (mems[i])
             dnnl_memory_destroy(mems[i]);
@@ -56,20 +67,27 @@ static int build(dp__cpu *cpu, const bn_key *k, bn_prim **out)
 {
     dnnl_memory_desc_t data, stat;
     dnnl_dims_t xd = {k->x[0], k->x[1], k->x[2], k->x[3]}, cd = {k->x[1]};
-    dnnl_memory_desc_init_by_tag(&data, 4, xd, dnnl_f32, k->nhwc ? dnnl_acdb : dnnl_abcd);
+    dnnl_memory_desc_init_by_tag(&data, 4, xd, k->type, k->nhwc ? dnnl_acdb : dnnl_abcd);
     dnnl_memory_desc_init_by_tag(&stat, 1, cd, dnnl_f32, dnnl_a);
     /* Eval normalises with the running statistics, and its backward pass
      * treats them as constants: both are oneDNN's global statistics. */
     unsigned flags = dnnl_use_scale | dnnl_use_shift;
     if (!k->training)
         flags |= dnnl_use_global_stats;
+    if (k->relu)
+        flags |= dnnl_fuse_norm_relu;
     /* A backward primitive needs the training forward as its hint. */
     dnnl_prop_kind_t prop =
         k->training || k->backward ? dnnl_forward_training : dnnl_forward_inference;
     dnnl_batch_normalization_desc_t fdesc, bdesc;
     dnnl_primitive_desc_t fwd = NULL, pd = NULL;
     DP_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&fdesc, prop, &data, k->eps, flags));
-    DP_DNNL_CHECK(dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL));
+    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success) {
+        if (k->type != dnnl_f32)
+            return DP_ENOTSUP; /* the caller converts */
+        DP_ERROR("oneDNN: cannot create batch normalization primitive");
+        return DP_EDEVICE;
+    }
     if (k->backward) {
         dnnl_status_t st = dnnl_batch_normalization_backward_desc_init(&bdesc, dnnl_backward, &data,
                                                                        &data, k->eps, flags);
@@ -88,6 +106,18 @@ static int build(dp__cpu *cpu, const bn_key *k, bn_prim **out)
     int rc = c ? 0 : DP_ENOMEM;
     if (rc == 0)
         rc = create_memories(cpu, c, &data, &stat);
+    const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
+    if (rc == 0 && ws && dnnl_memory_desc_get_size(ws) > 0) {
+        c->ws_bytes = dnnl_memory_desc_get_size(ws);
+        if (c->ws_bytes > (size_t)(k->x[0] * k->x[1] * k->x[2] * k->x[3])) {
+            DP_ERROR("oneDNN: batch normalization's ReLU mask of %zu bytes exceeds one a value",
+                     c->ws_bytes);
+            rc = DP_EDEVICE;
+        } else if (dnnl_memory_create(&c->m_ws, ws, cpu->engine, DNNL_MEMORY_NONE) !=
+                   dnnl_success) {
+            rc = DP_EDEVICE;
+        }
+    }
     if (rc == 0 && dnnl_primitive_create(&c->prim, pd) != dnnl_success) {
         DP_ERROR("oneDNN: cannot create batch normalization primitive");
         rc = DP_EDEVICE;
@@ -104,6 +134,8 @@ static int build(dp__cpu *cpu, const bn_key *k, bn_prim **out)
     return 0;
 }
 
+/* The primitive for a's pass in its dtype, or NULL when oneDNN has none for
+ * bf16 here. */
 static int lookup(dp_device_t *dev, int backward, const dp__batch_norm_args *a, bn_prim **out)
 {
     dp__cpu *cpu = dev->impl;
@@ -111,17 +143,68 @@ static int lookup(dp_device_t *dev, int backward, const dp__batch_norm_args *a, 
     memset(&k, 0, sizeof k);
     k.backward = backward;
     k.training = a->training;
+    k.type = dp__cpu_dnnl_type(a->x.dtype);
+    /* The ReLU fused: in training with the op's mask, in eval always (no
+     * mask: eval's backward takes dy masked by the op layer). */
+    k.relu = a->relu && !a->sync && (a->relu_ws || (!a->training && !backward));
     /* With one channel both layouts are the same bytes. */
     k.nhwc = a->x.nhwc && a->x.shape[1] > 1;
     memcpy(k.x, a->x.shape, sizeof k.x);
     k.eps = a->eps;
     bn_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
     if (!c) {
-        DP_TRY(build(cpu, &k, &c));
+        int rc = build(cpu, &k, &c);
+        if (rc == DP_ENOTSUP) {
+            *out = NULL;
+            return 0;
+        }
+        DP_TRY(rc);
         DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, bn_prim_destroy));
     }
     *out = c;
     return 0;
+}
+
+static int64_t numel4(const int64_t *s)
+{
+    return s[0] * s[1] * s[2] * s[3];
+}
+
+/* a with its bf16 data tensors (x, y, dx, dy: bits 1, 2, 4, 8) as f32
+ * copies in scratch: inputs converted, outputs to be converted back. */
+static int as_f32_args(dp__cpu *cpu, const dp__batch_norm_args *a, dp__batch_norm_args *f,
+                       int inputs, int outputs)
+{
+    *f = *a;
+    dp__tdesc *t[4] = {&f->x, &f->y, &f->dx, &f->dy};
+    for (int i = 0; i < 4; i++) {
+        if (!((inputs | outputs) & (1 << i)))
+            continue;
+        float *buf = dp__cpu_scratch(cpu, i, (size_t)numel4(t[i]->shape) * sizeof(float));
+        if (!buf)
+            return DP_ENOMEM;
+        if (inputs & (1 << i))
+            dp__cpu_f32_from_bf16(buf, t[i]->data, numel4(t[i]->shape));
+        t[i]->data = buf;
+        t[i]->dtype = DP_F32;
+    }
+    return 0;
+}
+
+/* y = max(y, 0) over n elements of `dtype`. */
+static void relu_in_place(void *data, dp_dtype dtype, int64_t n)
+{
+    if (dtype == DP_BF16) {
+        dp__bf16 *y = data;
+#pragma omp parallel for simd if (n > 32768)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = dp__bf16_to_f32(y[i]) > 0.0f ? y[i] : 0;
+        return;
+    }
+    float *y = data;
+#pragma omp parallel for simd if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+        y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
 /* running = (1 - m) running + m batch, the variance made unbiased as
@@ -177,8 +260,8 @@ static int sync_statistics(const dp__batch_norm_args *a)
         a->save_var[c] = (float)(var > 0 ? var : 0);
         float m = a->momentum;
         a->running_mean[c] = (1.0f - m) * a->running_mean[c] + m * (float)mean;
-        a->running_var[c] =
-            (1.0f - m) * a->running_var[c] + m * (float)(count > 1 ? var * count / (count - 1) : var);
+        a->running_var[c] = (1.0f - m) * a->running_var[c] +
+                            m * (float)(count > 1 ? var * count / (count - 1) : var);
     }
     dp__free(mine);
     dp__free(total);
@@ -259,15 +342,18 @@ static int run_forward(void *p, void *ctx)
                                    {DNNL_ARG_SCALE, c->m_scale}, {DNNL_ARG_SHIFT, c->m_shift},
                                    {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var}};
         DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 6, args));
-        if (a->relu) {
-            float *y = a->y.data;
-            int64_t n = a->x.shape[0] * a->x.shape[1] * a->x.shape[2] * a->x.shape[3];
-            for (int64_t i = 0; i < n; i++)
-                y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-        }
+        if (a->relu)
+            relu_in_place(a->y.data, a->y.dtype, numel4(a->x.shape));
         return 0;
     }
     DP_TRY(lookup(dev, 0, a, &c));
+    if (!c) {
+        dp__batch_norm_args f;
+        DP_TRY(as_f32_args(dev->impl, a, &f, 1, 2));
+        DP_TRY(run_forward(&f, ctx));
+        dp__cpu_bf16_from_f32(a->y.data, f.y.data, numel4(a->y.shape));
+        return 0;
+    }
     int64_t C = a->x.shape[1];
     dnnl_memory_set_data_handle(c->m_src, a->x.data);
     dnnl_memory_set_data_handle(c->m_dst, a->y.data);
@@ -277,17 +363,16 @@ static int run_forward(void *p, void *ctx)
      * are inputs. */
     dnnl_memory_set_data_handle(c->m_mean, a->training ? a->save_mean : a->running_mean);
     dnnl_memory_set_data_handle(c->m_var, a->training ? a->save_var : a->running_var);
-    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, c->m_src},     {DNNL_ARG_DST, c->m_dst},
+    dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, c->m_src},     {DNNL_ARG_DST, c->m_dst},
                                {DNNL_ARG_SCALE, c->m_scale}, {DNNL_ARG_SHIFT, c->m_shift},
-                               {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 6, args));
-    if (a->relu) {
-        float *y = a->y.data;
-        int64_t n = a->x.shape[0] * C * a->x.shape[2] * a->x.shape[3];
-#pragma omp parallel for simd if (n > 32768)
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-    }
+                               {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var},
+                               {DNNL_ARG_WORKSPACE, c->m_ws}};
+    if (c->m_ws)
+        dnnl_memory_set_data_handle(c->m_ws, a->relu_ws);
+    DP_DNNL_CHECK(
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 7 : 6, args));
+    if (a->relu && !(a->relu_ws || !a->training))
+        relu_in_place(a->y.data, a->y.dtype, numel4(a->x.shape));
     if (a->training) {
         update_running(a);
     } else if (a->save_mean) {
@@ -305,6 +390,13 @@ static int run_backward(void *p, void *ctx)
     if (a->sync && a->training)
         return sync_backward(a);
     DP_TRY(lookup(dev, 1, a, &c));
+    if (!c) {
+        dp__batch_norm_args f;
+        DP_TRY(as_f32_args(dev->impl, a, &f, 1 | 8, 4));
+        DP_TRY(run_backward(&f, ctx));
+        dp__cpu_bf16_from_f32(a->dx.data, f.dx.data, numel4(a->dx.shape));
+        return 0;
+    }
     dnnl_memory_set_data_handle(c->m_src, a->x.data);
     dnnl_memory_set_data_handle(c->m_diff_dst, a->dy.data);
     dnnl_memory_set_data_handle(c->m_diff_src, a->dx.data);
@@ -316,16 +408,20 @@ static int run_backward(void *p, void *ctx)
     dnnl_memory_set_data_handle(c->m_diff_shift, a->dbeta);
     /* oneDNN 2.6 checks that the shift is given to the backward pass too,
      * though no gradient depends on it. */
-    dnnl_exec_arg_t args[9] = {{DNNL_ARG_SRC, c->m_src},
-                               {DNNL_ARG_DIFF_DST, c->m_diff_dst},
-                               {DNNL_ARG_MEAN, c->m_mean},
-                               {DNNL_ARG_VARIANCE, c->m_var},
-                               {DNNL_ARG_SCALE, c->m_scale},
-                               {DNNL_ARG_SHIFT, c->m_shift},
-                               {DNNL_ARG_DIFF_SRC, c->m_diff_src},
-                               {DNNL_ARG_DIFF_SCALE, c->m_diff_scale},
-                               {DNNL_ARG_DIFF_SHIFT, c->m_diff_shift}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 9, args));
+    dnnl_exec_arg_t args[10] = {{DNNL_ARG_SRC, c->m_src},
+                                {DNNL_ARG_DIFF_DST, c->m_diff_dst},
+                                {DNNL_ARG_MEAN, c->m_mean},
+                                {DNNL_ARG_VARIANCE, c->m_var},
+                                {DNNL_ARG_SCALE, c->m_scale},
+                                {DNNL_ARG_SHIFT, c->m_shift},
+                                {DNNL_ARG_DIFF_SRC, c->m_diff_src},
+                                {DNNL_ARG_DIFF_SCALE, c->m_diff_scale},
+                                {DNNL_ARG_DIFF_SHIFT, c->m_diff_shift}};
+    if (c->m_ws)
+        dnnl_memory_set_data_handle(c->m_ws, a->relu_ws);
+    args[9] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, c->m_ws};
+    DP_DNNL_CHECK(
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 10 : 9, args));
     return 0;
 }
 

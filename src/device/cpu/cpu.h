@@ -29,19 +29,38 @@ typedef struct dp__cpu_prim {
     void (*destroy)(void *value);
 } dp__cpu_prim;
 
+/* Scratch buffers of the worker's kernels (bf16 conversions, im2col):
+ * each slot grows to the largest size asked for and is kept. Slots 0-2
+ * hold f32 copies of bf16 activations (inputs, output), 3-5 the
+ * convolutions' reordered weights and activations, 6 rounded weights of
+ * the reference bf16 path. The communication path's worker shares the
+ * device's dp__cpu and must not use them. */
+#define DP__CPU_SCRATCH_SLOTS 7
+
 typedef struct dp__cpu {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     dp__cpu_prim *prims;
     size_t nprims, cap_prims;
     int threads;
+    struct {
+        void *p;
+        size_t bytes;
+    } scratch[DP__CPU_SCRATCH_SLOTS];
 } dp__cpu;
+
+/* Scratch slot `slot` (0 .. DP__CPU_SCRATCH_SLOTS-1) of at least `bytes`,
+ * 64-byte aligned, or NULL (logged) when memory runs out. Worker only; the
+ * memory stays valid until the same slot is asked for more. */
+void *dp__cpu_scratch(dp__cpu *cpu, int slot, size_t bytes);
 
 /* The cached value for `key`, or NULL. */
 void *dp__cpu_prim_find(dp__cpu *cpu, const void *key, size_t key_size);
 /* Stores `value` under `key` (taking ownership). */
 int dp__cpu_prim_put(dp__cpu *cpu, const void *key, size_t key_size, void *value,
                      void (*destroy)(void *value));
+/* A destroy function for values the cache does not own (marks). */
+void dp__cpu_destroy_nothing(void *value);
 
 /* Enqueues `fn(args, dev)` on the device's worker, named for DP_PROFILE by
  * its file and function. */
@@ -50,6 +69,18 @@ int dp__cpu_prim_put(dp__cpu *cpu, const void *key, size_t key_size, void *value
 
 /* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
 void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);
+/* oneDNN's data type for a dtype. */
+dnnl_data_type_t dp__cpu_dnnl_type(dp_dtype dtype);
+
+/* Bulk conversions (convert.c), on the worker's team when large: bf16 from
+ * f32 rounding to nearest even, f32 from bf16 (exact), and f32 rounded to
+ * the nearest bf16 kept as f32 (the reference path's operands). */
+void dp__cpu_bf16_from_f32(void *dst, const float *src, int64_t n);
+void dp__cpu_f32_from_bf16(float *dst, const void *src, int64_t n);
+void dp__cpu_round_bf16(float *dst, const float *src, int64_t n);
+/* A tensor's values as f32: its own memory when it is f32, else converted
+ * into scratch `slot`; NULL when that memory cannot be had. */
+const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 
 /* Kernel entries, one file per op family. */
 int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
@@ -69,6 +100,7 @@ int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a);
 int dp__cpu_sgd(dp_device_t *dev, const dp__sgd_args *a);
 int dp__cpu_check_finite(dp_device_t *dev, const dp__check_finite_args *a);
 int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a);
+int dp__cpu_cast(dp_device_t *dev, const dp__cast_args *a);
 int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
 int dp__cpu_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);
 int dp__cpu_adaptive_avg_pool_forward(dp_device_t *dev, const dp__adaptive_pool_args *a);

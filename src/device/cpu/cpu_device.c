@@ -1,4 +1,5 @@
 /* The CPU device table: lifetime, memory, copies, and the primitive cache. */
+#include "core/bf16.h"
 #include "device/cpu/cpu.h"
 
 #include <omp.h>
@@ -98,6 +99,12 @@ static int cpu_open(dp_device_t *dev)
         dp__free(cpu);
         return DP_EDEVICE;
     }
+    /* Native bf16 where oneDNN may use AVX512-BF16 (or AMX): what the CPU
+     * has, capped by DNNL_MAX_CPU_ISA, with which a newer CPU imitates an
+     * older one. */
+    if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
+        dnnl_cpu_isa_avx512_core_bf16)
+        dev->caps |= DP_DEVICE_BF16_NATIVE;
     dev->impl = cpu;
     int rc = dp__stream_init(&dev->stream, dev->name, worker_init, dev);
     if (rc < 0) {
@@ -144,9 +151,16 @@ static void cpu_close(dp_device_t *dev)
     for (size_t i = 0; i < cpu->nprims; i++)
         cpu->prims[i].destroy(cpu->prims[i].value);
     dp__free(cpu->prims);
+    for (int i = 0; i < DP__CPU_SCRATCH_SLOTS; i++)
+        dp__free(cpu->scratch[i].p);
     dnnl_stream_destroy(cpu->stream);
     dnnl_engine_destroy(cpu->engine);
     dp__free(cpu);
+}
+
+void dp__cpu_destroy_nothing(void *value)
+{
+    (void)value;
 }
 
 void *dp__cpu_prim_find(dp__cpu *cpu, const void *key, size_t key_size)
@@ -190,7 +204,23 @@ void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t)
     int nd = t->ndim ? t->ndim : 1;
     if (!t->ndim)
         dims[0] = 1;
-    dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(md, nd, dims, dp__cpu_dnnl_type(t->dtype), tag);
+}
+
+dnnl_data_type_t dp__cpu_dnnl_type(dp_dtype dtype)
+{
+    return dtype == DP_BF16 ? dnnl_bf16 : dtype == DP_I32 ? dnnl_s32 : dnnl_f32;
+}
+
+void *dp__cpu_scratch(dp__cpu *cpu, int slot, size_t bytes)
+{
+    DP_ASSERT(slot >= 0 && slot < DP__CPU_SCRATCH_SLOTS);
+    if (cpu->scratch[slot].bytes < bytes) {
+        dp__free(cpu->scratch[slot].p);
+        cpu->scratch[slot].p = dp__malloc(bytes);
+        cpu->scratch[slot].bytes = cpu->scratch[slot].p ? bytes : 0;
+    }
+    return cpu->scratch[slot].p;
 }
 
 static void *cpu_alloc(dp_device_t *dev, size_t bytes)
@@ -236,9 +266,16 @@ static int run_fill(void *p, void *ctx)
 {
     dp__fill_args *a = p;
     (void)ctx;
-    float *d = a->data;
     int64_t n = a->n;
     float v = a->value;
+    if (a->dtype == DP_BF16) {
+        dp__bf16 *d = a->data, h = dp__bf16_from_f32(v);
+#pragma omp parallel for simd if (n > 65536)
+        for (int64_t i = 0; i < n; i++)
+            d[i] = h;
+        return 0;
+    }
+    float *d = a->data;
 #pragma omp parallel for simd if (n > 65536)
     for (int64_t i = 0; i < n; i++)
         d[i] = v;
@@ -252,7 +289,7 @@ int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a)
 
 const dp__device_ops dp__cpu_ops = {
     .kind = "cpu",
-    .caps = DP_DEVICE_HOST_MEMORY | DP_DEVICE_DETERMINISTIC,
+    .caps = DP_DEVICE_HOST_MEMORY | DP_DEVICE_DETERMINISTIC | DP_DEVICE_BF16,
     .open = cpu_open,
     .open_comm = cpu_open_comm,
     .close = cpu_close,
@@ -263,6 +300,8 @@ const dp__device_ops dp__cpu_ops = {
     .copy_to_host = cpu_copy,
     .copy_device = cpu_copy,
     .fill = dp__cpu_fill,
+    .cast = dp__cpu_cast,
+    .bn_relu_workspace = true,
     .conv2d_forward = dp__cpu_conv2d_forward,
     .conv2d_backward_data = dp__cpu_conv2d_backward_data,
     .conv2d_backward_weights = dp__cpu_conv2d_backward_weights,

@@ -1,7 +1,11 @@
 /* Elementwise kernels and layout copies on the CPU: plain loops that the
- * compiler vectorises, spread over the worker's OpenMP team when large;
- * sigmoid and tanh (forward, and backward from the saved output) through
- * oneDNN's eltwise primitive, whose vectorised exp the loops lack. */
+ * compiler vectorises, spread over the worker's OpenMP team when large,
+ * over f32 or bf16 (loaded as f32, rounded on the store); sigmoid and tanh
+ * (forward, and backward from the saved output) through oneDNN's eltwise
+ * primitive, whose vectorised exp the loops lack. Where oneDNN has no bf16
+ * eltwise (CPUs without AVX512-BF16), bf16 goes through its f32 primitive
+ * on converted copies: the same f32 arithmetic, rounded the same way. */
+#include "core/bf16.h"
 #include "device/cpu/cpu.h"
 
 #include <string.h>
@@ -14,6 +18,7 @@ typedef struct act_key {
     int backward;
     dnnl_alg_kind_t alg;
     int64_t n;
+    dnnl_data_type_t type;
 } act_key;
 
 typedef struct act_prim {
@@ -39,11 +44,12 @@ static int act_build(dp__cpu *cpu, const act_key *k, act_prim **out)
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {k->n};
-    dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&md, 1, dims, k->type, dnnl_a);
     dnnl_eltwise_desc_t fdesc, bdesc;
     dnnl_primitive_desc_t fwd = NULL, pd = NULL;
     DP_DNNL_CHECK(dnnl_eltwise_forward_desc_init(&fdesc, dnnl_forward_training, k->alg, &md, 0, 0));
-    DP_DNNL_CHECK(dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL));
+    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success)
+        return DP_ENOTSUP; /* bf16 on a CPU without it: the caller converts */
     if (k->backward) {
         dnnl_status_t st = dnnl_eltwise_backward_desc_init(&bdesc, k->alg, &md, &md, 0, 0);
         if (st == dnnl_success)
@@ -75,6 +81,23 @@ static int act_build(dp__cpu *cpu, const act_key *k, act_prim **out)
     return 0;
 }
 
+/* The primitive for k, or NULL (and 0) when oneDNN has none for its type. */
+static int act_lookup(dp__cpu *cpu, const act_key *k, act_prim **out)
+{
+    act_prim *c = dp__cpu_prim_find(cpu, k, sizeof *k);
+    if (!c) {
+        int rc = act_build(cpu, k, &c);
+        if (rc == DP_ENOTSUP && k->type != dnnl_f32) {
+            *out = NULL;
+            return 0;
+        }
+        DP_TRY(rc);
+        DP_TRY(dp__cpu_prim_put(cpu, k, sizeof *k, c, act_prim_destroy));
+    }
+    *out = c;
+    return 0;
+}
+
 static int run_activation(const dp__eltwise_args *a, dp_device_t *dev)
 {
     if (a->n == 0)
@@ -87,10 +110,26 @@ static int run_activation(const dp__eltwise_args *a, dp_device_t *dev)
                 ? dnnl_eltwise_logistic_use_dst_for_bwd
                 : dnnl_eltwise_tanh_use_dst_for_bwd;
     k.n = a->n;
-    act_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
+    k.type = dp__cpu_dnnl_type(a->dtype);
+    act_prim *c;
+    DP_TRY(act_lookup(cpu, &k, &c));
     if (!c) {
-        DP_TRY(act_build(cpu, &k, &c));
-        DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, act_prim_destroy));
+        /* bf16 through the f32 primitive: a, b to f32, out back to bf16 */
+        float *fa = dp__cpu_scratch(cpu, 0, (size_t)a->n * sizeof(float));
+        float *fb = k.backward ? dp__cpu_scratch(cpu, 1, (size_t)a->n * sizeof(float)) : NULL;
+        if (!fa || (k.backward && !fb))
+            return DP_ENOMEM;
+        dp__cpu_f32_from_bf16(fa, a->a, a->n);
+        if (fb)
+            dp__cpu_f32_from_bf16(fb, a->b, a->n);
+        dp__eltwise_args f = *a;
+        f.a = fa;
+        f.b = fb;
+        f.out = fa; /* in place: oneDNN's eltwise allows it */
+        f.dtype = DP_F32;
+        DP_TRY(run_activation(&f, dev));
+        dp__cpu_bf16_from_f32(a->out, fa, a->n);
+        return 0;
     }
     dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
     dnnl_memory_set_data_handle(c->m_out, a->out);
@@ -106,49 +145,62 @@ static int run_activation(const dp__eltwise_args *a, dp_device_t *dev)
     return 0;
 }
 
+/* The loops of the simple ops over elements of type T, read through LOAD
+ * into float and written through STORE. */
+#define ELTWISE_LOOPS(T, LOAD, STORE)                                                              \
+    do {                                                                                           \
+        const T *x = a->a, *y = a->b;                                                              \
+        T *out = a->out;                                                                           \
+        switch (a->op) {                                                                           \
+        case DP__ELT_RELU:                                                                         \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(LOAD(x[i]) > 0.0f ? LOAD(x[i]) : 0.0f);                             \
+            break;                                                                                 \
+        case DP__ELT_RELU_BACKWARD:                                                                \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(LOAD(y[i]) > 0.0f ? LOAD(x[i]) : 0.0f);                             \
+            break;                                                                                 \
+        case DP__ELT_ADD:                                                                          \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(LOAD(x[i]) + LOAD(y[i]));                                           \
+            break;                                                                                 \
+        case DP__ELT_ACCUMULATE:                                                                   \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(LOAD(out[i]) + LOAD(x[i]));                                         \
+            break;                                                                                 \
+        case DP__ELT_SCALE:                                                                        \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(alpha * LOAD(x[i]));                                                \
+            break;                                                                                 \
+        case DP__ELT_COPY:                                                                         \
+            if (out != x)                                                                          \
+                memcpy(out, x, (size_t)n * sizeof(T));                                             \
+            break;                                                                                 \
+        default:                                                                                   \
+            DP_ASSERT(0);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+#define F32_SAME(v) (v)
+
 static int run_eltwise(void *p, void *ctx)
 {
     dp__eltwise_args *a = p;
-    const float *x = a->a, *y = a->b;
-    float *out = a->out, alpha = a->alpha;
+    float alpha = a->alpha;
     int64_t n = a->n;
     switch (a->op) {
-    case DP__ELT_RELU:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case DP__ELT_RELU_BACKWARD:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = y[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case DP__ELT_ADD:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] + y[i];
-        break;
-    case DP__ELT_ACCUMULATE:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] += x[i];
-        break;
-    case DP__ELT_SCALE:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = alpha * x[i];
-        break;
-    case DP__ELT_COPY:
-#pragma omp parallel for simd if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i];
-        break;
     case DP__ELT_SIGMOID:
     case DP__ELT_SIGMOID_BACKWARD:
     case DP__ELT_TANH:
     case DP__ELT_TANH_BACKWARD:
         return run_activation(a, ctx);
+    default:
+        break;
     }
+    if (a->dtype == DP_BF16)
+        ELTWISE_LOOPS(dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32);
+    else
+        ELTWISE_LOOPS(float, F32_SAME, F32_SAME);
     return 0;
 }
 
@@ -157,32 +209,46 @@ int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a)
     return dp__cpu_push(dev, run_eltwise, a, sizeof *a);
 }
 
+/* The NHWC <-> NCHW copy of src into dst, elements of type T. */
+#define RELAYOUT(T)                                                                                \
+    do {                                                                                           \
+        const T *src = a->src.data;                                                                \
+        T *dst = a->dst.data;                                                                      \
+        if (a->src.nhwc) {                                                                         \
+            _Pragma(                                                                               \
+                "omp parallel for if (N * C * HW > PAR_MIN)") for (int64_t n = 0; n < N;           \
+                                                                   n++) for (int64_t c = 0; c < C; \
+                                                                             c++) for (int64_t i = \
+                                                                                           0;      \
+                                                                                       i < HW;     \
+                                                                                       i++)        \
+                dst[(n * C + c) * HW + i] = src[(n * HW + i) * C + c];                             \
+        } else {                                                                                   \
+            _Pragma(                                                                               \
+                "omp parallel for if (N * C * HW > PAR_MIN)") for (int64_t n = 0; n < N;           \
+                                                                   n++) for (int64_t i = 0;        \
+                                                                             i < HW;               \
+                                                                             i++) for (int64_t c = \
+                                                                                           0;      \
+                                                                                       c < C; c++) \
+                dst[(n * HW + i) * C + c] = src[(n * C + c) * HW + i];                             \
+        }                                                                                          \
+    } while (0)
+
 static int run_relayout(void *p, void *ctx)
 {
     dp__relayout_args *a = p;
     (void)ctx;
-    const float *src = a->src.data;
-    float *dst = a->dst.data;
-    int64_t N = a->src.shape[0], C = a->src.shape[1], H = a->src.shape[2], W = a->src.shape[3];
-    int64_t HW = H * W;
-    if (a->src.nhwc) {
-#pragma omp parallel for if (N * C * HW > PAR_MIN)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t i = 0; i < HW; i++)
-                    dst[(n * C + c) * HW + i] = src[(n * HW + i) * C + c];
-    } else {
-#pragma omp parallel for if (N * C * HW > PAR_MIN)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < HW; i++)
-                for (int64_t c = 0; c < C; c++)
-                    dst[(n * HW + i) * C + c] = src[(n * C + c) * HW + i];
-    }
+    int64_t N = a->src.shape[0], C = a->src.shape[1], HW = a->src.shape[2] * a->src.shape[3];
+    if (a->src.dtype == DP_BF16)
+        RELAYOUT(dp__bf16);
+    else
+        RELAYOUT(float);
     return 0;
 }
 
 int dp__cpu_relayout(dp_device_t *dev, const dp__relayout_args *a)
 {
-    DP_ASSERT(a->src.ndim == 4 && a->src.nhwc != a->dst.nhwc);
+    DP_ASSERT(a->src.ndim == 4 && a->src.nhwc != a->dst.nhwc && a->src.dtype == a->dst.dtype);
     return dp__cpu_push(dev, run_relayout, a, sizeof *a);
 }

@@ -1,12 +1,16 @@
 /* Average and max pooling on the CPU through oneDNN. Max pooling keeps
  * oneDNN's workspace (the argmax of each output, one byte or one int each)
- * in a buffer the op layer sizes at 4 bytes per output element. */
+ * in a buffer the op layer sizes at 4 bytes per output element. bf16
+ * tensors run oneDNN's bf16 pooling, or, on a CPU where it has none, its
+ * f32 pooling over converted copies (the same sums, rounded once). */
+#include "core/bf16.h"
 #include "device/cpu/cpu.h"
 
 #include <string.h>
 
 typedef struct pool_key {
     int backward, kind, nhwc;
+    dnnl_data_type_t type;
     int64_t x[4], y[4];
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 } pool_key;
@@ -35,8 +39,8 @@ static int build(dp__cpu *cpu, const pool_key *k, pool_prim **out)
     dnnl_format_tag_t tag = k->nhwc ? dnnl_acdb : dnnl_abcd;
     dnnl_dims_t xd = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t yd = {k->y[0], k->y[1], k->y[2], k->y[3]};
-    dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, tag);
-    dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(&x, 4, xd, k->type, tag);
+    dnnl_memory_desc_init_by_tag(&y, 4, yd, k->type, tag);
     dnnl_dims_t strides = {k->stride_h, k->stride_w}, kernel = {k->kernel_h, k->kernel_w};
     dnnl_dims_t dil = {0, 0}, pad_l = {k->pad_h, k->pad_w};
     dnnl_dims_t pad_r = {(k->y[2] - 1) * k->stride_h + k->kernel_h - k->x[2] - k->pad_h,
@@ -47,7 +51,12 @@ static int build(dp__cpu *cpu, const pool_key *k, pool_prim **out)
     dnnl_primitive_desc_t fwd = NULL, pd = NULL;
     DP_DNNL_CHECK(dnnl_pooling_v2_forward_desc_init(&fdesc, dnnl_forward_training, alg, &x, &y,
                                                     strides, kernel, dil, pad_l, pad_r));
-    DP_DNNL_CHECK(dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL));
+    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success) {
+        if (k->type != dnnl_f32)
+            return DP_ENOTSUP; /* the caller converts */
+        DP_ERROR("oneDNN: cannot create pooling primitive");
+        return DP_EDEVICE;
+    }
     if (k->backward) {
         dnnl_status_t st = dnnl_pooling_v2_backward_desc_init(&bdesc, alg, &x, &y, strides, kernel,
                                                               dil, pad_l, pad_r);
@@ -93,7 +102,10 @@ static int build(dp__cpu *cpu, const pool_key *k, pool_prim **out)
     return 0;
 }
 
-static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, pool_prim **out)
+/* The primitive for the pass over a's tensors in `type`, or NULL when
+ * oneDNN has none for bf16 here. */
+static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, dnnl_data_type_t type,
+                  pool_prim **out)
 {
     dp__cpu *cpu = dev->impl;
     pool_key k;
@@ -101,6 +113,7 @@ static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, pool
     k.backward = backward;
     k.kind = a->kind;
     k.nhwc = a->x.nhwc;
+    k.type = type;
     memcpy(k.x, a->x.shape, sizeof k.x);
     memcpy(k.y, a->y.shape, sizeof k.y);
     k.kernel_h = a->kernel_h;
@@ -111,10 +124,41 @@ static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, pool
     k.pad_w = a->pad_w;
     pool_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
     if (!c) {
-        DP_TRY(build(cpu, &k, &c));
+        int rc = build(cpu, &k, &c);
+        if (rc == DP_ENOTSUP) {
+            *out = NULL;
+            return 0;
+        }
+        DP_TRY(rc);
         DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, pool_prim_destroy));
     }
     *out = c;
+    return 0;
+}
+
+static int64_t numel4(const int64_t *s)
+{
+    return s[0] * s[1] * s[2] * s[3];
+}
+
+/* a with its bf16 tensors `which` (x, y, dx, dy: bits 1, 2, 4, 8) given as
+ * f32 copies in scratch (inputs converted; outputs to be converted back). */
+static int as_f32_args(dp__cpu *cpu, const dp__pool2d_args *a, dp__pool2d_args *f, int inputs,
+                       int outputs)
+{
+    *f = *a;
+    dp__tdesc *t[4] = {&f->x, &f->y, &f->dx, &f->dy};
+    for (int i = 0; i < 4; i++) {
+        if (!((inputs | outputs) & (1 << i)))
+            continue;
+        float *buf = dp__cpu_scratch(cpu, i, (size_t)numel4(t[i]->shape) * sizeof(float));
+        if (!buf)
+            return DP_ENOMEM;
+        if (inputs & (1 << i))
+            dp__cpu_f32_from_bf16(buf, t[i]->data, numel4(t[i]->shape));
+        t[i]->data = buf;
+        t[i]->dtype = DP_F32;
+    }
     return 0;
 }
 
@@ -123,7 +167,14 @@ static int run_forward(void *p, void *ctx)
     dp__pool2d_args *a = p;
     dp_device_t *dev = ctx;
     pool_prim *c;
-    DP_TRY(lookup(dev, 0, a, &c));
+    DP_TRY(lookup(dev, 0, a, dp__cpu_dnnl_type(a->x.dtype), &c));
+    if (!c) {
+        dp__pool2d_args f;
+        DP_TRY(as_f32_args(dev->impl, a, &f, 1, 2));
+        DP_TRY(run_forward(&f, ctx));
+        dp__cpu_bf16_from_f32(a->y.data, f.y.data, numel4(a->y.shape));
+        return 0;
+    }
     dnnl_memory_set_data_handle(c->m_src, a->x.data);
     dnnl_memory_set_data_handle(c->m_dst, a->y.data);
     dnnl_exec_arg_t args[3] = {
@@ -137,55 +188,73 @@ static int run_forward(void *p, void *ctx)
 
 /* dx = (mask > 0) * avg_pool_backward(dy) in one pass, for windows that
  * tile the input without overlap or padding (LeNet's 2x2, stride 2). Rows
- * and columns past the last window get zero. */
+ * and columns past the last window get zero. Elements of type T, read
+ * through LOAD into float and written through STORE. */
+#define AVG_BACKWARD_MASKED(T, LOAD, STORE)                                                        \
+    do {                                                                                           \
+        const T *dy = a->dy.data, *mask = a->relu_mask;                                            \
+        T *dx = a->dx.data;                                                                        \
+        if (a->x.nhwc) {                                                                           \
+            /* Rows of C contiguous values: the inner loop vectorises. */                          \
+            _Pragma("omp parallel for collapse(2)") for (int64_t n = 0; n < N;                     \
+                                                         n++) for (int64_t h = 0; h < H; h++)      \
+            {                                                                                      \
+                int64_t ph = h / kh;                                                               \
+                for (int64_t w = 0; w < W; w++) {                                                  \
+                    int64_t qw = w / kw;                                                           \
+                    T *d = dx + ((n * H + h) * W + w) * C;                                         \
+                    const T *m = mask + ((n * H + h) * W + w) * C;                                 \
+                    if (ph >= P || qw >= Q) {                                                      \
+                        memset(d, 0, (size_t)C * sizeof(T));                                       \
+                        continue;                                                                  \
+                    }                                                                              \
+                    const T *g = dy + ((n * P + ph) * Q + qw) * C;                                 \
+                    _Pragma("omp simd") for (int64_t c = 0; c < C; c++) d[c] =                     \
+                        STORE(LOAD(m[c]) > 0.0f ? LOAD(g[c]) * inv : 0.0f);                        \
+                }                                                                                  \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
+        _Pragma("omp parallel for collapse(2)") for (int64_t n = 0; n < N;                         \
+                                                     n++) for (int64_t c = 0; c < C;               \
+                                                               c++) for (int64_t h = 0; h < H;     \
+                                                                         h++)                      \
+        {                                                                                          \
+            int64_t ph = h / kh;                                                                   \
+            T *d = dx + ((n * C + c) * H + h) * W;                                                 \
+            const T *m = mask + ((n * C + c) * H + h) * W;                                         \
+            const T *g = dy + ((n * C + c) * P + ph) * Q;                                          \
+            for (int64_t w = 0; w < W; w++) {                                                      \
+                int64_t qw = w / kw;                                                               \
+                d[w] = STORE(ph < P && qw < Q && LOAD(m[w]) > 0.0f ? LOAD(g[qw]) * inv : 0.0f);    \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define F32_SAME(v) (v)
+
 static void avg_backward_masked(const dp__pool2d_args *a)
 {
-    const float *dy = a->dy.data, *mask = a->relu_mask;
-    float *dx = a->dx.data;
     int64_t N = a->x.shape[0], C = a->x.shape[1], H = a->x.shape[2], W = a->x.shape[3];
     int64_t P = a->y.shape[2], Q = a->y.shape[3];
     int kh = a->kernel_h, kw = a->kernel_w;
     float inv = 1.0f / (float)(kh * kw);
-    if (a->x.nhwc) {
-        /* Rows of C contiguous floats: the inner loop vectorises. */
-#pragma omp parallel for collapse(2)
-        for (int64_t n = 0; n < N; n++) {
-            for (int64_t h = 0; h < H; h++) {
-                int64_t ph = h / kh;
-                for (int64_t w = 0; w < W; w++) {
-                    int64_t qw = w / kw;
-                    float *d = dx + ((n * H + h) * W + w) * C;
-                    const float *m = mask + ((n * H + h) * W + w) * C;
-                    if (ph >= P || qw >= Q) {
-                        for (int64_t c = 0; c < C; c++)
-                            d[c] = 0.0f;
-                        continue;
-                    }
-                    const float *g = dy + ((n * P + ph) * Q + qw) * C;
-#pragma omp simd
-                    for (int64_t c = 0; c < C; c++)
-                        d[c] = m[c] > 0.0f ? g[c] * inv : 0.0f;
-                }
-            }
-        }
-        return;
-    }
-#pragma omp parallel for collapse(2)
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t c = 0; c < C; c++) {
-            for (int64_t h = 0; h < H; h++) {
-                int64_t ph = h / kh;
-                float *d = dx + ((n * C + c) * H + h) * W;
-                const float *m = mask + ((n * C + c) * H + h) * W;
-                const float *g = dy + ((n * C + c) * P + ph) * Q;
-                for (int64_t w = 0; w < W; w++) {
-                    int64_t qw = w / kw;
-                    d[w] = ph < P && qw < Q && m[w] > 0.0f ? g[qw] * inv : 0.0f;
-                }
-            }
-        }
-    }
+    if (a->dx.dtype == DP_BF16)
+        AVG_BACKWARD_MASKED(dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32);
+    else
+        AVG_BACKWARD_MASKED(float, F32_SAME, F32_SAME);
 }
+
+/* dx *= (mask > 0), elements of type T. */
+#define APPLY_MASK(T, LOAD, STORE)                                                                 \
+    do {                                                                                           \
+        T *dx = a->dx.data;                                                                        \
+        const T *mask = a->relu_mask;                                                              \
+        _Pragma("omp parallel for simd") for (int64_t i = 0; i < n; i++) dx[i] =                   \
+            LOAD(mask[i]) > 0.0f ? dx[i] : STORE(0.0f);                                            \
+    } while (0)
+
+static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, pool_prim *c);
 
 static int run_backward(void *p, void *ctx)
 {
@@ -197,7 +266,28 @@ static int run_backward(void *p, void *ctx)
         return 0;
     }
     pool_prim *c;
-    DP_TRY(lookup(dev, 1, a, &c));
+    DP_TRY(lookup(dev, 1, a, dp__cpu_dnnl_type(a->dx.dtype), &c));
+    if (!c) {
+        dp__pool2d_args f;
+        DP_TRY(as_f32_args(dev->impl, a, &f, 8, 4));
+        f.relu_mask = NULL; /* applied below, on a's own tensors */
+        DP_TRY(run_backward(&f, ctx));
+        dp__cpu_bf16_from_f32(a->dx.data, f.dx.data, numel4(a->dx.shape));
+    } else {
+        DP_TRY(run_primitive_backward(dev, a, c));
+    }
+    if (a->relu_mask) {
+        int64_t n = numel4(a->x.shape);
+        if (a->dx.dtype == DP_BF16)
+            APPLY_MASK(dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32);
+        else
+            APPLY_MASK(float, F32_SAME, F32_SAME);
+    }
+    return 0;
+}
+
+static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, pool_prim *c)
+{
     dnnl_memory_set_data_handle(c->m_src, a->dx.data);
     dnnl_memory_set_data_handle(c->m_dst, a->dy.data);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, c->m_dst},
@@ -207,14 +297,6 @@ static int run_backward(void *p, void *ctx)
         dnnl_memory_set_data_handle(c->m_ws, a->workspace);
     DP_DNNL_CHECK(
         dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 3 : 2, args));
-    if (a->relu_mask) {
-        float *dx = a->dx.data;
-        const float *mask = a->relu_mask;
-        int64_t n = a->x.shape[0] * a->x.shape[1] * a->x.shape[2] * a->x.shape[3];
-#pragma omp parallel for simd
-        for (int64_t i = 0; i < n; i++)
-            dx[i] = mask[i] > 0.0f ? dx[i] : 0.0f;
-    }
     return 0;
 }
 

@@ -472,10 +472,10 @@ int dp__cuda_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a)
 int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a)
 {
     if (a->x.shape[0] == 0) {
-        dp__fill_args zw = {a->dw.data, dp__numel(4, a->dw.shape), 0.0f};
+        dp__fill_args zw = {a->dw.data, dp__numel(4, a->dw.shape), 0.0f, DP_F32};
         DP_TRY(dp__cuda_fill_entry(dev, &zw));
         if (a->db.data) {
-            dp__fill_args zb = {a->db.data, a->db.shape[0], 0.0f};
+            dp__fill_args zb = {a->db.data, a->db.shape[0], 0.0f, DP_F32};
             DP_TRY(dp__cuda_fill_entry(dev, &zb));
         }
         return 0;

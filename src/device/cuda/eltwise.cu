@@ -132,8 +132,9 @@ extern "C" cudaError_t dp__cuda_fill(const dp__fill_args *a, cudaStream_t stream
 
 extern "C" cudaError_t dp__cuda_eltwise(const dp__eltwise_args *a, cudaStream_t stream)
 {
-    eltwise_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>((int)a->op, a->a, a->b,
-                                                                       a->out, a->n, a->alpha);
+    // f32 only: CUDA devices hold no bf16 tensors (DP_DEVICE_BF16 unset)
+    eltwise_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>(
+        (int)a->op, (const float *)a->a, (const float *)a->b, (float *)a->out, a->n, a->alpha);
     return cudaGetLastError();
 }
 
