@@ -145,6 +145,10 @@ static const struct cli_option_name {
     {"the pipeline stage count", "--pipeline"},
     {"the stage list", "--stages"},
     {"the micro-batch count", "--micro-batches"},
+    {"the precision", "--precision"},
+    {"the convolution algorithm", "--conv-algo"},
+    {"dp_train_options.precision", "--precision"},
+    {"dp_train_options.conv_algo", "--conv-algo"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

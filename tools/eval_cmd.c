@@ -24,6 +24,7 @@ static const char usage_eval[] =
     "                       /usr/share/datasets/fashion-mnist; mnist and\n"
     "                       cifar10: required]\n"
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
+    "  --precision P        fp32, bf16 or bf16-reference, as dptrain train [fp32]\n"
     "  -h, --help           show this help\n";
 
 int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
@@ -38,7 +39,7 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
         }
         static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
                                                  "--threads",    "--batch-size", "--data",
-                                                 "--limit-test", "--dataset"};
+                                                 "--limit-test", "--dataset",    "--precision"};
         const char *v;
         if (cli_option_value("eval", with_value, sizeof with_value / sizeof *with_value, argc, argv,
                              &i, &v))
@@ -65,6 +66,11 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
             if (cli_parse_i64(f, v, 1, 1 << 20, &n))
                 return 2;
             o.batch_size = n;
+        } else if (strcmp(f, "--precision") == 0) {
+            dp_precision p;
+            if (dp_precision_parse(v, &p) < 0)
+                return cli_bad_value(f, v, "expected fp32, bf16 or bf16-reference");
+            o.precision = p;
         } else if (cli_parse_i64(f, v, 0, INT64_MAX, &o.limit_test)) {
             return 2;
         }

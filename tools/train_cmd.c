@@ -83,8 +83,8 @@ static const char usage_train[] =
     "  --schedule S         with --pipeline: 1f1b (at most K micro-batches'\n"
     "                       activations alive per stage) or gpipe (all\n"
     "                       forwards, then all backwards) [1f1b]\n"
-    "  --verbose            print the gradient buckets and the library's notes\n"
-    "                       [off]\n"
+    "  --verbose            print the gradient buckets, the convolution kernels\n"
+    "                       chosen and the library's notes [off]\n"
     "  --checkpoint FILE    write weights and training state to FILE (safetensors,\n"
     "                       PyTorch's state_dict names) after every epoch, and on\n"
     "                       SIGINT/SIGTERM after the current step [none; a\n"
@@ -104,6 +104,15 @@ static const char usage_train[] =
     "                       devices and --threads (CPU devices are; another\n"
     "                       device count changes the summation order) [off]\n"
     "  --progress MODE      progress bar on stderr: auto, always, never [auto]\n"
+    "  --precision P        fp32; bf16 (convolutions and matrix products on bf16\n"
+    "                       operands, f32 sums, as torch.autocast on the CPU:\n"
+    "                       needs avx512_bf16 or amx_bf16); or bf16-reference\n"
+    "                       (the same arithmetic on f32 kernels, slower: to\n"
+    "                       check bf16's accuracy on any CPU) [fp32]\n"
+    "  --conv-algo A        convolution kernels: auto (each shape's fastest,\n"
+    "                       timed once before the first step and kept in the\n"
+    "                       checkpoint), direct, or winograd (f32 3x3 where the\n"
+    "                       CPU has it) [auto; direct with --deterministic]\n"
     "  --no-tf32            GPU convolutions in full float32; by default cuDNN\n"
     "                       may use TF32, as PyTorch allows (matrix products\n"
     "                       are float32 either way) [TF32 allowed]\n"
@@ -114,6 +123,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
     dp_train_options o;
     dp_train_options_default(&o);
     const char *progress = "auto";
+    bool conv_algo_given = false;
     *help = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -161,7 +171,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--limit-train", "--limit-test",  "--progress",      "--allreduce",
             "--checkpoint",  "--resume",      "--init",          "--on-checkpoint-error",
             "--dataset",     "--init-normal", "--bucket-mb",     "--grad-compress",
-            "--pipeline",    "--stages",      "--micro-batches", "--schedule"};
+            "--pipeline",    "--stages",      "--micro-batches", "--schedule",
+            "--precision",   "--conv-algo"};
         const char *v;
         if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -239,6 +250,17 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             if (s < 0)
                 return cli_bad_value(f, v, "expected 1f1b or gpipe");
             o.schedule = s;
+        } else if (strcmp(f, "--precision") == 0) {
+            dp_precision p;
+            if (dp_precision_parse(v, &p) < 0)
+                return cli_bad_value(f, v, "expected fp32, bf16 or bf16-reference");
+            o.precision = p;
+        } else if (strcmp(f, "--conv-algo") == 0) {
+            dp_conv_algo a;
+            if (dp_conv_algo_parse(v, &a) < 0)
+                return cli_bad_value(f, v, "expected auto, direct or winograd");
+            o.conv_algo = a;
+            conv_algo_given = true;
         } else if (strcmp(f, "--grad-compress") == 0) {
             int c = dp_grad_compress_parse(v);
             if (c < 0)
@@ -259,6 +281,10 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         if (rc)
             return rc;
     }
+    /* Measuring kernels picks by timing: two fresh runs could pick
+     * differently, so --deterministic runs the direct ones unless asked. */
+    if (!conv_algo_given)
+        o.conv_algo = o.deterministic ? DP_CONV_ALGO_DIRECT : DP_CONV_ALGO_AUTO;
     if (o.resume_path && o.init_path) {
         fprintf(stderr, "dptrain: error: --resume and --init exclude each other\n");
         return 2;

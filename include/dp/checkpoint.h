@@ -28,13 +28,18 @@ typedef struct dp_checkpoint_state {
     int64_t batch;    /* ... at this batch of it: 0, or where a signal stopped it */
     /* the stopped epoch's figures so far: summed loss, correct count, seconds */
     double partial_loss, partial_correct, partial_seconds;
-    int64_t step;     /* optimizer steps so far */
-    uint64_t seed;    /* weights and the shuffle of every epoch derive from it */
+    int64_t step;  /* optimizer steps so far */
+    uint64_t seed; /* weights and the shuffle of every epoch derive from it */
     int64_t batch_size;
     double lr, momentum, weight_decay;
-    int nhistory;     /* the epochs' figures, for metrics and the plot */
+    int nhistory; /* the epochs' figures, for metrics and the plot */
     dp_epoch_stats history[DP_CHECKPOINT_MAX_HISTORY];
-    char devices[256]; /* of each history entry (they share one string) */
+    char devices[256];  /* of each history entry (they share one string) */
+    char precision[16]; /* the run's dp_precision_name, for the record ("" none) */
+    /* dp_conv_choices_save's lines when convolutions were measured
+     * (DP_CONV_ALGO_AUTO), so that a resumed run runs the same kernels;
+     * "" when none. */
+    char conv_algos[16384];
 } dp_checkpoint_state;
 
 /* Writes the model (parameters, buffers), the SGD momentum (sgd may be NULL)

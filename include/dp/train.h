@@ -83,6 +83,17 @@ typedef struct dp_train_options {
     const char *stages;
     int micro_batches;
     int schedule;
+    /* Mixed precision (dp_precision, dp/ops.h): DP_PRECISION_FP32 (0),
+     * DP_PRECISION_BF16 (native bf16 kernels: DP_ENOTSUP, with a message,
+     * on a device without them) or DP_PRECISION_BF16_REFERENCE. Weights,
+     * optimizer state and checkpoints are float32 in every precision, so a
+     * run resumes in another. */
+    int precision;
+    /* How convolutions pick their kernels (dp_conv_algo): DP_CONV_ALGO_DIRECT
+     * (0), DP_CONV_ALGO_AUTO (measured once per shape before the first step,
+     * by rank 0 under mpirun, and recorded in checkpoints, which a resumed
+     * run follows) or DP_CONV_ALGO_WINOGRAD. */
+    int conv_algo;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the
@@ -140,6 +151,7 @@ typedef struct dp_eval_options {
     const char *data_dir;
     const struct dp_dataset *test_set; /* a program's own test set, else NULL */
     int64_t limit_test;
+    int precision; /* dp_precision, as dp_train_options.precision */
 } dp_eval_options;
 
 int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size);

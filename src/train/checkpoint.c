@@ -73,8 +73,11 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         rc = add_params(ts, &n, buffers, &hb);
     for (int i = 0; rc == 0 && i < nbn; i++) {
         snprintf(bn_names[i], DP_ST_MAX_NAME, "%s.num_batches_tracked", bn[i]);
-        ts[n++] = (dp_st_tensor){.name = bn_names[i], .dtype = DP_ST_I64, .ndim = 0,
-                                 .data = &tracked, .bytes = sizeof tracked};
+        ts[n++] = (dp_st_tensor){.name = bn_names[i],
+                                 .dtype = DP_ST_I64,
+                                 .ndim = 0,
+                                 .data = &tracked,
+                                 .bytes = sizeof tracked};
     }
     dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
     if (rc == 0 && velocity) {
@@ -82,12 +85,15 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         hv = dp__malloc((size_t)numel * sizeof *hv);
         rc = hv ? dp_tensor_to_host(velocity, hv, (size_t)numel * sizeof *hv) : DP_ENOMEM;
         if (rc == 0)
-            ts[n++] = (dp_st_tensor){.name = VELOCITY_NAME, .dtype = DP_ST_F32, .ndim = 1,
-                                     .shape = {numel}, .data = hv,
+            ts[n++] = (dp_st_tensor){.name = VELOCITY_NAME,
+                                     .dtype = DP_ST_F32,
+                                     .ndim = 1,
+                                     .shape = {numel},
+                                     .data = hv,
                                      .bytes = (size_t)numel * sizeof *hv};
     }
     char vals[9][96];
-    const char *meta[2 * 14];
+    const char *meta[2 * 16];
     int nmeta = 0;
     meta[nmeta++] = "format";
     meta[nmeta++] = "pt";
@@ -107,9 +113,9 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         snprintf(vals[7], 96, "%" PRId64, st->batch);
         snprintf(vals[8], 96, "%.17g %.17g %.17g", st->partial_loss, st->partial_correct,
                  st->partial_seconds);
-        const char *keys[] = {"dptrain.epochs_done", "dptrain.step",     "dptrain.seed",
-                              "dptrain.batch_size",  "dptrain.lr",       "dptrain.momentum",
-                              "dptrain.weight_decay", "dptrain.batch",   "dptrain.partial"};
+        const char *keys[] = {"dptrain.epochs_done",  "dptrain.step",  "dptrain.seed",
+                              "dptrain.batch_size",   "dptrain.lr",    "dptrain.momentum",
+                              "dptrain.weight_decay", "dptrain.batch", "dptrain.partial"};
         for (int i = 0; i < 9; i++) {
             meta[nmeta++] = keys[i];
             meta[nmeta++] = vals[i];
@@ -118,6 +124,14 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         meta[nmeta++] = st->devices;
         meta[nmeta++] = "dptrain.history";
         meta[nmeta++] = history ? history : "";
+        if (st->precision[0]) {
+            meta[nmeta++] = "dptrain.precision";
+            meta[nmeta++] = st->precision;
+        }
+        if (st->conv_algos[0]) {
+            meta[nmeta++] = "dptrain.conv_algos";
+            meta[nmeta++] = st->conv_algos;
+        }
     }
     if (rc == 0)
         rc = dp_safetensors_write(path, ts, n, meta, nmeta / 2);
@@ -239,8 +253,7 @@ static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key
     const char *v = dp_safetensors_meta(f, key);
     char *end;
     if (!v) {
-        DP_ERROR("%s: no '%s' in the metadata: not a dptrain checkpoint to resume from", path,
-                 key);
+        DP_ERROR("%s: no '%s' in the metadata: not a dptrain checkpoint to resume from", path, key);
         return DP_EFORMAT;
     }
     errno = 0;
@@ -327,6 +340,20 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
         const char *devices = dp_safetensors_meta(f, "dptrain.devices");
         snprintf(st->devices, sizeof st->devices, "%s", devices ? devices : "");
         rc = parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
+    }
+    const char *precision = dp_safetensors_meta(f, "dptrain.precision");
+    const char *algos = dp_safetensors_meta(f, "dptrain.conv_algos");
+    if (rc == 0 && ((precision && strlen(precision) >= sizeof st->precision) ||
+                    (algos && strlen(algos) >= sizeof st->conv_algos))) {
+        DP_ERROR("%s: metadata 'dptrain.%s' is longer than a checkpoint's (%zu bytes)", path,
+                 algos && strlen(algos) >= sizeof st->conv_algos ? "conv_algos" : "precision",
+                 algos && strlen(algos) >= sizeof st->conv_algos ? sizeof st->conv_algos
+                                                                 : sizeof st->precision);
+        rc = DP_EFORMAT;
+    }
+    if (rc == 0) {
+        snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");
+        snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");
     }
     if (rc == 0)
         rc = load_weights(f, path, m);

@@ -27,6 +27,10 @@ int dp__train_resume(dp__trainer *t)
                 (double)o->lr);
     t->seed = t->ck->seed;
     t->step = t->ck->step;
+    /* The kernels the interrupted run measured, so that this one runs the
+     * same (a --deterministic run resumes bit for bit). */
+    if (o->conv_algo == DP_CONV_ALGO_AUTO && t->ck->conv_algos[0])
+        DP_TRY(dp_conv_choices_load(t->ck->conv_algos));
     if (o->checkpoint_path && strcmp(o->checkpoint_path, o->resume_path) == 0) {
         t->saved_epochs = t->ck->epochs_done;
         t->saved_batch = t->ck->batch;
@@ -78,6 +82,7 @@ int dp__train_save_checkpoint(dp__trainer *t, const char *path, int epochs_done,
     ck->momentum = o->momentum;
     ck->weight_decay = o->weight_decay;
     snprintf(ck->devices, sizeof ck->devices, "%s", t->devices);
+    dp__train_record_precision(t, ck);
     DP_TRY(dp_checkpoint_save(path, t->model, dp_data_parallel_sgd(t->dp, 0), ck));
     if (o->checkpoint_path && strcmp(path, o->checkpoint_path) == 0) {
         t->saved_epochs = epochs_done;

@@ -83,6 +83,7 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     to.data_dir = o->data_dir;
     to.test_set = o->test_set;
     to.limit_test = o->limit_test;
+    to.precision = o->precision;
     dp__trainer t;
     memset(&t, 0, sizeof t);
     t.o = &to;
@@ -93,8 +94,10 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     if (rc == 0) {
         t.dev = t.devs[0];
         dp_devices_str(t.devs, t.ndev, t.devices, sizeof t.devices);
-        rc = dp__train_open_data(&t, false);
+        rc = dp__train_setup_precision(&t);
     }
+    if (rc == 0)
+        rc = dp__train_open_data(&t, false);
     dp_loader_options lo = {.batch_size = to.batch_size, .limit = o->limit_test};
     if (rc == 0)
         rc = dp_loader_init(&t.test_loader, t.test_set, &lo);

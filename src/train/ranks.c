@@ -28,7 +28,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 /* Every rank must train the same model on the same batches: a rank started
  * with other options would silently train something else. One small
- * allgather per option (at start, 18 words per rank), so that the error
+ * allgather per option (at start, 20 words per rank), so that the error
  * names the one that differs, as the dp_train_options field (the command
  * line turns it into its flag). */
 int dp__train_check_ranks_agree(const dp__trainer *t)
@@ -60,6 +60,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         {"dp_train_options.stages", stages, strlen(stages) + 1},
         {"dp_train_options.micro_batches", &o->micro_batches, sizeof o->micro_batches},
         {"dp_train_options.schedule", &o->schedule, sizeof o->schedule},
+        {"dp_train_options.precision", &o->precision, sizeof o->precision},
+        {"dp_train_options.conv_algo", &o->conv_algo, sizeof o->conv_algo},
     };
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
         uint64_t h = fnv1a(14695981039346656037ull, opts[i].value, opts[i].size);
@@ -70,8 +72,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
                 DP_ERROR(
                     "rank %d was started with another %s than rank 0 (the model, dataset, "
                     "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits, "
-                    "sync batch norm, bucket size, gradient compression and pipeline must be the "
-                    "same on every rank)",
+                    "sync batch norm, bucket size, gradient compression, pipeline, precision and "
+                    "convolution algorithm must be the same on every rank)",
                     r, opts[i].field);
                 return DP_EINVAL;
             }

@@ -166,6 +166,7 @@ int dp__train_setup(dp__trainer *t)
         DP_TRY(dp__train_check_writable_dir(o->checkpoint_path));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
     t->dev = t->devs[0];
+    DP_TRY(dp__train_setup_precision(t));
     dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);
     if (t->ranks > 1)
         snprintf(t->where, sizeof t->where, "%s x %d ranks", t->devices, t->ranks);
@@ -224,6 +225,7 @@ int dp__train_setup(dp__trainer *t)
     DP_TRY(dp__train_setup_nonfinite_checks(t));
     if (o->resume_path)
         DP_TRY(dp__train_resume(t));
+    DP_TRY(dp__train_tune_convolutions(t));
     dp_loader_options lo = {.batch_size = o->batch_size,
                             .shuffle = o->shuffle,
                             .seed = t->seed,
@@ -278,6 +280,7 @@ void dp__train_teardown(dp__trainer *t)
     dp_dataset_close(&t->train);
     dp_dataset_close(&t->test);
     dp_devices_close(t->devs, t->ndev);
+    dp__train_restore_precision(t);
 }
 
 int dp_train(const dp_train_options *o, dp_train_result *result)

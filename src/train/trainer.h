@@ -54,6 +54,11 @@ typedef struct trainer {
     char stopped_path[512]; /* set when a stop request ended the run */
     int stopped_epoch;
     int64_t stopped_batch;
+    /* The thread's precision and the process's convolution algorithm
+     * before the run set its own (precision.c), put back after it. */
+    bool precision_set;
+    dp_precision saved_precision;
+    dp_conv_algo saved_conv_algo;
 } dp__trainer;
 
 /* The name of the model a run trains: its definition's, or the option's. */
@@ -96,6 +101,15 @@ int dp__train_check_ranks_agree(const dp__trainer *t);
 /* stop.c: whether to stop after the step just issued: a stop was requested
  * in this process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
+
+/* precision.c: the run's precision and convolution algorithm, checked
+ * against the devices and set (restore puts back what was there); under
+ * DP_CONV_ALGO_AUTO the choices measured by rank 0 before the first step
+ * and loaded on every rank; what a checkpoint records of them. */
+int dp__train_setup_precision(dp__trainer *t);
+void dp__train_restore_precision(dp__trainer *t);
+int dp__train_tune_convolutions(dp__trainer *t);
+void dp__train_record_precision(const dp__trainer *t, dp_checkpoint_state *ck);
 
 /* checkpoint_policy.c: when checkpoints are written and read, and what a
  * run says about them. */
