@@ -305,3 +305,35 @@ float *identity_1x1(int64_t C)
         w[c * C + c] = 1.0f;
     return w;
 }
+
+dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,
+                             dp_precision precision)
+{
+    return (dp__conv_shape){.precision = precision,
+                            .c = (int32_t)xs[1],
+                            .h = (int32_t)xs[2],
+                            .w = (int32_t)xs[3],
+                            .k = (int32_t)ws[0],
+                            .r = (int32_t)ws[2],
+                            .s = (int32_t)ws[3],
+                            .stride_h = p->stride_h ? p->stride_h : 1,
+                            .stride_w = p->stride_w ? p->stride_w : 1,
+                            .pad_h = p->pad_h,
+                            .pad_w = p->pad_w};
+}
+
+void gc_force_conv_impl(const dp__conv_shape *s, dp__conv_impl impl)
+{
+    char text[512];
+    const char *prec = s->precision == DP_PRECISION_BF16 ? "bf16" : "f32";
+    const char *name = dp__conv_impl_name(impl);
+    snprintf(text, sizeof text,
+             "%s %dx%dx%d k%d 1x1 s1x1 p0x0: forward=direct backward_data=direct "
+             "backward_weights=direct\n"
+             "%s %dx%dx%d k%d %dx%d s%dx%d p%dx%d: forward=%s backward_data=%s "
+             "backward_weights=%s\n",
+             prec, s->c, s->h, s->w, s->c, prec, s->c, s->h, s->w, s->k, s->r, s->s, s->stride_h,
+             s->stride_w, s->pad_h, s->pad_w, name, name, name);
+    dp_conv_choices_clear();
+    OK(dp_conv_choices_load(text));
+}

@@ -10,6 +10,8 @@
 
 #include "testutil.h"
 
+#include "device/conv_choice.h"
+
 #include "dp/autograd.h"
 #include "dp/core.h"
 #include "dp/ops.h"
@@ -78,5 +80,14 @@ typedef struct gc_problem {
 /* Runs the check and frees the problem's arrays. */
 void gc_run(gc_problem *p);
 gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff);
+
+/* The choice table's key of a convolution of x (xs) by w (ws). */
+dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,
+                             dp_precision precision);
+/* Replaces the choice table by one that runs `impl` for every pass of s,
+ * and direct for the 1x1 identity convolution (C to C channels) that puts
+ * a test's input in NHWC in front of it; under DP_CONV_ALGO_AUTO that is
+ * what runs. */
+void gc_force_conv_impl(const dp__conv_shape *s, dp__conv_impl impl);
 
 #endif

@@ -75,11 +75,13 @@ int mu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double mu_now(void);
 
 /* The common small run: LeNet, 20 steps of a global batch of 64 (the last
- * one a single sample: fewer than ranks x devices), momentum, shuffled. */
+ * one a single sample: fewer than ranks x devices), momentum, shuffled;
+ * the direct kernels (runs of separate processes are compared, and a
+ * measured choice may differ between them). */
 #define MU_COMMON                                                                                  \
     "train", "--epochs", "1", "--limit-train", "1217", "--limit-test", "500", "--batch-size",      \
         "64", "--lr", "0.1", "--momentum", "0.9", "--threads", "1", "--seed", "3", "--progress",   \
-        "never"
+        "never", "--conv-algo", "direct"
 
 /* dptrain MU_COMMON --devices DEVICES --checkpoint CK [--metrics METRICS]
  * EXTRA... (EXTRA NULL-terminated, may be NULL, later flags win) under

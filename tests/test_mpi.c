@@ -237,13 +237,12 @@ static void sigterm_checkpoints_all_ranks(void **state)
     const char *three_epochs[] = {"--epochs", "3", "--limit-train", "12288", NULL};
     assert_int_equal(mu_run(2, "1", whole, NULL, three_epochs, log), 0);
 
-    const char *argv[] = {mu_mpirun, "-np",          "2",     tu_dptrain,
-                          "train",   "--epochs",     "3",     "--limit-train",
-                          "12288",   "--limit-test", "500",   "--batch-size",
-                          "64",      "--lr",         "0.1",   "--momentum",
-                          "0.9",     "--threads",    "1",     "--seed",
-                          "3",       "--progress",   "never", "--devices",
-                          "1",       "--checkpoint", ck,      NULL};
+    const char *argv[] = {
+        mu_mpirun, "-np",           "2",     tu_dptrain,     "train",  "--epochs",
+        "3",       "--limit-train", "12288", "--limit-test", "500",    "--batch-size",
+        "64",      "--lr",          "0.1",   "--momentum",   "0.9",    "--threads",
+        "1",       "--seed",        "3",     "--progress",   "never",  "--devices",
+        "1",       "--checkpoint",  ck,      "--conv-algo",  "direct", NULL};
     pid_t pid = mu_start(argv, log);
     /* Stop it in its second epoch: right after the first checkpoint. */
     struct stat st;

@@ -345,6 +345,60 @@ static void bf16_gradients_train(void **state)
     tu_assert_close(loss[1][1], loss[0][1], 0, 0.05);
 }
 
+/* The lines of the kernel table that rank `rank` printed with --verbose
+ * ("rank R on HOST:   f32 20x13x13 ..."), concatenated; and how many
+ * measurement lines ("... cpu:0: convolution f32 ...: direct 4.1 ms ...")
+ * it printed. */
+static char *rank_table(const char *out, int rank, int *measured)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d on ", rank);
+    size_t cap = strlen(out) + 1, len = 0;
+    char *table = calloc(1, cap);
+    *measured = 0;
+    for (const char *p = out; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *at = strstr(p, prefix), *colon = at && at < p + n ? strchr(at, ':') : NULL;
+        if (colon && colon < p + n) {
+            const char *msg = colon + 2; /* after "rank R on HOST: " */
+            if (strncmp(msg, "  f32 ", 6) == 0 || strncmp(msg, "  bf16 ", 7) == 0)
+                len += (size_t)snprintf(table + len, cap - len, "%.*s\n", (int)(p + n - msg), msg);
+            if (strstr(msg, ": convolution ") && strstr(msg, " ms"))
+                (*measured)++;
+        }
+        p += n + (end != NULL);
+    }
+    return table;
+}
+
+/* --conv-algo auto under mpirun: rank 0 measures the kernels before the
+ * first step and the other ranks load its table; each rank prints the table
+ * it runs (--verbose). Rank 1 must print rank 0's table and no measurement
+ * of its own; training goes on as with the direct kernels. */
+static void rank0_chooses_kernels(void **state)
+{
+    (void)state;
+    mu_skip_without_mpi();
+    char log[256], ck[256];
+    snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
+    snprintf(ck, sizeof ck, "%s", tu_tmp_path("ck.safetensors"));
+    const char *extra[] = {"--conv-algo", "auto", "--verbose", NULL};
+    assert_int_equal(mu_run(2, "1", ck, NULL, extra, log), 0);
+    char *out = mu_slurp(log);
+    int measured[2];
+    char *table[2] = {rank_table(out, 0, &measured[0]), rank_table(out, 1, &measured[1])};
+    printf("rank 0 measured %d passes and runs:\n%srank 1 measured %d and runs:\n%s", measured[0],
+           table[0], measured[1], table[1]);
+    assert_true(measured[0] >= 5); /* LeNet: 2 + 3 passes */
+    assert_int_equal(measured[1], 0);
+    assert_true(strlen(table[0]) > 0);
+    assert_string_equal(table[1], table[0]);
+    free(table[0]);
+    free(table[1]);
+    free(out);
+}
+
 /* mpirun is recognised by the environment it gives its ranks
  * (dp_dist_launched): that is what a dptrain built without MPI refuses
  * with "started by mpirun, but this dptrain was built without MPI" (tested
@@ -402,6 +456,7 @@ int main(int argc, char **argv)
                                         tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(nan_caught_across_ranks, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(bf16_gradients_train, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(rank0_chooses_kernels, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(mpirun_recognised, tu_setup_tmp, tu_teardown_tmp),
     };
     return tu_run(argc, argv, tests, mu_setup, NULL);

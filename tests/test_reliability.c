@@ -45,13 +45,14 @@ typedef struct child_opts {
     long long fsize_limit; /* RLIMIT_FSIZE in bytes (SIGXFSZ ignored), 0 = none */
 } child_opts;
 
-/* Starts `dptrain train` with small common settings, then `extra`. */
+/* Starts `dptrain train` with small common settings (kernels fixed: runs
+ * are compared bit for bit), then `extra`. */
 static pid_t start(const char *const *extra, const child_opts *c)
 {
     const char *args[64] = {
         dptrain,  "train", "--limit-test", "256",   "--batch-size",  "64",  "--threads", "1",
-        "--seed", "7",     "--progress",   "never", "--limit-train", "2048"};
-    int n = 14;
+        "--seed", "7",     "--progress",   "never", "--limit-train", "2048", "--conv-algo", "direct"};
+    int n = 16;
     for (int i = 0; extra[i]; i++)
         args[n++] = extra[i];
     args[n] = NULL;

@@ -288,3 +288,49 @@ void tu_data_parallel_step(dp_data_parallel_t *dp, dp_tape_t *tape, dp_device_t 
     dp_tensor_free(x);
     dp_tensor_free(y);
 }
+
+const char *tu_cpu_name(void)
+{
+    static char name[256];
+    if (name[0])
+        return name;
+    snprintf(name, sizeof name, "this CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            char *v = strchr(line, ':') + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            v[strcspn(v, "\n")] = '\0';
+            snprintf(name, sizeof name, "%s", v);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    /* the instruction sets that decide which kernels exist */
+    static const char *const flags[] = {"avx2", "avx512f", "avx512_bf16", "amx_bf16"};
+    char have[128] = "";
+    f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) != 0)
+            continue;
+        for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+            char word[32];
+            snprintf(word, sizeof word, " %s", flags[i]);
+            char *at = strstr(line, word);
+            size_t n = strlen(word);
+            if (at && (at[n] == ' ' || at[n] == '\n'))
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s",
+                         have[0] ? " " : "", flags[i]);
+        }
+        break;
+    }
+    if (f)
+        fclose(f);
+    const char *isa = getenv("DNNL_MAX_CPU_ISA");
+    snprintf(name + strlen(name), sizeof name - strlen(name), " (%s%s%s%s)",
+             have[0] ? have : "no avx2", isa ? "; DNNL_MAX_CPU_ISA=" : "", isa ? isa : "", "");
+    return name;
+}

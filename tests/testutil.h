@@ -68,6 +68,11 @@ void tu_assert_same_tensors(const char *a, const char *b);
  * per tensor; the largest. */
 double tu_max_rel_diff(const char *a, const char *b);
 
+/* "Intel(R) Xeon(R) Processor (avx2 avx512f avx512_bf16 amx_bf16)": the
+ * CPU's model name and which of those instruction sets it has (and
+ * DNNL_MAX_CPU_ISA when set), for skips that a CPU decides. */
+const char *tu_cpu_name(void);
+
 /* Skips are skips, not passes. tu_skip("why %s", ...) prints
  * "SKIP <test>: <why>" on stdout and skips the calling cmocka test. tu_run
  * runs the group as main's return value: with no argument every test, with

@@ -1,0 +1,291 @@
+/* The convolution choice table (DP_CONV_ALGO_AUTO) and bf16 training on
+ * several devices:
+ *   - the table's text survives a save and load; a bad line installs
+ *     nothing and names itself;
+ *   - every replica of a DataParallel runs the implementation measured
+ *     once (the trace of what each device ran);
+ *   - N devices train in bf16 as 1 does, within the bound below;
+ *   - a resumed run runs the kernels its checkpoint recorded, measuring
+ *     nothing, and (--deterministic) ends bit for bit where an uninterrupted
+ *     run with those kernels ends. */
+#include "gradcheck.h"
+
+#include "dp/dp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void choices_round_trip(void **state)
+{
+    (void)state;
+    dp_conv_choices_clear();
+    const char *text = "bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct backward_data=blocked "
+                       "backward_weights=gemm\n"
+                       "f32 20x13x13 k50 5x5 s1x1 p0x0: forward=blocked\n";
+    assert_int_equal(dp_conv_choices_load(text), 0);
+    char *saved = dp_conv_choices_save();
+    assert_non_null(saved);
+    assert_string_equal(saved, text);
+    /* A later line for a known shape replaces only the passes it names. */
+    assert_int_equal(dp_conv_choices_load("f32 20x13x13 k50 5x5 s1x1 p0x0: forward=winograd "
+                                          "backward_weights=direct\n"),
+                     0);
+    char *again = dp_conv_choices_save();
+    assert_non_null(strstr(again, "f32 20x13x13 k50 5x5 s1x1 p0x0: forward=winograd "
+                                  "backward_weights=direct\n"));
+    free(again);
+    /* Bad lines: nothing of the text is installed, and the error names it. */
+    tu_quiet_log();
+    const char *bad[] = {
+        "bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=fastest\n",
+        "f16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct\n",
+        "bf16 64x28 k64 3x3 s1x1 p1x1: forward=direct\n",
+        "bf16 0x28x28 k64 3x3 s1x1 p1x1: forward=direct\n",
+        "bf16 64x28x28 k64 3x3 s1x1 p1x1: sideways=direct\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char two[256];
+        snprintf(two, sizeof two, "f32 8x8x8 k8 3x3 s1x1 p1x1: forward=gemm\n%s", bad[i]);
+        assert_int_equal(dp_conv_choices_load(two), DP_EINVAL);
+        tu_assert_error_mentions("cannot read the line");
+        char *now = dp_conv_choices_save();
+        assert_null(strstr(now, "8x8x8"));
+        free(now);
+    }
+    dp_log_set(NULL, NULL);
+    free(saved);
+    dp_conv_choices_clear();
+    char *empty = dp_conv_choices_save();
+    assert_string_equal(empty, "");
+    free(empty);
+}
+
+/* ---- LeNet through DataParallel -------------------------------------------- */
+
+enum { STEPS = 20, BATCH = 64 };
+
+typedef struct run {
+    float *params;
+    int64_t numel;
+} run;
+
+/* STEPS steps of LeNet on n devices in precision p, the devices' kernels
+ * traced; returns replica 0's parameters (every replica's are checked
+ * equal). */
+static run train_lenet(const dp_dataset *ds, int n, dp_precision p)
+{
+    dp_device_t *devs[2];
+    tu_open_cpu_devices(devs, n);
+    dp_model_t *model;
+    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
+    dp_data_parallel_t *dp;
+    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING,
+                                    .sgd = {.lr = 0.2f, .momentum = 0.5f}};
+    assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
+    dp_tape_t *tape;
+    assert_int_equal(dp_tape_init(&tape, true), 0);
+    dp_set_precision(p);
+    for (int s = 0; s < STEPS; s++)
+        tu_data_parallel_step(dp, tape, devs[0], ds->images + s * BATCH * 784,
+                              ds->labels + s * BATCH, BATCH);
+    dp_set_precision(DP_PRECISION_FP32);
+    run r;
+    r.params = tu_replica_params(dp, model, n, &r.numel);
+    dp_tape_close(tape);
+    dp_data_parallel_close(dp);
+    dp_model_close(model);
+    dp_devices_close(devs, n);
+    return r;
+}
+
+static bool have_data(dp_dataset *ds)
+{
+    if (!tu_have_fashion_mnist())
+        return false;
+    assert_int_equal(dp_fashion_mnist_load(NULL, true, ds), 0);
+    return true;
+}
+
+static bool native_bf16(void)
+{
+    dp_device_t *dev;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    bool native = dp_device_has(dev, DP_DEVICE_BF16_NATIVE);
+    dp_device_close(dev);
+    return native;
+}
+
+/* Every (device, shape, pass) the trace holds ran the table's choice, and
+ * each shape and pass ran on both devices: LeNet's two convolutions make
+ * 2 x (2 + 3) entries (the first layer computes no input gradient). */
+static void replicas_run_the_measured_kernels(void **state)
+{
+    (void)state;
+    dp_dataset ds;
+    if (!have_data(&ds))
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    dp_conv_choices_clear();
+    dp_set_conv_algo(DP_CONV_ALGO_AUTO);
+    dp__conv_trace(true);
+    dp_precision p = native_bf16() ? DP_PRECISION_BF16 : DP_PRECISION_FP32;
+    run r = train_lenet(&ds, 2, p);
+    free(r.params);
+    const void *dev, *devs[2] = {NULL, NULL};
+    dp__conv_shape s;
+    dp__conv_pass pass;
+    dp__conv_impl impl;
+    int n = 0;
+    for (; dp__conv_trace_get(n, &dev, &s, &pass, &impl); n++) {
+        assert_true((int)impl >= 0); /* -2: this device ran two implementations */
+        assert_int_equal(impl, dp__conv_choice_find(&s, pass));
+        if (!devs[0] || devs[0] == dev)
+            devs[0] = dev;
+        else
+            devs[1] = dev;
+        print_message("%dx%dx%d k%d %dx%d %-16s %s\n", s.c, s.h, s.w, s.k, s.r, s.s,
+                      dp__conv_pass_name(pass), dp__conv_impl_name(impl));
+    }
+    assert_int_equal(n, 2 * (2 + 3));
+    assert_non_null(devs[1]);
+    for (int i = 0; dp__conv_trace_get(i, &dev, &s, &pass, &impl); i++)
+        assert_int_equal(dp__conv_trace_find(dev == devs[0] ? devs[1] : devs[0], &s, pass), impl);
+    char *text = dp_conv_choices_save();
+    print_message("%s, measured once for 2 devices:\n%s", dp_precision_name(p), text);
+    free(text);
+    dp__conv_trace(false);
+    dp_set_conv_algo(DP_CONV_ALGO_DIRECT);
+    dp_conv_choices_clear();
+    dp_dataset_close(&ds);
+}
+
+/* 2 devices against 1 after STEPS steps of LeNet in bf16. Every device
+ * split rounds the same products to bf16 (a sample's activations do not
+ * depend on the split); what differs is the order of the f32 sums of the
+ * weight gradients, as in float32, and a bf16 rounding that this flips
+ * moves one activation by one ulp (2u of it), diluted over the batch. The
+ * bound is float32 data parallelism's, 1e-5 of the largest weight; so that
+ * it cannot pass with bf16 ignored, the run must also differ from float32
+ * by more than u = 2^-8 of it (bf16 rounds every activation). */
+static void bf16_n_devices_equals_one(void **state)
+{
+    (void)state;
+    dp_dataset ds;
+    if (!have_data(&ds))
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    dp_precision precisions[2] = {DP_PRECISION_BF16_REFERENCE, DP_PRECISION_BF16};
+    for (int i = 0; i < 2; i++) {
+        if (precisions[i] == DP_PRECISION_BF16 && !native_bf16()) {
+            print_message("bf16: no native bf16 on %s; the reference path was compared\n",
+                          tu_cpu_name());
+            continue;
+        }
+        run one = train_lenet(&ds, 1, precisions[i]), two = train_lenet(&ds, 2, precisions[i]);
+        run f32 = train_lenet(&ds, 1, DP_PRECISION_FP32);
+        double scale = 0, worst = 0, vs_f32 = 0;
+        for (int64_t k = 0; k < one.numel; k++) {
+            scale = fmax(scale, fabs(one.params[k]));
+            worst = fmax(worst, fabs(two.params[k] - one.params[k]));
+            vs_f32 = fmax(vs_f32, fabs(f32.params[k] - one.params[k]));
+        }
+        print_message("%s, %d steps: 2 devices vs 1: max |difference| / max |param| = %.2e; "
+                      "1 device vs float32: %.2e\n",
+                      dp_precision_name(precisions[i]), STEPS, worst / scale, vs_f32 / scale);
+        assert_true(worst <= 1e-5 * scale);
+        assert_true(vs_f32 > scale / 256);
+        free(one.params);
+        free(two.params);
+        free(f32.params);
+    }
+    dp_dataset_close(&ds);
+}
+
+/* ---- a resumed run's kernels ------------------------------------------------- */
+
+static void lenet_options(dp_train_options *o, int epochs, dp_precision p)
+{
+    dp_train_options_default(o);
+    o->epochs = epochs;
+    o->batch_size = 64;
+    o->limit_train = 640;
+    o->limit_test = 128;
+    o->deterministic = true;
+    o->precision = p;
+    o->conv_algo = DP_CONV_ALGO_AUTO;
+}
+
+/* The table holds LeNet's kernels chosen by hand (im2col + matrix product
+ * for every pass, which measuring would not pick for all of them). */
+static void choose_gemm_everywhere(dp_precision p)
+{
+    char text[256];
+    const char *prec = p == DP_PRECISION_FP32 ? "f32" : "bf16";
+    snprintf(text, sizeof text,
+             "%s 1x28x28 k20 3x3 s1x1 p0x0: forward=gemm backward_weights=gemm\n"
+             "%s 20x13x13 k50 5x5 s1x1 p0x0: forward=gemm backward_data=gemm "
+             "backward_weights=gemm\n",
+             prec, prec);
+    dp_conv_choices_clear();
+    assert_int_equal(dp_conv_choices_load(text), 0);
+}
+
+/* Two epochs straight, and one then a resume for the second, both with the
+ * hand-chosen kernels; before the resume the table is emptied: the resumed
+ * run must load the kernels from the checkpoint (the trace shows them, the
+ * table then holds exactly them) and end on the same weights, bit for bit. */
+static void resume_runs_the_recorded_kernels(void **state)
+{
+    (void)state;
+    if (!tu_have_fashion_mnist())
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    dp_precision p = native_bf16() ? DP_PRECISION_BF16 : DP_PRECISION_BF16_REFERENCE;
+    char straight[512], half[512], resumed[512];
+    snprintf(straight, sizeof straight, "%s/straight.safetensors", tu_tmp);
+    snprintf(half, sizeof half, "%s/half.safetensors", tu_tmp);
+    snprintf(resumed, sizeof resumed, "%s/resumed.safetensors", tu_tmp);
+    dp_train_options o;
+    dp_train_result r;
+    choose_gemm_everywhere(p);
+    char *chosen = dp_conv_choices_save();
+    lenet_options(&o, 2, p);
+    o.checkpoint_path = straight;
+    OK(dp_train(&o, &r));
+    lenet_options(&o, 1, p);
+    o.checkpoint_path = half;
+    OK(dp_train(&o, &r));
+    dp_conv_choices_clear();
+    dp__conv_trace(true);
+    lenet_options(&o, 2, p);
+    o.resume_path = half;
+    o.checkpoint_path = resumed;
+    OK(dp_train(&o, &r));
+    const void *dev;
+    dp__conv_shape s;
+    dp__conv_pass pass;
+    dp__conv_impl impl;
+    int n = 0;
+    for (; dp__conv_trace_get(n, &dev, &s, &pass, &impl); n++)
+        assert_int_equal(impl, DP__CONV_GEMM);
+    assert_int_equal(n, 2 + 3);
+    dp__conv_trace(false);
+    char *after = dp_conv_choices_save();
+    assert_string_equal(after, chosen);
+    print_message("%s: the resumed run ran the recorded kernels:\n%s", dp_precision_name(p), after);
+    tu_assert_same_tensors(straight, resumed);
+    free(after);
+    free(chosen);
+    dp_conv_choices_clear();
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(choices_round_trip),
+        cmocka_unit_test(replicas_run_the_measured_kernels),
+        cmocka_unit_test(bf16_n_devices_equals_one),
+        cmocka_unit_test_setup_teardown(resume_runs_the_recorded_kernels, tu_setup_tmp,
+                                        tu_teardown_tmp),
+    };
+    return tu_run(argc, argv, tests, NULL, NULL);
+}
