@@ -100,6 +100,10 @@ def main():
                     help="train on the first N examples only (0 = all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=DATA_DIR)
+    ap.add_argument("--bf16", action="store_true",
+                    help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
+    ap.add_argument("--channels-last", action="store_true",
+                    help="inputs and convolution weights in torch.channels_last (NHWC)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -114,12 +118,18 @@ def main():
     bs = args.batch_size
 
     params = init_params(gen)
+    if args.channels_last:  # the two convolution weights (4-D) in NHWC order
+        with torch.no_grad():
+            for i in (0, 2):
+                params[i] = params[i].detach().contiguous(
+                    memory_format=torch.channels_last).requires_grad_()
     loss_fn = nn.CrossEntropyLoss(reduction="none")
     print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')} "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}, "
           f"train {n} test {0 if X_test is None else X_test.shape[0]}, "
-          f"batch {bs}, lr {args.lr}", flush=True)
+          f"batch {bs}, lr {args.lr}, {'bf16 autocast' if args.bf16 else 'fp32'}, "
+          f"{'channels_last' if args.channels_last else 'NCHW'}", flush=True)
 
     times = []
     for epoch in range(1, args.epochs + 1):
@@ -130,8 +140,11 @@ def main():
         for i in range(0, n, bs):
             idx = perm[i:i + bs]
             X, y = X_train[idx], y_train[idx]
-            out = lenet(X, params)
-            l = loss_fn(out, y).sum()
+            if args.channels_last:
+                X = X.contiguous(memory_format=torch.channels_last)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                out = lenet(X, params)
+                l = loss_fn(out, y).sum()
             l.backward()
             sgd(params, args.lr, X.shape[0])  # last batch may be short (60000 % 256 = 96)
             with torch.no_grad():

@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads [2]")
     ap.add_argument("--channels-last", action="store_true",
                     help="model and inputs in torch.channels_last (NHWC) memory format")
+    ap.add_argument("--bf16", action="store_true",
+                    help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=DATA_DIR)
     args = ap.parse_args()
@@ -103,13 +105,15 @@ def main():
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}, "
           f"mkldnn {torch.backends.mkldnn.is_available()}, "
           f"format {'channels_last' if args.channels_last else 'NCHW'}, "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}, "
           f"batch {bs}, lr {args.lr}, warmup {args.warmup}, steps {args.steps}", flush=True)
 
     times = []
     for s, (X, y) in enumerate(batches):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(X), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = loss_fn(net(X), y)
         loss.backward()
         opt.step()
         lv = loss.item()  # forces completion (CPU ops are synchronous anyway)

@@ -3,8 +3,12 @@
  * every device after each step; prints each step and the median after the
  * warm-up, like bench/resnet_pytorch.py does for PyTorch.
  *
- *   build/bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10]
- *   build/bench_step resnet18 256 auto */
+ *   build/bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10] [PRECISION=fp32] [ALGO=auto]
+ *   build/bench_step resnet18 256 auto 2 10 bf16
+ *
+ * PRECISION is fp32, bf16 or bf16-reference (dptrain train --precision),
+ * ALGO auto, direct or winograd (--conv-algo); under auto the kernels are
+ * measured in the first warm-up step, so give at least one. */
 #include "dp/dp.h"
 
 #include <stdio.h>
@@ -20,9 +24,20 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10]\n");
+        fprintf(stderr, "usage: bench_step MODEL BATCH DEVICES [WARMUP=2] [STEPS=10] "
+                        "[PRECISION=fp32] [ALGO=auto]\n");
         return 2;
     }
+    dp_precision precision = DP_PRECISION_FP32;
+    dp_conv_algo algo = DP_CONV_ALGO_AUTO;
+    if ((argc > 6 && dp_precision_parse(argv[6], &precision) < 0) ||
+        (argc > 7 && dp_conv_algo_parse(argv[7], &algo) < 0)) {
+        fprintf(stderr, "bench_step: precision fp32, bf16 or bf16-reference; algo auto, direct "
+                        "or winograd\n");
+        return 2;
+    }
+    dp_set_precision(precision);
+    dp_set_conv_algo(algo);
     const char *model_name = argv[1];
     int64_t batch = atoll(argv[2]);
     int warmup = argc > 4 ? atoi(argv[4]) : 2, steps = argc > 5 ? atoi(argv[5]) : 10;
@@ -44,8 +59,9 @@ int main(int argc, char **argv)
     if (dp_data_parallel_init(&dp, model, devs, n, &opt) < 0 || dp_tape_init(&tape, true) < 0)
         return 1;
     char names[256];
-    printf("# %s, batch %lld, on %s\n", model_name, (long long)batch,
-           dp_devices_str(devs, n, names, sizeof names));
+    printf("# %s, batch %lld, on %s, %s, convolutions %s\n", model_name, (long long)batch,
+           dp_devices_str(devs, n, names, sizeof names), dp_precision_name(precision),
+           dp_conv_algo_name(algo));
     double *t = calloc((size_t)steps, sizeof *t);
     for (int s = 0; s < warmup + steps; s++) {
         int64_t xs[4] = {batch, 1, 28, 28};
