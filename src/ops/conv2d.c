@@ -11,7 +11,6 @@
 
 #include "device/conv_choice.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct conv_node {

@@ -1,10 +1,13 @@
-/* Elementwise kernels and layout copies on the CPU: plain loops that the
- * compiler vectorises, spread over the worker's OpenMP team when large,
- * over f32 or bf16 (loaded as f32, rounded on the store); sigmoid and tanh
- * (forward, and backward from the saved output) through oneDNN's eltwise
- * primitive, whose vectorised exp the loops lack. Where oneDNN has no bf16
- * eltwise (CPUs without AVX512-BF16), bf16 goes through its f32 primitive
- * on converted copies: the same f32 arithmetic, rounded the same way. */
+/* Elementwise kernels and layout copies on the CPU. The ops run as oneDNN
+ * primitives (eltwise forward and backward, binary add) over the tensor
+ * seen as a vector of n values, in f32 or bf16: oneDNN vectorises them for
+ * the CPU it finds (AVX-512 and AVX512-BF16 conversions where there are),
+ * which a portable build of our own loops cannot. Where oneDNN has no
+ * kernel for the type (bf16 on a CPU without AVX-512), and on a device's
+ * communication path (whose worker shares the device's primitive cache,
+ * which only the device's own worker may touch), plain loops run them,
+ * loading bf16 as f32 and rounding on the store; sigmoid and tanh there go
+ * through the f32 primitive on converted copies. */
 #include "core/bf16.h"
 #include "device/cpu/cpu.h"
 
@@ -12,13 +15,16 @@
 
 #define PAR_MIN 32768
 
-/* One primitive per (direction, function, length), over the tensor seen as
- * a vector of n floats (any shape and layout: the op is elementwise). */
+typedef enum elt_kind { ELT_FORWARD, ELT_BACKWARD, ELT_BINARY_ADD } elt_kind;
+
+/* One primitive per (kind, function, length, type): the tensor seen as a
+ * vector of n values (any shape and layout: the op is elementwise). */
 typedef struct act_key {
-    int backward;
+    int kind;
     dnnl_alg_kind_t alg;
     int64_t n;
     dnnl_data_type_t type;
+    float alpha;
 } act_key;
 
 typedef struct act_prim {
@@ -38,29 +44,47 @@ static void act_prim_destroy(void *p)
     dp__free(c);
 }
 
+/* The primitive descriptor of k, or a status other than success when oneDNN
+ * has none for its type here. */
+static dnnl_status_t act_pd(dp__cpu *cpu, const act_key *k, const dnnl_memory_desc_t *md,
+                            dnnl_primitive_desc_t *pd)
+{
+    dnnl_status_t st;
+    if (k->kind == ELT_BINARY_ADD) {
+        dnnl_binary_desc_t bdesc;
+        st = dnnl_binary_desc_init(&bdesc, dnnl_binary_add, md, md, md);
+        return st == dnnl_success ? dnnl_primitive_desc_create(pd, &bdesc, NULL, cpu->engine, NULL)
+                                  : st;
+    }
+    dnnl_eltwise_desc_t fdesc, bdesc;
+    dnnl_primitive_desc_t fwd = NULL;
+    st = dnnl_eltwise_forward_desc_init(&fdesc, dnnl_forward_training, k->alg, md, k->alpha, 0);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL);
+    if (st != dnnl_success || k->kind == ELT_FORWARD) {
+        *pd = fwd;
+        return st;
+    }
+    st = dnnl_eltwise_backward_desc_init(&bdesc, k->alg, md, md, k->alpha, 0);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(pd, &bdesc, NULL, cpu->engine, fwd);
+    dnnl_primitive_desc_destroy(fwd);
+    return st;
+}
+
 /* Forward: m_a = src, m_out = dst. Backward (from dst, the saved output):
- * m_a = diff_dst, m_b = dst, m_out = diff_src. */
+ * m_a = diff_dst, m_b = dst, m_out = diff_src. Add: m_a, m_b the sources. */
 static int act_build(dp__cpu *cpu, const act_key *k, act_prim **out)
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {k->n};
     dnnl_memory_desc_init_by_tag(&md, 1, dims, k->type, dnnl_a);
-    dnnl_eltwise_desc_t fdesc, bdesc;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
-    DP_DNNL_CHECK(dnnl_eltwise_forward_desc_init(&fdesc, dnnl_forward_training, k->alg, &md, 0, 0));
-    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success)
-        return DP_ENOTSUP; /* bf16 on a CPU without it: the caller converts */
-    if (k->backward) {
-        dnnl_status_t st = dnnl_eltwise_backward_desc_init(&bdesc, k->alg, &md, &md, 0, 0);
-        if (st == dnnl_success)
-            st = dnnl_primitive_desc_create(&pd, &bdesc, NULL, cpu->engine, fwd);
-        dnnl_primitive_desc_destroy(fwd);
-        if (st != dnnl_success) {
-            DP_ERROR("oneDNN: eltwise backward primitive: status %d", (int)st);
-            return DP_EDEVICE;
-        }
-    } else {
-        pd = fwd;
+    dnnl_primitive_desc_t pd;
+    if (act_pd(cpu, k, &md, &pd) != dnnl_success) {
+        if (k->type != dnnl_f32)
+            return DP_ENOTSUP; /* bf16 on a CPU without it: the caller does without */
+        DP_ERROR("oneDNN: cannot create an elementwise primitive of %lld floats", (long long)k->n);
+        return DP_EDEVICE;
     }
     act_prim *c = dp__calloc(1, sizeof *c);
     int rc = c ? 0 : DP_ENOMEM;
@@ -98,50 +122,102 @@ static int act_lookup(dp__cpu *cpu, const act_key *k, act_prim **out)
     return 0;
 }
 
-static int run_activation(const dp__eltwise_args *a, dp_device_t *dev)
+/* The primitive's key for op a; false for an op with none (copy). */
+static bool key_of(const dp__eltwise_args *a, act_key *k)
 {
-    if (a->n == 0)
-        return 0;
-    dp__cpu *cpu = dev->impl;
+    memset(k, 0, sizeof *k);
+    k->n = a->n;
+    k->type = dp__cpu_dnnl_type(a->dtype);
+    switch (a->op) {
+    case DP__ELT_RELU:
+        k->kind = ELT_FORWARD, k->alg = dnnl_eltwise_relu;
+        return true;
+    case DP__ELT_RELU_BACKWARD:
+        k->kind = ELT_BACKWARD, k->alg = dnnl_eltwise_relu_use_dst_for_bwd;
+        return true;
+    case DP__ELT_SIGMOID:
+    case DP__ELT_SIGMOID_BACKWARD:
+        k->kind = a->op == DP__ELT_SIGMOID ? ELT_FORWARD : ELT_BACKWARD;
+        k->alg = dnnl_eltwise_logistic_use_dst_for_bwd;
+        return true;
+    case DP__ELT_TANH:
+    case DP__ELT_TANH_BACKWARD:
+        k->kind = a->op == DP__ELT_TANH ? ELT_FORWARD : ELT_BACKWARD;
+        k->alg = dnnl_eltwise_tanh_use_dst_for_bwd;
+        return true;
+    case DP__ELT_SCALE:
+        k->kind = ELT_FORWARD, k->alg = dnnl_eltwise_linear, k->alpha = a->alpha;
+        return true;
+    case DP__ELT_ADD:
+    case DP__ELT_ACCUMULATE:
+        k->kind = ELT_BINARY_ADD;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Runs a through its primitive; *done false when there is none here. */
+static int run_primitive(const dp__eltwise_args *a, dp__cpu *cpu, bool *done)
+{
     act_key k;
-    memset(&k, 0, sizeof k);
-    k.backward = a->op == DP__ELT_SIGMOID_BACKWARD || a->op == DP__ELT_TANH_BACKWARD;
-    k.alg = a->op == DP__ELT_SIGMOID || a->op == DP__ELT_SIGMOID_BACKWARD
-                ? dnnl_eltwise_logistic_use_dst_for_bwd
-                : dnnl_eltwise_tanh_use_dst_for_bwd;
-    k.n = a->n;
-    k.type = dp__cpu_dnnl_type(a->dtype);
-    act_prim *c;
-    DP_TRY(act_lookup(cpu, &k, &c));
-    if (!c) {
-        /* bf16 through the f32 primitive: a, b to f32, out back to bf16 */
-        float *fa = dp__cpu_scratch(cpu, 0, (size_t)a->n * sizeof(float));
-        float *fb = k.backward ? dp__cpu_scratch(cpu, 1, (size_t)a->n * sizeof(float)) : NULL;
-        if (!fa || (k.backward && !fb))
-            return DP_ENOMEM;
-        dp__cpu_f32_from_bf16(fa, a->a, a->n);
-        if (fb)
-            dp__cpu_f32_from_bf16(fb, a->b, a->n);
-        dp__eltwise_args f = *a;
-        f.a = fa;
-        f.b = fb;
-        f.out = fa; /* in place: oneDNN's eltwise allows it */
-        f.dtype = DP_F32;
-        DP_TRY(run_activation(&f, dev));
-        dp__cpu_bf16_from_f32(a->out, fa, a->n);
+    act_prim *c = NULL;
+    *done = false;
+    if (!key_of(a, &k))
         return 0;
-    }
-    dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
-    dnnl_memory_set_data_handle(c->m_out, a->out);
-    if (k.backward) {
+    DP_TRY(act_lookup(cpu, &k, &c));
+    if (!c)
+        return 0;
+    dnnl_exec_arg_t args[3];
+    if (k.kind == ELT_BINARY_ADD) {
+        /* accumulate: out = out + a, in place on the first source */
+        bool acc = a->op == DP__ELT_ACCUMULATE;
+        dnnl_memory_set_data_handle(c->m_a, acc ? a->out : (void *)a->a);
+        dnnl_memory_set_data_handle(c->m_b, acc ? (void *)a->a : (void *)a->b);
+        dnnl_memory_set_data_handle(c->m_out, a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, c->m_a};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, c->m_b};
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_out};
+    } else if (k.kind == ELT_BACKWARD) {
+        dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
         dnnl_memory_set_data_handle(c->m_b, (void *)a->b);
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_DIFF_DST, c->m_a}, {DNNL_ARG_DST, c->m_b}, {DNNL_ARG_DIFF_SRC, c->m_out}};
-        DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 3, args));
+        dnnl_memory_set_data_handle(c->m_out, a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->m_a};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_b};
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->m_out};
     } else {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, c->m_a}, {DNNL_ARG_DST, c->m_out}};
-        DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 2, args));
+        dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
+        dnnl_memory_set_data_handle(c->m_out, a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->m_a};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_out};
     }
+    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, k.kind == ELT_FORWARD ? 2 : 3,
+                                         args));
+    *done = true;
+    return 0;
+}
+
+/* Sigmoid and tanh in bf16 where oneDNN has no bf16 eltwise: its f32
+ * primitive on converted copies, a and b to f32, out back to bf16. */
+static int run_activation_via_f32(const dp__eltwise_args *a, dp__cpu *cpu)
+{
+    bool backward = a->op == DP__ELT_SIGMOID_BACKWARD || a->op == DP__ELT_TANH_BACKWARD;
+    float *fa = dp__cpu_scratch(cpu, 0, (size_t)a->n * sizeof(float));
+    float *fb = backward ? dp__cpu_scratch(cpu, 1, (size_t)a->n * sizeof(float)) : NULL;
+    if (!fa || (backward && !fb))
+        return DP_ENOMEM;
+    dp__cpu_f32_from_bf16(fa, a->a, a->n);
+    if (fb)
+        dp__cpu_f32_from_bf16(fb, a->b, a->n);
+    dp__eltwise_args f = *a;
+    f.a = fa;
+    f.b = fb;
+    f.out = fa; /* in place: oneDNN's eltwise allows it */
+    f.dtype = DP_F32;
+    bool done;
+    DP_TRY(run_primitive(&f, cpu, &done));
+    DP_ASSERT(done);
+    dp__cpu_bf16_from_f32(a->out, fa, a->n);
     return 0;
 }
 
@@ -186,17 +262,21 @@ static int run_activation(const dp__eltwise_args *a, dp_device_t *dev)
 static int run_eltwise(void *p, void *ctx)
 {
     dp__eltwise_args *a = p;
+    dp_device_t *dev = ctx;
     float alpha = a->alpha;
     int64_t n = a->n;
-    switch (a->op) {
-    case DP__ELT_SIGMOID:
-    case DP__ELT_SIGMOID_BACKWARD:
-    case DP__ELT_TANH:
-    case DP__ELT_TANH_BACKWARD:
-        return run_activation(a, ctx);
-    default:
-        break;
+    if (n == 0)
+        return 0;
+    bool activation = a->op >= DP__ELT_SIGMOID;
+    if (!dev->comm_of && a->op != DP__ELT_COPY) {
+        bool done;
+        DP_TRY(run_primitive(a, dev->impl, &done));
+        if (done)
+            return 0;
+        if (activation)
+            return run_activation_via_f32(a, dev->impl);
     }
+    DP_ASSERT(!activation); /* never on a communication path */
     if (a->dtype == DP_BF16)
         ELTWISE_LOOPS(dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32);
     else
@@ -206,7 +286,16 @@ static int run_eltwise(void *p, void *ctx)
 
 int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a)
 {
-    return dp__cpu_push(dev, run_eltwise, a, sizeof *a);
+    /* Named by op for DP_PROFILE: the elementwise sweeps are where a
+     * network's time outside its kernels goes. */
+    static const char *const names[] = {
+        "eltwise.c:relu",    "eltwise.c:relu_backward",    "eltwise.c:add",
+        "eltwise.c:accumulate", "eltwise.c:scale",         "eltwise.c:copy",
+        "eltwise.c:sigmoid", "eltwise.c:sigmoid_backward", "eltwise.c:tanh",
+        "eltwise.c:tanh_backward"};
+    _Static_assert(DP_COUNTOF(names) == DP__ELT_TANH_BACKWARD + 1, "a name for every op");
+    dp__stream_push_named(dev->stream, run_eltwise, names[a->op], a, sizeof *a);
+    return 0;
 }
 
 /* The NHWC <-> NCHW copy of src into dst, elements of type T. */
