@@ -72,8 +72,11 @@ typedef struct measure_ctx {
 
 /* Times each candidate on the pass's own tensors (its outputs are written
  * again by the chosen one afterwards): one run that builds its kernels,
- * then the faster of two timed runs. Winograd exists in oneDNN for f32
- * only; bf16 keeps bf16 operands. */
+ * then the faster of two timed runs. A candidate whose first run takes
+ * over three times the best so far (plus 50 ms for building its kernels)
+ * is not timed further: oneDNN 2.6 has bf16 weight-gradient kernels that
+ * take a second where others take milliseconds. Winograd exists in oneDNN
+ * for f32 only; bf16 keeps bf16 operands. */
 static int measure(void *p, dp__conv_impl *best)
 {
     const measure_ctx *m = p;
@@ -89,18 +92,20 @@ static int measure(void *p, dp__conv_impl *best)
     int len = 0;
     *best = DP__CONV_DIRECT;
     for (int i = 0; i < ncand; i++) {
+        double t0 = now();
         int rc = run_impl(m->dev, m->pass, cand[i], m->a);
         if (rc == DP_ENOTSUP)
             continue;
         DP_TRY(rc);
-        double t = INFINITY;
-        for (int rep = 0; rep < 2; rep++) {
-            double t0 = now();
+        double t = now() - t0;
+        bool slow = t > 3 * best_t + 0.05;
+        for (int rep = 0; rep < 2 && !slow; rep++) {
+            t0 = now();
             DP_TRY(run_impl(m->dev, m->pass, cand[i], m->a));
-            t = fmin(t, now() - t0);
+            t = rep ? fmin(t, now() - t0) : now() - t0;
         }
-        len += snprintf(line + len, sizeof line - (size_t)len, " %s %.2f ms",
-                        dp__conv_impl_name(cand[i]), 1e3 * t);
+        len += snprintf(line + len, sizeof line - (size_t)len, " %s %.2f ms%s",
+                        dp__conv_impl_name(cand[i]), 1e3 * t, slow ? " (first run)" : "");
         if (t < best_t) {
             best_t = t;
             *best = cand[i];
