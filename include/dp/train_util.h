@@ -35,6 +35,11 @@ typedef struct dp_epoch_stats {
      * the mean over the epoch's steps (dp_pipeline_stats); 0 stages: none. */
     int pipeline_stages;
     double bubble_fraction;
+    /* The run's precision ("fp32", "bf16", "bf16-reference"; NULL: not
+     * written), and, in the first epoch a run trains, the convolution
+     * kernels it chose (dp_conv_choices_save's lines; NULL: none). */
+    const char *precision;
+    const char *conv_algos;
 } dp_epoch_stats;
 
 /* ---- metrics: one JSON object per line ---------------------------------- */

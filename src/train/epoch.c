@@ -95,6 +95,10 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     s->epoch_seconds = seconds;
     s->samples_per_second = seconds > 0 ? (double)samples / seconds : 0.0;
     s->devices = t->devices;
+    s->precision = dp_precision_name(o->precision);
+    /* The kernels go into the first epoch this run trains. */
+    s->conv_algos = t->conv_algos_listed ? NULL : t->conv_algos;
+    t->conv_algos_listed = true;
     s->batch_size = o->batch_size;
     s->lr = o->lr;
     s->ranks = t->ranks;

@@ -132,6 +132,25 @@ static void put_devices(FILE *f, const char *devices)
     fputc(']', f);
 }
 
+/* , "conv_algos": ["line", ...]: the non-empty lines of `text`. */
+static void put_lines(FILE *f, const char *key, const char *text)
+{
+    fprintf(f, ", \"%s\": [", key);
+    bool first = true;
+    for (const char *p = text; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > 0) {
+            if (!first)
+                fputs(", ", f);
+            put_string(f, p, n);
+            first = false;
+        }
+        p += n + (end != NULL);
+    }
+    fputc(']', f);
+}
+
 int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
 {
     if (!m || !s) {
@@ -168,6 +187,12 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
         fprintf(f, ", \"pipeline_stages\": %d", s->pipeline_stages);
         put_number(f, "bubble_fraction", "%.4f", s->bubble_fraction);
     }
+    if (s->precision) {
+        fputs(", \"precision\": ", f);
+        put_string(f, s->precision, strlen(s->precision));
+    }
+    if (s->conv_algos)
+        put_lines(f, "conv_algos", s->conv_algos);
     fputs("}\n", f);
     /* The stream's error flag covers every fprintf above. */
     int failed = fflush(f) != 0 || ferror(f);

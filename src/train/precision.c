@@ -47,6 +47,8 @@ int dp__train_setup_precision(dp__trainer *t)
 
 void dp__train_restore_precision(dp__trainer *t)
 {
+    free(t->conv_algos);
+    t->conv_algos = NULL;
     if (!t->precision_set)
         return;
     dp_set_precision(t->saved_precision);
@@ -140,7 +142,7 @@ int dp__train_tune_convolutions(dp__trainer *t)
     }
     if (rc == 0 && o->verbose && text)
         log_choices(text, t->rank);
-    free(text);
+    t->conv_algos = text; /* for the first epoch's metrics; freed at teardown */
     return rc;
 }
 

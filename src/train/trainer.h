@@ -59,6 +59,8 @@ typedef struct trainer {
     bool precision_set;
     dp_precision saved_precision;
     dp_conv_algo saved_conv_algo;
+    char *conv_algos; /* the kernels chosen before the first step (auto), or NULL */
+    bool conv_algos_listed; /* in an epoch's metrics already */
 } dp__trainer;
 
 /* The name of the model a run trains: its definition's, or the option's. */
