@@ -1,120 +1,69 @@
 #!/usr/bin/env bash
-# ResNet-18 training steps (batch 256) on Fashion-MNIST: dptrain vs PyTorch.
+# ResNet-18 training steps (batch 256) on Fashion-MNIST: dptrain against
+# PyTorch at its best on this machine.
 #
-# usage: bench/resnet_vs_pytorch.sh [ROUNDS=1]
+# usage: bench/resnet_vs_pytorch.sh [ROUNDS=3]
 #
-# Builds dptrain and build/bench_step if needed, then alternates dptrain /
-# PyTorch ROUNDS times (A B A B ...) so that drift in machine speed hits both
-# alike, and prints every run, the median of each, the ratio dptrain/pytorch
-# and the seconds per 235-step (full Fashion-MNIST, batch 256) epoch
-# extrapolated from them. Both sides measure the same thing: 2 untimed
-# warm-up steps, then the median of 10 timed steps (forward, loss, backward,
-# allreduce, SGD) on a real batch of 256, waiting for the step to finish:
-# build/bench_step (bench/step_bench.c) for dptrain, bench/resnet_pytorch.py
-# for PyTorch. One round is several minutes on the 2-core machine.
+# Builds dptrain and build/bench_step (`make build`), installs the current
+# PyTorch from PyPI into bench/.venv on first use (bench/pytorch_venv.sh),
+# then runs ROUNDS rounds, each every configuration once, alternating
+# (bench/vs_pytorch.py). Every side measures the same thing: 2 untimed
+# warm-up steps (dptrain measures its kernels there), then the median of 10
+# timed steps (forward, loss, backward, allreduce, SGD) on real batches,
+# waiting for each step to finish:
+#   dptrain (build/bench_step) fp32, and bf16 where the CPU has avx512_bf16
+#     or amx_bf16, --conv-algo auto;
+#   the current PyTorch in fp32 and in torch.autocast("cpu", bfloat16), each
+#     NCHW and channels_last (bench/resnet_pytorch.py);
+#   Debian's python3-torch 1.13 in fp32 (bench/pytorch_anchor.sh).
+# It prints every run, the medians, the CPU's name and flags, the fastest
+# PyTorch and dptrain's ratio to it, against the goal for this kind of CPU.
+# One round is several minutes on 2 cores.
 #
 # Environment:
-#   DEVICES       dptrain devices (default auto)
-#   PYTORCH_ARGS  extra arguments for bench/resnet_pytorch.py (e.g. --channels-last)
-#   BUILD         build folder (default build)
-#   NO_BUILD=1    do not build, use the binaries as they are
+#   DEVICES       dptrain devices (default 1)
+#   IMITATE=avx2  imitate an AVX2-only CPU on both sides
+#   BUILD         build folder (default build); NO_BUILD=1 skips building
 set -euo pipefail
 
-ROUNDS=${1:-1}
-DEVICES=${DEVICES:-auto}
-PYTORCH_ARGS=${PYTORCH_ARGS:-}
-PY=/usr/bin/python3
-EPOCH_STEPS=235      # ceil(60000 / 256)
-
+ROUNDS=${1:-3}
+DEVICES=${DEVICES:-1}
 if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
-    echo "usage: $0 [ROUNDS=1]   (ROUNDS a positive integer, got '$ROUNDS')" >&2
+    echo "usage: $0 [ROUNDS=3]   (ROUNDS a positive integer, got '$ROUNDS')" >&2
     exit 2
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
-
-# PyTorch at its best, or no ratio at all (bench/pytorch_anchor.sh).
 source "$ROOT/bench/pytorch_anchor.sh"
-pytorch_anchor_check "$PY"
-
+source "$ROOT/bench/pytorch_venv.sh"
+bench_imitation
+pytorch_anchor_check /usr/bin/python3
+pytorch_venv
 if [[ ${NO_BUILD:-0} != 1 ]]; then
-    echo "== make build" >&2
-    if ! make build BUILD="$BUILD" >&2; then
-        echo "error: make build failed" >&2
-        exit 1
-    fi
-fi
-if [[ ${NO_BUILD:-0} != 1 ]]; then
-    cmake -S . -B "$BUILD" >/dev/null && cmake --build "$BUILD" --target bench_step >&2 || exit 1
-fi
-if [[ ! -x $BUILD/bench_step ]]; then
-    echo "error: $BUILD/bench_step not found (cmake --build $BUILD --target bench_step)" >&2
-    exit 1
+    { make build BUILD="$BUILD" && cmake --build "$BUILD" --target bench_step; } >&2 ||
+        { echo "error: the build failed" >&2; exit 1; }
 fi
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/resnet_vs_pytorch.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-
-median() {  # median of the arguments
-    "$PY" -c 'import statistics, sys; print(statistics.median(float(a) for a in sys.argv[1:]))' "$@"
-}
-
-run_dptrain() {  # $1 = round; prints seconds per step
-    local log="$TMP/dptrain.$1.log" sec
-    # The same measure as PyTorch's: 2 warm-up steps, then the median of 10,
-    # every device waited for after each step (build/bench_step).
-    if ! "$BUILD/bench_step" resnet18 256 "$DEVICES" 2 10 >"$log" 2>&1; then
-        echo "error: bench_step failed (round $1); its output:" >&2
-        cat "$log" >&2
-        return 1
-    fi
-    sec=$(sed -n 's/^SEC_PER_STEP[[:space:]]\+\([0-9.eE+-]\+\).*/\1/p' "$log" | tail -n 1)
-    if [[ -z $sec ]]; then
-        echo "error: no SEC_PER_STEP line from bench_step (round $1):" >&2
-        cat "$log" >&2
-        return 1
-    fi
-    echo "$sec"
-}
-
-run_pytorch() {  # $1 = round; prints seconds per step
-    local log="$TMP/pytorch.$1.log" sec
-    # shellcheck disable=SC2086  # PYTORCH_ARGS is split into words on purpose
-    if ! "$PY" bench/resnet_pytorch.py --batch-size 256 --lr 0.1 --threads 2 \
-            --warmup 2 --steps 10 $PYTORCH_ARGS >"$log" 2>&1; then
-        echo "error: bench/resnet_pytorch.py failed (round $1); its output:" >&2
-        cat "$log" >&2
-        return 1
-    fi
-    sec=$(sed -n 's/^SEC_PER_STEP[[:space:]]\+\([0-9.eE+-]\+\).*/\1/p' "$log" | tail -n 1)
-    if [[ -z $sec ]]; then
-        echo "error: no SEC_PER_STEP line from bench/resnet_pytorch.py (round $1):" >&2
-        cat "$log" >&2
-        return 1
-    fi
-    echo "$sec"
-}
-
-D=() P=()
-for ((r = 1; r <= ROUNDS; r++)); do
-    d=$(run_dptrain "$r") || exit 1
-    D+=("$d")
-    printf 'round %d/%d  dptrain  %8.3f sec/step\n' "$r" "$ROUNDS" "$d"
-    p=$(run_pytorch "$r") || exit 1
-    P+=("$p")
-    printf 'round %d/%d  pytorch  %8.3f sec/step%s\n' "$r" "$ROUNDS" "$p" \
-        "${PYTORCH_ARGS:+  ($PYTORCH_ARGS)}"
-done
-
-dm=$(median "${D[@]}")
-pm=$(median "${P[@]}")
-fmt() { local x out=""; for x in "$@"; do out+=$(printf ' %.3f' "$x"); done; echo "$out"; }
-echo
-printf 'dptrain  sec/step:%s  median %.3f  (median of 10 steps after 2 warm-up)\n' \
-    "$(fmt "${D[@]}")" "$dm"
-printf 'pytorch  sec/step:%s  median %.3f  (median of 10 steps after 2 warm-up)\n' \
-    "$(fmt "${P[@]}")" "$pm"
-"$PY" -c 'import sys; d, p, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]); print("ratio dptrain/pytorch: %.2f\nextrapolated sec/epoch (%d steps of 256): dptrain %.0f, pytorch %.0f" % (d / p, n, d * n, p * n))' \
-    "$dm" "$pm" "$EPOCH_STEPS"
+step="$BUILD/bench_step resnet18 256 $DEVICES 2 10"
+torch_args="bench/resnet_pytorch.py --batch-size 256 --lr 0.1 --threads 2 --warmup 2 --steps 10"
+configs=(--config "dptrain fp32=dptrain:$step fp32 auto")
+case $BENCH_ISA in
+amx | avx512_bf16)
+    configs+=(--config "dptrain bf16=dptrain:$step bf16 auto")
+    goal=0.5
+    ;;
+avx512) goal=0.6 ;;
+*) goal=0.85 ;;
+esac
+if [[ -n $PYTORCH_VENV_PY ]]; then
+    v=$("$PYTORCH_VENV_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+    configs+=(--config "torch $v fp32=pytorch:$PYTORCH_VENV_PY $torch_args"
+        --config "torch $v fp32 channels_last=pytorch:$PYTORCH_VENV_PY $torch_args --channels-last"
+        --config "torch $v bf16=pytorch:$PYTORCH_VENV_PY $torch_args --bf16"
+        --config "torch $v bf16 channels_last=pytorch:$PYTORCH_VENV_PY $torch_args --bf16 --channels-last")
+fi
+v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__.split("a")[0])')
+configs+=(--config "torch $v (Debian) fp32=pytorch:/usr/bin/python3 $torch_args")
+exec python3 bench/vs_pytorch.py --rounds "$ROUNDS" --unit sec/step --goal "$goal" "${configs[@]}"
