@@ -186,6 +186,9 @@ void dp__tensor_written(dp_tensor_t *t);
 extern const dp__device_ops dp__cpu_ops;
 /* Core count of this machine. */
 int dp__cpu_count(void);
+/* Makes dp_devices_open's `auto` see n CPUs instead of dp__cpu_count()
+ * (0: the machine's own again): tests play a machine larger than theirs. */
+void dp__devices_see_cpus(int n);
 
 /* CUDA backend table (src/device/cuda/, CUDA builds only). */
 extern const dp__device_ops dp__cuda_ops;

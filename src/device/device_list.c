@@ -65,11 +65,19 @@ static int split_list(const char *spec, char names[][32], int max)
     return n;
 }
 
+/* The CPU count `auto` sees: 0 for the machine's own (dp__cpu_count). */
+static int cpus_seen;
+
+void dp__devices_see_cpus(int n)
+{
+    cpus_seen = n;
+}
+
 int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int threads)
 {
     char names[DP_MAX_DEVICES][32];
     int n;
-    int cores = dp__cpu_count();
+    int cores = cpus_seen > 0 ? cpus_seen : dp__cpu_count();
     int gpus = DP_MIN(dp_cuda_device_count(), DP_MAX_DEVICES);
     if (strcmp(spec, "auto") == 0 && gpus > 0) {
         /* Every GPU. */
@@ -78,8 +86,10 @@ int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int thread
             snprintf(names[k], sizeof names[k], "cuda:%d", k);
     } else if (strcmp(spec, "auto") == 0) {
         /* One single-threaded device per core: bench/scaling.sh measures
-         * this split against one device with every core. */
-        n = cores;
+         * this split against one device with every core. A machine with
+         * more cores than the library holds devices gets DP_MAX_DEVICES,
+         * the cores shared among them. */
+        n = DP_MIN(cores, DP_MAX_DEVICES);
         for (int k = 0; k < n; k++)
             snprintf(names[k], sizeof names[k], "cpu:%d", k);
     } else if (spec[0] >= '0' && spec[0] <= '9') {
