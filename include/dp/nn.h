@@ -110,6 +110,12 @@ typedef struct dp_model_def {
                           dp_tensor_t **y);
 } dp_model_def;
 
+/* The most parameters one model may have: 2^30, 4 GiB of float32 weights
+ * (training keeps their gradients and the optimizer's state beside them).
+ * A definition with more is refused with its count before anything is
+ * allocated. */
+#define DP_MAX_PARAMS ((int64_t)1 << 30)
+
 /* Builds a model of `def` on `dev`, weights drawn from `seed`. */
 int dp_model_init(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, uint64_t seed);
 const dp_model_def *dp_model_definition(const dp_model_t *m);

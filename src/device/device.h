@@ -190,6 +190,12 @@ int dp__cpu_count(void);
  * (0: the machine's own again): tests play a machine larger than theirs. */
 void dp__devices_see_cpus(int n);
 
+/* The meta device (meta_device.c): shapes without memory, kernels that run
+ * nothing. Not opened by name: training on it would read values that were
+ * never computed. */
+extern const dp__device_ops dp__meta_ops;
+int dp__device_open_meta(dp_device_t **out);
+
 /* CUDA backend table (src/device/cuda/, CUDA builds only). */
 extern const dp__device_ops dp__cuda_ops;
 
