@@ -37,6 +37,11 @@ typedef struct dp_st_tensor {
     size_t bytes;
 } dp_st_tensor;
 
+/* Whether dp_safetensors_write could write `path`: not a directory, and its
+ * temporary file ("<path>.tmp.<pid>") can be created beside it (created and
+ * removed again). 0, or DP_EIO with one line naming the path and why. */
+int dp_safetensors_check_writable(const char *path);
+
 /* Writes `path` atomically: a temporary file in the same directory, fsync,
  * rename over `path`, fsync of the directory. On any failure `path` is left
  * as it was and the temporary file is removed. `meta` holds nmeta key/value

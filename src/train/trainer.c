@@ -162,8 +162,8 @@ int dp__train_setup(dp__trainer *t)
                  t->ranks);
         return DP_ENOTSUP;
     }
-    if (o->checkpoint_path && t->rank == 0)
-        DP_TRY(dp__train_check_writable_dir(o->checkpoint_path));
+    if (t->rank == 0)
+        DP_TRY(dp__train_check_outputs(o));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
     t->dev = t->devs[0];
     dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);

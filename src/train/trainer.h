@@ -97,9 +97,12 @@ int dp__train_check_ranks_agree(const dp__trainer *t);
  * in this process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
 
+/* outputs.c: the checkpoint (and its temporary file), the metrics file and
+ * the plot can be written, checked before the first step. */
+int dp__train_check_outputs(const dp_train_options *o);
+
 /* checkpoint_policy.c: when checkpoints are written and read, and what a
  * run says about them. */
-int dp__train_check_writable_dir(const char *path);
 int dp__train_resume(dp__trainer *t);
 int dp__train_save_checkpoint(dp__trainer *t, const char *path, int epochs_done, int64_t batch,
                               double loss_sum, double correct, double seconds);
