@@ -26,6 +26,8 @@ typedef enum dp_st_dtype {
 } dp_st_dtype;
 
 #define DP_ST_MAX_DIMS 8
+/* The longest tensor name, in bytes without the NUL, that the writer
+ * writes and the reader reads. */
 #define DP_ST_MAX_NAME 256
 
 typedef struct dp_st_tensor {
