@@ -11,6 +11,10 @@
 extern "C" {
 #endif
 
+/* The most epochs one run trains (dp_train_options.epochs): a checkpoint
+ * keeps the figures of every epoch (DP_CHECKPOINT_MAX_HISTORY). */
+#define DP_MAX_EPOCHS 1000
+
 /* One epoch's figures. */
 typedef struct dp_epoch_stats {
     int epoch;                 /* from 1 */
