@@ -184,8 +184,7 @@ static void expect_cheap(const char *name, const char *const *valid, const char 
             fail_msg("%s: expected one line with '%s' and a non-zero exit, got exit %d: %s", name,
                      want_error, r.status, r.err);
     } else if (r.status != 0 || !strstr(r.out, want_out)) {
-        fail_msg("%s: expected success and '%s', got exit %d: %s", name, want_out, r.status,
-                 r.err);
+        fail_msg("%s: expected success and '%s', got exit %d: %s", name, want_out, r.status, r.err);
     }
 }
 
@@ -274,8 +273,7 @@ static void test_idx_gzip_of_one_256_mb_image(void **state)
     gzFile gz = gzopen(path, "wb9");
     assert_non_null(gz);
     uint8_t h[16];
-    assert_int_equal(gzwrite(gz, h, (unsigned)idx_header(h, 3, (uint32_t[]){1, 16384, 16384})),
-                     16);
+    assert_int_equal(gzwrite(gz, h, (unsigned)idx_header(h, 3, (uint32_t[]){1, 16384, 16384})), 16);
     static uint8_t zeros[1 << 20];
     for (int i = 0; i < 256; i++)
         assert_int_equal(gzwrite(gz, zeros, sizeof zeros), (int)sizeof zeros);
