@@ -78,7 +78,8 @@ test-tsan: deps
 # tests/test_fuzz_regress.c replays the seeds and regression inputs in
 # `make test`.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model
+FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model \
+  idx_dataset cifar10_train model_cli devices stages model_build
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
