@@ -3,10 +3,11 @@
 # share: every flag that takes a value takes it as --flag=value too (what
 # glibc's getopt_long reads), with the same meaning and the same errors as
 # --flag value; --epochs is 1 to 1000 in the CLI as in the library; more
-# kernel threads per device than CPUs is warned about.
+# kernel threads per device than CPUs is warned about; --help and the
+# README say what the tool does.
 # Usage: cli_flags.sh path/to/dptrain
 set -u
-bin=$1
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0; passes=0
@@ -99,6 +100,20 @@ else bad "devices --threads $((cpus + 1)): no warning: $(cat "$dir/err")"; fi
 "$bin" devices --threads "$cpus" >/dev/null 2>"$dir/err"
 if [[ ! -s $dir/err ]]; then ok "devices --threads $cpus: no warning"
 else bad "devices --threads $cpus: $(cat "$dir/err")"; fi
+
+# What the README and --help say is what dptrain does: the demos --help
+# lists are those `demo nope` names, and the README's unclosed bracket
+# prints what it shows.
+listed=$("$bin" --help | sed -n '/^  demo /,/^$/p' | sed 's/.*demonstrations://' | tr -d ' \n')
+named=$("$bin" demo nope 2>&1 | sed 's/.*(\(.*\))/\1/' | tr -d ' ')
+if [[ -n $listed && $listed == "$named" ]]; then ok "--help lists the demos demo nope names: $listed"
+else bad "--help lists '$listed', demo nope names '$named'"; fi
+readme=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/README.md
+printf 'Conv2d(1, 6, 5\n' >"$dir/paren.txt"
+said=$(cd "$dir" && "$bin" train --model paren.txt 2>&1)
+if grep -qxF -- "$said" "$readme" && grep -qF "missing ')'" <<<"$said"; then
+  ok "the README's unclosed bracket is what dptrain prints: $said"
+else bad "the README does not show '$said'"; fi
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
