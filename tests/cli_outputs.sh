@@ -14,22 +14,9 @@ trap 'rm -rf "$dir"' EXIT
 fails=0; passes=0
 
 # A small valid MNIST-style data set: 8 training and 4 test images of 28x28.
-make_idx() { # make_idx FILE KIND COUNT  (KIND 3 = images, 1 = labels)
-  local f=$1 kind=$2 n=$3 hex
-  hex=$(printf '%02x' "$n")
-  if [[ $kind == 3 ]]; then
-    printf "\\x00\\x00\\x08\\x03\\x00\\x00\\x00\\x$hex\\x00\\x00\\x00\\x1c\\x00\\x00\\x00\\x1c" >"$f"
-    head -c $((n * 784)) /dev/urandom >>"$f"
-  else
-    printf "\\x00\\x00\\x08\\x01\\x00\\x00\\x00\\x$hex" >"$f"
-    for ((i = 0; i < n; i++)); do printf "\\x0$((i % 10))" >>"$f"; done
-  fi
-}
-data=$dir/data; mkdir -p "$data"
-make_idx "$data/train-images-idx3-ubyte" 3 8
-make_idx "$data/train-labels-idx1-ubyte" 1 8
-make_idx "$data/t10k-images-idx3-ubyte" 3 4
-make_idx "$data/t10k-labels-idx1-ubyte" 1 4
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_idx_set.sh"
+data=$dir/data
+tiny_idx_set "$data"
 train=("$bin" train --dataset mnist --data "$data" --devices 1 --batch-size 4 --epochs 2
        --progress never)
 
