@@ -42,7 +42,7 @@ const char *dp_last_error(void)
 
 /* An error or a warning is one line, whatever it quotes: a device list, a
  * stage list or a tensor name from a file may hold control characters,
- * which are written as C escapes ("\n", "\x01"). */
+ * which are written as C escapes ("\n", "\x09"). */
 static void one_line(char *msg, size_t size)
 {
     char out[1024];
@@ -50,9 +50,8 @@ static void one_line(char *msg, size_t size)
     for (const unsigned char *p = (const unsigned char *)msg; *p && o + 5 < sizeof out; p++) {
         if (*p >= 0x20 && *p != 0x7f)
             out[o++] = (char)*p;
-        else if (*p == '\n' || *p == '\t' || *p == '\r')
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\%c",
-                                  *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
+        else if (*p == '\n')
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\n");
         else
             o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
     }

@@ -32,8 +32,8 @@ static int check_param_count(const dp_model_def *def)
         total += numel;
     }
     if (total > (double)DP_MAX_PARAMS) {
-        DP_ERROR("%s: %.0f parameters, more than the %lld one model may have", def->name,
-                 total, (long long)DP_MAX_PARAMS);
+        DP_ERROR("%s: %.0f parameters, more than the %lld one model may have", def->name, total,
+                 (long long)DP_MAX_PARAMS);
         return DP_EINVAL;
     }
     return 0;
