@@ -87,8 +87,8 @@ int fuzz_model_build_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);
-/* The names of every target, NULL-terminated. */
-extern const char *const fuzz_target_names[];
+/* How many targets fuzz_entry knows. */
+size_t fuzz_target_count(void);
 
 /* Shared by the entries (fuzz_entry.c). Errors the library logs between
  * fz_capture_begin and fz_capture_end are counted, the last one kept. */
