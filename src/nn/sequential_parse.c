@@ -103,14 +103,18 @@ static bool literal(cursor *c, number *out)
         if (*c->p == '_')
             c->p++; /* Python allows 0x_ff */
         if (!digits(c, base, buf, &n, sizeof buf))
-            return fail(c, "expected a number");
+            return fail(c, n + 1 >= sizeof buf ? "number out of range" : "expected a number");
         buf[n] = '\0';
         out->v = (double)strtoull(buf, NULL, base);
     } else {
         bool whole = isdigit((unsigned char)*c->p) && digits(c, 10, buf, &n, sizeof buf);
-        if (!whole && isdigit((unsigned char)*c->p))
-            return fail(c, "expected a number");
+        if (!whole && isdigit((unsigned char)*c->p)) /* more digits than buf holds */
+            return fail(c, "number out of range");
         size_t int_digits = n;
+        /* Room for the point or the exponent's 'e' and sign, and the NUL:
+         * a longer number is out of range anyway. */
+        if (n + 3 >= sizeof buf)
+            return fail(c, "number out of range");
         if (*c->p == '.') {
             out->is_int = false;
             buf[n++] = *c->p++;
@@ -120,6 +124,8 @@ static bool literal(cursor *c, number *out)
         if (n == 0 || (n == 1 && buf[0] == '.'))
             return fail(c, "expected a number");
         if (*c->p == 'e' || *c->p == 'E') {
+            if (n + 3 >= sizeof buf)
+                return fail(c, "number out of range");
             out->is_int = false;
             buf[n++] = 'e';
             c->p++;
