@@ -69,8 +69,11 @@ test-tsan: deps
 	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 # Fuzzing (tests/fuzz/): libFuzzer targets for the IDX reader (plain and
-# gzip), the CIFAR-10 reader, the safetensors reader, the checkpoint loader and the command-line
-# parsers, built with clang under ASan+UBSan in build-fuzz. Each runs
+# gzip) and the IDX set loader over its two files, the CIFAR-10 reader and
+# its five-file train split, the safetensors reader, the checkpoint loader,
+# model files (parsed, and built as dptrain model builds them), the
+# command-line parsers (train, eval, demo, model's options, device lists,
+# stage lists), built with clang under ASan+UBSan in build-fuzz. Each runs
 # FUZZ_SECONDS on a scratch copy of its seeds and regression inputs (what it
 # finds never lands in the tree) and prints libFuzzer's "Done N runs" line;
 # an input that crashes a target, hangs it (30 s) or makes it allocate over
@@ -78,7 +81,8 @@ test-tsan: deps
 # tests/test_fuzz_regress.c replays the seeds and regression inputs in
 # `make test`.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model
+FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model \
+  idx_dataset cifar10_train model_cli devices stages model_build
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -10,8 +10,11 @@
 /* The entry points and the command line's parsers are compiled into this
  * test: tests/CMakeLists.txt links each test with the library only. */
 #include "fuzz/cli_sources.c"
+#include "fuzz/fuzz_data_entry.c"
 #include "fuzz/fuzz_entry.c"
 #include "fuzz/fuzz_model_entry.c"
+#include "fuzz/fuzz_parse_entry.c"
+#include "fuzz/fuzz_table.c"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -113,54 +116,37 @@ static void run_target(const char *target)
                   regress < 0 ? 0 : regress);
 }
 
-static void test_idx(void **state)
+/* One cmocka test per target; its state is the target's name. */
+static void test_target(void **state)
 {
-    (void)state;
-    run_target("idx");
-}
-
-static void test_safetensors(void **state)
-{
-    (void)state;
-    run_target("safetensors");
-}
-
-static void test_checkpoint(void **state)
-{
-    (void)state;
-    run_target("checkpoint");
-}
-
-static void test_cifar10(void **state)
-{
-    (void)state;
-    run_target("cifar10");
-}
-
-static void test_model(void **state)
-{
-    (void)state;
-    run_target("model");
-}
-
-static void test_cli(void **state)
-{
-    (void)state;
-    run_target("cli");
+    run_target(*state);
 }
 
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         /* clang-format off */
-        cmocka_unit_test(test_idx),
-        cmocka_unit_test(test_safetensors),
-        cmocka_unit_test(test_checkpoint),
-        cmocka_unit_test(test_cli),
-        cmocka_unit_test(test_cifar10),
-        cmocka_unit_test(test_model),
+        cmocka_unit_test_prestate(test_target, "idx"),
+        cmocka_unit_test_prestate(test_target, "safetensors"),
+        cmocka_unit_test_prestate(test_target, "checkpoint"),
+        cmocka_unit_test_prestate(test_target, "cli"),
+        cmocka_unit_test_prestate(test_target, "cifar10"),
+        cmocka_unit_test_prestate(test_target, "model"),
+        cmocka_unit_test_prestate(test_target, "idx_dataset"),
+        cmocka_unit_test_prestate(test_target, "cifar10_train"),
+        cmocka_unit_test_prestate(test_target, "model_cli"),
+        cmocka_unit_test_prestate(test_target, "devices"),
+        cmocka_unit_test_prestate(test_target, "stages"),
+        cmocka_unit_test_prestate(test_target, "model_build"),
         /* clang-format on */
     };
+    /* Every target of fuzz_table.c has its test here (each test's name is
+     * looked up there, so none is unknown). */
+    if (fuzz_target_count() != sizeof tests / sizeof *tests) {
+        fprintf(stderr, "fuzz_table.c knows %zu targets, this test runs %zu\n",
+                fuzz_target_count(), sizeof tests / sizeof *tests);
+        return 1;
+    }
     int failed = tu_run(argc, argv, tests, NULL, NULL);
     fuzz_teardown();
     return failed;

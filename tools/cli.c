@@ -80,14 +80,26 @@ int cli_parse_dataset(const char *flag, const char *s, const char **out)
 int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
                      int *i, const char **value)
 {
-    const char *f = argv[*i];
+    char *f = argv[*i];
+    /* GNU's long form, --name=value, as getopt_long reads it: the name is
+     * cut off in place (the caller compares argv[*i] with the flag's name
+     * next) and the value is the rest, '=' signs and all. */
+    char *eq = strncmp(f, "--", 2) == 0 ? strchr(f, '=') : NULL;
     bool known = false;
-    for (size_t k = 0; k < n; k++)
-        known |= strcmp(f, names[k]) == 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t len = strlen(names[k]);
+        known |= eq ? (size_t)(eq - f) == len && strncmp(f, names[k], len) == 0
+                    : strcmp(f, names[k]) == 0;
+    }
     if (!known) {
         fprintf(stderr, "dptrain: error: unknown option '%s' for %s (see dptrain %s --help)\n", f,
                 command, command);
         return 2;
+    }
+    if (eq) {
+        *eq = '\0';
+        *value = eq + 1;
+        return 0;
     }
     if (*i + 1 >= argc) {
         fprintf(stderr, "dptrain: error: %s needs a value\n", f);

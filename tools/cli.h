@@ -22,8 +22,10 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool 
 /* --dataset's value: one of the library's dataset names. */
 int cli_parse_dataset(const char *flag, const char *s, const char **out);
 /* For option argv[*i] of `command`: checks that it is one of names[0..n)
- * and has a value, stores the value and steps *i past it. Returns 0, or 2
- * after printing "unknown option" or "needs a value". */
+ * and has a value, stores the value and steps *i past it. "--name=value"
+ * (getopt_long's form) is taken too: argv[*i] is cut to "--name" in place
+ * and the value is what followed the '='. Returns 0, or 2 after printing
+ * "unknown option" or "needs a value". */
 int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
                      int *i, const char **value);
 /* Reports a failed library call (the detail was logged already); returns 1. */

@@ -140,6 +140,10 @@ int cmd_demo(int argc, char **argv)
         fputs(usage_demo, stdout);
         return 0;
     }
+    /* The Gantt chart is drawn after the steps: a file that cannot be
+     * written is refused before them. */
+    if (o.plot && dp_check_output_file(o.plot, "plot") < 0)
+        return 1;
     /* cli_demo_parse accepted the name: it is one of these five. */
     int rc;
     if (strcmp(o.name, "dataparallel") == 0)

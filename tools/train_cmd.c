@@ -48,7 +48,7 @@ static const char usage_train[] =
     "  --lr LR              learning rate [0.2]\n"
     "  --momentum M         SGD momentum [0]\n"
     "  --weight-decay WD    SGD weight decay [0]\n"
-    "  --epochs E           epochs [10]\n"
+    "  --epochs E           epochs, 1 to 1000 [10]\n"
     "  --seed S             seed for weights and shuffling [0]\n"
     "  --init-normal STD    draw the weights N(0, STD^2), as the seeds do\n"
     "                       [each module's own: PyTorch's default for files]\n"
@@ -117,6 +117,8 @@ static const char usage_train[] =
     "                       may use TF32, as PyTorch allows (matrix products\n"
     "                       are float32 either way) [TF32 allowed]\n"
     "  -h, --help           show this help\n";
+
+_Static_assert(DP_MAX_EPOCHS == 1000, "--help says 1 to 1000 epochs");
 
 int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
 {
@@ -201,7 +203,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         } else if (strcmp(f, "--weight-decay") == 0) {
             rc = cli_parse_float(f, v, 0, 1e3, false, &o.weight_decay);
         } else if (strcmp(f, "--epochs") == 0) {
-            if (!(rc = cli_parse_i64(f, v, 1, 100000, &n)))
+            if (!(rc = cli_parse_i64(f, v, 1, DP_MAX_EPOCHS, &n)))
                 o.epochs = (int)n;
         } else if (strcmp(f, "--seed") == 0) {
             if (!(rc = cli_parse_i64(f, v, 0, INT64_MAX, &n)))

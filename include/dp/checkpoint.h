@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define DP_CHECKPOINT_MAX_HISTORY 1000
+#define DP_CHECKPOINT_MAX_HISTORY DP_MAX_EPOCHS
 
 typedef struct dp_checkpoint_state {
     char model[4096]; /* a built-in name or a model file's path */

@@ -110,6 +110,12 @@ typedef struct dp_model_def {
                           dp_tensor_t **y);
 } dp_model_def;
 
+/* The most parameters one model may have: 2^30, 4 GiB of float32 weights
+ * (training keeps their gradients and the optimizer's state beside them).
+ * A definition with more is refused with its count before anything is
+ * allocated. */
+#define DP_MAX_PARAMS ((int64_t)1 << 30)
+
 /* Builds a model of `def` on `dev`, weights drawn from `seed`. */
 int dp_model_init(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, uint64_t seed);
 const dp_model_def *dp_model_definition(const dp_model_t *m);
@@ -167,10 +173,12 @@ typedef struct dp_layer_summary {
     bool can_start;
 } dp_layer_summary;
 
-/* Runs a forward of one zero sample of in_chw (NULL: 1x28x28) through a
- * model of `def` on a CPU device and records each op: *rows (free with
- * free()) gets *n rows. Every parameter is counted once, so the rows' params
- * sum to the model's parameter count. */
+/* Runs a forward of one sample of in_chw (NULL: 1x28x28) through a model of
+ * `def` on the meta device (tensors with shapes and no memory, kernels that
+ * run nothing: any size costs the same; a forward must not read values
+ * back) and records each op: *rows (free with free()) gets *n rows. Every
+ * parameter is counted once, so the rows' params sum to the model's
+ * parameter count, at most DP_MAX_PARAMS. */
 int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
                      int *n);
 

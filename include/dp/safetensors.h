@@ -26,6 +26,8 @@ typedef enum dp_st_dtype {
 } dp_st_dtype;
 
 #define DP_ST_MAX_DIMS 8
+/* The longest tensor name, in bytes without the NUL, that the writer
+ * writes and the reader reads. */
 #define DP_ST_MAX_NAME 256
 
 typedef struct dp_st_tensor {
@@ -36,6 +38,11 @@ typedef struct dp_st_tensor {
     const void *data; /* element count x dtype size bytes */
     size_t bytes;
 } dp_st_tensor;
+
+/* Whether dp_safetensors_write could write `path`: not a directory, and its
+ * temporary file ("<path>.tmp.<pid>") can be created beside it (created and
+ * removed again). 0, or DP_EIO with one line naming the path and why. */
+int dp_safetensors_check_writable(const char *path);
 
 /* Writes `path` atomically: a temporary file in the same directory, fsync,
  * rename over `path`, fsync of the directory. On any failure `path` is left

@@ -29,7 +29,7 @@ typedef struct dp_train_options {
     int threads;         /* kernel threads per device; 0 = cores / devices */
     int64_t batch_size;  /* global batch */
     float lr, momentum, weight_decay;
-    int epochs;
+    int epochs; /* 1 to DP_MAX_EPOCHS */
     uint64_t seed;
     const char *dataset;  /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
     const char *data_dir; /* the dataset's files; NULL: Debian's Fashion-MNIST */

@@ -11,6 +11,10 @@
 extern "C" {
 #endif
 
+/* The most epochs one run trains (dp_train_options.epochs): a checkpoint
+ * keeps the figures of every epoch (DP_CHECKPOINT_MAX_HISTORY). */
+#define DP_MAX_EPOCHS 1000
+
 /* One epoch's figures. */
 typedef struct dp_epoch_stats {
     int epoch;                 /* from 1 */
@@ -41,6 +45,14 @@ typedef struct dp_epoch_stats {
     const char *precision;
     const char *conv_algos;
 } dp_epoch_stats;
+
+/* Whether `path` can be written as the output `what` names ("plot",
+ * "metrics file"): not a directory, and the file can be created there or
+ * opened for writing (a file this creates is removed again; one that was
+ * there is left as it was). 0, or DP_EIO with one line naming the path and
+ * why, e.g. "cannot write the plot /nonexistent/p.png: No such file or
+ * directory". */
+int dp_check_output_file(const char *path, const char *what);
 
 /* ---- metrics: one JSON object per line ---------------------------------- */
 typedef struct dp_metrics dp_metrics_t;

@@ -40,6 +40,25 @@ const char *dp_last_error(void)
     return last_error;
 }
 
+/* An error or a warning is one line, whatever it quotes: a device list, a
+ * stage list or a tensor name from a file may hold control characters,
+ * which are written as C escapes ("\n", "\x09"). */
+static void one_line(char *msg, size_t size)
+{
+    char out[1024];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 5 < sizeof out; p++) {
+        if (*p >= 0x20 && *p != 0x7f)
+            out[o++] = (char)*p;
+        else if (*p == '\n')
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\n");
+        else
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+    }
+    out[o] = '\0';
+    snprintf(msg, size, "%s", out);
+}
+
 void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
@@ -47,6 +66,8 @@ void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (level == DP_LOG_ERROR || level == DP_LOG_WARN)
+        one_line(msg, sizeof msg);
     if (level == DP_LOG_ERROR)
         memcpy(last_error, msg, sizeof msg);
     if (level == DP_LOG_DEBUG) {

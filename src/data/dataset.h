@@ -24,6 +24,22 @@ int dp__data_require_dir(const char *dir, const char *name, const char *where_to
 int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols,
                       const char *what);
 
+/* An IDX file opened with its header read and checked (sizes within the
+ * reader's cap), its data not yet: a caller that holds several files to
+ * one another checks their headers before paying for any data. */
+typedef struct dp__idx_file {
+    void *gz; /* the gzFile */
+    const char *path;
+    dp_idx header; /* type, ndims, dims and size; data NULL */
+} dp__idx_file;
+/* Opens `path` and reads its header (errors as dp_idx_read's). */
+int dp__idx_open(dp__idx_file *file, const char *path);
+/* The data the header promises, and nothing after it, into *out (free with
+ * dp_idx_close). */
+int dp__idx_read_data(dp__idx_file *file, dp_idx *out);
+/* Accepts a zeroed or closed file. */
+void dp__idx_file_close(dp__idx_file *file);
+
 /* One split of an IDX image set in `dir`: "<split>-images-idx3-ubyte" and
  * "<split>-labels-idx1-ubyte", each with or without ".gz" (split is "train"
  * or "t10k"); one channel, bytes / 255, labels below 10. A missing file's

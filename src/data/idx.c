@@ -9,7 +9,7 @@
  * bytes through unchanged otherwise. A short read is then told apart by
  * gzerror: Z_BUF_ERROR means the gzip stream ended early (truncated),
  * Z_DATA_ERROR that it is corrupt (bad header, bad deflate data, bad CRC). */
-#include "dp/data.h"
+#include "data/dataset.h"
 
 #include "core/internal.h"
 
@@ -133,17 +133,23 @@ static int read_header(gzFile f, const char *path, dp_idx *idx)
     if (got < want)
         return read_failure(f, path, "header sizes", want, got, err);
     /* Every size is below 2^32 and the running product is checked against
-     * 2^30 at each step, so the product cannot overflow 64 bits. */
-    uint64_t bytes = 1;
+     * 2^30 at each step, so the product cannot overflow 64 bits. A zero
+     * size makes the data empty, but the others still say what one item
+     * is ([0, 16384, 16384]: no images of 256 MiB each), and its readers
+     * size an item by them: they are held to the same cap, as if the zero
+     * were a one. */
+    uint64_t bytes = 1, item = 1;
     for (int i = 0; i < idx->ndims; i++) {
         const uint8_t *b = be + 4 * i;
         uint64_t d = (uint64_t)b[0] << 24 | (uint64_t)b[1] << 16 | (uint64_t)b[2] << 8 | b[3];
         idx->dims[i] = (int64_t)d;
         bytes *= d;
-        if (bytes > IDX_MAX_BYTES) {
-            DP_ERROR("%s: IDX header promises more than %llu bytes of data (dimension %d is "
-                     "%llu): absurd size",
-                     path, (unsigned long long)IDX_MAX_BYTES, i, (unsigned long long)d);
+        item *= d ? d : 1;
+        if (item > IDX_MAX_BYTES) {
+            DP_ERROR("%s: IDX header promises more than %llu bytes %s (dimension %d is %llu): "
+                     "absurd size",
+                     path, (unsigned long long)IDX_MAX_BYTES, bytes ? "of data" : "per item", i,
+                     (unsigned long long)d);
             return DP_EFORMAT;
         }
     }
@@ -182,21 +188,32 @@ static int read_data(gzFile f, const char *path, size_t want, uint8_t **out)
     return DP_OK;
 }
 
-int dp_idx_read(const char *path, dp_idx *out)
+int dp__idx_open(dp__idx_file *file, const char *path)
 {
-    DP_ASSERT(path && out);
-    memset(out, 0, sizeof *out);
-    dp_idx idx = {0};
+    DP_ASSERT(file && path);
+    memset(file, 0, sizeof *file);
     gzFile f = NULL;
-    int rc = open_gz(path, &f);
+    DP_TRY(open_gz(path, &f));
+    int rc = read_header(f, path, &file->header);
+    if (rc < 0) {
+        gzclose(f);
+        return rc;
+    }
+    file->gz = f;
+    file->path = path;
+    return DP_OK;
+}
+
+int dp__idx_read_data(dp__idx_file *file, dp_idx *out)
+{
+    DP_ASSERT(file && file->gz && out);
+    memset(out, 0, sizeof *out);
+    gzFile f = file->gz;
+    const char *path = file->path;
+    dp_idx idx = file->header;
+    int rc = read_data(f, path, idx.size, &idx.data);
     if (rc < 0)
         return rc;
-    rc = read_header(f, path, &idx);
-    if (rc < 0)
-        goto fail;
-    rc = read_data(f, path, idx.size, &idx.data);
-    if (rc < 0)
-        goto fail;
     /* One more byte: there must be none, and for gzip this read also makes
      * zlib check the stream's trailer (CRC and length). */
     uint8_t extra;
@@ -206,26 +223,38 @@ int dp_idx_read(const char *path, dp_idx *out)
         DP_ERROR("%s: trailing bytes after the %zu data bytes the IDX header promises", path,
                  idx.size);
         rc = DP_EFORMAT;
-        goto fail;
-    }
-    if (err == Z_BUF_ERROR) {
+    } else if (err == Z_BUF_ERROR) {
         DP_ERROR("%s: truncated: the gzip stream ends before its trailer (after all %zu data "
                  "bytes)",
                  path, idx.size);
         rc = DP_ETRUNC;
-        goto fail;
-    }
-    if (err != Z_OK) {
+    } else if (err != Z_OK) {
         rc = read_failure(f, path, "gzip trailer", 0, 0, err);
-        goto fail;
     }
-    gzclose(f);
+    if (rc < 0) {
+        dp__free(idx.data);
+        return rc;
+    }
     *out = idx;
     return DP_OK;
+}
 
-fail:
-    dp__free(idx.data);
-    gzclose(f);
+void dp__idx_file_close(dp__idx_file *file)
+{
+    if (file && file->gz)
+        gzclose(file->gz);
+    if (file)
+        memset(file, 0, sizeof *file);
+}
+
+int dp_idx_read(const char *path, dp_idx *out)
+{
+    DP_ASSERT(path && out);
+    memset(out, 0, sizeof *out);
+    dp__idx_file file;
+    DP_TRY(dp__idx_open(&file, path));
+    int rc = dp__idx_read_data(&file, out);
+    dp__idx_file_close(&file);
     return rc;
 }
 

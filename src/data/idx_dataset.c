@@ -9,10 +9,16 @@
 
 #define NUM_CLASSES 10
 
+/* Larger image sides than this are taken for a corrupt header: the sets
+ * read here are 28 x 28, and at 1024 x 1024 one sample's floats are 4 MiB,
+ * so no header makes the loader allocate much before the data is there. */
+#define IDX_MAX_SIDE 1024
+
 /* Finds "<dir>/<split>-<kind>-ubyte.gz", or the same without ".gz", and
- * reads it; `path` receives the name of the file read. */
-static int read_split_file(const char *dir, const char *split, const char *kind,
-                           const char *where_to_get, char path[DP__DATA_PATH_CAP], dp_idx *out)
+ * opens it with its header read; `path` receives the name of the file. */
+static int open_split_file(const char *dir, const char *split, const char *kind,
+                           const char *where_to_get, char path[DP__DATA_PATH_CAP],
+                           dp__idx_file *out)
 {
     int n = snprintf(path, DP__DATA_PATH_CAP, "%s/%s-%s-ubyte.gz", dir, split, kind);
     if (n < 0 || n >= DP__DATA_PATH_CAP) {
@@ -20,13 +26,46 @@ static int read_split_file(const char *dir, const char *split, const char *kind,
         return DP_EINVAL;
     }
     if (dp__data_is_file(path))
-        return dp_idx_read(path, out);
+        return dp__idx_open(out, path);
     path[n - 3] = '\0';
     if (dp__data_is_file(path))
-        return dp_idx_read(path, out);
+        return dp__idx_open(out, path);
     DP_ERROR("%s.gz: no such file (nor %s)%s%s", path, path, where_to_get ? "; " : "",
              where_to_get ? where_to_get : "");
     return DP_ENOENT;
+}
+
+/* The two headers against each other and the set's shape, before any data
+ * is read: a header alone can promise gigabytes that the file never holds
+ * (or holds as a small gzip of zeros). */
+static int check_headers(const dp__idx_file *images, const dp__idx_file *labels)
+{
+    const dp_idx *im = &images->header, *lb = &labels->header;
+    if (im->ndims != 3) {
+        DP_ERROR("%s: images must have 3 dimensions, found %d", images->path, im->ndims);
+        return DP_EFORMAT;
+    }
+    if (lb->ndims != 1) {
+        DP_ERROR("%s: labels must have 1 dimension, found %d", labels->path, lb->ndims);
+        return DP_EFORMAT;
+    }
+    if (im->dims[0] != lb->dims[0]) {
+        DP_ERROR("%s: %lld labels, but %s has %lld images", labels->path, (long long)lb->dims[0],
+                 images->path, (long long)im->dims[0]);
+        return DP_EFORMAT;
+    }
+    if (im->dims[0] == 0) {
+        DP_ERROR("%s: no images (the header says [0, %lld, %lld])", images->path,
+                 (long long)im->dims[1], (long long)im->dims[2]);
+        return DP_EFORMAT;
+    }
+    if (im->dims[1] < 1 || im->dims[2] < 1 || im->dims[1] > IDX_MAX_SIDE ||
+        im->dims[2] > IDX_MAX_SIDE) {
+        DP_ERROR("%s: images of %lld x %lld pixels: each side must be 1 to %d", images->path,
+                 (long long)im->dims[1], (long long)im->dims[2], IDX_MAX_SIDE);
+        return DP_EFORMAT;
+    }
+    return 0;
 }
 
 int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, dp_dataset *out)
@@ -36,30 +75,21 @@ int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, 
     DP_TRY(dp__data_check_dir(dir));
     const char *split = train ? "train" : "t10k";
     char images_path[DP__DATA_PATH_CAP], labels_path[DP__DATA_PATH_CAP];
+    dp__idx_file images_file = {0}, labels_file = {0};
     dp_idx images = {0}, labels = {0};
     dp_dataset ds = {0};
-    int rc = read_split_file(dir, split, "images-idx3", where_to_get, images_path, &images);
+    int rc = open_split_file(dir, split, "images-idx3", where_to_get, images_path, &images_file);
     if (rc < 0)
         goto done;
-    rc = read_split_file(dir, split, "labels-idx1", where_to_get, labels_path, &labels);
+    rc = open_split_file(dir, split, "labels-idx1", where_to_get, labels_path, &labels_file);
     if (rc < 0)
         goto done;
-    if (images.ndims != 3) {
-        DP_ERROR("%s: images must have 3 dimensions, found %d", images_path, images.ndims);
-        rc = DP_EFORMAT;
+    rc = check_headers(&images_file, &labels_file);
+    if (rc < 0)
         goto done;
-    }
-    if (labels.ndims != 1) {
-        DP_ERROR("%s: labels must have 1 dimension, found %d", labels_path, labels.ndims);
-        rc = DP_EFORMAT;
+    rc = dp__idx_read_data(&labels_file, &labels);
+    if (rc < 0)
         goto done;
-    }
-    if (images.dims[0] != labels.dims[0]) {
-        DP_ERROR("%s: %lld labels, but %s has %lld images", labels_path, (long long)labels.dims[0],
-                 images_path, (long long)images.dims[0]);
-        rc = DP_EFORMAT;
-        goto done;
-    }
     for (int64_t i = 0; i < labels.dims[0]; i++) {
         if (labels.data[i] >= NUM_CLASSES) {
             DP_ERROR("%s: label %d at index %lld is not below %d", labels_path, labels.data[i],
@@ -68,8 +98,10 @@ int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, 
             goto done;
         }
     }
-    /* The header's sizes are below 2^30 bytes in all (dp_idx_read), so
-     * rows and cols fit in an int. */
+    rc = dp__idx_read_data(&images_file, &images);
+    if (rc < 0)
+        goto done;
+    /* check_headers held rows and cols to IDX_MAX_SIDE. */
     rc = dp__dataset_alloc(&ds, images.dims[0], 1, (int)images.dims[1], (int)images.dims[2],
                            images_path);
     if (rc < 0)
@@ -86,5 +118,7 @@ done:
     dp_dataset_close(&ds);
     dp_idx_close(&labels);
     dp_idx_close(&images);
+    dp__idx_file_close(&labels_file);
+    dp__idx_file_close(&images_file);
     return rc;
 }

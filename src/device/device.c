@@ -41,15 +41,8 @@ static int parse_name(const char *name, const dp__device_ops **ops, int *index)
     return 0;
 }
 
-int dp_device_open(dp_device_t **out, const char *name, int threads)
+static int open_device(dp_device_t **out, const dp__device_ops *ops, int index, int threads)
 {
-    const dp__device_ops *ops;
-    int index;
-    if (threads < 0) {
-        DP_ERROR("device '%s': threads must be >= 0, got %d", name, threads);
-        return DP_EINVAL;
-    }
-    DP_TRY(parse_name(name, &ops, &index));
     dp_device_t *dev = dp__calloc(1, sizeof *dev);
     if (!dev)
         return DP_ENOMEM;
@@ -84,6 +77,23 @@ int dp_device_open(dp_device_t **out, const char *name, int threads)
     }
     *out = dev;
     return 0;
+}
+
+int dp_device_open(dp_device_t **out, const char *name, int threads)
+{
+    const dp__device_ops *ops;
+    int index;
+    if (threads < 0) {
+        DP_ERROR("device '%s': threads must be >= 0, got %d", name, threads);
+        return DP_EINVAL;
+    }
+    DP_TRY(parse_name(name, &ops, &index));
+    return open_device(out, ops, index, threads);
+}
+
+int dp__device_open_meta(dp_device_t **out)
+{
+    return open_device(out, &dp__meta_ops, 0, 1);
 }
 
 static void cache_drain(dp_device_t *dev)

@@ -195,6 +195,15 @@ void dp__tensor_written(dp_tensor_t *t);
 extern const dp__device_ops dp__cpu_ops;
 /* Core count of this machine. */
 int dp__cpu_count(void);
+/* Makes dp_devices_open's `auto` see n CPUs instead of dp__cpu_count()
+ * (0: the machine's own again): tests play a machine larger than theirs. */
+void dp__devices_see_cpus(int n);
+
+/* The meta device (meta_device.c): shapes without memory, kernels that run
+ * nothing. Not opened by name: training on it would read values that were
+ * never computed. */
+extern const dp__device_ops dp__meta_ops;
+int dp__device_open_meta(dp_device_t **out);
 
 /* CUDA backend table (src/device/cuda/, CUDA builds only). */
 extern const dp__device_ops dp__cuda_ops;

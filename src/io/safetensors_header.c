@@ -177,6 +177,12 @@ int dp__st_parse_header(dp__json_parser *p, dp_safetensors_t *f)
             DP_TRY(dp__json_parse_string(p, &key));
             if (!key[0])
                 return dp__json_error(p, "empty tensor name");
+            /* The writer's limit: a file that opens can be written back. */
+            if (strlen(key) > DP_ST_MAX_NAME) {
+                DP_ERROR("%s: tensor name '%.40s...' is longer than %d bytes (byte %zu)", p->path,
+                         key, DP_ST_MAX_NAME, p->pos + 8);
+                return DP_EFORMAT;
+            }
             DP_TRY(dp__json_expect(p, ':', "expected ':' after a key"));
             if (strcmp(key, ST_META_KEY) == 0) {
                 if (have_meta)

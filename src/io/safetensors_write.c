@@ -324,18 +324,57 @@ static int sync_parent_dir(const char *path)
 /* Writes header then data to "<path>.tmp.<pid>", syncs, closes and renames
  * it over path. On failure the temporary file is removed and path is left
  * as it was. */
-static int write_atomically(const char *path, const struct sbuf *header,
-                            const dp_st_tensor *tensors, int n)
+/* "<path>.tmp.<pid>", the temporary file a write goes to (dp__free it). */
+static char *temporary_name(const char *path)
 {
     int len = snprintf(NULL, 0, "%s.tmp.%ld", path, (long)getpid());
     char *tmp = dp__malloc((size_t)len + 1);
+    if (tmp)
+        snprintf(tmp, (size_t)len + 1, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
+/* Creates the temporary file of a write to path; -1 with the one-line
+ * error logged when it cannot be. */
+static int create_temporary(const char *path, const char *tmp)
+{
+    int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0)
+        DP_ERROR("%s: cannot create %s: %s", path, tmp, strerror(errno));
+    return fd;
+}
+
+int dp_safetensors_check_writable(const char *path)
+{
+    struct stat st;
+    if (!path || !path[0]) {
+        DP_ERROR("dp_safetensors_check_writable: no path");
+        return DP_EINVAL;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DP_ERROR("%s: is a directory", path);
+        return DP_EIO;
+    }
+    char *tmp = temporary_name(path);
     if (!tmp)
         return DP_ENOMEM;
-    snprintf(tmp, (size_t)len + 1, "%s.tmp.%ld", path, (long)getpid());
+    int fd = create_temporary(path, tmp);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    dp__free(tmp);
+    return fd >= 0 ? 0 : DP_EIO;
+}
 
-    int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+static int write_atomically(const char *path, const struct sbuf *header,
+                            const dp_st_tensor *tensors, int n)
+{
+    char *tmp = temporary_name(path);
+    if (!tmp)
+        return DP_ENOMEM;
+    int fd = create_temporary(path, tmp);
     if (fd < 0) {
-        DP_ERROR("%s: cannot create %s: %s", path, tmp, strerror(errno));
         dp__free(tmp);
         return DP_EIO;
     }

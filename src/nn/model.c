@@ -19,10 +19,31 @@ static int check_def(const dp_model_def *def)
     return 0;
 }
 
+/* The parameters of def, refused over DP_MAX_PARAMS before their buffer is
+ * allocated (Linear(784, 3000000) asked for 9.4 GB). Counted in double:
+ * exact to 2^53, and no product of sizes overflows it. */
+static int check_param_count(const dp_model_def *def)
+{
+    double total = 0;
+    for (int i = 0; i < def->nparams; i++) {
+        double numel = 1;
+        for (int d = 0; d < def->params[i].ndim; d++)
+            numel *= (double)def->params[i].shape[d];
+        total += numel;
+    }
+    if (total > (double)DP_MAX_PARAMS) {
+        DP_ERROR("%s: %.0f parameters, more than the %lld one model may have", def->name, total,
+                 (long long)DP_MAX_PARAMS);
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
 static int create(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, bool init,
                   uint64_t seed)
 {
     DP_TRY(check_def(def));
+    DP_TRY(check_param_count(def));
     dp_model_t *m = dp__calloc(1, sizeof *m);
     if (!m)
         return DP_ENOMEM;

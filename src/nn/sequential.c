@@ -79,11 +79,16 @@ static char *strip(char *line)
     return line;
 }
 
-static int count_lines(const char *text)
+/* The lines that can hold a module: not blank, not only a comment. The
+ * arrays are sized by them before parsing, so a file of blank lines costs
+ * nothing (a megabyte of newlines took 645 MB, sized by its lines). */
+static int count_module_lines(const char *text)
 {
-    int n = 1;
-    for (const char *p = text; *p; p++)
-        n += *p == '\n';
+    int n = 0;
+    for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        p += strspn(p, " \t\r");
+        n += *p && *p != '\n' && *p != '#';
+    }
     return n;
 }
 
@@ -96,7 +101,7 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
         DP_ERROR("model definition: needs a text and a name");
         return DP_EINVAL;
     }
-    int cap = count_lines(text);
+    int cap = DP_MAX(count_module_lines(text), 1);
     dp__seq *s = dp__calloc(1, sizeof *s);
     char *copy = dp__malloc(strlen(text) + 1);
     if (s) {

@@ -61,6 +61,92 @@ typedef struct number {
 
 static bool expr(cursor *c, number *out, int depth);
 
+/* Digits of `base` with single underscores between them (Python's 1_000),
+ * copied without the underscores into buf[*n..]; false unless at least one
+ * digit and no stray underscore. */
+static bool digits(cursor *c, int base, char *buf, size_t *n, size_t cap)
+{
+    bool any = false;
+    for (;;) {
+        const char *q = c->p;
+        if (*q == '_' && any)
+            q++;
+        int ch = tolower((unsigned char)*q);
+        int d = isdigit(ch) ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : 99;
+        if (d >= base)
+            return any && *c->p != '_';
+        if (*n + 1 >= cap)
+            return false;
+        buf[(*n)++] = (char)ch;
+        c->p = q + 1;
+        any = true;
+    }
+}
+
+/* A number as Python writes one, which is what PyTorch's modules get: a
+ * decimal integer (no leading zeros but in 0, 00, ...), 0x/0o/0b integers,
+ * or a decimal float with a point or an exponent. strtod also read hex
+ * floats (0x1p-1 was taken for an integer, 0) and inf or nan spellings. */
+static bool literal(cursor *c, number *out)
+{
+    char buf[64];
+    size_t n = 0;
+    const char *start = c->p;
+    int base = 10;
+    if (start[0] == '0' && start[1] && strchr("xXoObB", start[1])) {
+        int prefix = tolower((unsigned char)start[1]);
+        base = prefix == 'x' ? 16 : prefix == 'o' ? 8 : 2;
+    }
+    out->is_int = true;
+    if (base != 10) {
+        c->p += 2;
+        if (*c->p == '_')
+            c->p++; /* Python allows 0x_ff */
+        if (!digits(c, base, buf, &n, sizeof buf))
+            return fail(c, n + 1 >= sizeof buf ? "number out of range" : "expected a number");
+        buf[n] = '\0';
+        out->v = (double)strtoull(buf, NULL, base);
+    } else {
+        bool whole = isdigit((unsigned char)*c->p) && digits(c, 10, buf, &n, sizeof buf);
+        if (!whole && isdigit((unsigned char)*c->p)) /* more digits than buf holds */
+            return fail(c, "number out of range");
+        size_t int_digits = n;
+        /* Room for the point or the exponent's 'e' and sign, and the NUL:
+         * a longer number is out of range anyway. */
+        if (n + 3 >= sizeof buf)
+            return fail(c, "number out of range");
+        if (*c->p == '.') {
+            out->is_int = false;
+            buf[n++] = *c->p++;
+            if (isdigit((unsigned char)*c->p) && !digits(c, 10, buf, &n, sizeof buf))
+                return fail(c, "expected a number");
+        }
+        if (n == 0 || (n == 1 && buf[0] == '.'))
+            return fail(c, "expected a number");
+        if (*c->p == 'e' || *c->p == 'E') {
+            if (n + 3 >= sizeof buf)
+                return fail(c, "number out of range");
+            out->is_int = false;
+            buf[n++] = 'e';
+            c->p++;
+            if ((*c->p == '+' || *c->p == '-') && n + 1 < sizeof buf)
+                buf[n++] = *c->p++;
+            if (!digits(c, 10, buf, &n, sizeof buf))
+                return fail(c, "expected a number");
+        }
+        buf[n] = '\0';
+        if (out->is_int && buf[0] == '0' && strspn(buf, "0") != int_digits)
+            return fail(c, "leading zeros in a decimal integer (Python does not allow them)");
+        out->v = strtod(buf, NULL);
+    }
+    /* 0x1p-1, 12abc, 1_: not a number Python would read. */
+    if (isalnum((unsigned char)*c->p) || *c->p == '_' || (base != 10 && *c->p == '.'))
+        return fail(c, "not a number Python reads");
+    if (!isfinite(out->v) || fabs(out->v) > 1e15)
+        return fail(c, "number out of range");
+    return true;
+}
+
 static bool factor(cursor *c, number *out, int depth)
 {
     skip_space(c);
@@ -77,18 +163,7 @@ static bool factor(cursor *c, number *out, int depth)
             return false;
         return eat(c, ')') || fail(c, "missing ')' in an expression");
     }
-    if (!isdigit((unsigned char)*c->p) && *c->p != '.')
-        return fail(c, "expected a number");
-    char *end;
-    out->v = strtod(c->p, &end);
-    out->is_int = true;
-    for (const char *q = c->p; q < end; q++)
-        if (*q == '.' || *q == 'e' || *q == 'E')
-            out->is_int = false;
-    c->p = end;
-    if (!isfinite(out->v))
-        return fail(c, "number out of range");
-    return true;
+    return literal(c, out);
 }
 
 static bool term(cursor *c, number *out, int depth)

@@ -6,6 +6,8 @@
 
 #include "autograd/tape.h"
 #include "core/internal.h"
+#include "device/device.h"
+#include "nn/model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,13 +84,14 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     dp_tensor_t *x = NULL, *y;
     bool *seen = NULL;
     int64_t xs[4] = {BATCH, chw[0], chw[1], chw[2]};
-    int rc = dp_device_open(&dev, "cpu:0", 1);
+    /* On the meta device: shapes and no memory, so that a model too large
+     * for this machine (or an input of 4096x65536x65536) is summarised all
+     * the same; no weights are drawn, as nothing reads them. */
+    int rc = dp__device_open_meta(&dev);
     if (rc == 0)
-        rc = dp_model_init(&m, def, dev, 0);
+        rc = dp__model_init_uninit(&m, def, dev);
     if (rc == 0)
         rc = dp_tensor_new(&x, dev, DP_F32, 4, xs);
-    if (rc == 0)
-        rc = dp_tensor_fill(x, 0.0f);
     if (rc == 0)
         rc = dp_tape_init(&tape, true);
     if (rc == 0) {

@@ -4,10 +4,12 @@
 #include "dp/safetensors.h"
 
 #include "core/internal.h"
+#include "io/safetensors.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +64,7 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
     const char *const *bn = dp_model_bn_names(m, &nbn);
     int cap = dp_params_count(params) + (buffers ? dp_params_count(buffers) : 0) + nbn + 1;
     dp_st_tensor *ts = dp__calloc((size_t)cap, sizeof *ts);
-    char(*bn_names)[DP_ST_MAX_NAME] = dp__calloc((size_t)(nbn ? nbn : 1), sizeof *bn_names);
+    char(*bn_names)[DP_ST_MAX_NAME + 1] = dp__calloc((size_t)(nbn ? nbn : 1), sizeof *bn_names);
     float *hp = NULL, *hb = NULL, *hv = NULL;
     char *history = NULL;
     int n = 0, rc = ts && bn_names ? 0 : DP_ENOMEM;
@@ -72,12 +74,9 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
     if (rc == 0 && buffers)
         rc = add_params(ts, &n, buffers, &hb);
     for (int i = 0; rc == 0 && i < nbn; i++) {
-        snprintf(bn_names[i], DP_ST_MAX_NAME, "%s.num_batches_tracked", bn[i]);
-        ts[n++] = (dp_st_tensor){.name = bn_names[i],
-                                 .dtype = DP_ST_I64,
-                                 .ndim = 0,
-                                 .data = &tracked,
-                                 .bytes = sizeof tracked};
+        snprintf(bn_names[i], sizeof bn_names[i], "%s.num_batches_tracked", bn[i]);
+        ts[n++] = (dp_st_tensor){.name = bn_names[i], .dtype = DP_ST_I64, .ndim = 0,
+                                 .data = &tracked, .bytes = sizeof tracked};
     }
     dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
     if (rc == 0 && velocity) {
@@ -172,12 +171,24 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
                 ws[d] = dp_tensor_dim(t, d);
             dp__shape_str(got, sizeof got, s.ndim, s.shape);
             dp__shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
+            const char *dtype = dp__st_dtype_name(s.dtype);
             DP_ERROR("%s: tensor '%s' is %s %s, %s expects F32 %s", path, name,
-                     s.dtype == DP_ST_F32 ? "F32" : "not F32", got, model, want);
+                     dtype ? dtype : "of an unknown dtype", got, model, want);
             rc = DP_EFORMAT;
             break;
         }
         memcpy(host + offset, s.data, s.bytes);
+        /* NaN or Inf weights would give an accuracy (or a run) that means
+         * nothing: say so instead. */
+        for (int64_t k = 0; k < dp_tensor_numel(t); k++) {
+            if (!isfinite(host[offset + k])) {
+                DP_ERROR("%s: tensor '%s' holds %g at element %" PRId64
+                         ": the weights are not finite",
+                         path, name, (double)host[offset + k], k);
+                rc = DP_EFORMAT;
+                break;
+            }
+        }
         offset += dp_tensor_numel(t);
     }
     if (rc == 0)
@@ -224,7 +235,7 @@ static int load_weights(const dp_safetensors_t *f, const char *path, dp_model_t 
     int nbn;
     const char *const *bn = dp_model_bn_names(m, &nbn);
     if (nbn > 0) {
-        char name[DP_ST_MAX_NAME];
+        char name[DP_ST_MAX_NAME + 1];
         snprintf(name, sizeof name, "%s.num_batches_tracked", bn[0]);
         dp_st_tensor s;
         if (dp_safetensors_find(f, name, &s) == 0 && s.dtype == DP_ST_I64 && s.bytes == 8) {
@@ -267,7 +278,10 @@ static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key
     return 0;
 }
 
-static int meta_double(const dp_safetensors_t *f, const char *path, const char *key, double *out)
+/* A number of the metadata, finite and within [lo, hi] (above lo when
+ * lo_open): a checkpoint whose lr is nan would train on with it. */
+static int meta_double(const dp_safetensors_t *f, const char *path, const char *key, double lo,
+                       bool lo_open, double hi, double *out)
 {
     const char *v = dp_safetensors_meta(f, key);
     char *end;
@@ -275,7 +289,34 @@ static int meta_double(const dp_safetensors_t *f, const char *path, const char *
         DP_ERROR("%s: metadata '%s' is missing or not a number", path, key);
         return DP_EFORMAT;
     }
+    if (!isfinite(*out) || *out < lo || (lo_open && *out == lo) || *out > hi) {
+        DP_ERROR("%s: metadata '%s' is %s: expected a finite number %s %g and <= %g", path, key, v,
+                 lo_open ? ">" : ">=", lo, hi);
+        return DP_EFORMAT;
+    }
     return 0;
+}
+
+/* Whether the figures of one epoch of the history are finite and in range:
+ * losses, times and rates >= 0, accuracies in [0, 1]; NULL, or the name of
+ * the first that is not. */
+static const char *bad_epoch_field(const dp_epoch_stats *h)
+{
+    if (h->epoch < 1)
+        return "epoch";
+    if (!isfinite(h->train_loss) || h->train_loss < 0)
+        return "train_loss";
+    if (!(h->train_acc >= 0 && h->train_acc <= 1))
+        return "train_acc";
+    if (!(h->test_acc >= 0 && h->test_acc <= 1))
+        return "test_acc";
+    if (!isfinite(h->epoch_seconds) || h->epoch_seconds < 0)
+        return "epoch_seconds";
+    if (!isfinite(h->samples_per_second) || h->samples_per_second < 0)
+        return "samples_per_second";
+    if (!isfinite(h->peak_rss_mb) || h->peak_rss_mb < 0)
+        return "peak_rss_mb";
+    return NULL;
 }
 
 static int parse_history(const char *path, const char *s, dp_checkpoint_state *st)
@@ -292,6 +333,12 @@ static int parse_history(const char *path, const char *s, dp_checkpoint_state *s
                    &used) != 7) {
             DP_ERROR("%s: metadata 'dptrain.history' is malformed at entry %d", path,
                      st->nhistory + 1);
+            return DP_EFORMAT;
+        }
+        const char *bad = bad_epoch_field(h);
+        if (bad) {
+            DP_ERROR("%s: metadata 'dptrain.history' entry %d: %s is not finite or out of range",
+                     path, st->nhistory + 1, bad);
             return DP_EFORMAT;
         }
         h->batch_size = st->batch_size;
@@ -319,17 +366,24 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
     if (rc == 0)
         rc = meta_i64(f, path, "dptrain.batch_size", 1, INT64_MAX, &st->batch_size);
     if (rc == 0)
-        rc = meta_double(f, path, "dptrain.lr", &st->lr);
+        rc = meta_double(f, path, "dptrain.lr", 0, true, HUGE_VAL, &st->lr);
+    /* SGD's own ranges (src/optim/sgd.c): 0 <= momentum < 1, decay >= 0. */
     if (rc == 0)
-        rc = meta_double(f, path, "dptrain.momentum", &st->momentum);
+        rc = meta_double(f, path, "dptrain.momentum", 0, false, nextafter(1.0, 0.0), &st->momentum);
     if (rc == 0)
-        rc = meta_double(f, path, "dptrain.weight_decay", &st->weight_decay);
+        rc = meta_double(f, path, "dptrain.weight_decay", 0, false, HUGE_VAL, &st->weight_decay);
     if (rc == 0 && dp_safetensors_meta(f, "dptrain.batch")) {
         rc = meta_i64(f, path, "dptrain.batch", 0, INT64_MAX, &st->batch);
         const char *partial = dp_safetensors_meta(f, "dptrain.partial");
         if (rc == 0 && (!partial || sscanf(partial, "%lf %lf %lf", &st->partial_loss,
                                            &st->partial_correct, &st->partial_seconds) != 3)) {
             DP_ERROR("%s: metadata 'dptrain.partial' is missing or malformed", path);
+            rc = DP_EFORMAT;
+        } else if (rc == 0 && !(isfinite(st->partial_loss) && st->partial_loss >= 0 &&
+                                isfinite(st->partial_correct) && st->partial_correct >= 0 &&
+                                isfinite(st->partial_seconds) && st->partial_seconds >= 0)) {
+            DP_ERROR("%s: metadata 'dptrain.partial' is %s: expected three finite numbers >= 0",
+                     path, partial);
             rc = DP_EFORMAT;
         }
     }

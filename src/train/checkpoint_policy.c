@@ -1,14 +1,11 @@
 /* When a run writes and reads checkpoints: the resumed position, a
- * writable directory checked before the first epoch, a checkpoint after
- * every epoch and one when a stop is requested, and what happens when
- * writing one fails. */
+ * checkpoint after every epoch and one when a stop is requested, and what
+ * happens when writing one fails (outputs.c checks the path up front). */
 #include "train/trainer.h"
 
 #include "core/internal.h"
 
-#include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 /* --resume: the weights, momentum and position of an interrupted run. */
 int dp__train_resume(dp__trainer *t)
@@ -37,26 +34,6 @@ int dp__train_resume(dp__trainer *t)
     }
     for (int i = 0; i < t->ck->nhistory; i++)
         t->ck->history[i].devices = t->devices;
-    return 0;
-}
-
-/* A checkpoint that cannot be written should stop the run before an epoch
- * of work, not after. */
-int dp__train_check_writable_dir(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (access(dir, W_OK | X_OK) != 0) {
-        DP_ERROR("%s: cannot write a checkpoint there: %s: %s", path, dir, strerror(errno));
-        return DP_EIO;
-    }
     return 0;
 }
 

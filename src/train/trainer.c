@@ -162,8 +162,8 @@ int dp__train_setup(dp__trainer *t)
                  t->ranks);
         return DP_ENOTSUP;
     }
-    if (o->checkpoint_path && t->rank == 0)
-        DP_TRY(dp__train_check_writable_dir(o->checkpoint_path));
+    if (t->rank == 0)
+        DP_TRY(dp__train_check_outputs(o));
     DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
     t->dev = t->devs[0];
     DP_TRY(dp__train_setup_precision(t));
@@ -285,6 +285,10 @@ void dp__train_teardown(dp__trainer *t)
 
 int dp_train(const dp_train_options *o, dp_train_result *result)
 {
+    if (o->epochs > DP_MAX_EPOCHS) {
+        DP_ERROR("the epoch count %d: at most %d", o->epochs, DP_MAX_EPOCHS);
+        return DP_EINVAL;
+    }
     if (o->batch_size <= 0 || o->epochs <= 0 || !(o->lr > 0) || o->limit_train < 0 ||
         o->limit_test < 0 || o->threads < 0 || o->on_checkpoint_error < DP_ON_ERROR_STOP ||
         o->on_checkpoint_error > DP_ON_ERROR_CONTINUE) {
@@ -300,10 +304,6 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     int rc = dp__train_setup(&t);
     double total = 0;
     int first = rc == 0 ? t.ck->epochs_done : 0;
-    if (o->epochs > DP_CHECKPOINT_MAX_HISTORY) {
-        DP_ERROR("the epoch count %d: at most %d", o->epochs, DP_CHECKPOINT_MAX_HISTORY);
-        rc = DP_EINVAL;
-    }
     for (int e = first; rc == 0 && e < o->epochs; e++) {
         dp_epoch_stats *s = &t.ck->history[e];
         rc = dp__train_epoch(&t, e, s);

@@ -113,9 +113,12 @@ void dp__train_restore_precision(dp__trainer *t);
 int dp__train_tune_convolutions(dp__trainer *t);
 void dp__train_record_precision(const dp__trainer *t, dp_checkpoint_state *ck);
 
+/* outputs.c: the checkpoint (and its temporary file), the metrics file and
+ * the plot can be written, checked before the first step. */
+int dp__train_check_outputs(const dp_train_options *o);
+
 /* checkpoint_policy.c: when checkpoints are written and read, and what a
  * run says about them. */
-int dp__train_check_writable_dir(const char *path);
 int dp__train_resume(dp__trainer *t);
 int dp__train_save_checkpoint(dp__trainer *t, const char *path, int epochs_done, int64_t batch,
                               double loss_sum, double correct, double seconds);

@@ -6,6 +6,7 @@
 #include "../../tools/cli.c"
 #include "../../tools/demo_cmd.c"
 #include "../../tools/eval_cmd.c"
+#include "../../tools/model_cmd.c"
 #include "../../tools/train_cmd.c"
 
 int example_dataparallel(const char *devices)

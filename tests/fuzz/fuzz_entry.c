@@ -33,8 +33,8 @@ static char fz_scratch_dir[256];
 /* Errors logged by the thread that runs an entry, while it runs a reader;
  * device worker threads have their own (false) flag. */
 static _Thread_local bool fz_capturing;
-static _Thread_local int fz_errors;
-static _Thread_local char fz_last_error[1024];
+_Thread_local int fz_errors;
+_Thread_local char fz_last_error[FZ_ERROR_MAX];
 
 static void fz_log(dp_log_level level, const char *msg, void *user)
 {
@@ -45,7 +45,7 @@ static void fz_log(dp_log_level level, const char *msg, void *user)
     snprintf(fz_last_error, sizeof fz_last_error, "%s", msg);
 }
 
-static void fz_capture_begin(void)
+void fz_capture_begin(void)
 {
     dp_log_set(fz_log, NULL);
     fz_capturing = true;
@@ -53,13 +53,13 @@ static void fz_capture_begin(void)
     fz_last_error[0] = '\0';
 }
 
-static void fz_capture_end(void)
+void fz_capture_end(void)
 {
     fz_capturing = false;
 }
 
 /* A broken promise of a reader: said on stderr, returned as -1. */
-static int fz_bad(const char *target, const char *fmt, ...)
+int fz_bad(const char *target, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -72,7 +72,7 @@ static int fz_bad(const char *target, const char *fmt, ...)
 
 /* A call that returned rc < 0 must have logged an error beginning with
  * "<path>: ". */
-static int fz_check_failure(const char *target, const char *call, int rc, const char *path)
+int fz_check_failure(const char *target, const char *call, int rc, const char *path)
 {
     size_t n = strlen(path);
     if (fz_errors == 0)
@@ -120,7 +120,7 @@ static void fz_scratch_remove(void)
 
 /* The scratch directory, made on first use; removed at exit (libFuzzer ends
  * with exit(), never through fuzz_teardown). */
-static const char *fz_scratch(const char *target)
+const char *fz_scratch(const char *target)
 {
     if (fz_scratch_dir[0])
         return fz_scratch_dir;
@@ -144,27 +144,31 @@ static const char *fz_scratch(const char *target)
 /* ---- idx ------------------------------------------------------------------- */
 
 /* Whether `p` (n bytes) is a well-formed IDX file by the format's own rules;
- * *header gets the header's length. */
-static bool fz_idx_valid(const uint8_t *p, size_t n, size_t *header)
+ * *header gets the header's length, dims[0..*ndims) its sizes. */
+bool fz_idx_valid(const uint8_t *p, size_t n, size_t *header, int *ndims, int64_t *dims)
 {
     if (n < 4 || p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4)
         return false;
     size_t h = 4 + 4 * (size_t)p[3];
     if (n < h)
         return false;
-    uint64_t bytes = 1;
+    uint64_t bytes = 1, item = 1; /* item: the sizes with zeros as ones */
     for (int i = 0; i < p[3]; i++) {
         const uint8_t *b = p + 4 + 4 * i;
-        bytes *= (uint64_t)b[0] << 24 | (uint64_t)b[1] << 16 | (uint64_t)b[2] << 8 | b[3];
-        if (bytes > (uint64_t)1 << 30)
+        uint64_t d = (uint64_t)b[0] << 24 | (uint64_t)b[1] << 16 | (uint64_t)b[2] << 8 | b[3];
+        dims[i] = (int64_t)d;
+        bytes *= d;
+        item *= d ? d : 1;
+        if (item > (uint64_t)1 << 30)
             return false;
     }
     *header = h;
+    *ndims = p[3];
     return n - h == bytes;
 }
 
 /* `src` as one gzip member (level 1); NULL if zlib fails. */
-static uint8_t *fz_gzip(const uint8_t *src, size_t n, size_t *out_n)
+uint8_t *fz_gzip(const uint8_t *src, size_t n, size_t *out_n)
 {
     z_stream z;
     memset(&z, 0, sizeof z);
@@ -226,7 +230,9 @@ int fuzz_idx_input(const uint8_t *data, size_t size)
      * exactly when the bytes are a well-formed IDX file; a damaged gzip
      * stream never reads. */
     size_t header = 0;
-    bool valid = fz_idx_valid(payload, payload_n, &header);
+    int ndims;
+    int64_t dims[4];
+    bool valid = fz_idx_valid(payload, payload_n, &header, &ndims, dims);
     bool plain = !gzip && !(payload_n >= 2 && payload[0] == 0x1f && payload[1] == 0x8b);
     bool damaged = gzip && (corrupt_crc || cut > 0);
     int result = 0;
@@ -588,25 +594,6 @@ int fuzz_cli_input(const uint8_t *data, size_t size)
         result = fz_cli_demo(argc - 1, argv + 1);
     free(buf);
     return result;
-}
-
-/* ---- the table --------------------------------------------------------------- */
-
-fuzz_entry_fn fuzz_entry(const char *name)
-{
-    static const struct {
-        const char *name;
-        fuzz_entry_fn fn;
-    } entries[] = {{"idx", fuzz_idx_input},
-                   {"safetensors", fuzz_safetensors_input},
-                   {"checkpoint", fuzz_checkpoint_input},
-                   {"cli", fuzz_cli_input},
-                   {"cifar10", fuzz_cifar10_input},
-                   {"model", fuzz_model_input}};
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
-        if (strcmp(name, entries[i].name) == 0)
-            return entries[i].fn;
-    return NULL;
 }
 
 void fuzz_teardown(void)

@@ -30,10 +30,42 @@
  *                Linear(5, 2) if the file names it, else LeNet.
  *   cli          a command line, one argument per line: the command (train,
  *                eval or demo) then its options, through cli_<cmd>_parse
- *                (parsing only; nothing runs). */
+ *                (parsing only; nothing runs).
+ *   model        the text of a model file, parsed (fuzz_model_entry.c).
+ *
+ * and, in fuzz_data_entry.c and fuzz_parse_entry.c:
+ *   idx_dataset  an IDX image set's split as dp__idx_dataset_load reads it:
+ *                byte 0 is a mode (bit 0: gzip the images file, bit 1: the
+ *                labels file, bit 2: the t10k split), bytes 1-2 the images
+ *                file's length (little-endian), then the images file, then
+ *                the labels file. It must load exactly when both are
+ *                well-formed IDX files of [N, R, C] images (N >= 1, sides 1
+ *                to 1024) and N labels below 10, sample i being image i.
+ *   cifar10_train  CIFAR-10's five-file train split: byte 0 bit 0 puts the
+ *                files in cifar-10-batches-bin/, bytes 1-10 are five
+ *                little-endian 16-bit lengths, and data_batch_1.bin to
+ *                data_batch_5.bin take the rest in turn. It must load
+ *                exactly when each file is whole records with labels 0..9,
+ *                sample r being the r-th record of the five in order.
+ *   model_cli    `dptrain model` with lenet (byte 0 even) or resnet18, then
+ *                its options one per line (--input, --pipeline, --stages,
+ *                --micro-batches, --schedule): a summary (on the meta
+ *                device) or an exit status of 1 or 2, nothing else.
+ *   devices      byte 0 is how many CPUs the library sees (0: this
+ *                machine's), the rest a device list for dp_devices_open:
+ *                1 to DP_MAX_DEVICES distinct devices, or one error.
+ *   stages       byte 0 is a layer count (1 to 255), then a bitmap of where
+ *                a stage may start, one bit per layer, then a --stages list
+ *                for dp_pipeline_parse_stages: stages that cover the layers
+ *                in order and start where allowed, or one error.
+ *   model_build  the text of a model file, parsed and built as `dptrain
+ *                model` builds it (dp_model_summary on the meta device): a
+ *                table whose parameters add up to the definition's, at most
+ *                DP_MAX_PARAMS, or one error naming the file. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,11 +78,38 @@ int fuzz_cli_input(const uint8_t *data, size_t size);
 int fuzz_cifar10_input(const uint8_t *data, size_t size);
 /* model: the text of a model file (fuzz_model_entry.c). */
 int fuzz_model_input(const uint8_t *data, size_t size);
+int fuzz_idx_dataset_input(const uint8_t *data, size_t size);
+int fuzz_cifar10_train_input(const uint8_t *data, size_t size);
+int fuzz_model_cli_input(const uint8_t *data, size_t size);
+int fuzz_devices_input(const uint8_t *data, size_t size);
+int fuzz_stages_input(const uint8_t *data, size_t size);
+int fuzz_model_build_input(const uint8_t *data, size_t size);
 
-/* The entry of target `name` ("idx", "safetensors", "checkpoint", "cli",
- * "cifar10", "model"), or
- * NULL. */
+/* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);
+/* How many targets fuzz_entry knows. */
+size_t fuzz_target_count(void);
+
+/* Shared by the entries (fuzz_entry.c). Errors the library logs between
+ * fz_capture_begin and fz_capture_end are counted, the last one kept. */
+enum { FZ_ERROR_MAX = 1024 };
+extern _Thread_local int fz_errors;
+extern _Thread_local char fz_last_error[FZ_ERROR_MAX];
+void fz_capture_begin(void);
+void fz_capture_end(void);
+/* A broken promise of a reader: said on stderr, returned as -1. */
+int fz_bad(const char *target, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A call that returned rc < 0 must have logged an error beginning with
+ * "<path>: ". */
+int fz_check_failure(const char *target, const char *call, int rc, const char *path);
+/* A scratch directory, made on first use and removed at exit. */
+const char *fz_scratch(const char *target);
+/* Whether p[0..n) is a well-formed IDX file by the format's own rules (and
+ * the reader's cap); *header gets the header's length, dims[0..*ndims) its
+ * sizes (room for 4). */
+bool fz_idx_valid(const uint8_t *p, size_t n, size_t *header, int *ndims, int64_t *dims);
+/* `src` as one gzip member (level 1), malloc'd; NULL if zlib fails. */
+uint8_t *fz_gzip(const uint8_t *src, size_t n, size_t *out_n);
 
 /* Releases what the entries keep between inputs (the input file, the LeNet
  * model and its device), so that a leak checker at exit sees nothing. */

@@ -254,9 +254,95 @@ def cli_corpus():
         put("cli", name, "\n".join(argv).encode())
 
 
+# ---- the dataset loaders over files and the parsers of what users type -------
+
+def idx_dataset(images, labels, mode=0):
+    """A mode byte, the images file's length (16-bit little-endian), the
+    images file, the labels file."""
+    return bytes([mode]) + struct.pack("<H", len(images)) + images + labels
+
+
+def idx_dataset_corpus():
+    images, labels = idx([3, 4, 5]), idx([3], bytes([0, 9, 4]))
+    put("idx_dataset", "train-plain", idx_dataset(images, labels))
+    put("idx_dataset", "train-gzip", idx_dataset(images, labels, mode=3))
+    put("idx_dataset", "t10k-images-gzip", idx_dataset(images, labels, mode=5))
+    # Near-valid: each breaks one rule of the set.
+    put("idx_dataset", "zero-images", idx_dataset(idx([0, 16384, 16384]), idx([0], b"")))
+    put("idx_dataset", "side-over-1024", idx_dataset(bytes([0, 0, 8, 3]) + struct.pack(">3I", 1, 16384, 16384),
+                                                    idx([1], b"\x03"), mode=0))
+    put("idx_dataset", "counts-differ", idx_dataset(images, idx([2], bytes([1, 2]))))
+    put("idx_dataset", "label-10", idx_dataset(images, idx([3], bytes([0, 10, 1]))))
+    put("idx_dataset", "labels-2d", idx_dataset(images, idx([3, 1], bytes([0, 1, 2]))))
+    put("idx_dataset", "images-2d", idx_dataset(idx([3, 20]), labels))
+    put("idx_dataset", "no-labels", idx_dataset(images, b""))
+
+
+def cifar10_train(files, subdir=False):
+    """A mode byte, five 16-bit little-endian lengths, the five files."""
+    return (bytes([1 if subdir else 0]) + b"".join(struct.pack("<H", len(f)) for f in files)
+            + b"".join(files))
+
+
+def cifar10_train_corpus():
+    rec = [cifar_record(i % 10, 20 + i) for i in range(6)]
+    put("cifar10_train", "five-files", cifar10_train([rec[0], rec[1], rec[2] + rec[3], rec[4], rec[5]]))
+    put("cifar10_train", "five-files-subdir", cifar10_train(rec[:5], subdir=True))
+    put("cifar10_train", "fourth-empty", cifar10_train([rec[0], rec[1], rec[2], b"", rec[4]]))
+    put("cifar10_train", "third-short", cifar10_train([rec[0], rec[1], rec[2][:-1], rec[3], rec[4]]))
+    put("cifar10_train", "fifth-label-10", cifar10_train(rec[:4] + [cifar_record(10, 30)]))
+
+
+MODEL_CLI = {
+    "input": (0, ["--input", "3x32x32"]),
+    "input-huge": (1, ["--input", "4096x65536x65536"]),
+    "input-bad": (0, ["--input", "3x32"]),
+    "pipeline": (1, ["--pipeline", "4", "--micro-batches", "8", "--schedule", "gpipe"]),
+    "stages": (0, ["--input=1x28x28", "--stages", "0-1,2-7", "--micro-batches", "2"]),
+    "stages-bad": (0, ["--stages", "0-3,3-7"]),
+}
+
+
+def model_cli_corpus():
+    for name, (resnet, argv) in MODEL_CLI.items():
+        put("model_cli", name, bytes([resnet]) + "\n".join(argv).encode())
+
+
+def devices_corpus():
+    for name, (cpus, spec) in {"two": (0, "2"), "list": (0, "cpu:0,cpu:3"), "auto-200": (200, "auto"),
+                               "auto-here": (0, "auto"), "twice": (0, "cpu:1,cpu:1"),
+                               "trailing-comma": (0, "cpu:0,"), "cuda": (0, "cuda:0"),
+                               "too-many": (0, "65"), "index-64": (0, "cpu:64")}.items():
+        put("devices", name, bytes([cpus]) + spec.encode())
+
+
+def stages_corpus():
+    # 8 layers; a stage may start at 0, 2, 4, 5.
+    starts = bytes([0b00110101])
+    for name, text in {"two": "0-1,2-7", "three": "0-1,2-4,5-7", "single": "0-3,4,5-7",
+                       "gap": "0-1,3-7", "bad-start": "0-2,3-7", "overlap": "0-4,4-7",
+                       "garbage": "0-x"}.items():
+        put("stages", name, bytes([8]) + starts + text.encode())
+
+
+def model_build_corpus():
+    put("model_build", "d2l-lenet", (b"Conv2d(1, 6, kernel_size=5, padding=2)\nSigmoid()\n"
+                                     b"AvgPool2d(kernel_size=2, stride=2)\nConv2d(6, 16, kernel_size=5)\n"
+                                     b"Sigmoid()\nAvgPool2d(kernel_size=2, stride=2)\nFlatten()\n"
+                                     b"Linear(16 * 5 * 5, 120)\nSigmoid()\nLinear(120, 84)\nSigmoid()\n"
+                                     b"Linear(84, 10)\n"))
+    put("model_build", "bn-dropout", b"Conv2d(1, 4, 3, padding=1)\nBatchNorm2d(4)\nReLU()\n"
+                                     b"AdaptiveAvgPool2d((2, 2))\nFlatten()\nDropout(0.5)\nLinear(16, 10)\n")
+    put("model_build", "over-the-bound", b"Flatten()\nLinear(784, 3000000)\n")
+    put("model_build", "conv-1e9", b"Conv2d(1, 1000000000, 1)\nAdaptiveAvgPool2d(1)\nFlatten()\n"
+                                   b"Linear(1000000000, 10)\n")
+    put("model_build", "hex", b"Flatten()\nLinear(0x310, 0b1010)\n")
+
+
 def main():
     dptrain = sys.argv[1] if len(sys.argv) > 1 else None
-    for target in ("idx", "cifar10", "model", "safetensors", "checkpoint", "cli"):
+    for target in ("idx", "cifar10", "model", "safetensors", "checkpoint", "cli", "idx_dataset",
+                   "cifar10_train", "model_cli", "devices", "stages", "model_build"):
         shutil.rmtree(os.path.join(CORPUS, target), ignore_errors=True)
     idx_corpus()
     cifar10_corpus()
@@ -264,6 +350,12 @@ def main():
     safetensors_corpus()
     checkpoint_corpus(dptrain)
     cli_corpus()
+    idx_dataset_corpus()
+    cifar10_train_corpus()
+    model_cli_corpus()
+    devices_corpus()
+    stages_corpus()
+    model_build_corpus()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+/* The files a run writes, checked before its first step: a checkpoint, a
+ * metrics file or a plot that cannot be written fails the run at once with
+ * one line naming the path and why, not after an epoch of work. Each check
+ * does what the write will do: it creates the file (the checkpoint's
+ * temporary file) where it will be written, and removes what it created. */
+#include "train/trainer.h"
+
+#include "core/internal.h"
+#include "dp/safetensors.h"
+#include "dp/train_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int dp_check_output_file(const char *path, const char *what)
+{
+    if (!path || !path[0] || !what) {
+        DP_ERROR("dp_check_output_file: no path or no description");
+        return DP_EINVAL;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DP_ERROR("cannot write the %s %s: it is a directory", what, path);
+        return DP_EIO;
+    }
+    /* A file that is there is opened for writing, not truncated: the run
+     * replaces (or appends to) it later, and only if it gets that far. */
+    bool created = true;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        created = false;
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        DP_ERROR("cannot write the %s %s: %s", what, path, strerror(errno));
+        return DP_EIO;
+    }
+    close(fd);
+    if (created)
+        unlink(path);
+    return 0;
+}
+
+int dp__train_check_outputs(const dp_train_options *o)
+{
+    if (o->checkpoint_path)
+        DP_TRY(dp_safetensors_check_writable(o->checkpoint_path));
+    if (o->metrics_path)
+        DP_TRY(dp_check_output_file(o->metrics_path, "metrics file"));
+    if (o->plot_path)
+        DP_TRY(dp_check_output_file(o->plot_path, "plot"));
+    return 0;
+}
