@@ -24,7 +24,7 @@
 #include <omp.h>
 #include <string.h>
 
-#define CHUNK_BYTES ((size_t)32 << 20)
+#define CHUNK_BYTES ((size_t)64 << 20)
 
 enum { MM_FORWARD, MM_BACKWARD_DATA, MM_BACKWARD_WEIGHTS };
 
@@ -223,33 +223,72 @@ static void col2im(const geom *g, const float *dcol, float *acc, void *dx, dp_dt
     }
 }
 
-/* Wk (K, kc) in the activations' type from w (K, C, R, S) f32: within
- * each filter's row, (c, r, s) order becomes (r, s, c). */
-static void weights_to_matrix(const geom *g, const float *w, void *wk, dp_dtype dtype)
+/* The weights' reorder between OIHW f32 (the parameters) and Wk, which is
+ * OHWI ("acdb": each filter's taps in (r, s, c) order) in the activations'
+ * type: oneDNN's reorder, which converts to bf16 on the way. */
+typedef struct wk_key {
+    int to_matrix, bf16;
+    int64_t w[4];
+} wk_key;
+
+typedef struct wk_prim {
+    dnnl_primitive_t prim;
+    dnnl_memory_t from, to;
+} wk_prim;
+
+static void wk_prim_destroy(void *p)
 {
-    int64_t RS = g->R * g->S;
-#pragma omp parallel for if (g->K * g->kc > 65536)
-    for (int64_t k = 0; k < g->K; k++)
-        for (int64_t c = 0; c < g->C; c++)
-            for (int64_t rs = 0; rs < RS; rs++) {
-                float v = w[(k * g->C + c) * RS + rs];
-                int64_t at = k * g->kc + rs * g->C + c;
-                if (dtype == DP_BF16)
-                    ((dp__bf16 *)wk)[at] = dp__bf16_from_f32(v);
-                else
-                    ((float *)wk)[at] = v;
-            }
+    wk_prim *c = p;
+    if (c->prim)
+        dnnl_primitive_destroy(c->prim);
+    if (c->from)
+        dnnl_memory_destroy(c->from);
+    if (c->to)
+        dnnl_memory_destroy(c->to);
+    dp__free(c);
 }
 
-/* dw (K, C, R, S) from dWk (K, kc), the reverse reordering. */
-static void matrix_to_weights(const geom *g, const float *dwk, float *dw)
+static int reorder_weights(dp__cpu *cpu, const geom *g, bool to_matrix, dp_dtype dtype,
+                           const void *from, void *to)
 {
-    int64_t RS = g->R * g->S;
-#pragma omp parallel for if (g->K * g->kc > 65536)
-    for (int64_t k = 0; k < g->K; k++)
-        for (int64_t c = 0; c < g->C; c++)
-            for (int64_t rs = 0; rs < RS; rs++)
-                dw[(k * g->C + c) * RS + rs] = dwk[k * g->kc + rs * g->C + c];
+    wk_key k;
+    memset(&k, 0, sizeof k);
+    k.to_matrix = to_matrix;
+    k.bf16 = dtype == DP_BF16;
+    k.w[0] = g->K, k.w[1] = g->C, k.w[2] = g->R, k.w[3] = g->S;
+    wk_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
+    if (!c) {
+        dnnl_memory_desc_t oihw, ohwi;
+        dnnl_dims_t dims = {k.w[0], k.w[1], k.w[2], k.w[3]};
+        dnnl_memory_desc_init_by_tag(&oihw, 4, dims, dnnl_f32, dnnl_abcd);
+        dnnl_memory_desc_init_by_tag(&ohwi, 4, dims, dp__cpu_dnnl_type(dtype), dnnl_acdb);
+        const dnnl_memory_desc_t *src = to_matrix ? &oihw : &ohwi, *dst = to_matrix ? &ohwi : &oihw;
+        dnnl_primitive_desc_t pd;
+        c = dp__calloc(1, sizeof *c);
+        if (!c)
+            return DP_ENOMEM;
+        if (dnnl_reorder_primitive_desc_create(&pd, src, cpu->engine, dst, cpu->engine, NULL) !=
+            dnnl_success) {
+            dp__free(c);
+            DP_ERROR("oneDNN: no reorder of convolution weights to the matrix layout");
+            return DP_EDEVICE;
+        }
+        dnnl_status_t st = dnnl_primitive_create(&c->prim, pd);
+        dnnl_primitive_desc_destroy(pd);
+        if (st != dnnl_success ||
+            dnnl_memory_create(&c->from, src, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&c->to, dst, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success) {
+            wk_prim_destroy(c);
+            DP_ERROR("oneDNN: cannot create the weights' reorder");
+            return DP_EDEVICE;
+        }
+        DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, wk_prim_destroy));
+    }
+    dnnl_memory_set_data_handle(c->from, (void *)from);
+    dnnl_memory_set_data_handle(c->to, to);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, c->from}, {DNNL_ARG_TO, c->to}};
+    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 2, args));
+    return 0;
 }
 
 /* db (K) = the sum of dy's rows (M, K), each thread a fixed block of rows,
@@ -300,8 +339,11 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
     int64_t per_sample = g.P * g.Q;
     size_t sample_bytes =
         (size_t)(per_sample * g.kc) * (pass == DP__CONV_BACKWARD_DATA ? 4 : g.esize);
-    int64_t chunk = (int64_t)(CHUNK_BYTES / (sample_bytes ? sample_bytes : 1));
-    chunk = chunk < 1 ? 1 : chunk > g.N ? g.N : chunk;
+    /* Chunks of equal size (the matrix product runs best on one shape). */
+    int64_t most = (int64_t)(CHUNK_BYTES / (sample_bytes ? sample_bytes : 1));
+    most = most < 1 ? 1 : most > g.N ? g.N : most;
+    int64_t nchunks = (g.N + most - 1) / most;
+    int64_t chunk = nchunks ? (g.N + nchunks - 1) / nchunks : 1;
     size_t wm_bytes = (size_t)(g.kc * g.K) * (pass == DP__CONV_BACKWARD_WEIGHTS ? 4 : g.esize);
     void *wm = dp__cpu_scratch(cpu, 3, wm_bytes);
     void *col = dp__cpu_scratch(cpu, 4, (size_t)chunk * sample_bytes);
@@ -313,7 +355,7 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
     if (pass == DP__CONV_BACKWARD_WEIGHTS)
         memset(wm, 0, wm_bytes);
     else
-        weights_to_matrix(&g, a->w.data, wm, dt);
+        DP_TRY(reorder_weights(cpu, &g, true, dt, a->w.data, wm));
     for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
         int64_t n1 = n0 + chunk < g.N ? n0 + chunk : g.N;
         mm_key k = {.bf16 = dt == DP_BF16, .rows = (n1 - n0) * per_sample, .kc = g.kc, .k = g.K};
@@ -335,7 +377,7 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
         }
     }
     if (pass == DP__CONV_BACKWARD_WEIGHTS) {
-        matrix_to_weights(&g, wm, a->dw.data);
+        DP_TRY(reorder_weights(cpu, &g, false, DP_F32, wm, a->dw.data));
         if (a->db.data)
             DP_TRY(bias_grad(cpu, a->dy.data, dt, g.N * per_sample, g.K, a->db.data));
     }
