@@ -15,6 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* DP_PROFILE=1: each device's table of commands, logged at close. */
+static void log_info(dp_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    fprintf(stderr, "%s%s\n", level >= DP_LOG_WARN ? "bench_step: " : "", msg);
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -28,6 +35,7 @@ int main(int argc, char **argv)
                         "[PRECISION=fp32] [ALGO=auto]\n");
         return 2;
     }
+    dp_log_set(log_info, NULL);
     dp_precision precision = DP_PRECISION_FP32;
     dp_conv_algo algo = DP_CONV_ALGO_AUTO;
     if ((argc > 6 && dp_precision_parse(argv[6], &precision) < 0) ||
