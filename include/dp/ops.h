@@ -143,6 +143,9 @@ int dp_dropout(dp_tensor_t **y, dp_tensor_t *x, const dp_dropout_params *p);
 
 /* z = a + b, same shapes. */
 int dp_add(dp_tensor_t **z, dp_tensor_t *a, dp_tensor_t *b);
+/* y = max(a + b, 0): a residual sum and the ReLU after it in one sweep,
+ * recorded as dp_add then dp_relu (the same rows in dp_model_summary). */
+int dp_add_relu(dp_tensor_t **y, dp_tensor_t *a, dp_tensor_t *b);
 
 typedef enum dp_weight_layout {
     DP_WEIGHT_OUT_IN = 0, /* nn.Linear: w (D_out, D_in), y = x w^T + b */

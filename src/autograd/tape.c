@@ -113,6 +113,22 @@ int dp__tape_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim
     return 0;
 }
 
+int dp__tape_view(dp_tensor_t **out, const dp_tensor_t *of)
+{
+    dp_tensor_t *t = dp__tensor_view(of->dev, of->dtype, of->ndim, of->shape, of->data);
+    if (!t)
+        return DP_ENOMEM;
+    t->nhwc = of->nhwc;
+    t->write_seq = of->write_seq;
+    int rc = own(t);
+    if (rc < 0) {
+        dp__tensor_release(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
 int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like)
 {
     return dp__tape_alloc(out, like->dev, like->dtype, like->ndim, like->shape, like->nhwc);

@@ -65,6 +65,10 @@ dp__tape *dp__tape_current(void);
  * (dp_tensor_free). */
 int dp__tape_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                    const int64_t *shape, int nhwc);
+/* A tensor owned by the active tape (as dp__tape_alloc) that is a view of
+ * `of`'s memory: same shape, dtype, layout, device; releasing it leaves the
+ * memory to `of`. */
+int dp__tape_view(dp_tensor_t **out, const dp_tensor_t *of);
 /* dp__tape_alloc of the shape, layout and device of `like`. */
 int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
 /* Whether an op on these inputs must record a node. */

@@ -86,10 +86,14 @@ size_t dp__tensor_bytes(const dp_tensor_t *t)
     return t->bytes;
 }
 
+size_t dp__tensor_owned_bytes(const dp_tensor_t *t)
+{
+    return t->owns_data ? t->bytes : 0;
+}
+
 size_t dp__tensor_row_bytes(const dp_tensor_t *t)
 {
-    /* Every dtype is 4 bytes an element (dp__tensor_alloc). */
-    size_t b = 4;
+    size_t b = dp_dtype_size(t->dtype);
     for (int i = 1; i < t->ndim; i++)
         b *= (size_t)t->shape[i];
     return b;

@@ -32,8 +32,10 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
 
 /* Bytes of the whole tensor, and of one index of its first dimension (a
  * row of a batch); whether it is stored channels-last (dp_scatter and
- * dp_gather split and join the logical layout only). */
+ * dp_gather split and join the logical layout only). The owned bytes are
+ * 0 for a view of another tensor's memory (what a tape holds for it). */
 size_t dp__tensor_bytes(const dp_tensor_t *t);
+size_t dp__tensor_owned_bytes(const dp_tensor_t *t);
 size_t dp__tensor_row_bytes(const dp_tensor_t *t);
 bool dp__tensor_nhwc(const dp_tensor_t *t);
 

@@ -85,6 +85,7 @@ typedef enum dp__eltwise_op {
     DP__ELT_SIGMOID_BACKWARD, /* out = a b (1 - b)   (a = dy, b = y) */
     DP__ELT_TANH,             /* out = tanh(a) */
     DP__ELT_TANH_BACKWARD,    /* out = a (1 - b^2)   (a = dy, b = y) */
+    DP__ELT_ADD_RELU,         /* out = max(a + b, 0) */
 } dp__eltwise_op;
 
 /* a, b and out all of `dtype` (f32, or bf16: computed in f32, rounded on

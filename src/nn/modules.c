@@ -119,7 +119,7 @@ int dp__residual_ops(const dp__residual *r)
     return r->use_1x1conv ? 7 : 6;
 }
 
-int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
+int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,
                      dp_tensor_t **sum)
 {
     dp_tensor_t *y, *shortcut = x;
@@ -129,5 +129,5 @@ int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool 
     DP_TRY(dp__bn_forward(&r->bn2, m, y, train, false, &y));
     if (r->use_1x1conv)
         DP_TRY(dp__conv_forward(&r->conv3, m, x, &shortcut));
-    return dp_add(sum, y, shortcut);
+    return relu ? dp_add_relu(sum, y, shortcut) : dp_add(sum, y, shortcut);
 }

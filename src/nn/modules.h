@@ -54,9 +54,10 @@ int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, 
  * conv2, bn2, conv3 (with the 1x1 shortcut), add, relu; 6 or 7. */
 int dp__residual_ops(const dp__residual *r);
 /* All of them but the final ReLU: the sum, whose dp_relu is the block's
- * output. A pipeline stage may start at that ReLU, which reads the sum
- * alone, but not between conv1 and the add, which reads the block's input. */
+ * output; with relu, that ReLU too, in the sum's sweep (dp_add_relu). A
+ * pipeline stage may start at that ReLU, which reads the sum alone, but
+ * not between conv1 and the add, which reads the block's input. */
 int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
-                     dp_tensor_t **sum);
+                     bool relu, dp_tensor_t **sum);
 
 #endif

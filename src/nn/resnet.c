@@ -112,9 +112,12 @@ static int resnet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int l
     int row = STEM_LAYERS;
     for (size_t i = 0; i < DP_COUNTOF(net->blocks); i++) {
         int relu = row + dp__residual_ops(&net->blocks[i]) - 1;
-        if (RUNS(row, relu - 1))
-            DP_TRY(dp__residual_sum(&net->blocks[i], m, h, train, &h));
-        if (RUNS(relu, relu))
+        /* The sum and its ReLU in one sweep when both run here. */
+        if (RUNS(row, relu))
+            DP_TRY(dp__residual_sum(&net->blocks[i], m, h, train, true, &h));
+        else if (RUNS(row, relu - 1))
+            DP_TRY(dp__residual_sum(&net->blocks[i], m, h, train, false, &h));
+        else if (RUNS(relu, relu))
             DP_TRY(dp_relu(&h, h));
         row = relu + 1;
     }

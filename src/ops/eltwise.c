@@ -92,13 +92,18 @@ static int add_backward(dp__node *node)
     return pass_gradient(node->inputs[0], g);
 }
 
-int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
+/* z = a + b; with relu, y = max(a + b, 0) in the same sweep, recorded as
+ * dp_add then dp_relu would record it (the same rows in dp_model_summary,
+ * the same backward). z is then a view of y's memory: its own values are
+ * never read again (add's backward needs none, relu's reads y). */
+static int add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
 {
+    static const char op[] = "add";
     char as[64], bs[64];
-    DP_TRY(dp__check_rank("add", "a", a, -1));
-    DP_TRY(dp__check_rank("add", "b", b, a->ndim));
+    DP_TRY(dp__check_rank(op, "a", a, -1));
+    DP_TRY(dp__check_rank(op, "b", b, a->ndim));
     dp_tensor_t *ts[] = {a, b};
-    DP_TRY(dp__check_same_device("add", ts, 2));
+    DP_TRY(dp__check_same_device(op, ts, 2));
     for (int i = 0; i < a->ndim; i++) {
         if (a->shape[i] != b->shape[i]) {
             DP_ERROR("add: shapes %s and %s differ", dp_tensor_shape_str(a, as, sizeof as),
@@ -116,20 +121,37 @@ int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
         ts[0] = a;
         ts[1] = b;
     }
-    dp_tensor_t *z;
-    DP_TRY(dp__tape_alloc_like(&z, a));
-    dp__eltwise_args e = {.op = DP__ELT_ADD,
+    dp_tensor_t *y, *z = NULL;
+    DP_TRY(dp__tape_alloc_like(&y, a));
+    dp__eltwise_args e = {.op = relu ? DP__ELT_ADD_RELU : DP__ELT_ADD,
                           .a = a->data,
                           .b = b->data,
-                          .out = z->data,
+                          .out = y->data,
                           .n = dp__numel(a->ndim, a->shape),
                           .dtype = a->dtype};
     DP_TRY(a->dev->ops->eltwise(a->dev, &e));
-    dp__tensor_written(z);
-    if (dp__tape_needs_grad(ts, 2))
-        DP_TRY(dp__tape_record("add", add_backward, ts, 2, z, NULL, 0));
-    *out = z;
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(ts, 2)) {
+        if (relu)
+            DP_TRY(dp__tape_view(&z, y));
+        DP_TRY(dp__tape_record(op, add_backward, ts, 2, relu ? z : y, NULL, 0));
+        if (relu) {
+            activation_node an = {DP__ELT_RELU_BACKWARD};
+            DP_TRY(dp__tape_record("relu", activation_backward, &z, 1, y, &an, sizeof an));
+        }
+    }
+    *out = y;
     return 0;
+}
+
+int dp_add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
+{
+    return add(out, a, b, false);
+}
+
+int dp_add_relu(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b)
+{
+    return add(out, a, b, true);
 }
 
 int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src)

@@ -130,7 +130,7 @@ static int64_t tape_bytes(const dp_tape_t *t)
 {
     int64_t n = 0;
     for (size_t i = 0; i < t->ntensors; i++)
-        n += (int64_t)dp__tensor_bytes(t->tensors[i]);
+        n += (int64_t)dp__tensor_owned_bytes(t->tensors[i]);
     return n;
 }
 

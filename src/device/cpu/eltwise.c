@@ -15,7 +15,7 @@
 
 #define PAR_MIN 32768
 
-typedef enum elt_kind { ELT_FORWARD, ELT_BACKWARD, ELT_BINARY_ADD } elt_kind;
+typedef enum elt_kind { ELT_FORWARD, ELT_BACKWARD, ELT_BINARY_ADD, ELT_BINARY_ADD_RELU } elt_kind;
 
 /* One primitive per (kind, function, length, type): the tensor seen as a
  * vector of n values (any shape and layout: the op is elementwise). */
@@ -50,11 +50,24 @@ static dnnl_status_t act_pd(dp__cpu *cpu, const act_key *k, const dnnl_memory_de
                             dnnl_primitive_desc_t *pd)
 {
     dnnl_status_t st;
-    if (k->kind == ELT_BINARY_ADD) {
+    if (k->kind == ELT_BINARY_ADD || k->kind == ELT_BINARY_ADD_RELU) {
+        /* the ReLU after the sum as the binary primitive's post-op */
         dnnl_binary_desc_t bdesc;
+        dnnl_primitive_attr_t attr = NULL;
+        dnnl_post_ops_t ops = NULL;
         st = dnnl_binary_desc_init(&bdesc, dnnl_binary_add, md, md, md);
-        return st == dnnl_success ? dnnl_primitive_desc_create(pd, &bdesc, NULL, cpu->engine, NULL)
-                                  : st;
+        if (st == dnnl_success && k->kind == ELT_BINARY_ADD_RELU &&
+            (st = dnnl_primitive_attr_create(&attr)) == dnnl_success &&
+            (st = dnnl_post_ops_create(&ops)) == dnnl_success &&
+            (st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0, 0)) == dnnl_success)
+            st = dnnl_primitive_attr_set_post_ops(attr, ops);
+        if (st == dnnl_success)
+            st = dnnl_primitive_desc_create(pd, &bdesc, attr, cpu->engine, NULL);
+        if (ops)
+            dnnl_post_ops_destroy(ops);
+        if (attr)
+            dnnl_primitive_attr_destroy(attr);
+        return st;
     }
     dnnl_eltwise_desc_t fdesc, bdesc;
     dnnl_primitive_desc_t fwd = NULL;
@@ -152,6 +165,9 @@ static bool key_of(const dp__eltwise_args *a, act_key *k)
     case DP__ELT_ACCUMULATE:
         k->kind = ELT_BINARY_ADD;
         return true;
+    case DP__ELT_ADD_RELU:
+        k->kind = ELT_BINARY_ADD_RELU;
+        return true;
     default:
         return false;
     }
@@ -169,7 +185,7 @@ static int run_primitive(const dp__eltwise_args *a, dp__cpu *cpu, bool *done)
     if (!c)
         return 0;
     dnnl_exec_arg_t args[3];
-    if (k.kind == ELT_BINARY_ADD) {
+    if (k.kind == ELT_BINARY_ADD || k.kind == ELT_BINARY_ADD_RELU) {
         /* accumulate: out = out + a, in place on the first source */
         bool acc = a->op == DP__ELT_ACCUMULATE;
         dnnl_memory_set_data_handle(c->m_a, acc ? a->out : (void *)a->a);
@@ -191,8 +207,8 @@ static int run_primitive(const dp__eltwise_args *a, dp__cpu *cpu, bool *done)
         args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->m_a};
         args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_out};
     }
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, k.kind == ELT_FORWARD ? 2 : 3,
-                                         args));
+    DP_DNNL_CHECK(
+        dnnl_primitive_execute(c->prim, cpu->stream, k.kind == ELT_FORWARD ? 2 : 3, args));
     *done = true;
     return 0;
 }
@@ -244,6 +260,10 @@ static int run_activation_via_f32(const dp__eltwise_args *a, dp__cpu *cpu)
             _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
                 out[i] = STORE(LOAD(out[i]) + LOAD(x[i]));                                         \
             break;                                                                                 \
+        case DP__ELT_ADD_RELU:                                                                     \
+            _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
+                out[i] = STORE(LOAD(x[i]) + LOAD(y[i]) > 0.0f ? LOAD(x[i]) + LOAD(y[i]) : 0.0f);   \
+            break;                                                                                 \
         case DP__ELT_SCALE:                                                                        \
             _Pragma("omp parallel for simd if (n > PAR_MIN)") for (int64_t i = 0; i < n; i++)      \
                 out[i] = STORE(alpha * LOAD(x[i]));                                                \
@@ -267,7 +287,7 @@ static int run_eltwise(void *p, void *ctx)
     int64_t n = a->n;
     if (n == 0)
         return 0;
-    bool activation = a->op >= DP__ELT_SIGMOID;
+    bool activation = a->op >= DP__ELT_SIGMOID && a->op <= DP__ELT_TANH_BACKWARD;
     if (!dev->comm_of && a->op != DP__ELT_COPY) {
         bool done;
         DP_TRY(run_primitive(a, dev->impl, &done));
@@ -288,12 +308,13 @@ int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a)
 {
     /* Named by op for DP_PROFILE: the elementwise sweeps are where a
      * network's time outside its kernels goes. */
-    static const char *const names[] = {
-        "eltwise.c:relu",    "eltwise.c:relu_backward",    "eltwise.c:add",
-        "eltwise.c:accumulate", "eltwise.c:scale",         "eltwise.c:copy",
-        "eltwise.c:sigmoid", "eltwise.c:sigmoid_backward", "eltwise.c:tanh",
-        "eltwise.c:tanh_backward"};
-    _Static_assert(DP_COUNTOF(names) == DP__ELT_TANH_BACKWARD + 1, "a name for every op");
+    static const char *const names[] = {"eltwise.c:relu",    "eltwise.c:relu_backward",
+                                        "eltwise.c:add",     "eltwise.c:accumulate",
+                                        "eltwise.c:scale",   "eltwise.c:copy",
+                                        "eltwise.c:sigmoid", "eltwise.c:sigmoid_backward",
+                                        "eltwise.c:tanh",    "eltwise.c:tanh_backward",
+                                        "eltwise.c:add_relu"};
+    _Static_assert(DP_COUNTOF(names) == DP__ELT_ADD_RELU + 1, "a name for every op");
     dp__stream_push_named(dev->stream, run_eltwise, names[a->op], a, sizeof *a);
     return 0;
 }

@@ -5,7 +5,7 @@
 _Static_assert(DP__ELT_RELU == 0 && DP__ELT_RELU_BACKWARD == 1 && DP__ELT_ADD == 2 &&
                    DP__ELT_ACCUMULATE == 3 && DP__ELT_SCALE == 4 && DP__ELT_COPY == 5 &&
                    DP__ELT_SIGMOID == 6 && DP__ELT_SIGMOID_BACKWARD == 7 && DP__ELT_TANH == 8 &&
-                   DP__ELT_TANH_BACKWARD == 9,
+                   DP__ELT_TANH_BACKWARD == 9 && DP__ELT_ADD_RELU == 10,
                "eltwise.cu numbers the ops in dp__eltwise_op's order");
 
 static int run_eltwise(void *p, void *ctx)

@@ -31,7 +31,8 @@ enum {
     SIGMOID,
     SIGMOID_BACKWARD,
     TANH,
-    TANH_BACKWARD
+    TANH_BACKWARD,
+    ADD_RELU
 };
 
 __global__ void eltwise_kernel(int op, const float *a, const float *b, float *out, int64_t n,
@@ -66,6 +67,9 @@ __global__ void eltwise_kernel(int op, const float *a, const float *b, float *ou
             break;
         case TANH_BACKWARD:
             out[i] = a[i] * (1.0f - b[i] * b[i]);
+            break;
+        case ADD_RELU: // a residual sum and the ReLU after it, in one pass
+            out[i] = a[i] + b[i] > 0.0f ? a[i] + b[i] : 0.0f;
             break;
         default:
             out[i] = a[i];
