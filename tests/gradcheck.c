@@ -337,3 +337,11 @@ void gc_force_conv_impl(const dp__conv_shape *s, dp__conv_impl impl)
     dp_conv_choices_clear();
     OK(dp_conv_choices_load(text));
 }
+
+bool gc_conv_ran(const dp__conv_shape *s, dp__conv_impl impl)
+{
+    for (int pass = 0; pass < DP__CONV_PASSES; pass++)
+        if (dp__conv_trace_find(gc_dev, s, (dp__conv_pass)pass) != (int)impl)
+            return false;
+    return true;
+}

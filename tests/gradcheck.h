@@ -89,5 +89,8 @@ dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv
  * a test's input in NHWC in front of it; under DP_CONV_ALGO_AUTO that is
  * what runs. */
 void gc_force_conv_impl(const dp__conv_shape *s, dp__conv_impl impl);
+/* Whether every pass of s ran `impl` on gc_dev, and nothing else, while
+ * dp__conv_trace was on. */
+bool gc_conv_ran(const dp__conv_shape *s, dp__conv_impl impl);
 
 #endif

@@ -27,15 +27,6 @@ static int build(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
     return rc ? rc : dp_conv2d(out, x, in[1], in[2], &c->p);
 }
 
-/* Whether every pass of s ran `impl` on gc_dev (and nothing else). */
-static bool ran(const dp__conv_shape *s, dp__conv_impl impl)
-{
-    for (int pass = 0; pass < DP__CONV_PASSES; pass++)
-        if (dp__conv_trace_find(gc_dev, s, (dp__conv_pass)pass) != (int)impl)
-            return false;
-    return true;
-}
-
 /* The gradient check of one shape with one implementation; returns false
  * (after checking nothing) when the implementation does not exist here. */
 static bool check(const char *name, dp__conv_impl impl, const int64_t *xs, const int64_t *ws,
@@ -57,7 +48,7 @@ static bool check(const char *name, dp__conv_impl impl, const int64_t *xs, const
     dp__conv_trace(true);
     dp_set_conv_algo(DP_CONV_ALGO_AUTO);
     gc_run(&g);
-    bool ok = ran(&s, impl);
+    bool ok = gc_conv_ran(&s, impl);
     dp__conv_trace(false);
     dp_set_conv_algo(DP_CONV_ALGO_DIRECT);
     dp_conv_choices_clear();

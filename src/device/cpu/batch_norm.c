@@ -170,25 +170,15 @@ static int64_t numel4(const int64_t *s)
     return s[0] * s[1] * s[2] * s[3];
 }
 
-/* a with its bf16 data tensors (x, y, dx, dy: bits 1, 2, 4, 8) as f32
- * copies in scratch: inputs converted, outputs to be converted back. */
+/* a with its bf16 tensors x, y, dx, dy (bits 1, 2, 4, 8 of inputs and
+ * outputs) as f32 copies in scratch: inputs converted, outputs to be
+ * converted back. */
 static int as_f32_args(dp__cpu *cpu, const dp__batch_norm_args *a, dp__batch_norm_args *f,
                        int inputs, int outputs)
 {
     *f = *a;
     dp__tdesc *t[4] = {&f->x, &f->y, &f->dx, &f->dy};
-    for (int i = 0; i < 4; i++) {
-        if (!((inputs | outputs) & (1 << i)))
-            continue;
-        float *buf = dp__cpu_scratch(cpu, i, (size_t)numel4(t[i]->shape) * sizeof(float));
-        if (!buf)
-            return DP_ENOMEM;
-        if (inputs & (1 << i))
-            dp__cpu_f32_from_bf16(buf, t[i]->data, numel4(t[i]->shape));
-        t[i]->data = buf;
-        t[i]->dtype = DP_F32;
-    }
-    return 0;
+    return dp__cpu_descs_as_f32(cpu, t, 4, (unsigned)inputs, (unsigned)outputs);
 }
 
 /* y = max(y, 0) over n elements of `dtype`. */

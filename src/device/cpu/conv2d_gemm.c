@@ -26,119 +26,35 @@
 
 #define CHUNK_BYTES ((size_t)64 << 20)
 
-enum { MM_FORWARD, MM_BACKWARD_DATA, MM_BACKWARD_WEIGHTS };
-
-typedef struct mm_key {
-    int kind, bf16, bias, relu;
-    int64_t rows, kc, k;
-} mm_key;
-
-typedef struct mm_prim {
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst, bias;
-} mm_prim;
-
-static void mm_prim_destroy(void *p)
+/* The product of one pass over a chunk of `rows` rows (see the top). */
+static int pass_matmul(dp__cpu *cpu, dp__conv_pass pass, const dp__conv2d_args *a, int64_t rows,
+                       int64_t kc, int64_t K, const void *src, const void *wei, void *dst)
 {
-    mm_prim *c = p;
-    if (c->prim)
-        dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->src, c->wei, c->dst, c->bias};
-    for (size_t i = 0; i < DP_COUNTOF(mems); i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    dp__free(c);
-}
-
-static void md2(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, dnnl_data_type_t dt,
-                bool transposed)
-{
-    dnnl_dims_t dims = {rows, cols};
-    /* transposed: the matrix is stored as its (cols, rows) transpose */
-    dnnl_dims_t strides = {transposed ? 1 : cols, transposed ? rows : 1};
-    dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
-}
-
-static int mm_build(dp__cpu *cpu, const mm_key *k, mm_prim **out)
-{
-    dnnl_data_type_t dt = k->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t src, wei, dst, bias;
-    dnnl_dims_t bd = {1, k->k};
-    dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab);
-    if (k->kind == MM_FORWARD) { /* Xc (rows, kc) Wk^T (kc, k) */
-        md2(&src, k->rows, k->kc, dt, false);
-        md2(&wei, k->kc, k->k, dt, true);
-        md2(&dst, k->rows, k->k, dt, false);
-    } else if (k->kind == MM_BACKWARD_DATA) { /* dy (rows, k) Wk (k, kc) */
-        md2(&src, k->rows, k->k, dt, false);
-        md2(&wei, k->k, k->kc, dt, false);
-        md2(&dst, k->rows, k->kc, dnnl_f32, false);
-    } else { /* dy^T (k, rows) Xc (rows, kc), added into dWk */
-        md2(&src, k->k, k->rows, dt, true);
-        md2(&wei, k->rows, k->kc, dt, false);
-        md2(&dst, k->k, k->kc, dnnl_f32, false);
+    dp__cpu_matmul mm;
+    memset(&mm, 0, sizeof mm);
+    dnnl_data_type_t dt = a->x.dtype == DP_BF16 ? dnnl_bf16 : dnnl_f32;
+    mm.a_type = mm.b_type = dt;
+    mm.c_type = dnnl_f32;
+    mm.alpha = 1.0f;
+    if (pass == DP__CONV_FORWARD) { /* Xc (rows, kc) Wk^T (kc, K) [+ b, ReLU] */
+        mm.m = rows, mm.k = kc, mm.n = K;
+        mm.a_strides[0] = kc, mm.a_strides[1] = 1;
+        mm.b_strides[0] = 1, mm.b_strides[1] = kc;
+        mm.c_type = dt;
+        mm.bias = a->b.data != NULL;
+        mm.relu = a->fuse_relu;
+    } else if (pass == DP__CONV_BACKWARD_DATA) { /* dy (rows, K) Wk (K, kc) */
+        mm.m = rows, mm.k = K, mm.n = kc;
+        mm.a_strides[0] = K, mm.a_strides[1] = 1;
+        mm.b_strides[0] = kc, mm.b_strides[1] = 1;
+    } else { /* dy^T (K, rows) Xc (rows, kc), added into dWk */
+        mm.m = K, mm.k = rows, mm.n = kc;
+        mm.a_strides[0] = 1, mm.a_strides[1] = K;
+        mm.b_strides[0] = kc, mm.b_strides[1] = 1;
+        mm.beta = 1.0f;
     }
-    dnnl_matmul_desc_t desc;
-    DP_DNNL_CHECK(dnnl_matmul_desc_init(&desc, &src, &wei, k->bias ? &bias : NULL, &dst));
-    dnnl_primitive_attr_t attr = NULL;
-    if (k->relu || k->kind == MM_BACKWARD_WEIGHTS) {
-        dnnl_post_ops_t ops;
-        DP_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-        DP_DNNL_CHECK(dnnl_post_ops_create(&ops));
-        if (k->relu)
-            dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-        else
-            dnnl_post_ops_append_sum(ops, 1.0f);
-        dnnl_primitive_attr_set_post_ops(attr, ops);
-        dnnl_post_ops_destroy(ops);
-    }
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, cpu->engine, NULL);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success)
-        return DP_ENOTSUP;
-    mm_prim *c = dp__calloc(1, sizeof *c);
-    int rc = c ? 0 : DP_ENOMEM;
-    if (rc == 0 &&
-        (dnnl_memory_create(&c->src, &src, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-         dnnl_memory_create(&c->wei, &wei, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-         dnnl_memory_create(&c->dst, &dst, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-         dnnl_memory_create(&c->bias, &bias, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-         dnnl_primitive_create(&c->prim, pd) != dnnl_success)) {
-        DP_ERROR("oneDNN: cannot create matrix product primitive");
-        rc = DP_EDEVICE;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    if (rc < 0) {
-        if (c)
-            mm_prim_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return 0;
-}
-
-static int mm_run(dp__cpu *cpu, const mm_key *k, const void *src, const void *wei, void *dst,
-                  const float *bias)
-{
-    mm_prim *c = dp__cpu_prim_find(cpu, k, sizeof *k);
-    if (!c) {
-        DP_TRY(mm_build(cpu, k, &c));
-        DP_TRY(dp__cpu_prim_put(cpu, k, sizeof *k, c, mm_prim_destroy));
-    }
-    dnnl_memory_set_data_handle(c->src, (void *)src);
-    dnnl_memory_set_data_handle(c->wei, (void *)wei);
-    dnnl_memory_set_data_handle(c->dst, dst);
-    dnnl_exec_arg_t args[4] = {
-        {DNNL_ARG_SRC, c->src}, {DNNL_ARG_WEIGHTS, c->wei}, {DNNL_ARG_DST, c->dst}};
-    int nargs = 3;
-    if (bias) {
-        dnnl_memory_set_data_handle(c->bias, (void *)bias);
-        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, c->bias};
-    }
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, nargs, args));
-    return 0;
+    mm.c_strides[0] = mm.n, mm.c_strides[1] = 1;
+    return dp__cpu_matmul_run(cpu, &mm, src, wei, dst, a->b.data);
 }
 
 /* The geometry of one convolution. */
@@ -358,22 +274,19 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
         DP_TRY(reorder_weights(cpu, &g, true, dt, a->w.data, wm));
     for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
         int64_t n1 = n0 + chunk < g.N ? n0 + chunk : g.N;
-        mm_key k = {.bf16 = dt == DP_BF16, .rows = (n1 - n0) * per_sample, .kc = g.kc, .k = g.K};
+        int64_t rows = (n1 - n0) * per_sample;
         size_t out_row = (size_t)(n0 * per_sample * g.K);
+        const char *dy = (const char *)a->dy.data + out_row * g.esize;
         if (pass == DP__CONV_FORWARD) {
-            k.kind = MM_FORWARD;
-            k.bias = a->b.data != NULL;
-            k.relu = a->fuse_relu;
             im2col(&g, a->x.data, col, n0, n1);
-            DP_TRY(mm_run(cpu, &k, col, wm, (char *)a->y.data + out_row * g.esize, a->b.data));
+            DP_TRY(pass_matmul(cpu, pass, a, rows, g.kc, g.K, col, wm,
+                               (char *)a->y.data + out_row * g.esize));
         } else if (pass == DP__CONV_BACKWARD_DATA) {
-            k.kind = MM_BACKWARD_DATA;
-            DP_TRY(mm_run(cpu, &k, (const char *)a->dy.data + out_row * g.esize, wm, col, NULL));
+            DP_TRY(pass_matmul(cpu, pass, a, rows, g.kc, g.K, dy, wm, col));
             col2im(&g, col, acc, a->dx.data, dt, n0, n1);
         } else {
-            k.kind = MM_BACKWARD_WEIGHTS;
             im2col(&g, a->x.data, col, n0, n1);
-            DP_TRY(mm_run(cpu, &k, (const char *)a->dy.data + out_row * g.esize, col, wm, NULL));
+            DP_TRY(pass_matmul(cpu, pass, a, rows, g.kc, g.K, dy, col, wm));
         }
     }
     if (pass == DP__CONV_BACKWARD_WEIGHTS) {

@@ -43,6 +43,26 @@ const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t)
     return f;
 }
 
+int dp__cpu_descs_as_f32(dp__cpu *cpu, dp__tdesc *const *t, int n, unsigned inputs,
+                         unsigned outputs)
+{
+    for (int i = 0; i < n; i++) {
+        if (!((inputs | outputs) & (1u << i)))
+            continue;
+        int64_t count = 1;
+        for (int d = 0; d < t[i]->ndim; d++)
+            count *= t[i]->shape[d];
+        float *buf = dp__cpu_scratch(cpu, i, (size_t)count * sizeof(float));
+        if (!buf)
+            return DP_ENOMEM;
+        if (inputs & (1u << i))
+            dp__cpu_f32_from_bf16(buf, t[i]->data, count);
+        t[i]->data = buf;
+        t[i]->dtype = DP_F32;
+    }
+    return 0;
+}
+
 static int run_cast(void *p, void *ctx)
 {
     dp__cast_args *a = p;

@@ -72,12 +72,33 @@ void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);
 /* oneDNN's data type for a dtype. */
 dnnl_data_type_t dp__cpu_dnnl_type(dp_dtype dtype);
 
+/* A matrix product C (m x n) = alpha A (m x k) B (k x n) [+ bias (1 x n),
+ * f32] [+ beta C] [then ReLU], each matrix with its own strides (row, then
+ * column: a transposed operand is a stride, not a copy) and type, on
+ * oneDNN's matmul (matmul.c), its primitive cached per description. Zero
+ * the description (memset) before filling it: it is the cache's key. */
+typedef struct dp__cpu_matmul {
+    int64_t m, n, k;
+    int64_t a_strides[2], b_strides[2], c_strides[2];
+    dnnl_data_type_t a_type, b_type, c_type;
+    int bias, relu;
+    float alpha, beta;
+} dp__cpu_matmul;
+int dp__cpu_matmul_run(dp__cpu *cpu, const dp__cpu_matmul *mm, const void *a, const void *b,
+                       void *c, const float *bias);
+
 /* Bulk conversions (convert.c), on the worker's team when large: bf16 from
  * f32 rounding to nearest even, f32 from bf16 (exact), and f32 rounded to
  * the nearest bf16 kept as f32 (the reference path's operands). */
 void dp__cpu_bf16_from_f32(void *dst, const float *src, int64_t n);
 void dp__cpu_f32_from_bf16(float *dst, const void *src, int64_t n);
 void dp__cpu_round_bf16(float *dst, const float *src, int64_t n);
+/* For a kernel that runs its f32 version on bf16 tensors: t[i] (i < n, at
+ * most DP__CPU_SCRATCH_SLOTS) whose bit i is set in inputs or outputs gets
+ * f32 scratch slot i in place of its memory, the inputs' values converted
+ * into it (the caller converts the outputs back). */
+int dp__cpu_descs_as_f32(dp__cpu *cpu, dp__tdesc *const *t, int n, unsigned inputs,
+                         unsigned outputs);
 /* A tensor's values as f32: its own memory when it is f32, else converted
  * into scratch `slot`; NULL when that memory cannot be had. */
 const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);

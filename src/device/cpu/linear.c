@@ -57,79 +57,6 @@ static int sgemm(const dp__gemm_args *a, const float *A, const float *B, float *
     return 0;
 }
 
-typedef struct mm_key {
-    int trans_a, trans_b, c_bf16, accumulate;
-    int64_t m, n, k, lda, ldb, ldc;
-    float alpha, beta;
-} mm_key;
-
-typedef struct mm_prim {
-    dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c;
-} mm_prim;
-
-static void mm_prim_destroy(void *p)
-{
-    mm_prim *c = p;
-    if (c->prim)
-        dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->a, c->b, c->c};
-    for (size_t i = 0; i < DP_COUNTOF(mems); i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    dp__free(c);
-}
-
-static int mm_build(dp__cpu *cpu, const mm_key *k, mm_prim **out)
-{
-    dnnl_memory_desc_t A, B, C;
-    dnnl_dims_t ad = {k->m, k->k}, bd = {k->k, k->n}, cd = {k->m, k->n};
-    dnnl_dims_t as = {k->trans_a ? 1 : k->lda, k->trans_a ? k->lda : 1};
-    dnnl_dims_t bs = {k->trans_b ? 1 : k->ldb, k->trans_b ? k->ldb : 1};
-    dnnl_dims_t cs = {k->ldc, 1};
-    dnnl_memory_desc_init_by_strides(&A, 2, ad, dnnl_bf16, as);
-    dnnl_memory_desc_init_by_strides(&B, 2, bd, dnnl_bf16, bs);
-    dnnl_memory_desc_init_by_strides(&C, 2, cd, k->c_bf16 ? dnnl_bf16 : dnnl_f32, cs);
-    dnnl_matmul_desc_t desc;
-    DP_DNNL_CHECK(dnnl_matmul_desc_init(&desc, &A, &B, NULL, &C));
-    dnnl_primitive_attr_t attr;
-    DP_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-    if (k->alpha != 1.0f)
-        dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha);
-    if (k->accumulate) {
-        dnnl_post_ops_t ops;
-        dnnl_post_ops_create(&ops);
-        dnnl_post_ops_append_sum(ops, k->beta);
-        dnnl_primitive_attr_set_post_ops(attr, ops);
-        dnnl_post_ops_destroy(ops);
-    }
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, cpu->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success) {
-        DP_ERROR("oneDNN: no bf16 matrix product for %lldx%lldx%lld: status %d", (long long)k->m,
-                 (long long)k->n, (long long)k->k, (int)st);
-        return DP_EDEVICE;
-    }
-    mm_prim *c = dp__calloc(1, sizeof *c);
-    int rc = c ? 0 : DP_ENOMEM;
-    if (rc == 0 && (dnnl_memory_create(&c->a, &A, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-                    dnnl_memory_create(&c->b, &B, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-                    dnnl_memory_create(&c->c, &C, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-                    dnnl_primitive_create(&c->prim, pd) != dnnl_success)) {
-        DP_ERROR("oneDNN: cannot create matrix product primitive");
-        rc = DP_EDEVICE;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    if (rc < 0) {
-        if (c)
-            mm_prim_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return 0;
-}
-
 /* C = alpha A B (+ beta C) on bf16 operands (native kernels). */
 static int gemm_native(dp__cpu *cpu, const dp__gemm_args *a)
 {
@@ -137,27 +64,17 @@ static int gemm_native(dp__cpu *cpu, const dp__gemm_args *a)
     const void *B = as_bf16(cpu, 1, a->b, a->b_dtype, span_b(a));
     if (!A || !B)
         return DP_ENOMEM;
-    mm_key k;
-    memset(&k, 0, sizeof k);
-    k.trans_a = a->trans_a;
-    k.trans_b = a->trans_b;
-    k.c_bf16 = a->c_dtype == DP_BF16;
-    k.accumulate = a->beta != 0.0f;
-    k.m = a->m, k.n = a->n, k.k = a->k, k.lda = a->lda, k.ldb = a->ldb, k.ldc = a->ldc;
-    k.alpha = a->alpha;
-    k.beta = a->beta;
-    mm_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
-    if (!c) {
-        DP_TRY(mm_build(cpu, &k, &c));
-        DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, mm_prim_destroy));
-    }
-    dnnl_memory_set_data_handle(c->a, (void *)A);
-    dnnl_memory_set_data_handle(c->b, (void *)B);
-    dnnl_memory_set_data_handle(c->c, a->c);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, c->a}, {DNNL_ARG_WEIGHTS, c->b}, {DNNL_ARG_DST, c->c}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 3, args));
-    return 0;
+    dp__cpu_matmul mm;
+    memset(&mm, 0, sizeof mm);
+    mm.m = a->m, mm.n = a->n, mm.k = a->k;
+    mm.a_strides[0] = a->trans_a ? 1 : a->lda, mm.a_strides[1] = a->trans_a ? a->lda : 1;
+    mm.b_strides[0] = a->trans_b ? 1 : a->ldb, mm.b_strides[1] = a->trans_b ? a->ldb : 1;
+    mm.c_strides[0] = a->ldc, mm.c_strides[1] = 1;
+    mm.a_type = mm.b_type = dnnl_bf16;
+    mm.c_type = a->c_dtype == DP_BF16 ? dnnl_bf16 : dnnl_f32;
+    mm.alpha = a->alpha;
+    mm.beta = a->beta;
+    return dp__cpu_matmul_run(cpu, &mm, A, B, a->c, NULL);
 }
 
 /* The same on f32 kernels: sgemm over operands rounded to bf16. */
