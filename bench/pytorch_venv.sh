@@ -6,6 +6,8 @@
 # python; where PyPI cannot be reached it says so and sets it to "", and
 # the scripts go on with Debian's python3-torch 1.13 alone.
 #
+# pytorch_configs (below): the PyTorch configurations both scripts compare.
+#
 # bench_imitation: IMITATE=avx2 makes this CPU imitate an AVX2-only one for
 # both sides (oneDNN's DNNL_MAX_CPU_ISA and PyTorch's ATEN_CPU_CAPABILITY;
 # a newer CPU can imitate an older one, never the other way round). Sets
@@ -49,4 +51,21 @@ bench_imitation() {
     elif grep -qw avx512f <<<"$flags"; then BENCH_ISA=avx512
     else BENCH_ISA=avx2
     fi
+}
+
+# pytorch_configs SCRIPT_ARGS: appends to the array `configs` the PyTorch
+# configurations of bench/vs_pytorch.py for bench/SCRIPT ARGS: the current
+# release (when pytorch_venv found it) in fp32 and bf16 autocast, each NCHW
+# and channels_last, then Debian's python3-torch in fp32.
+pytorch_configs() {
+    local args=$1 v
+    if [[ -n $PYTORCH_VENV_PY ]]; then
+        v=$("$PYTORCH_VENV_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+        configs+=(--config "torch $v fp32=pytorch:$PYTORCH_VENV_PY $args"
+            --config "torch $v fp32 channels_last=pytorch:$PYTORCH_VENV_PY $args --channels-last"
+            --config "torch $v bf16=pytorch:$PYTORCH_VENV_PY $args --bf16"
+            --config "torch $v bf16 channels_last=pytorch:$PYTORCH_VENV_PY $args --bf16 --channels-last")
+    fi
+    v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__.split("a")[0])')
+    configs+=(--config "torch $v (Debian) fp32=pytorch:/usr/bin/python3 $args")
 }

@@ -57,13 +57,5 @@ amx | avx512_bf16)
 avx512) goal=0.6 ;;
 *) goal=0.85 ;;
 esac
-if [[ -n $PYTORCH_VENV_PY ]]; then
-    v=$("$PYTORCH_VENV_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-    configs+=(--config "torch $v fp32=pytorch:$PYTORCH_VENV_PY $torch_args"
-        --config "torch $v fp32 channels_last=pytorch:$PYTORCH_VENV_PY $torch_args --channels-last"
-        --config "torch $v bf16=pytorch:$PYTORCH_VENV_PY $torch_args --bf16"
-        --config "torch $v bf16 channels_last=pytorch:$PYTORCH_VENV_PY $torch_args --bf16 --channels-last")
-fi
-v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__.split("a")[0])')
-configs+=(--config "torch $v (Debian) fp32=pytorch:/usr/bin/python3 $torch_args")
+pytorch_configs "$torch_args"
 exec python3 bench/vs_pytorch.py --rounds "$ROUNDS" --unit sec/step --goal "$goal" "${configs[@]}"
