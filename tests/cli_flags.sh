@@ -4,7 +4,7 @@
 # glibc's getopt_long reads), with the same meaning and the same errors as
 # --flag value; --epochs is 1 to 1000 in the CLI as in the library; more
 # kernel threads per device than CPUs is warned about; --help and the
-# README say what the tool does.
+# README say what the tool does; DPTRAIN_CONV_ALGO sets --conv-algo's default.
 # Usage: cli_flags.sh path/to/dptrain
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -114,6 +114,21 @@ said=$(cd "$dir" && "$bin" train --model paren.txt 2>&1)
 if grep -qxF -- "$said" "$readme" && grep -qF "missing ')'" <<<"$said"; then
   ok "the README's unclosed bracket is what dptrain prints: $said"
 else bad "the README does not show '$said'"; fi
+
+# --conv-algo's default: auto (the kernels timed, --verbose lists them)
+# unless DPTRAIN_CONV_ALGO names another; a bad value there is refused.
+short=(train --epochs 1 --limit-train 256 --limit-test 64 --batch-size 64 --progress never --verbose)
+env -u DPTRAIN_CONV_ALGO "$bin" "${short[@]}" >/dev/null 2>"$dir/err"
+if grep -q 'convolution kernels, measured' "$dir/err"; then ok "--conv-algo defaults to auto"
+else bad "no kernels measured by default: $(tail -3 "$dir/err")"; fi
+DPTRAIN_CONV_ALGO=direct "$bin" "${short[@]}" >/dev/null 2>"$dir/err"
+if [[ $? -eq 0 ]] && ! grep -q 'convolution kernels, measured' "$dir/err"; then
+  ok "DPTRAIN_CONV_ALGO=direct: nothing measured"
+else bad "DPTRAIN_CONV_ALGO=direct: $(tail -3 "$dir/err")"; fi
+said=$(DPTRAIN_CONV_ALGO=fast "$bin" train --epochs 1 2>&1 >/dev/null); rc=$?
+if [[ $rc -eq 2 && $said == "dptrain: error: DPTRAIN_CONV_ALGO=fast: expected auto, direct or winograd" ]]; then
+  ok "a bad DPTRAIN_CONV_ALGO: $said"
+else bad "DPTRAIN_CONV_ALGO=fast: exit $rc '$said'"; fi
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -112,7 +113,8 @@ static const char usage_train[] =
     "  --conv-algo A        convolution kernels: auto (each shape's fastest,\n"
     "                       timed once before the first step and kept in the\n"
     "                       checkpoint), direct, or winograd (f32 3x3 where the\n"
-    "                       CPU has it) [auto; direct with --deterministic]\n"
+    "                       CPU has it) [auto; direct with --deterministic;\n"
+    "                       the environment's DPTRAIN_CONV_ALGO where set]\n"
     "  --no-tf32            GPU convolutions in full float32; by default cuDNN\n"
     "                       may use TF32, as PyTorch allows (matrix products\n"
     "                       are float32 either way) [TF32 allowed]\n"
@@ -287,6 +289,18 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
      * differently, so --deterministic runs the direct ones unless asked. */
     if (!conv_algo_given)
         o.conv_algo = o.deterministic ? DP_CONV_ALGO_DIRECT : DP_CONV_ALGO_AUTO;
+    /* The environment's default, for a machine (or a test suite) that runs
+     * many short trainings and would rather not time the kernels in each. */
+    const char *env_algo = getenv("DPTRAIN_CONV_ALGO");
+    if (!conv_algo_given && env_algo && *env_algo) {
+        dp_conv_algo a;
+        if (dp_conv_algo_parse(env_algo, &a) < 0) {
+            fprintf(stderr, "dptrain: error: DPTRAIN_CONV_ALGO=%s: expected auto, direct or winograd\n",
+                    env_algo);
+            return 2;
+        }
+        o.conv_algo = a;
+    }
     if (o.resume_path && o.init_path) {
         fprintf(stderr, "dptrain: error: --resume and --init exclude each other\n");
         return 2;
