@@ -28,7 +28,11 @@ src = os.path.join(root, "src")
 # What each folder may include besides itself: DESIGN.md's "depends on"
 # column, closed over the folders below. train is written against the
 # public API: it may not reach the device layer's internals (struct
-# dp_tensor, the device table) or a backend.
+# dp_tensor, the device table) or a backend. comm (all communication: the
+# collectives, MPI and NCCL, the buckets, the statistics exchange) sits
+# above nn, whose parameter list the buckets are planned over, and below
+# parallel, the only folder that includes it; the layers under it reach it
+# only through public handles and the device table's hooks.
 BELOW_NN = ["core", "engine", "device", "autograd", "ops"]
 ALLOWED = {
     "core": [],
@@ -40,7 +44,8 @@ ALLOWED = {
     "ops": ["core", "engine", "device", "autograd"],
     "nn": BELOW_NN + [],
     "optim": BELOW_NN + ["nn"],
-    "parallel": BELOW_NN + ["nn", "optim"],
+    "comm": BELOW_NN + ["nn"],
+    "parallel": BELOW_NN + ["nn", "optim", "comm"],
     "data": ["core"],
     "io": ["core"],
     "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],

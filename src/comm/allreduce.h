@@ -1,18 +1,19 @@
-/* The allreduce algorithms behind dp_allreduce_sum, one file each, and what
- * they share. allreduce.c dispatches through a table of dp__allreduce_fn
- * indexed by dp_allreduce_algo; no algorithm calls the dispatcher.
+/* Inside src/comm/: the allreduce algorithms behind dp_allreduce_sum, one
+ * file each, and what they share. allreduce.c dispatches through a table of
+ * dp__allreduce_fn indexed by dp_allreduce_algo; no algorithm calls the
+ * dispatcher.
  *
  *   allreduce_naive.c  the seed's: sum into bufs[0], copy back
  *   allreduce_ring.c   reduce-scatter + all-gather between neighbours
  *   allreduce_mpi.c    hierarchical: naive's halves around a sum across
- *                      the ranks (mpi.c)
+ *                      the ranks (the MPI backend, mpi.c)
  *   allreduce_nccl.c   the devices' collective library (the device table's
  *                      group_allreduce entries), ring where it cannot */
-#ifndef DP_PARALLEL_ALLREDUCE_H
-#define DP_PARALLEL_ALLREDUCE_H
+#ifndef DP_COMM_ALLREDUCE_H
+#define DP_COMM_ALLREDUCE_H
 
+#include "comm/comm.h"
 #include "device/collective.h"
-#include "dp/parallel.h"
 
 #include <stdbool.h>
 
@@ -51,10 +52,8 @@ int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len);
 int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len);
 
 /* Whether the nccl algorithm sums over `devs` as one group: n > 1 distinct
- * devices whose backend has a collective library (allreduce_nccl.c). */
+ * devices whose backend has a collective library (allreduce_nccl.c); AUTO
+ * takes it there (dp__allreduce_for, comm.h). */
 bool dp__nccl_suits(dp_device_t *const *devs, int n);
-/* `algo` with AUTO resolved for these devices: mpi across several ranks,
- * else nccl where dp__nccl_suits, else ring (allreduce.c). */
-dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *devs, int n);
 
 #endif

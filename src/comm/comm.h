@@ -1,12 +1,30 @@
-/* Gradient buckets (buckets.c): DataParallel sums the gradients in ranges
- * of the gradient buffer, each as soon as the backward pass has written it,
- * on the devices' communication paths, as PyTorch's DDP does. */
-#ifndef DP_PARALLEL_BUCKETS_H
-#define DP_PARALLEL_BUCKETS_H
+/* src/comm/: all communication, behind this one header for the layers
+ * above (src/parallel/'s executors). The public collectives are in
+ * dp/parallel.h (dp_allreduce_sum, dp_broadcast), the ranks in dp/dist.h
+ * and SyncBatchNorm's groups in dp/ops.h; what is inside comm/ only is in
+ * allreduce.h (the algorithms and what they run on), mpi.h (the MPI
+ * backend's gradient sums) and exchange.h (the statistics exchange).
+ *
+ * MPI (mpi.c) and NCCL (nccl.c) are comm/'s backends: nothing outside this
+ * folder calls either. */
+#ifndef DP_COMM_COMM_H
+#define DP_COMM_COMM_H
 
 #include "dp/nn.h"
 #include "dp/parallel.h"
 
+/* ---- the allreduce ------------------------------------------------------ */
+
+/* `algo` with AUTO resolved for these devices: mpi across several ranks,
+ * else nccl where the devices are distinct GPUs with NCCL, else ring
+ * (allreduce.c). */
+dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *devs, int n);
+
+/* ---- gradient buckets (buckets.c) --------------------------------------- */
+
+/* DataParallel sums the gradients in ranges of the gradient buffer, each as
+ * soon as the backward pass has written it, on the devices' communication
+ * paths, as PyTorch's DDP does. */
 typedef struct dp__buckets dp__buckets;
 
 /* Plans the buckets over the parameters of params[0..n) (one replica's on

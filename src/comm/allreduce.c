@@ -4,8 +4,8 @@
 
 #include "dp/dist.h"
 
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 #include <string.h>
 

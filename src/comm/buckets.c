@@ -12,12 +12,12 @@
  * ring cuts the whole buffer into its chunks (dp__allreduce_how), so every
  * element is summed in the same order as by one allreduce after the
  * backward pass: bucketed and unbucketed training give the same bits. */
-#include "parallel/buckets.h"
+#include "comm/comm.h"
 
 #include "dp/dist.h"
 
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 #include <pthread.h>
 

@@ -7,8 +7,8 @@
  * take the ring algorithm instead (buffers on CPU devices are refused). It
  * is the default where every device is a distinct GPU (dp__nccl_suits):
  * unlike ring and naive it needs no peer access between them. */
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 /* The default on GPUs (dp__allreduce_for): the library needs no peer
  * access, which the ring and naive algorithms' kernels do across GPUs. */

@@ -14,8 +14,8 @@
  * that dies outright is seen by mpirun, which ends the others. */
 #include "dp/dist.h"
 
+#include "comm/mpi.h"
 #include "core/internal.h"
-#include "parallel/dist.h"
 
 #include <pthread.h>
 #include <stdlib.h>
