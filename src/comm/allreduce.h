@@ -13,9 +13,57 @@
 #define DP_COMM_ALLREDUCE_H
 
 #include "comm/comm.h"
-#include "device/collective.h"
 
 #include <stdbool.h>
+
+/* ---- what the algorithms run on (collective.c, transfer.c) --------------
+ *
+ * Offsets and counts are in float elements. Every call enqueues (no host
+ * wait) and marks its destination written.
+ *
+ * Kernels that read another device's memory (dp__range_add, comm.h, and
+ * dp__range_copy) run on the destination's device: CPU devices share this
+ * process's memory, a GPU reads its own and a peer's where peer access is
+ * enabled. Callers check with dp__check_kernel_read first and order them
+ * against the source device with events (dp_event_record /
+ * dp_stream_wait_event); the ring algorithm orders chunk by chunk, finer
+ * than a whole-device wait. */
+
+/* dst[dst_off + i] = src[src_off + i], i < n: a copy on dst's device. */
+int dp__range_copy(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                   int64_t n);
+/* 0 when kernels of `reader` may read `owner`'s memory (CPU devices, logical
+ * devices on one GPU, GPUs with peer access); else DP_ENOTSUP, with both
+ * devices named after `what` in the log. */
+int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner);
+
+/* Enqueues fn(data, n) on t's device's worker over t's first n floats as
+ * host memory: t's own memory on a CPU device, else a host copy taken after
+ * t's earlier commands and copied back before its later ones. `name` labels
+ * the command (e.g. "mpi_allreduce"). */
+typedef int (*dp__host_fn)(float *data, int64_t n);
+int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name);
+
+/* A 1-D view of base's floats [off, off + n) whose commands go to `on`
+ * (base's device or its communication path, dp__comm_path); freed with
+ * dp_tensor_free, which leaves the memory to base. */
+int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n, dp_device_t *on);
+/* The point in their device's stream after the last command that wrote any
+ * of ts[0..n) (NULL entries skipped; all on one device). */
+dp_event dp__written_event(dp_tensor_t *const *ts, int n);
+
+/* The backend's collective library (NCCL on CUDA) over devs[0..n):
+ * available when n >= 2 and every device is of one backend that has one;
+ * usable as one group when, besides, they are n distinct physical devices. */
+bool dp__group_allreduce_available(dp_device_t *const *devs, int n);
+bool dp__group_allreduce_usable(dp_device_t *const *devs, int n);
+/* bufs[k] (len floats each, on devs available and usable as a group)
+ * becomes the sum over k: one command on bufs[0]'s device that issues every
+ * device's part, ordered after the other devices' earlier commands and
+ * before their later ones. */
+int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len);
+
+/* ---- the algorithms ----------------------------------------------------- */
 
 /* How one allreduce runs beyond its buffers.
  * grid_off, grid_len: the buffers are elements [grid_off, grid_off + len)
@@ -33,7 +81,7 @@ typedef struct dp__allreduce_how {
 /* One algorithm: afterwards every bufs[k] holds the elementwise sum over k.
  * The buffers are already checked (1 <= n <= DP_MAX_DEVICES, float, `len`
  * elements each, on distinct devices); the work is enqueued, and the
- * primitives of device/collective.h mark the buffers written. */
+ * primitives above mark the buffers written. */
 typedef int (*dp__allreduce_fn)(dp_tensor_t *const *bufs, int n, int64_t len,
                                 const dp__allreduce_how *how);
 

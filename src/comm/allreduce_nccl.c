@@ -1,6 +1,6 @@
 /* DP_ALLREDUCE_NCCL: the devices' own collective library (NCCL, behind the
  * CUDA device table's group_allreduce entries in src/device/cuda/nccl.c,
- * reached through device/collective.h). One command on the first device's
+ * reached through allreduce.h). One command on the first device's
  * worker issues every device's part (dp__group_allreduce_sum).
  *
  * Several logical devices on one GPU cannot be members of one group; they

@@ -5,7 +5,7 @@
  * backward pass writes them roughly in reverse; so a bucket is a contiguous
  * range of the buffer, made of the last parameters first (DDP's
  * gradient_as_bucket_view: no copies). Each bucket's allreduce runs on the
- * devices' communication paths (device/collective.h), after an event at
+ * devices' communication paths (dp__comm_path), after an event at
  * the last write of its gradients on each device's stream. The front end
  * issues the whole step before the devices run it, so the collective is
  * queued before its gradients exist, and starts the moment they do. The
@@ -18,6 +18,7 @@
 
 #include "comm/allreduce.h"
 #include "core/internal.h"
+#include "device/device.h"
 
 #include <pthread.h>
 

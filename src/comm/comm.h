@@ -13,6 +13,39 @@
 #include "dp/nn.h"
 #include "dp/parallel.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- between two devices (transfer.c) ----------------------------------- */
+
+/* Every call enqueues (no host wait) and marks its destination written. */
+
+/* Makes `waiter`'s later commands wait for everything enqueued on `dev` so
+ * far (no host wait). */
+void dp__after(dp_device_t *waiter, dp_device_t *dev);
+/* Copies `bytes` from src + src_byte_off to dst + dst_byte_off, between any
+ * two devices (a GPU's memory to a CPU device's is the GPU's copy to the
+ * host), once src's device has run what it has queued; src's device waits
+ * for the copy before its later commands, so the source is not overwritten
+ * before it is read. Any dtype: offsets are in bytes. */
+int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *src,
+                     size_t src_byte_off, size_t bytes);
+/* dp__copy_between of all of src into dst (same bytes), waiting only for
+ * src's last write, not for everything its device has queued. With
+ * src_waits false src's device does not wait for the copy either: for a
+ * source the caller keeps unchanged and alive until the copy has run by
+ * another path (a pipeline stage's activation, freed only after a later
+ * stage's backward that follows the copy). */
+int dp__copy_written(dp_tensor_t *dst, dp_tensor_t *src, bool src_waits);
+/* dst[dst_off + i] += src[src_off + i], i < n floats: a kernel on dst's
+ * device that reads src's memory (collective.c). The caller orders it
+ * against src's device with events; kernels of one GPU cannot read a CPU
+ * device's memory, nor another GPU's without peer access. */
+int dp__range_add(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                  int64_t n);
+/* Enqueues fn(arg) on dev's worker (timestamps, bookkeeping). */
+void dp__enqueue_host_call(dp_device_t *dev, void (*fn)(void *arg), void *arg, const char *name);
+
 /* ---- the allreduce ------------------------------------------------------ */
 
 /* `algo` with AUTO resolved for these devices: mpi across several ranks,

@@ -139,9 +139,15 @@ struct dp_device {
     dp_device_t *comm, *comm_of;
 };
 
-/* Closes dev's communication path, if it has one, after its commands. */
+/* dev's communication path (comm_path.c): a device on dev's memory with a
+ * stream (and a worker) of its own, opened on first use and closed with
+ * dev; dev itself where the backend has none (then collectives run in dev's
+ * stream order). Commands on the path are ordered against dev's only by
+ * events. src/comm/ sums the gradient buckets there. */
+dp_device_t *dp__comm_path(dp_device_t *dev);
 /* The device's communication path if it has been opened, else NULL. */
 dp_device_t *dp__comm_path_if_open(dp_device_t *dev);
+/* Closes dev's communication path, if it has one, after its commands. */
 void dp__comm_path_close(dp_device_t *dev);
 
 /* Autograd's per-tensor state (src/autograd/); opaque here. */

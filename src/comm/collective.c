@@ -1,8 +1,7 @@
-/* The device layer's part of the collectives (collective.h): kernels over
- * ranges of another device's memory, copies between devices, the backend's
- * group allreduce and host functions over a tensor's memory. */
-#include "device/collective.h"
-
+/* What the allreduce algorithms run on (allreduce.h): kernels over ranges
+ * of another device's memory, the backend's group allreduce and host
+ * functions over a tensor's memory, issued through the device table. */
+#include "comm/allreduce.h"
 #include "core/internal.h"
 #include "device/device.h"
 #include "engine/stream.h"
@@ -79,83 +78,6 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
     DP_ERROR("%s: %s cannot read the memory of %s in a kernel (a CPU device and a GPU)", what,
              reader->name, owner->name);
     return DP_ENOTSUP;
-}
-
-size_t dp__tensor_bytes(const dp_tensor_t *t)
-{
-    return t->bytes;
-}
-
-size_t dp__tensor_owned_bytes(const dp_tensor_t *t)
-{
-    return t->owns_data ? t->bytes : 0;
-}
-
-size_t dp__tensor_row_bytes(const dp_tensor_t *t)
-{
-    size_t b = dp_dtype_size(t->dtype);
-    for (int i = 1; i < t->ndim; i++)
-        b *= (size_t)t->shape[i];
-    return b;
-}
-
-bool dp__tensor_nhwc(const dp_tensor_t *t)
-{
-    return t->nhwc;
-}
-
-void dp__after(dp_device_t *waiter, dp_device_t *dev)
-{
-    if (waiter != dev)
-        dp_stream_wait_event(waiter, dp_event_record(dev));
-}
-
-int dp__copy_between(dp_tensor_t *dst, size_t dst_byte_off, const dp_tensor_t *src,
-                     size_t src_byte_off, size_t bytes)
-{
-    if (dst_byte_off + bytes > dst->bytes || src_byte_off + bytes > src->bytes) {
-        DP_ERROR("copy between devices: %zu bytes do not fit at offsets %zu (of %zu) and %zu "
-                 "(of %zu)",
-                 bytes, dst_byte_off, dst->bytes, src_byte_off, src->bytes);
-        return DP_EINVAL;
-    }
-    if (bytes == 0)
-        return 0;
-    dp_device_t *dst_dev = dst->dev, *src_dev = src->dev;
-    char *to = (char *)dst->data + dst_byte_off;
-    const char *from = (const char *)src->data + src_byte_off;
-    /* A CPU device cannot read a GPU's memory: a copy from a GPU into a CPU
-     * device's buffer is the GPU's copy to the host, issued once the CPU
-     * device has finished with that buffer. Every other pair (CPU to CPU,
-     * into a GPU from anywhere) is the destination's copy_device. */
-    bool gpu_to_host = !dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
-                       dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY);
-    if (gpu_to_host) {
-        dp__after(src_dev, dst_dev);
-        DP_TRY(src_dev->ops->copy_to_host(src_dev, to, from, bytes));
-        dp__after(dst_dev, src_dev);
-    } else {
-        dp__after(dst_dev, src_dev);
-        DP_TRY(dst_dev->ops->copy_device(dst_dev, to, from, bytes));
-        dp__after(src_dev, dst_dev);
-    }
-    dp__tensor_written(dst);
-    return 0;
-}
-
-int dp__copy_written(dp_tensor_t *dst, dp_tensor_t *src, bool src_waits)
-{
-    dp_device_t *dst_dev = dst->dev, *src_dev = src->dev;
-    if (dst->bytes != src->bytes || (!dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
-                                     dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY)))
-        return dp__copy_between(dst, 0, src, 0, src->bytes);
-    if (src->write_seq > 0 && src_dev != dst_dev)
-        DP_TRY(dp_stream_wait_event(dst_dev, dp__written_event(&src, 1)));
-    DP_TRY(dst_dev->ops->copy_device(dst_dev, dst->data, src->data, src->bytes));
-    if (src_waits && src_dev != dst_dev)
-        dp__after(src_dev, dst_dev);
-    dp__tensor_written(dst);
-    return 0;
 }
 
 static bool has_group(const dp_device_t *dev, const dp_device_t *first)
