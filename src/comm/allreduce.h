@@ -7,8 +7,8 @@
  *   allreduce_ring.c   reduce-scatter + all-gather between neighbours
  *   allreduce_mpi.c    hierarchical: naive's halves around a sum across
  *                      the ranks (the MPI backend, mpi.c)
- *   allreduce_nccl.c   the devices' collective library (the device table's
- *                      group_allreduce entries), ring where it cannot */
+ *   allreduce_nccl.c   NCCL across distinct GPUs (the NCCL backend, nccl.c),
+ *                      ring where they share one */
 #ifndef DP_COMM_ALLREDUCE_H
 #define DP_COMM_ALLREDUCE_H
 
@@ -52,16 +52,20 @@ int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n,
  * of ts[0..n) (NULL entries skipped; all on one device). */
 dp_event dp__written_event(dp_tensor_t *const *ts, int n);
 
-/* The backend's collective library (NCCL on CUDA) over devs[0..n):
- * available when n >= 2 and every device is of one backend that has one;
- * usable as one group when, besides, they are n distinct physical devices. */
-bool dp__group_allreduce_available(dp_device_t *const *devs, int n);
-bool dp__group_allreduce_usable(dp_device_t *const *devs, int n);
-/* bufs[k] (len floats each, on devs available and usable as a group)
- * becomes the sum over k: one command on bufs[0]'s device that issues every
- * device's part, ordered after the other devices' earlier commands and
- * before their later ones. */
-int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len);
+/* ---- the NCCL backend (nccl.c; in a build without CUDA none is available) */
+
+/* Whether NCCL sums over devs[0..n): available when n >= 2 and every
+ * device is a GPU of one backend whose stream NCCL can issue on (the device
+ * table's cuda_stream); usable as one group when, besides, they are n
+ * distinct GPUs (not logical devices that share one). */
+bool dp__nccl_available(dp_device_t *const *devs, int n);
+bool dp__nccl_usable(dp_device_t *const *devs, int n);
+/* Enqueues on devs[0]'s worker one command that sums data[k] (len floats in
+ * devs[k]'s memory, devs usable) over k, each GPU's part on its own
+ * stream, and returns from the command once the GPUs have finished. The
+ * caller orders devs[0] after the other devices' earlier commands, and
+ * their later commands after it. */
+int dp__nccl_enqueue_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len);
 
 /* ---- the algorithms ----------------------------------------------------- */
 
@@ -99,9 +103,5 @@ int dp__allreduce_sum_how(dp_tensor_t *const *bufs, int n, dp_allreduce_algo alg
 int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len);
 int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len);
 
-/* Whether the nccl algorithm sums over `devs` as one group: n > 1 distinct
- * devices whose backend has a collective library (allreduce_nccl.c); AUTO
- * takes it there (dp__allreduce_for, comm.h). */
-bool dp__nccl_suits(dp_device_t *const *devs, int n);
 
 #endif

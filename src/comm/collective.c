@@ -1,6 +1,6 @@
 /* What the allreduce algorithms run on (allreduce.h): kernels over ranges
- * of another device's memory, the backend's group allreduce and host
- * functions over a tensor's memory, issued through the device table. */
+ * of another device's memory and host functions over a tensor's memory,
+ * issued through the device table. */
 #include "comm/allreduce.h"
 #include "core/internal.h"
 #include "device/device.h"
@@ -58,8 +58,8 @@ int dp__range_copy(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, in
  * only where peer access was enabled when the device opened; without it the
  * read is an illegal address that kills the CUDA context mid-step, so it is
  * refused up front instead. A CPU device cannot read a GPU's memory, nor a
- * GPU kernel a CPU device's pageable memory. The group allreduce and copies
- * between devices (dp__copy_between) need none of this. The backend answers
+ * GPU kernel a CPU device's pageable memory. NCCL and copies between
+ * devices (dp__copy_between) need none of this. The backend answers
  * for two of its own devices (the device table's can_read). */
 int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner)
 {
@@ -78,59 +78,6 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
     DP_ERROR("%s: %s cannot read the memory of %s in a kernel (a CPU device and a GPU)", what,
              reader->name, owner->name);
     return DP_ENOTSUP;
-}
-
-static bool has_group(const dp_device_t *dev, const dp_device_t *first)
-{
-    return dev->ops == first->ops && dev->ops->group_allreduce_sum && dev->ops->group_allreduce_ok;
-}
-
-bool dp__group_allreduce_available(dp_device_t *const *devs, int n)
-{
-    if (n < 2)
-        return false;
-    for (int k = 0; k < n; k++)
-        if (!has_group(devs[k], devs[0]))
-            return false;
-    return true;
-}
-
-bool dp__group_allreduce_usable(dp_device_t *const *devs, int n)
-{
-    return dp__group_allreduce_available(devs, n) && devs[0]->ops->group_allreduce_ok(devs, n);
-}
-
-/* One command on device 0's worker issues every device's part:
- *   1. device 0's worker waits until every other worker has issued its
- *      earlier work (their device queues hold it, before the library's);
- *   2. the command runs the library's allreduce for every device at once;
- *   3. every other device's worker waits for that command, so its later
- *      work is issued after the library's on its queue. */
-int dp__group_allreduce_sum(dp_tensor_t *const *bufs, int n, int64_t len)
-{
-    dp_device_t *devs[DP_MAX_DEVICES];
-    float *data[DP_MAX_DEVICES];
-    for (int k = 0; k < n; k++) {
-        devs[k] = bufs[k]->dev;
-        data[k] = bufs[k]->data;
-        DP_TRY(check_range("group allreduce", bufs[k], 0, len));
-    }
-    if (!dp__group_allreduce_usable(devs, n)) {
-        DP_ERROR("group allreduce: the %d devices from %s on are not distinct devices of one "
-                 "backend with a collective library",
-                 n, devs[0]->name);
-        return DP_ENOTSUP;
-    }
-    if (len == 0)
-        return 0;
-    for (int k = 1; k < n; k++)
-        dp__after(devs[0], devs[k]);
-    DP_TRY(devs[0]->ops->group_allreduce_sum(devs, data, n, len));
-    for (int k = 1; k < n; k++)
-        dp__after(devs[k], devs[0]);
-    for (int k = 0; k < n; k++)
-        dp__tensor_written(bufs[k]);
-    return 0;
 }
 
 typedef struct host_apply_args {

@@ -80,18 +80,11 @@ typedef struct dp__device_ops {
      * one another's memory, others none but their own. */
     bool (*can_read)(const dp_device_t *reader, const dp_device_t *owner);
 
-    /* Optional, both or neither: the backend's collective library (NCCL on
-     * CUDA), for devs[0..n), n >= 2, all of this backend.
-     * group_allreduce_ok: whether they are n distinct physical devices the
-     *   library sums across as one group (false where two logical devices
-     *   share one).
-     * group_allreduce_sum: data[k] (len floats in devs[k]'s memory) becomes
-     *   the sum over every k. Enqueued on devs[0]'s stream as one command
-     *   that issues each device's part on that device's queue; the caller
-     *   orders devs[0] after the others' earlier commands, and their later
-     *   commands after it. */
-    bool (*group_allreduce_ok)(dp_device_t *const *devs, int n);
-    int (*group_allreduce_sum)(dp_device_t *const *devs, float *const *data, int n, int64_t len);
+    /* Optional: the CUDA stream (a cudaStream_t) on which the device's
+     * worker issues its GPU work, for NCCL, src/comm/'s backend on GPUs,
+     * which issues its allreduce there from a command on the worker. NULL:
+     * a device NCCL does not sum on. */
+    void *(*cuda_stream)(const dp_device_t *dev);
 
     /* Optional: a communication path beside the device's stream
      * (comm_path.c). `comm` arrives filled as a copy of its device (ops,

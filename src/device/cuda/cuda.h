@@ -14,7 +14,7 @@
  * CUDA stream before it returns, so a finished command is finished on the
  * GPU too. Copies to the host are always synchronous: their bytes are in
  * host memory when the command returns, as a host command queued after them
- * (src/parallel/allreduce_mpi.c) expects. */
+ * (src/comm/allreduce_mpi.c) expects. */
 #ifndef DP_DEVICE_CUDA_H
 #define DP_DEVICE_CUDA_H
 
@@ -108,9 +108,6 @@ int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t);
 /* Whether kernels on `reader`'s GPU may read `owner`'s memory (both CUDA
  * devices): the same GPU, or one with peer access enabled at open. */
 bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner);
-/* The device table's collective library entries: NCCL (nccl.c). */
-bool dp__cuda_group_allreduce_ok(dp_device_t *const *devs, int n);
-int dp__cuda_group_allreduce_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len);
 /* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
 bool dp__cuda_tf32(void);
 

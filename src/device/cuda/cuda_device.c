@@ -320,6 +320,12 @@ static int cuda_synchronize(dp_device_t *dev)
     return 0;
 }
 
+/* For NCCL (src/comm/), which issues the GPUs' allreduce on their streams. */
+static void *cuda_stream(const dp_device_t *dev)
+{
+    return ((const dp__cuda *)dev->impl)->stream;
+}
+
 const dp__device_ops dp__cuda_ops = {
     .kind = "cuda",
     .caps = 0, /* device memory; cuDNN may pick nondeterministic kernels */
@@ -355,6 +361,5 @@ const dp__device_ops dp__cuda_ops = {
     .order_after = cuda_order_after,
     .synchronize = cuda_synchronize,
     .can_read = dp__cuda_kernel_can_read,
-    .group_allreduce_ok = dp__cuda_group_allreduce_ok,
-    .group_allreduce_sum = dp__cuda_group_allreduce_sum,
+    .cuda_stream = cuda_stream,
 };
