@@ -103,5 +103,4 @@ int dp__allreduce_sum_how(dp_tensor_t *const *bufs, int n, dp_allreduce_algo alg
 int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len);
 int dp__broadcast_from_first(dp_tensor_t *const *bufs, int n, int64_t len);
 
-
 #endif
