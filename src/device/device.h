@@ -3,7 +3,14 @@
  * A backend is a table of function pointers (dp__device_ops). Kernel entries
  * do not run the kernel: they enqueue it on the device's stream and return,
  * so the front end never waits for a device. Each kernel takes a typed
- * argument struct (src/device/kernels.h). */
+ * argument struct (src/device/kernels.h).
+ *
+ * A command has run when its worker returns from it: every backend finishes
+ * a command's work on its hardware before that (a CUDA device synchronizes
+ * its CUDA stream at the end of each command), so the engine's order of
+ * commands and events (dp_event_record, dp_stream_wait_event) is the order
+ * on the devices, and a host wait on a stream (dp_device_sync,
+ * dp_event_wait, dp_tensor_wait) is a wait for the device. */
 #ifndef DP_DEVICE_DEVICE_H
 #define DP_DEVICE_DEVICE_H
 
@@ -63,17 +70,6 @@ typedef struct dp__device_ops {
     /* Backends with DP_DEVICE_BF16 (NULL elsewhere). */
     int (*cast)(dp_device_t *dev, const dp__cast_args *a);
 
-    /* Optional, for backends whose commands finish on the device after the
-     * worker has issued them (CUDA). NULL where a command's work is done
-     * when its worker returns (CPU).
-     * order_after: called after dp__stream_wait_other(waiter, dev), makes
-     *   `waiter`'s later commands also wait for the device-side work that
-     *   `dev` had issued when that wait passed.
-     * synchronize: blocks the caller until the work `dev` has issued so far
-     *   has finished on the device (after dp__stream_wait on its stream). */
-    int (*order_after)(dp_device_t *waiter, dp_device_t *dev);
-    int (*synchronize)(dp_device_t *dev);
-
     /* Optional: whether kernels of `reader` may read the memory of `owner`,
      * another device of this backend (the same hardware, or a peer with
      * access enabled: GPUs). NULL: devices with DP_DEVICE_HOST_MEMORY read
@@ -95,14 +91,6 @@ typedef struct dp__device_ops {
      * stream). */
     int (*open_comm)(dp_device_t *comm);
 } dp__device_ops;
-
-/* 1 once src/device/device.c calls ops->order_after from
- * dp_stream_wait_event and ops->synchronize from dp_device_sync and
- * dp_event_wait. Until then a CUDA device synchronizes its CUDA stream at the
- * end of every command, so that the worker-level order of the engine is also
- * the order on the GPU (correct, a little slower); with the hooks it issues
- * asynchronously and orders across devices with CUDA events. */
-#define DP__ENGINE_CALLS_DEVICE_ORDER 0
 
 /* The caching allocator keeps freed blocks by size: every training step asks
  * for the same sizes, so after the first step nothing reaches the system
