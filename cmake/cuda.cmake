@@ -1,4 +1,5 @@
-# The CUDA backend (src/device/cuda/, NCCL included).
+# The CUDA backend (src/device/cuda/) and NCCL, src/comm/'s backend for
+# the GPUs' allreduce (src/comm/nccl.c, built with DP_HAVE_NCCL).
 #
 # Included by CMakeLists.txt after the `dp_objects` target (the library's
 # objects) exists. DP_CUDA=AUTO builds the backend when nvcc, cuBLAS, cuDNN
@@ -128,7 +129,7 @@ endforeach()
 set_target_properties(dp_objects PROPERTIES COMPILE_OPTIONS "${dp_c_opts}"
                       CUDA_ARCHITECTURES "${dp_archs}")
 
-target_compile_definitions(dp_objects PUBLIC DP_HAVE_CUDA=1)
+target_compile_definitions(dp_objects PUBLIC DP_HAVE_CUDA=1 PRIVATE DP_HAVE_NCCL=1)
 target_include_directories(dp_objects PRIVATE ${DP_CUDNN_INCLUDE_DIR} ${DP_NCCL_INCLUDE_DIR})
 target_link_libraries(dp_objects PUBLIC CUDA::cudart CUDA::cublas ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY})
 

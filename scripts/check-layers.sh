@@ -8,7 +8,9 @@
 #     and no folder above src/device/ includes one;
 #   - no code outside src/device/ names a backend's table (dp__cpu_ops,
 #     dp__cuda_ops) or compares a device's kind or name with a backend's
-#     name (it asks dp_device_has or the device table instead).
+#     name (it asks dp_device_has or the device table instead);
+#   - no code outside src/comm/ includes <mpi.h> or <nccl.h> or calls MPI
+#     (MPI_...) or NCCL (nccl...): they are comm's backends.
 # Public headers (dp/...) and system headers are not folders of src/ and
 # are not checked. Prints one line per violation, e.g.
 #   src/device/tensor.c: includes autograd/tape.h (device may not depend on autograd)
@@ -28,7 +30,11 @@ src = os.path.join(root, "src")
 # What each folder may include besides itself: DESIGN.md's "depends on"
 # column, closed over the folders below. train is written against the
 # public API: it may not reach the device layer's internals (struct
-# dp_tensor, the device table) or a backend.
+# dp_tensor, the device table) or a backend. comm (all communication: the
+# collectives, MPI and NCCL, the buckets, the statistics exchange) sits
+# above nn, whose parameter list the buckets are planned over, and below
+# parallel, the only folder that includes it; the layers under it reach it
+# only through public handles and the device table's hooks.
 BELOW_NN = ["core", "engine", "device", "autograd", "ops"]
 ALLOWED = {
     "core": [],
@@ -40,7 +46,8 @@ ALLOWED = {
     "ops": ["core", "engine", "device", "autograd"],
     "nn": BELOW_NN + [],
     "optim": BELOW_NN + ["nn"],
-    "parallel": BELOW_NN + ["nn", "optim"],
+    "comm": BELOW_NN + ["nn"],
+    "parallel": BELOW_NN + ["nn", "optim", "comm"],
     "data": ["core"],
     "io": ["core"],
     "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],
@@ -62,6 +69,9 @@ include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Backend names in code: their tables, or a kind/name compared with one.
 backend_name_re = re.compile(
     r'dp__(cpu|cuda)_ops\b|strn?cmp\s*\([^;]*(->kind\b|"cpu\b|"cuda\b)')
+# MPI and NCCL in code: their headers, or a call of one of their functions.
+comm_api_re = re.compile(
+    r'#\s*include\s*<(mpi|nccl)\.h>|\bMPI_[A-Z][A-Za-z_]*\s*\(|\bnccl[A-Z]\w*\s*\(')
 
 violations = []
 edges = {}  # (from folder, to folder) -> first "file: includes header"
@@ -108,9 +118,8 @@ for path in files:
                 violations.append(f"{shown}: includes {header} ({folder} may not depend "
                                   f"on {target})")
             continue
-        # Backend names outside src/device/ (comments skipped).
-        if folder.startswith("device"):
-            continue
+        # Backend names outside src/device/, MPI and NCCL outside src/comm/
+        # (comments skipped).
         code = line
         if in_comment:
             end = code.find("*/")
@@ -122,9 +131,12 @@ for path in files:
         if start >= 0:
             code, in_comment = code[:start], True
         code = code.split("//")[0]
-        if backend_name_re.search(code):
+        if not folder.startswith("device") and backend_name_re.search(code):
             violations.append(f"{shown}:{lineno}: names a backend ({folder} may not "
                               f"recognise a backend by its name)")
+        if folder != "comm" and comm_api_re.search(code):
+            violations.append(f"{shown}:{lineno}: calls MPI or NCCL (only comm may: they "
+                              f"are its backends)")
 
 # Cycles between folders, from the includes actually present.
 graph = {}

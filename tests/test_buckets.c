@@ -1,10 +1,10 @@
-/* Gradient buckets (src/parallel/buckets.c): the same bits as one allreduce
+/* Gradient buckets (src/comm/buckets.c): the same bits as one allreduce
  * after the backward pass, DDP's layout, the bf16 compression's rounding
  * and bound, the communication times, and bad options. */
 #include "testutil.h"
 
 #include "dp/dp.h"
-#include "parallel/dist.h"
+#include "comm/mpi.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
 #include "testutil.h"
 
 #include "dp/dp.h"
+#include "comm/exchange.h"
 #include "device/device.h"
-#include "engine/exchange.h"
 #include "engine/stream.h"
 
 #include <pthread.h>

@@ -1,10 +1,8 @@
 /* A device's communication path: a second stream, with its own worker, on
- * the same device and memory. Gradient buckets are summed there while the
- * device's own worker goes on with the backward pass (PyTorch's DDP runs its
- * allreduces on a communication stream the same way); events order the two
- * (collective.h). */
-#include "device/collective.h"
-
+ * the same device and memory, opened on first use and closed with the
+ * device. src/comm/ sums gradient buckets there while the device's own
+ * worker goes on with the backward pass (PyTorch's DDP runs its allreduces
+ * on a communication stream the same way); events order the two. */
 #include "core/internal.h"
 #include "device/device.h"
 #include "engine/stream.h"
@@ -69,57 +67,4 @@ void dp__comm_path_close(dp_device_t *dev)
     dp__stream_close(c->stream);
     pthread_mutex_destroy(&c->cache.mu);
     dp__free(c);
-}
-
-int dp__range_view(dp_tensor_t **out, dp_tensor_t *base, int64_t off, int64_t n, dp_device_t *on)
-{
-    if (base->dtype != DP_F32 || off < 0 || n < 1 || off + n > dp__numel(base->ndim, base->shape)) {
-        DP_ERROR("range view: [%lld, %lld) is not inside a float tensor of %lld elements",
-                 (long long)off, (long long)(off + n),
-                 (long long)dp__numel(base->ndim, base->shape));
-        return DP_EINVAL;
-    }
-    if (on != base->dev && on->comm_of != base->dev) {
-        DP_ERROR("range view: %s is not %s or its communication path", on->name, base->dev->name);
-        return DP_EINVAL;
-    }
-    dp_tensor_t *v = dp__tensor_view(on, DP_F32, 1, &n, (float *)base->data + off);
-    if (!v)
-        return DP_ENOMEM;
-    *out = v;
-    return 0;
-}
-
-dp_event dp__written_event(dp_tensor_t *const *ts, int n)
-{
-    dp_event ev = {NULL, 0};
-    for (int i = 0; i < n; i++) {
-        if (!ts[i])
-            continue;
-        if (!ev.dev)
-            ev.dev = ts[i]->dev;
-        DP_ASSERT(ts[i]->dev == ev.dev);
-        if (ts[i]->write_seq > ev.seq)
-            ev.seq = ts[i]->write_seq;
-    }
-    return ev;
-}
-
-typedef struct host_call_args {
-    void (*fn)(void *arg);
-    void *arg;
-} host_call_args;
-
-static int run_host_call(void *p, void *ctx)
-{
-    (void)ctx;
-    host_call_args *a = p;
-    a->fn(a->arg);
-    return 0;
-}
-
-void dp__enqueue_host_call(dp_device_t *dev, void (*fn)(void *arg), void *arg, const char *name)
-{
-    host_call_args a = {fn, arg};
-    dp__stream_push_named(dev->stream, run_host_call, name, &a, sizeof a);
 }

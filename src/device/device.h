@@ -3,7 +3,14 @@
  * A backend is a table of function pointers (dp__device_ops). Kernel entries
  * do not run the kernel: they enqueue it on the device's stream and return,
  * so the front end never waits for a device. Each kernel takes a typed
- * argument struct (src/device/kernels.h). */
+ * argument struct (src/device/kernels.h).
+ *
+ * A command has run when its worker returns from it: every backend finishes
+ * a command's work on its hardware before that (a CUDA device synchronizes
+ * its CUDA stream at the end of each command), so the engine's order of
+ * commands and events (dp_event_record, dp_stream_wait_event) is the order
+ * on the devices, and a host wait on a stream (dp_device_sync,
+ * dp_event_wait, dp_tensor_wait) is a wait for the device. */
 #ifndef DP_DEVICE_DEVICE_H
 #define DP_DEVICE_DEVICE_H
 
@@ -63,35 +70,17 @@ typedef struct dp__device_ops {
     /* Backends with DP_DEVICE_BF16 (NULL elsewhere). */
     int (*cast)(dp_device_t *dev, const dp__cast_args *a);
 
-    /* Optional, for backends whose commands finish on the device after the
-     * worker has issued them (CUDA). NULL where a command's work is done
-     * when its worker returns (CPU).
-     * order_after: called after dp__stream_wait_other(waiter, dev), makes
-     *   `waiter`'s later commands also wait for the device-side work that
-     *   `dev` had issued when that wait passed.
-     * synchronize: blocks the caller until the work `dev` has issued so far
-     *   has finished on the device (after dp__stream_wait on its stream). */
-    int (*order_after)(dp_device_t *waiter, dp_device_t *dev);
-    int (*synchronize)(dp_device_t *dev);
-
     /* Optional: whether kernels of `reader` may read the memory of `owner`,
      * another device of this backend (the same hardware, or a peer with
      * access enabled: GPUs). NULL: devices with DP_DEVICE_HOST_MEMORY read
      * one another's memory, others none but their own. */
     bool (*can_read)(const dp_device_t *reader, const dp_device_t *owner);
 
-    /* Optional, both or neither: the backend's collective library (NCCL on
-     * CUDA), for devs[0..n), n >= 2, all of this backend.
-     * group_allreduce_ok: whether they are n distinct physical devices the
-     *   library sums across as one group (false where two logical devices
-     *   share one).
-     * group_allreduce_sum: data[k] (len floats in devs[k]'s memory) becomes
-     *   the sum over every k. Enqueued on devs[0]'s stream as one command
-     *   that issues each device's part on that device's queue; the caller
-     *   orders devs[0] after the others' earlier commands, and their later
-     *   commands after it. */
-    bool (*group_allreduce_ok)(dp_device_t *const *devs, int n);
-    int (*group_allreduce_sum)(dp_device_t *const *devs, float *const *data, int n, int64_t len);
+    /* Optional: the CUDA stream (a cudaStream_t) on which the device's
+     * worker issues its GPU work, for NCCL, src/comm/'s backend on GPUs,
+     * which issues its allreduce there from a command on the worker. NULL:
+     * a device NCCL does not sum on. */
+    void *(*cuda_stream)(const dp_device_t *dev);
 
     /* Optional: a communication path beside the device's stream
      * (comm_path.c). `comm` arrives filled as a copy of its device (ops,
@@ -102,14 +91,6 @@ typedef struct dp__device_ops {
      * stream). */
     int (*open_comm)(dp_device_t *comm);
 } dp__device_ops;
-
-/* 1 once src/device/device.c calls ops->order_after from
- * dp_stream_wait_event and ops->synchronize from dp_device_sync and
- * dp_event_wait. Until then a CUDA device synchronizes its CUDA stream at the
- * end of every command, so that the worker-level order of the engine is also
- * the order on the GPU (correct, a little slower); with the hooks it issues
- * asynchronously and orders across devices with CUDA events. */
-#define DP__ENGINE_CALLS_DEVICE_ORDER 0
 
 /* The caching allocator keeps freed blocks by size: every training step asks
  * for the same sizes, so after the first step nothing reaches the system
@@ -139,9 +120,15 @@ struct dp_device {
     dp_device_t *comm, *comm_of;
 };
 
-/* Closes dev's communication path, if it has one, after its commands. */
+/* dev's communication path (comm_path.c): a device on dev's memory with a
+ * stream (and a worker) of its own, opened on first use and closed with
+ * dev; dev itself where the backend has none (then collectives run in dev's
+ * stream order). Commands on the path are ordered against dev's only by
+ * events. src/comm/ sums the gradient buckets there. */
+dp_device_t *dp__comm_path(dp_device_t *dev);
 /* The device's communication path if it has been opened, else NULL. */
 dp_device_t *dp__comm_path_if_open(dp_device_t *dev);
+/* Closes dev's communication path, if it has one, after its commands. */
 void dp__comm_path_close(dp_device_t *dev);
 
 /* Autograd's per-tensor state (src/autograd/); opaque here. */

@@ -222,10 +222,32 @@ typedef struct dp__batch_norm_args {
     void *relu_ws;
     float momentum, eps;
     bool training, relu;
-    /* SyncBatchNorm (training only): statistics over all `ranks` replicas */
-    struct dp__exchange *sync; /* engine/exchange.h */
+    /* SyncBatchNorm (training only): statistics over all `ranks` replicas,
+     * summed through dp__stats_exchange_sum (below) */
+    struct dp__exchange *sync;
     int rank, ranks;
 } dp__batch_norm_args;
+
+/* SyncBatchNorm's statistics exchange as a kernel calls it. The group (a
+ * dp_bn_sync_t, struct dp__exchange: src/comm/exchange.c) begins with this
+ * head, so that a backend sums through it without depending on src/comm/.
+ * sum: total[0..len) = the elementwise sum over the `members` participants
+ *   of their `mine`, added in member order (the same bits on every device);
+ *   `member` is this participant's place. Blocks until all `members` have
+ *   called it for this round. */
+typedef struct dp__stats_exchange {
+    void (*sum)(struct dp__exchange *x, int member, int members, const double *mine, int64_t len,
+                double *total);
+} dp__stats_exchange;
+
+static inline void dp__stats_exchange_sum(struct dp__exchange *x, int member, int members,
+                                          const double *mine, int64_t len, double *total)
+{
+    /* A pointer to a struct, converted, points to its first member (an
+     * explicit cast: the .cu files read this header as C++). */
+    const dp__stats_exchange *head = (const dp__stats_exchange *)(const void *)x;
+    head->sum(x, member, members, mine, len, total);
+}
 
 /* Adaptive average pooling, PyTorch's windows: output row p of P averages
  * input rows floor(p H / P) .. ceil((p + 1) H / P) - 1, columns likewise

@@ -4,6 +4,7 @@
  * the device's cache only after the commands queued before have run. */
 #include "core/internal.h"
 #include "device/device.h"
+#include "device/storage.h"
 
 #include <string.h>
 
@@ -129,6 +130,29 @@ void dp__tensor_release(dp_tensor_t *t)
     if (t->owns_data)
         dp__device_release_later(t->dev, t->data, t->bytes ? t->bytes : 4);
     dp__free(t);
+}
+
+size_t dp__tensor_bytes(const dp_tensor_t *t)
+{
+    return t->bytes;
+}
+
+size_t dp__tensor_owned_bytes(const dp_tensor_t *t)
+{
+    return t->owns_data ? t->bytes : 0;
+}
+
+size_t dp__tensor_row_bytes(const dp_tensor_t *t)
+{
+    size_t b = dp_dtype_size(t->dtype);
+    for (int i = 1; i < t->ndim; i++)
+        b *= (size_t)t->shape[i];
+    return b;
+}
+
+bool dp__tensor_nhwc(const dp_tensor_t *t)
+{
+    return t->nhwc;
 }
 
 int dp_tensor_wait(const dp_tensor_t *t)

@@ -5,10 +5,9 @@
 
 #include "dp/dist.h"
 
+#include "comm/comm.h"
 #include "core/internal.h"
 #include "nn/model.h"
-#include "parallel/allreduce.h"
-#include "parallel/buckets.h"
 
 #include <string.h>
 

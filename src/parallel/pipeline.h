@@ -13,7 +13,8 @@
 #include "dp/pipeline.h"
 
 #include "autograd/tape.h"
-#include "device/collective.h"
+#include "comm/comm.h"
+#include "device/storage.h"
 
 /* What device 0's worker reads at the end of a step. */
 typedef struct summary_args {

@@ -1,11 +1,12 @@
 /* torch.chunk, scatter and gather: each of scatter and gather is recorded on
  * the tape, and each is the other's backward. Copies between devices go
- * through dp__copy_between (device/collective.h), ordered by events. */
+ * through dp__copy_between (comm/comm.h), ordered by events. */
 #include "dp/parallel.h"
 
 #include "autograd/tape.h"
+#include "comm/comm.h"
 #include "core/internal.h"
-#include "device/collective.h"
+#include "device/storage.h"
 
 #include <string.h>
 

@@ -14,7 +14,6 @@
  * converted copies. */
 #include "core/bf16.h"
 #include "device/cpu/cpu.h"
-#include "engine/exchange.h"
 
 #include <math.h>
 #include <string.h>
@@ -241,7 +240,7 @@ static int sync_statistics(const dp__batch_norm_args *a)
                 mine[1 + c] += v;
                 mine[1 + C + c] += v * v;
             }
-    dp__exchange_sum(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
+    dp__stats_exchange_sum(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
     double count = total[0];
     for (int64_t c = 0; c < C; c++) {
         double mean = total[1 + c] / count;
@@ -290,7 +289,7 @@ static int sync_backward(const dp__batch_norm_args *a)
         a->dbeta[c] = (float)mine[1 + c];
         a->dgamma[c] = (float)mine[1 + C + c];
     }
-    dp__exchange_sum(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
+    dp__stats_exchange_sum(a->sync, a->rank, a->ranks, mine, 1 + 2 * C, total);
     double count = total[0];
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = 0; i < HW; i++)

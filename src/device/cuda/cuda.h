@@ -8,13 +8,14 @@
  * are shared by the front end (upload_fresh) and the worker, under
  * pinned_mu, a leaf lock.
  *
- * Completion: a command is "run" for the engine when its worker returns.
- * Until the engine orders devices through ops->order_after (see
- * DP__ENGINE_CALLS_DEVICE_ORDER in device.h), every command synchronizes the
- * CUDA stream before it returns, so a finished command is finished on the
- * GPU too. Copies to the host are always synchronous: their bytes are in
- * host memory when the command returns, as a host command queued after them
- * (src/parallel/allreduce_mpi.c) expects. */
+ * Completion: a command is "run" for the engine when its worker returns
+ * (device/device.h), so every command synchronizes the CUDA stream before it
+ * returns: a finished command is finished on the GPU too, and the engine's
+ * events order the GPUs as they order the workers. Copies to the host are
+ * synchronous as well: their bytes are in host memory when the command
+ * returns, as a host command queued after them (src/comm/allreduce_mpi.c)
+ * expects. The price is a launch gap between consecutive kernels, most
+ * visible where kernels are short (bench/gpu/RESULTS.md). */
 #ifndef DP_DEVICE_CUDA_H
 #define DP_DEVICE_CUDA_H
 
@@ -72,7 +73,6 @@ typedef struct dp__cuda_conv_algo dp__cuda_conv_algo;
 
 typedef struct dp__cuda {
     int ordinal;    /* the CUDA device of this logical device */
-    bool async;     /* see "Completion" above */
     uint64_t peers; /* bit p: this GPU's kernels may access cuda:p (peer access on) */
     cudaStream_t stream;
     cublasHandle_t cublas;
@@ -88,8 +88,7 @@ typedef struct dp__cuda {
 } dp__cuda;
 
 /* Enqueues `fn(args, dev)` on the device's worker through a wrapper that
- * checks the launch status of the kernels it issued and, unless the device
- * is asynchronous, waits for them. */
+ * checks the launch status of the kernels it issued and waits for them. */
 int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const void *args,
                         size_t size);
 #define dp__cuda_push(dev, fn, args, size)                                                         \
@@ -108,9 +107,6 @@ int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t);
 /* Whether kernels on `reader`'s GPU may read `owner`'s memory (both CUDA
  * devices): the same GPU, or one with peer access enabled at open. */
 bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner);
-/* The device table's collective library entries: NCCL (nccl.c). */
-bool dp__cuda_group_allreduce_ok(dp_device_t *const *devs, int n);
-int dp__cuda_group_allreduce_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len);
 /* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
 bool dp__cuda_tf32(void);
 

@@ -1,9 +1,8 @@
-/* The CUDA device table: lifetime, memory, cross-device order, and the
- * command wrapper every kernel file pushes through (copies: copy.c). */
+/* The CUDA device table: lifetime, memory, and the command wrapper every
+ * kernel file pushes through (copies: copy.c). */
 #include "device/cuda/cuda.h"
 
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- commands ----------------------------------------------------------------- */
@@ -21,9 +20,10 @@ static int run_cmd(void *p, void *ctx)
     dp__cuda *cu = dev->impl;
     int rc = c->fn(c->args, ctx);
     /* A failed launch shows here at the latest; the sticky error of a
-     * faulting kernel shows at the synchronization. */
+     * faulting kernel shows at the synchronization, which finishes the
+     * command on the GPU before the engine counts it run (cuda.h). */
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && !cu->async)
+    if (e == cudaSuccess)
         e = cudaStreamSynchronize(cu->stream);
     if (e != cudaSuccess) {
         DP_ERROR("%s: CUDA error after a command: %s", dev->name, cudaGetErrorString(e));
@@ -176,8 +176,6 @@ static int cuda_open(dp_device_t *dev)
         return DP_ENOMEM;
     pthread_mutex_init(&cu->pinned_mu, NULL);
     cu->ordinal = dev->index;
-    const char *sync = getenv("DP_CUDA_SYNC");
-    cu->async = DP__ENGINE_CALLS_DEVICE_ORDER && !(sync && *sync && strcmp(sync, "0") != 0);
     int rc = DP_EDEVICE;
     cudaError_t e = cudaSetDevice(cu->ordinal);
     if (e == cudaSuccess)
@@ -262,62 +260,10 @@ int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a)
     return dp__cuda_push(dev, run_fill, a, sizeof *a);
 }
 
-/* ---- order across devices ----------------------------------------------------- */
-
-typedef struct order_args {
-    dp_device_t *waiter, *dev;
-} order_args;
-
-/* On the waiter's worker, right after its worker-level wait on `dev`
- * passed: an event on dev's CUDA stream marks all it has issued, and the
- * waiter's stream waits for it (a GPU) or the worker blocks on it (a CPU
- * device). The event may be destroyed once waited on: CUDA keeps it alive
- * until the wait is resolved. */
-static int run_order_after(void *p, void *ctx)
+/* For NCCL (src/comm/), which issues the GPUs' allreduce on their streams. */
+static void *cuda_stream(const dp_device_t *dev)
 {
-    order_args *a = p;
-    (void)ctx;
-    dp__cuda *src = a->dev->impl;
-    int current = 0;
-    DP_CUDA_CHECK(cudaGetDevice(&current));
-    cudaEvent_t ev;
-    DP_CUDA_CHECK(cudaSetDevice(src->ordinal));
-    DP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    cudaError_t e = cudaEventRecord(ev, src->stream);
-    if (e == cudaSuccess) {
-        if (a->waiter->ops == &dp__cuda_ops) {
-            dp__cuda *dst = a->waiter->impl;
-            e = cudaSetDevice(dst->ordinal);
-            if (e == cudaSuccess)
-                e = cudaStreamWaitEvent(dst->stream, ev, 0);
-        } else {
-            e = cudaEventSynchronize(ev);
-        }
-    }
-    cudaEventDestroy(ev);
-    cudaSetDevice(current);
-    DP_CUDA_CHECK(e);
-    return 0;
-}
-
-static int cuda_order_after(dp_device_t *waiter, dp_device_t *dev)
-{
-    dp__cuda *cu = dev->impl;
-    /* A synchronous device has finished on the GPU what its worker ran. */
-    if (!cu->async || waiter == dev)
-        return 0;
-    order_args a = {waiter, dev};
-    dp__stream_push(waiter->stream, run_order_after, &a, sizeof a);
-    return 0;
-}
-
-static int cuda_synchronize(dp_device_t *dev)
-{
-    dp__cuda *cu = dev->impl;
-    if (!cu->async)
-        return 0;
-    DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
-    return 0;
+    return ((const dp__cuda *)dev->impl)->stream;
 }
 
 const dp__device_ops dp__cuda_ops = {
@@ -352,9 +298,6 @@ const dp__device_ops dp__cuda_ops = {
     .batch_norm_backward = dp__cuda_batch_norm_backward,
     .adaptive_avg_pool_forward = dp__cuda_adaptive_avg_pool_forward_entry,
     .adaptive_avg_pool_backward = dp__cuda_adaptive_avg_pool_backward_entry,
-    .order_after = cuda_order_after,
-    .synchronize = cuda_synchronize,
     .can_read = dp__cuda_kernel_can_read,
-    .group_allreduce_ok = dp__cuda_group_allreduce_ok,
-    .group_allreduce_sum = dp__cuda_group_allreduce_sum,
+    .cuda_stream = cuda_stream,
 };

@@ -4,8 +4,8 @@
 
 #include "dp/dist.h"
 
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 #include <string.h>
 
@@ -100,5 +100,5 @@ dp_allreduce_algo dp__allreduce_for(dp_allreduce_algo algo, dp_device_t *const *
 {
     if (algo != DP_ALLREDUCE_AUTO || dp_dist_size() > 1)
         return dp_allreduce_resolve(algo);
-    return dp__nccl_suits(devs, n) ? DP_ALLREDUCE_NCCL : DP_ALLREDUCE_RING;
+    return dp__nccl_usable(devs, n) ? DP_ALLREDUCE_NCCL : DP_ALLREDUCE_RING;
 }

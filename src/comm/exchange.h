@@ -1,15 +1,17 @@
-/* An exchange among the devices of one process: a group of `members`
- * participants (device workers), each contributing a vector of doubles and
- * getting back the elementwise sum over all of them, in member order, so
- * that every participant computes bit-identical results (SyncBatchNorm's
- * statistics). A participant blocks in dp__exchange_sum until all have
- * arrived; the front end must have issued every participant's command
- * before it waits on any of them, so that they all arrive.
+/* The statistics exchange among the devices of one process: a group of
+ * `members` participants (device workers), each contributing a vector of
+ * doubles and getting back the elementwise sum over all of them, in member
+ * order, so that every participant computes bit-identical results
+ * (SyncBatchNorm's statistics: a dp_bn_sync_t is one, bn_sync.c). A
+ * participant blocks in dp__exchange_sum until all have arrived; the front
+ * end must have issued every participant's command before it waits on any
+ * of them, so that they all arrive. Kernels call the sum through the
+ * group's head (dp__stats_exchange_sum, device/kernels.h).
  *
  * Lock order: the exchange's mutex is a leaf, held only to write a
  * contribution and to pass the barrier. */
-#ifndef DP_ENGINE_EXCHANGE_H
-#define DP_ENGINE_EXCHANGE_H
+#ifndef DP_COMM_EXCHANGE_H
+#define DP_COMM_EXCHANGE_H
 
 #include <stdint.h>
 

@@ -14,8 +14,8 @@
  * that dies outright is seen by mpirun, which ends the others. */
 #include "dp/dist.h"
 
+#include "comm/mpi.h"
 #include "core/internal.h"
-#include "parallel/dist.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -91,11 +91,15 @@ static int mpi_fail(int err, const char *what)
     return DP_ECOMM;
 }
 
-#define MPI_TRY(call, what)                                                                        \
+/* MPI's check macro, as DP_NCCL_CHECK (nccl.c) and DP_CUDA_CHECK are
+ * theirs: evaluates `call` once and returns DP_ECOMM, logged with `what`
+ * (the operation, e.g. "MPI_Iallreduce of the gradients") and MPI's own
+ * words, where it fails. */
+#define DP_MPI_CHECK(call, what)                                                                   \
     do {                                                                                           \
-        int e_ = (call);                                                                           \
-        if (e_ != MPI_SUCCESS)                                                                     \
-            return mpi_fail(e_, what);                                                             \
+        int dp__me = (call);                                                                       \
+        if (dp__me != MPI_SUCCESS)                                                                 \
+            return mpi_fail(dp__me, what);                                                         \
     } while (0)
 
 int dp_dist_init(int *argc, char ***argv)
@@ -119,8 +123,8 @@ int dp_dist_init(int *argc, char ***argv)
                  provided, MPI_THREAD_MULTIPLE);
         return DP_ENOTSUP;
     }
-    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &comm_grad), "MPI_Comm_dup");
-    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &comm_ctl), "MPI_Comm_dup");
+    DP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_grad), "MPI_Comm_dup");
+    DP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_ctl), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_grad, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(comm_ctl, MPI_ERRORS_RETURN);
     return 0;
@@ -164,7 +168,7 @@ int dp_dist_sum_f64(double *v, int n)
 {
     if (world_size == 1)
         return 0;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm_ctl), "MPI_Allreduce");
+    DP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm_ctl), "MPI_Allreduce");
     return 0;
 }
 
@@ -172,7 +176,7 @@ int dp_dist_sum_f32(float *v, int n)
 {
     if (world_size == 1)
         return 0;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_SUM, comm_ctl), "MPI_Allreduce");
+    DP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_SUM, comm_ctl), "MPI_Allreduce");
     return 0;
 }
 
@@ -180,7 +184,8 @@ int dp_dist_any(bool flag, bool *any)
 {
     int v = flag;
     if (world_size > 1)
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, comm_ctl), "MPI_Allreduce");
+        DP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, comm_ctl),
+                     "MPI_Allreduce");
     *any = v != 0;
     return 0;
 }
@@ -191,7 +196,7 @@ int dp_dist_broadcast(void *p, size_t bytes)
         return 0;
     for (size_t off = 0; off < bytes;) {
         int chunk = (int)DP_MIN(bytes - off, (size_t)1 << 30);
-        MPI_TRY(MPI_Bcast((char *)p + off, chunk, MPI_BYTE, 0, comm_ctl), "MPI_Bcast");
+        DP_MPI_CHECK(MPI_Bcast((char *)p + off, chunk, MPI_BYTE, 0, comm_ctl), "MPI_Bcast");
         off += (size_t)chunk;
     }
     return 0;
@@ -203,7 +208,8 @@ int dp_dist_gather_u64(uint64_t v, uint64_t *all)
         all[0] = v;
         return 0;
     }
-    MPI_TRY(MPI_Allgather(&v, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm_ctl), "MPI_Allgather");
+    DP_MPI_CHECK(MPI_Allgather(&v, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm_ctl),
+                 "MPI_Allgather");
     return 0;
 }
 
@@ -243,10 +249,10 @@ int dp__dist_sum_grads(float *data, int64_t len)
     for (int64_t off = 0; off < len;) {
         int chunk = (int)DP_MIN(len - off, (int64_t)1 << 30);
         MPI_Request req;
-        MPI_TRY(
+        DP_MPI_CHECK(
             MPI_Iallreduce(MPI_IN_PLACE, data + off, chunk, MPI_FLOAT, MPI_SUM, comm_grad, &req),
             "MPI_Iallreduce of the gradients");
-        MPI_TRY(wait_request(&req), "MPI_Iallreduce of the gradients");
+        DP_MPI_CHECK(wait_request(&req), "MPI_Iallreduce of the gradients");
         off += chunk;
     }
     count_comm(t0);

@@ -1,10 +1,10 @@
-/* SyncBatchNorm's groups: one exchange of the engine (engine/exchange.h)
- * per batch norm layer, each contribution a count and, per channel, two
- * sums (1 + 2 C doubles). The CPU batch norm kernel exchanges through it. */
+/* SyncBatchNorm's groups: one statistics exchange (exchange.h) per batch
+ * norm layer, each contribution a count and, per channel, two sums (1 + 2 C
+ * doubles). The CPU batch norm kernel exchanges through it. */
 #include "dp/ops.h"
 
+#include "comm/exchange.h"
 #include "core/internal.h"
-#include "engine/exchange.h"
 
 int dp_bn_sync_create(dp_bn_sync_t **out, int64_t channels, int max_ranks)
 {

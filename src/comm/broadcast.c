@@ -1,9 +1,10 @@
 /* dp_broadcast: one tensor copied to every destination, each copy issued on
- * its destination's device (dp__copy_between). */
+ * its destination's device (dp__copy_between, transfer.c). */
 #include "dp/parallel.h"
 
+#include "comm/comm.h"
 #include "core/internal.h"
-#include "device/collective.h"
+#include "device/storage.h"
 
 int dp_broadcast(dp_tensor_t *const *dsts, int n, const dp_tensor_t *src)
 {

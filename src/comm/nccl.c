@@ -1,14 +1,49 @@
-/* NCCL, the CUDA device table's collective library (group_allreduce_ok and
- * group_allreduce_sum; src/parallel/allreduce_nccl.c orders the devices'
- * streams around it).
+/* The NCCL backend: the GPUs' allreduce of DP_ALLREDUCE_NCCL
+ * (allreduce_nccl.c orders the devices' streams around it). NCCL is called
+ * here only; the CUDA device offers it the CUDA stream its worker issues on
+ * (the device table's cuda_stream).
  *
  * One communicator clique per set of GPUs, made with ncclCommInitAll and
  * kept for the life of the process (as PyTorch keeps its NCCL groups). The
  * allreduce is one host command on the first device's worker that launches
- * every GPU's part in one NCCL group, each on its device's CUDA stream.
- * Several logical devices on one GPU cannot be NCCL ranks of one clique. */
-#include "device/cuda/cuda.h"
+ * every GPU's part in one NCCL group, each on its device's CUDA stream, and
+ * waits for them: a CUDA device's command is finished on the GPU when its
+ * worker returns (src/device/cuda/cuda.h, "Completion"). Several logical
+ * devices on one GPU cannot be NCCL ranks of one clique.
+ *
+ * Without NCCL in the build there is no CUDA backend: no device is a GPU,
+ * and none is available. */
+#include "comm/allreduce.h"
+#include "core/internal.h"
+#include "device/device.h"
+#include "engine/stream.h"
 
+/* GPUs NCCL can sum on: devices of one backend that offers their CUDA
+ * streams (only the CUDA backend, which a build has only with NCCL). */
+bool dp__nccl_available(dp_device_t *const *devs, int n)
+{
+    if (n < 2)
+        return false;
+    for (int k = 0; k < n; k++)
+        if (devs[k]->ops != devs[0]->ops || !devs[k]->ops->cuda_stream)
+            return false;
+    return true;
+}
+
+/* A CUDA device's index is its GPU's ordinal (cuda:<ordinal>). */
+bool dp__nccl_usable(dp_device_t *const *devs, int n)
+{
+    if (!dp__nccl_available(devs, n))
+        return false;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < k; j++)
+            if (devs[j]->index == devs[k]->index)
+                return false;
+    return true;
+}
+
+#ifdef DP_HAVE_NCCL
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <string.h>
 
@@ -72,7 +107,6 @@ typedef struct nccl_job {
     clique *cl;
     float *data[DP_MAX_DEVICES];
     cudaStream_t streams[DP_MAX_DEVICES];
-    bool sync; /* synchronous devices: wait for the GPUs before returning */
     int64_t len;
 } nccl_job;
 
@@ -91,9 +125,16 @@ static int allreduce(const nccl_job *a)
         }
     }
     DP_NCCL_CHECK(ncclGroupEnd());
-    if (a->sync)
-        for (int k = 0; k < n; k++)
-            DP_CUDA_CHECK(cudaStreamSynchronize(a->streams[k]));
+    for (int k = 0; k < n; k++) {
+        cudaError_t e = cudaStreamSynchronize(a->streams[k]);
+        if (e == cudaSuccess)
+            e = cudaGetLastError();
+        if (e != cudaSuccess) {
+            DP_ERROR("NCCL: the allreduce on GPU %d failed: %s", a->cl->ordinals[k],
+                     cudaGetErrorString(e));
+            return DP_EDEVICE;
+        }
+    }
     return 0;
 }
 
@@ -106,20 +147,11 @@ static int run_allreduce(void *p, void *ctx)
     return rc;
 }
 
-bool dp__cuda_group_allreduce_ok(dp_device_t *const *devs, int n)
-{
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < k; j++)
-            if (((dp__cuda *)devs[j]->impl)->ordinal == ((dp__cuda *)devs[k]->impl)->ordinal)
-                return false;
-    return true;
-}
-
-int dp__cuda_group_allreduce_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len)
+int dp__nccl_enqueue_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len)
 {
     int ordinals[DP_MAX_DEVICES];
     for (int k = 0; k < n; k++)
-        ordinals[k] = ((dp__cuda *)devs[k]->impl)->ordinal;
+        ordinals[k] = devs[k]->index;
     clique *cl;
     DP_TRY(clique_get(ordinals, n, &cl));
     nccl_job *job = dp__calloc(1, sizeof *job);
@@ -128,10 +160,22 @@ int dp__cuda_group_allreduce_sum(dp_device_t *const *devs, float *const *data, i
     job->cl = cl;
     job->len = len;
     for (int k = 0; k < n; k++) {
-        dp__cuda *cu = devs[k]->impl;
         job->data[k] = data[k];
-        job->streams[k] = cu->stream;
-        job->sync = job->sync || !cu->async;
+        job->streams[k] = (cudaStream_t)devs[k]->ops->cuda_stream(devs[k]);
     }
-    return dp__cuda_push(devs[0], run_allreduce, &job, sizeof job);
+    dp__stream_push_named(devs[0]->stream, run_allreduce, "nccl_allreduce", &job, sizeof job);
+    return 0;
 }
+
+#else /* no NCCL in this build: nothing is available (dp__nccl_available) */
+
+int dp__nccl_enqueue_sum(dp_device_t *const *devs, float *const *data, int n, int64_t len)
+{
+    (void)devs;
+    (void)data;
+    (void)n;
+    (void)len;
+    return DP_ENOTSUP;
+}
+
+#endif

@@ -1,7 +1,7 @@
 /* DP_ALLREDUCE_RING: reduce-scatter then all-gather around the ring of
  * devices; device k+1's kernels read device k's buffer. */
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 /* Ring allreduce over n chunks. Reduce-scatter: in step s, device k+1 adds
  * device k's chunk (k - s) mod n into its own; after n-1 steps device k holds

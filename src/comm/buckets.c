@@ -5,19 +5,20 @@
  * backward pass writes them roughly in reverse; so a bucket is a contiguous
  * range of the buffer, made of the last parameters first (DDP's
  * gradient_as_bucket_view: no copies). Each bucket's allreduce runs on the
- * devices' communication paths (device/collective.h), after an event at
+ * devices' communication paths (dp__comm_path), after an event at
  * the last write of its gradients on each device's stream. The front end
  * issues the whole step before the devices run it, so the collective is
  * queued before its gradients exist, and starts the moment they do. The
  * ring cuts the whole buffer into its chunks (dp__allreduce_how), so every
  * element is summed in the same order as by one allreduce after the
  * backward pass: bucketed and unbucketed training give the same bits. */
-#include "parallel/buckets.h"
+#include "comm/comm.h"
 
 #include "dp/dist.h"
 
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
+#include "device/device.h"
 
 #include <pthread.h>
 

@@ -5,9 +5,9 @@
  * is the naive algorithm. */
 #include "dp/dist.h"
 
+#include "comm/allreduce.h"
+#include "comm/mpi.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
-#include "parallel/dist.h"
 
 int dp__allreduce_mpi(dp_tensor_t *const *bufs, int n, int64_t len, const dp__allreduce_how *how)
 {

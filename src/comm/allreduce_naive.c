@@ -1,8 +1,8 @@
 /* DP_ALLREDUCE_NAIVE, the seed's allreduce: every buffer added into device
  * 0's, which is then copied back into each device's own buffer. Device 0's
  * kernels read the other devices' buffers. */
+#include "comm/allreduce.h"
 #include "core/internal.h"
-#include "parallel/allreduce.h"
 
 /* The first half of the seed's allreduce: data[0] += data[i] for every i. */
 int dp__reduce_to_first(dp_tensor_t *const *bufs, int n, int64_t len)

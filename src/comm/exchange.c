@@ -3,14 +3,17 @@
  * round's contribution never overwrites one a slow participant is still
  * reading: to write slot g again it must have passed round g + 1, which the
  * slow one joins only after reading round g. */
-#include "engine/exchange.h"
+#include "comm/exchange.h"
 
 #include "core/internal.h"
+#include "device/kernels.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 struct dp__exchange {
+    dp__stats_exchange head; /* first: the kernels' way in (device/kernels.h) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
@@ -19,6 +22,7 @@ struct dp__exchange {
     int64_t len;      /* doubles per contribution, at most */
     double *slots[2]; /* [max_members][len], alternating between rounds */
 };
+_Static_assert(offsetof(struct dp__exchange, head) == 0, "kernels reach the sum through the head");
 
 int dp__exchange_create(dp__exchange **out, int max_members, int64_t len)
 {
@@ -27,6 +31,7 @@ int dp__exchange_create(dp__exchange **out, int max_members, int64_t len)
     dp__exchange *x = dp__calloc(1, sizeof *x);
     if (!x)
         return DP_ENOMEM;
+    x->head.sum = dp__exchange_sum;
     x->max_members = max_members;
     x->len = len;
     for (int i = 0; i < 2; i++) {

@@ -1,0 +1,128 @@
+/* What the allreduce algorithms run on (allreduce.h): kernels over ranges
+ * of another device's memory and host functions over a tensor's memory,
+ * issued through the device table. */
+#include "comm/allreduce.h"
+#include "core/internal.h"
+#include "device/device.h"
+#include "engine/stream.h"
+
+static int check_range(const char *what, const dp_tensor_t *t, int64_t off, int64_t n)
+{
+    if (t->dtype != DP_F32 || off < 0 || n < 0 || off + n > dp__numel(t->ndim, t->shape)) {
+        DP_ERROR("%s: range [%lld, %lld) is not inside a float tensor of %lld elements", what,
+                 (long long)off, (long long)(off + n), (long long)dp__numel(t->ndim, t->shape));
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
+/* dst[dst_off..) += or = src[src_off..), n floats, on dst's device. */
+static int range_op(bool add, dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src,
+                    int64_t src_off, int64_t n)
+{
+    const char *what = add ? "range add" : "range copy";
+    DP_TRY(check_range(what, dst, dst_off, n));
+    DP_TRY(check_range(what, src, src_off, n));
+    if (n == 0)
+        return 0;
+    float *to = (float *)dst->data + dst_off;
+    const float *from = (const float *)src->data + src_off;
+    if (add) {
+        dp__eltwise_args a = {.op = DP__ELT_ACCUMULATE, .a = from, .out = to, .n = n};
+        DP_TRY(dst->dev->ops->eltwise(dst->dev, &a));
+    } else {
+        DP_TRY(dst->dev->ops->copy_device(dst->dev, to, from, (size_t)n * sizeof(float)));
+    }
+    dp__tensor_written(dst);
+    return 0;
+}
+
+int dp__range_add(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                  int64_t n)
+{
+    return range_op(true, dst, dst_off, src, src_off, n);
+}
+
+int dp__range_copy(dp_tensor_t *dst, int64_t dst_off, const dp_tensor_t *src, int64_t src_off,
+                   int64_t n)
+{
+    return range_op(false, dst, dst_off, src, src_off, n);
+}
+
+/* Which devices' kernels may read which devices' buffers, checked before
+ * the allreduce algorithms that add another device's buffer into their own
+ * in a kernel: naive and ring, and the first step of mpi.
+ *
+ * CPU devices share this process's memory. A GPU's kernels read its own
+ * memory, that of every logical device on it included, and another GPU's
+ * only where peer access was enabled when the device opened; without it the
+ * read is an illegal address that kills the CUDA context mid-step, so it is
+ * refused up front instead. A CPU device cannot read a GPU's memory, nor a
+ * GPU kernel a CPU device's pageable memory. NCCL and copies between
+ * devices (dp__copy_between) need none of this. The backend answers
+ * for two of its own devices (the device table's can_read). */
+int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *owner)
+{
+    bool gpu_reader = !dp_device_has(reader, DP_DEVICE_HOST_MEMORY);
+    bool gpu_owner = !dp_device_has(owner, DP_DEVICE_HOST_MEMORY);
+    if (!gpu_reader && !gpu_owner)
+        return 0;
+    if (gpu_reader && gpu_owner && reader->ops == owner->ops && reader->ops->can_read) {
+        if (reader->ops->can_read(reader, owner))
+            return 0;
+        DP_ERROR("%s: %s cannot read the memory of %s: the two GPUs have no peer access; the "
+                 "nccl algorithm sums across them without it",
+                 what, reader->name, owner->name);
+        return DP_ENOTSUP;
+    }
+    DP_ERROR("%s: %s cannot read the memory of %s in a kernel (a CPU device and a GPU)", what,
+             reader->name, owner->name);
+    return DP_ENOTSUP;
+}
+
+typedef struct host_apply_args {
+    dp__host_fn fn;
+    float *data;
+    int64_t n;
+} host_apply_args;
+
+static int run_host_fn(void *p, void *ctx)
+{
+    (void)ctx;
+    host_apply_args *a = p;
+    return a->fn(a->data, a->n);
+}
+
+static int run_free(void *p, void *ctx)
+{
+    (void)ctx;
+    dp__free(*(void **)p);
+    return 0;
+}
+
+int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name)
+{
+    DP_TRY(check_range(name, t, 0, n));
+    if (n == 0)
+        return 0;
+    dp_device_t *dev = t->dev;
+    host_apply_args a = {fn, t->data, n};
+    if (dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
+        /* A CPU device's memory is this process's: fn reads it directly. */
+        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
+    } else {
+        /* Through host memory: commands on a device's stream run after
+         * every earlier one has finished, copies included. */
+        size_t bytes = (size_t)n * sizeof(float);
+        float *host_buf = dp__malloc(bytes);
+        if (!host_buf)
+            return DP_ENOMEM;
+        a.data = host_buf;
+        DP_TRY(dev->ops->copy_to_host(dev, host_buf, t->data, bytes));
+        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
+        DP_TRY(dev->ops->copy_from_host(dev, t->data, host_buf, bytes));
+        dp__stream_push_named(dev->stream, run_free, "free", &host_buf, sizeof host_buf);
+    }
+    dp__tensor_written(t);
+    return 0;
+}
