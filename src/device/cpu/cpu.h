@@ -103,28 +103,16 @@ int dp__cpu_descs_as_f32(dp__cpu *cpu, dp__tdesc *const *t, int n, unsigned inpu
  * into scratch `slot`; NULL when that memory cannot be had. */
 const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 
-/* Kernel entries, one file per op family. */
-int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cpu_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a);
-int dp__cpu_dropout(dp_device_t *dev, const dp__dropout_args *a);
-int dp__cpu_gemm(dp_device_t *dev, const dp__gemm_args *a);
-int dp__cpu_bias_add(dp_device_t *dev, const dp__bias_args *a);
-int dp__cpu_bias_grad(dp_device_t *dev, const dp__bias_args *a);
-int dp__cpu_relayout(dp_device_t *dev, const dp__relayout_args *a);
-int dp__cpu_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cpu_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a);
-int dp__cpu_sgd(dp_device_t *dev, const dp__sgd_args *a);
-int dp__cpu_check_finite(dp_device_t *dev, const dp__check_finite_args *a);
-int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a);
-int dp__cpu_cast(dp_device_t *dev, const dp__cast_args *a);
-int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cpu_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cpu_adaptive_avg_pool_forward(dp_device_t *dev, const dp__adaptive_pool_args *a);
-int dp__cpu_adaptive_avg_pool_backward(dp_device_t *dev, const dp__adaptive_pool_args *a);
+/* Kernel entries, one file per op family: dp__cpu_<slot> for each slot of
+ * the op list (device/op_list.h) that names the CPU, e.g.
+ *   int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a); */
+/* clang-format off */
+#define DP__CPU_KERNEL(slot, args) int dp__cpu_##slot(dp_device_t *dev, const args *a);
+#define DP__CPU_LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cpu, DP__CPU_KERNEL, name, args, kernels, backends)
+DP__OP_LIST(DP__CPU_LINE)
+#undef DP__CPU_LINE
+#undef DP__CPU_KERNEL
+/* clang-format on */
 
 #endif

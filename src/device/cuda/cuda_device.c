@@ -252,10 +252,10 @@ static int run_fill(void *p, void *ctx)
 {
     dp__fill_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_fill(a, cu->stream), "fill");
+    return dp__cuda_launched(dp__cuda_fill_launch(a, cu->stream), "fill");
 }
 
-int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a)
+int dp__cuda_fill(dp_device_t *dev, const dp__fill_args *a)
 {
     if (a->n == 0)
         return 0;
@@ -331,30 +331,18 @@ const dp__device_ops dp__cuda_ops = {
     .copy_from_host = dp__cuda_copy_from_host,
     .copy_to_host = dp__cuda_copy_to_host,
     .copy_device = dp__cuda_copy_device,
-    .fill = dp__cuda_fill_entry,
-    .conv2d_forward = dp__cuda_conv2d_forward,
-    .conv2d_backward_data = dp__cuda_conv2d_backward_data,
-    .conv2d_backward_weights = dp__cuda_conv2d_backward_weights,
-    .pool2d_forward = dp__cuda_pool2d_forward,
-    .pool2d_backward = dp__cuda_pool2d_backward,
-    .eltwise = dp__cuda_eltwise_entry,
-    .dropout = dp__cuda_dropout_entry,
-    .gemm = dp__cuda_gemm,
-    .bias_add = dp__cuda_bias_add_entry,
-    .bias_grad = dp__cuda_bias_grad_entry,
-    .relayout = dp__cuda_relayout_entry,
-    .cross_entropy_forward = dp__cuda_cross_entropy_forward,
-    .cross_entropy_backward = dp__cuda_cross_entropy_backward,
-    .accuracy = dp__cuda_accuracy_entry,
-    .sgd = dp__cuda_sgd_entry,
-    .check_finite = dp__cuda_check_finite_entry,
-    .batch_norm_forward = dp__cuda_batch_norm_forward,
-    .batch_norm_backward = dp__cuda_batch_norm_backward,
-    .adaptive_avg_pool_forward = dp__cuda_adaptive_avg_pool_forward_entry,
-    .adaptive_avg_pool_backward = dp__cuda_adaptive_avg_pool_backward_entry,
     .order_after = cuda_order_after,
     .synchronize = cuda_synchronize,
     .can_read = dp__cuda_kernel_can_read,
     .group_allreduce_ok = dp__cuda_group_allreduce_ok,
     .group_allreduce_sum = dp__cuda_group_allreduce_sum,
+/* Every slot of the op list that names CUDA: dp__cuda_<slot>. */
+/* clang-format off */
+#define KERNEL(slot, args) .slot = dp__cuda_##slot,
+#define LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cuda, KERNEL, name, args, kernels, backends)
+    DP__OP_LIST(LINE)
+#undef LINE
+#undef KERNEL
+    /* clang-format on */
 };

@@ -117,7 +117,7 @@ extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_accuracy(const dp__accuracy_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_accuracy_launch(const dp__accuracy_args *a, cudaStream_t stream)
 {
     accuracy_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->correct, a->n, a->k);
     return cudaGetLastError();
