@@ -44,6 +44,31 @@ int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const
     return 0;
 }
 
+/* A command of dp__cuda_push_launch: the launcher, then its arguments. */
+typedef struct launch_cmd {
+    dp__cuda_launcher launch;
+    const char *name;
+    _Alignas(16) unsigned char args[448];
+} launch_cmd;
+
+static int run_launch(void *p, void *ctx)
+{
+    launch_cmd *c = p;
+    dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    return dp__cuda_launched(c->launch(c->args, cu->stream), c->name);
+}
+
+int dp__cuda_push_launch(dp_device_t *dev, dp__cuda_launcher launch, const char *name,
+                         const void *args, size_t size)
+{
+    launch_cmd c;
+    DP_ASSERT(size <= sizeof c.args);
+    c.launch = launch;
+    c.name = name;
+    memcpy(c.args, args, size);
+    return dp__cuda_push_named(dev, run_launch, name, &c, offsetof(launch_cmd, args) + size);
+}
+
 int dp__cuda_launched(cudaError_t err, const char *what)
 {
     if (err != cudaSuccess) {

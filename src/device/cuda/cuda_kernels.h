@@ -34,6 +34,16 @@ DP__OP_LIST(DP__CUDA_LINE)
 #undef DP__CUDA_KERNEL
 /* clang-format on */
 
+/* A launcher over one argument struct, for dp__cuda_push_launch. */
+typedef cudaError_t (*dp__cuda_launcher)(const void *args, cudaStream_t stream);
+/* Enqueues a command on dev's worker that runs launch(args, the device's
+ * CUDA stream) and checks its status as dp__cuda_push's commands do: an
+ * entry whose whole work is one launcher (the .cu file of an op holds its
+ * kernels, launchers and entries alike). `name` names it for DP_PROFILE;
+ * args is copied (at most 448 bytes). */
+int dp__cuda_push_launch(dp_device_t *dev, dp__cuda_launcher launch, const char *name,
+                         const void *args, size_t size);
+
 /* eltwise.cu (src/device/cpu/eltwise.c, cpu_device.c's fill) */
 cudaError_t dp__cuda_fill_launch(const dp__fill_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_eltwise_launch(const dp__eltwise_args *a, cudaStream_t stream);
