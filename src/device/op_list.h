@@ -74,6 +74,7 @@
     X(check_finite,          dp__check_finite_args,   ONE,    ALL,     NONE)                      \
     X(scatter,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(gather,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(leaky_relu,            dp__eltwise_args,        FB,     ALL,     ELEMENTS)                  \
     /* a new op: one line above this one */
 /* clang-format on */
 

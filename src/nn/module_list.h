@@ -45,6 +45,7 @@
     X(BatchNorm1d, 1, bn_args, .bind = bind_batch_norm, .forward = forward_batch_norm)             \
     X(Flatten, 0, DP__ARGS("start_dim", "end_dim"), .bind = bind_flatten, .op = dp_flatten)        \
     X(Dropout, 0, DP__ARGS("p", "inplace"), .bind = bind_dropout, .forward = forward_dropout)      \
+    X(LeakyReLU, 0, DP__ARGS("negative_slope", "inplace"), DP__OP_NUMBER(dp_leaky_relu, 0.01))    \
     /* a new module: one line above this one */
 /* clang-format on */
 
