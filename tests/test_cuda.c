@@ -322,6 +322,13 @@ static int op_linear(dp_tensor_t **y, dp_tensor_t **l)
 static const op_case linear_case = {
     "linear", 3, {{2, {33, 17}, false}, {2, {12, 17}, false}, {1, {12}, false}}, op_linear};
 
+static int op_leaky_relu(dp_tensor_t **y, dp_tensor_t **l)
+{
+    return dp_leaky_relu(y, l[0], 0.2f);
+}
+
+static const op_case leaky_relu_case = {"leaky_relu", 1, {{4, {3, 4, 5, 6}, false}}, op_leaky_relu};
+
 static void conv2d_matches_cpu(void **state)
 {
     (void)state;
@@ -369,6 +376,13 @@ static void linear_relu_add_loss_match_cpu(void **state)
     dp_set_tf32(false);
     compare_case(&linear_case, TOL_FORWARD, TOL_GRAD);
     dp_set_tf32(true);
+}
+
+static void leaky_relu_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    compare_case(&leaky_relu_case, TOL_FORWARD, TOL_GRAD);
 }
 
 /* Accuracy counts argmax hits; fill writes every element. */
@@ -583,6 +597,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(pool2d_matches_cpu),
         cmocka_unit_test(batch_norm_and_adaptive_pool_match_cpu),
         cmocka_unit_test(linear_relu_add_loss_match_cpu),
+        cmocka_unit_test(leaky_relu_matches_cpu),
         cmocka_unit_test(accuracy_and_fill_match_cpu),
         cmocka_unit_test(copies_between_cpu_and_gpu),
         cmocka_unit_test(allreduce_on_gpus),

@@ -119,6 +119,11 @@ int dp_relu(dp_tensor_t **y, dp_tensor_t *x);
  * uses the output: dx = dy y (1 - y), dy (1 - y^2). */
 int dp_sigmoid(dp_tensor_t **y, dp_tensor_t *x);
 int dp_tanh(dp_tensor_t **y, dp_tensor_t *x);
+/* y = x > 0 ? x : negative_slope x, any shape and layout (F.leaky_relu;
+ * nn.LeakyReLU's default slope is 0.01, and any finite slope is taken).
+ * Backward: dx = dy where x > 0, else negative_slope dy. float32: a bf16
+ * input is cast first. */
+int dp_leaky_relu(dp_tensor_t **y, dp_tensor_t *x, float negative_slope);
 
 typedef struct dp_dropout_params {
     float prob;    /* of zeroing an element, in [0, 1] */

@@ -165,7 +165,7 @@ int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n)
     return 0;
 }
 
-int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
+int dp__tape_record_saved(dp__op op, dp__backward_fn backward, dp_tensor_t *const *inputs,
                           int ninputs, dp_tensor_t *output, const dp__saved *saved,
                           const void *params, size_t params_size)
 {
@@ -208,8 +208,8 @@ int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t 
     return 0;
 }
 
-int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
-                    int ninputs, dp_tensor_t *output, const void *params, size_t params_size)
+int dp__tape_record(dp__op op, dp__backward_fn backward, dp_tensor_t *const *inputs, int ninputs,
+                    dp_tensor_t *output, const void *params, size_t params_size)
 {
     return dp__tape_record_saved(op, backward, inputs, ninputs, output, NULL, params, params_size);
 }

@@ -34,7 +34,7 @@ struct dp__autograd_state {
 };
 
 struct dp__node {
-    const char *op;
+    dp__op op; /* its line in the op list (device/op_list.h) */
     dp__backward_fn backward;
     dp_tensor_t *inputs[DP__NODE_INPUTS];
     int ninputs;
@@ -75,15 +75,15 @@ int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
 int dp__tape_needs_grad(dp_tensor_t *const *inputs, int n);
 /* Records a node for `output` (call only when dp__tape_needs_grad). The
  * params blob is copied. */
-int dp__tape_record(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
-                    int ninputs, dp_tensor_t *output, const void *params, size_t params_size);
+int dp__tape_record(dp__op op, dp__backward_fn backward, dp_tensor_t *const *inputs, int ninputs,
+                    dp_tensor_t *output, const void *params, size_t params_size);
 /* What an op keeps for its backward pass beyond inputs, output and params. */
 typedef struct dp__saved {
     dp_tensor_t *tensor; /* a tensor of the tape (a workspace, statistics), or NULL */
     int relu_output;     /* the output passed through a fused ReLU */
 } dp__saved;
 /* dp__tape_record for an op that saves more (saved may be NULL). */
-int dp__tape_record_saved(const char *op, dp__backward_fn backward, dp_tensor_t *const *inputs,
+int dp__tape_record_saved(dp__op op, dp__backward_fn backward, dp_tensor_t *const *inputs,
                           int ninputs, dp_tensor_t *output, const dp__saved *saved,
                           const void *params, size_t params_size);
 

@@ -16,6 +16,7 @@
 
 #include "dp/tensor.h"
 #include "device/kernels.h"
+#include "device/op_list.h"
 #include "engine/stream.h"
 
 #include <pthread.h>
@@ -41,34 +42,22 @@ typedef struct dp__device_ops {
     int (*copy_to_host)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
     int (*copy_device)(dp_device_t *dev, void *dst, const void *src, size_t bytes);
 
-    /* Kernels, each enqueued on dev's stream (see device/kernels.h). */
-    int (*fill)(dp_device_t *dev, const dp__fill_args *a);
-    int (*conv2d_forward)(dp_device_t *dev, const dp__conv2d_args *a);
-    int (*conv2d_backward_data)(dp_device_t *dev, const dp__conv2d_args *a);
-    int (*conv2d_backward_weights)(dp_device_t *dev, const dp__conv2d_args *a);
-    int (*pool2d_forward)(dp_device_t *dev, const dp__pool2d_args *a);
-    int (*pool2d_backward)(dp_device_t *dev, const dp__pool2d_args *a);
-    int (*eltwise)(dp_device_t *dev, const dp__eltwise_args *a);
-    int (*dropout)(dp_device_t *dev, const dp__dropout_args *a);
-    int (*gemm)(dp_device_t *dev, const dp__gemm_args *a);
-    int (*bias_add)(dp_device_t *dev, const dp__bias_args *a);
-    int (*bias_grad)(dp_device_t *dev, const dp__bias_args *a);
-    int (*relayout)(dp_device_t *dev, const dp__relayout_args *a);
-    int (*cross_entropy_forward)(dp_device_t *dev, const dp__xent_args *a);
-    int (*cross_entropy_backward)(dp_device_t *dev, const dp__xent_args *a);
-    int (*accuracy)(dp_device_t *dev, const dp__accuracy_args *a);
-    int (*sgd)(dp_device_t *dev, const dp__sgd_args *a);
-    /* Optional (NULL: the op returns DP_ENOTSUP on this device). */
-    int (*batch_norm_forward)(dp_device_t *dev, const dp__batch_norm_args *a);
-    int (*batch_norm_backward)(dp_device_t *dev, const dp__batch_norm_args *a);
-    int (*adaptive_avg_pool_forward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
-    int (*adaptive_avg_pool_backward)(dp_device_t *dev, const dp__adaptive_pool_args *a);
-    int (*check_finite)(dp_device_t *dev, const dp__check_finite_args *a); /* NULL: unchecked */
+    /* Kernels, each enqueued on dev's stream (arguments: device/kernels.h):
+     * the slots of the op list (device/op_list.h), e.g.
+     *   int (*conv2d_forward)(dp_device_t *dev, const dp__conv2d_args *a);
+     * A slot that the list says a backend leaves out is NULL there (cast
+     * on CUDA): the op returns DP_ENOTSUP on that device. */
+    /* clang-format off */
+#define DP__SLOT(slot, args) int (*slot)(dp_device_t *dev, const args *a);
+#define DP__SLOT_LINE(name, args, kernels, backends, cost) \
+    DP__OP_SLOTS_##kernels(DP__SLOT, name, args)
+    /* clang-format on */
+    DP__OP_LIST(DP__SLOT_LINE)
+#undef DP__SLOT_LINE
+#undef DP__SLOT
     /* Whether batch_norm_forward fuses its ReLU keeping a mask in relu_ws
      * (device/kernels.h), so that the op layer need not mask dy. */
     bool bn_relu_workspace;
-    /* Backends with DP_DEVICE_BF16 (NULL elsewhere). */
-    int (*cast)(dp_device_t *dev, const dp__cast_args *a);
 
     /* Optional: whether kernels of `reader` may read the memory of `owner`,
      * another device of this backend (the same hardware, or a peer with

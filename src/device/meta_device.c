@@ -69,28 +69,21 @@ static int meta_copy(dp_device_t *dev, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-/* A kernel that runs nothing: the op has checked the shapes already. */
-#define META_KERNEL(name, args_type)                                                               \
-    static int meta_##name(dp_device_t *dev, const args_type *a)                                   \
-    {                                                                                              \
-        (void)dev;                                                                                 \
-        (void)a;                                                                                   \
-        return 0;                                                                                  \
+/* A kernel that runs nothing, for every slot of the op list: the op has
+ * checked the shapes already. */
+/* clang-format off */
+#define KERNEL(slot, args)                                   \
+    static int meta_##slot(dp_device_t *dev, const args *a) \
+    {                                                        \
+        (void)dev;                                           \
+        (void)a;                                             \
+        return 0;                                            \
     }
-META_KERNEL(fill, dp__fill_args)
-META_KERNEL(conv2d, dp__conv2d_args)
-META_KERNEL(pool2d, dp__pool2d_args)
-META_KERNEL(eltwise, dp__eltwise_args)
-META_KERNEL(dropout, dp__dropout_args)
-META_KERNEL(gemm, dp__gemm_args)
-META_KERNEL(bias, dp__bias_args)
-META_KERNEL(relayout, dp__relayout_args)
-META_KERNEL(xent, dp__xent_args)
-META_KERNEL(accuracy, dp__accuracy_args)
-META_KERNEL(sgd, dp__sgd_args)
-META_KERNEL(batch_norm, dp__batch_norm_args)
-META_KERNEL(adaptive_pool, dp__adaptive_pool_args)
-META_KERNEL(check_finite, dp__check_finite_args)
+#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args)
+DP__OP_LIST(LINE)
+#undef LINE
+#undef KERNEL
+/* clang-format on */
 
 const dp__device_ops dp__meta_ops = {
     .kind = "meta",
@@ -103,25 +96,11 @@ const dp__device_ops dp__meta_ops = {
     .copy_from_host = meta_copy,
     .copy_to_host = meta_copy,
     .copy_device = meta_copy,
-    .fill = meta_fill,
-    .conv2d_forward = meta_conv2d,
-    .conv2d_backward_data = meta_conv2d,
-    .conv2d_backward_weights = meta_conv2d,
-    .pool2d_forward = meta_pool2d,
-    .pool2d_backward = meta_pool2d,
-    .eltwise = meta_eltwise,
-    .dropout = meta_dropout,
-    .gemm = meta_gemm,
-    .bias_add = meta_bias,
-    .bias_grad = meta_bias,
-    .relayout = meta_relayout,
-    .cross_entropy_forward = meta_xent,
-    .cross_entropy_backward = meta_xent,
-    .accuracy = meta_accuracy,
-    .sgd = meta_sgd,
-    .batch_norm_forward = meta_batch_norm,
-    .batch_norm_backward = meta_batch_norm,
-    .adaptive_avg_pool_forward = meta_adaptive_pool,
-    .adaptive_avg_pool_backward = meta_adaptive_pool,
-    .check_finite = meta_check_finite,
+/* clang-format off */
+#define KERNEL(slot, args) .slot = meta_##slot,
+#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args)
+    DP__OP_LIST(LINE)
+#undef LINE
+#undef KERNEL
+    /* clang-format on */
 };

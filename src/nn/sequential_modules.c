@@ -5,58 +5,53 @@
 
 #include "core/internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-/* PyTorch's constructor arguments, in order, and how many are required. */
+/* PyTorch's constructor arguments, in order, of the modules whose lists
+ * are long or shared (the others' are on their line of the module list). */
 static const char *const conv_args[] = {
     "in_channels", "out_channels", "kernel_size", "stride",       "padding",
     "dilation",    "groups",       "bias",        "padding_mode", NULL};
-static const char *const linear_args[] = {"in_features", "out_features", "bias", NULL};
-static const char *const inplace_args[] = {"inplace", NULL};
-static const char *const no_args[] = {NULL};
 static const char *const max_pool_args[] = {"kernel_size",    "stride",    "padding", "dilation",
                                             "return_indices", "ceil_mode", NULL};
 static const char *const avg_pool_args[] = {
     "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override", NULL};
-static const char *const adaptive_args[] = {"output_size", NULL};
 static const char *const bn_args[] = {"num_features",        "eps", "momentum", "affine",
                                       "track_running_stats", NULL};
-static const char *const flatten_args[] = {"start_dim", "end_dim", NULL};
-static const char *const dropout_args[] = {"p", "inplace", NULL};
 
-static const struct module_info {
+typedef struct module_info module_info;
+typedef struct bound bound;
+
+/* A line of the module list (nn/module_list.h). */
+struct module_info {
     const char *name;
-    dp__seq_kind kind;
-    const char *const *args;
     int required;
-} modules[] = {
-    {"Conv2d", DP__SEQ_CONV2D, conv_args, 3},
-    {"Linear", DP__SEQ_LINEAR, linear_args, 2},
-    {"ReLU", DP__SEQ_RELU, inplace_args, 0},
-    {"Sigmoid", DP__SEQ_SIGMOID, no_args, 0},
-    {"Tanh", DP__SEQ_TANH, no_args, 0},
-    {"MaxPool2d", DP__SEQ_MAX_POOL2D, max_pool_args, 1},
-    {"AvgPool2d", DP__SEQ_AVG_POOL2D, avg_pool_args, 1},
-    {"AdaptiveAvgPool2d", DP__SEQ_ADAPTIVE_AVG_POOL2D, adaptive_args, 1},
-    {"BatchNorm2d", DP__SEQ_BATCH_NORM2D, bn_args, 1},
-    {"BatchNorm1d", DP__SEQ_BATCH_NORM1D, bn_args, 1},
-    {"Flatten", DP__SEQ_FLATTEN, flatten_args, 0},
-    {"Dropout", DP__SEQ_DROPOUT, dropout_args, 0},
+    const char *const *args;
+    /* Reads the bound arguments into l (the model's layer idx) and makes *sh
+     * the sample's shape after it; NULL: bind_op. */
+    int (*bind)(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh);
+    /* *y = the layer's output for x; NULL: op or op_number. */
+    int (*forward)(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                   dp_tensor_t **y);
+    int (*op)(dp_tensor_t **y, dp_tensor_t *x);
+    int (*op_number)(dp_tensor_t **y, dp_tensor_t *x, float number);
+    double number; /* op_number's argument when not given */
 };
 
 enum { MAX_BOUND = 10 };
 
 /* The arguments of one call by the module's argument order (NULL: not
  * given, PyTorch's default applies). */
-typedef struct bound {
-    const struct module_info *info;
+struct bound {
+    const module_info *info;
     const dp__seq_arg *v[MAX_BOUND];
     const dp__seq *s;
     const dp__seq_call *call;
-} bound;
+};
 
 static int bad(const bound *b, const char *fmt, ...)
 {
@@ -130,9 +125,13 @@ static int get_float(const bound *b, int j, double fallback, double lo, double h
     *out = (float)fallback;
     if (!a)
         return 0;
-    if (a->kind != DP__ARG_NUMBER || a->value < lo || a->value > hi)
+    if (a->kind != DP__ARG_NUMBER || a->value < lo || a->value > hi) {
+        if (lo <= -FLT_MAX && hi >= FLT_MAX) /* any float */
+            return bad(b, "%s: %s's '%s' must be a number", b->call->source, b->info->name,
+                       b->info->args[j]);
         return bad(b, "%s: %s's '%s' must be a number in [%g, %g]", b->call->source, b->info->name,
                    b->info->args[j], lo, hi);
+    }
     *out = (float)a->value;
     return 0;
 }
@@ -196,7 +195,7 @@ static int window_out(const bound *b, int64_t n, int64_t k, int64_t st, int64_t 
     return 0;
 }
 
-static int add_conv(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+static int bind_conv(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
 {
     int64_t cin, cout, kh, kw, sth, stw, ph, pw, dil, groups;
     bool bias;
@@ -230,7 +229,7 @@ static int add_conv(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_sha
     return 0;
 }
 
-static int add_linear(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+static int bind_linear(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
 {
     int64_t din, dout;
     bool bias;
@@ -254,9 +253,9 @@ static int add_linear(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_s
     return 0;
 }
 
-static int add_pool(bound *b, dp__seq_layer *l, dp__seq_shape *sh)
+static int bind_pool(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
 {
-    bool max = l->kind == DP__SEQ_MAX_POOL2D;
+    bool max = l->kind == DP__SEQ_MaxPool2d;
     int64_t kh, kw, sth, stw, ph, pw;
     DP_TRY(get_ints(b, 0, 0, 1, &kh, &kw));
     DP_TRY(get_ints(b, 1, 0, 1, &sth, &stw));
@@ -291,7 +290,7 @@ static int add_pool(bound *b, dp__seq_layer *l, dp__seq_shape *sh)
     return 0;
 }
 
-static int add_batch_norm(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+static int bind_batch_norm(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
 {
     int64_t c;
     bool flag;
@@ -302,7 +301,7 @@ static int add_batch_norm(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__s
     DP_TRY(only(b, 3, flag, "True"));
     DP_TRY(get_bool(b, 4, true, &flag));
     DP_TRY(only(b, 4, flag, "True"));
-    bool two_d = l->kind == DP__SEQ_BATCH_NORM2D;
+    bool two_d = l->kind == DP__SEQ_BatchNorm2d;
     if (two_d)
         DP_TRY(need_images(b, sh));
     else if (is_images(sh))
@@ -327,6 +326,124 @@ static int add_batch_norm(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__s
     return 0;
 }
 
+static int bind_adaptive_pool(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    int64_t v, v2;
+    DP_TRY(get_ints(b, 0, 1, 1, &v, &v2));
+    DP_TRY(need_images(b, sh));
+    l->out_h = (int)v;
+    l->out_w = (int)v2;
+    sh->h = v;
+    sh->w = v2;
+    return 0;
+}
+
+static int bind_flatten(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    int64_t start = 1;
+    if (b->v[0])
+        DP_TRY(get_ints(b, 0, 1, 1, &start, NULL));
+    if (b->v[1] && !(b->v[1]->kind == DP__ARG_NUMBER && b->v[1]->value == -1))
+        DP_TRY(only(b, 1, false, "-1"));
+    DP_TRY(only(b, 0, start == 1, "1"));
+    if (is_images(sh))
+        *sh = (dp__seq_shape){1, sh->c * sh->h * sh->w, 1, 1};
+    return 0;
+}
+
+static int bind_dropout(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    bool inplace;
+    DP_TRY(get_float(b, 0, 0.5, 0.0, 1.0, &l->number));
+    DP_TRY(get_bool(b, 1, false, &inplace));
+    l->dropout = s->ndropout++;
+    return 0;
+}
+
+/* The binding of a module without .bind, which runs op or op_number: its
+ * number (op_number's argument 0) is any float, and "inplace" is read and
+ * changes nothing (the op makes a new output either way). */
+static int bind_op(bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    bool inplace;
+    for (int j = 0; b->info->args[j]; j++)
+        if (strcmp(b->info->args[j], "inplace") == 0)
+            DP_TRY(get_bool(b, j, false, &inplace));
+    if (b->info->op_number)
+        DP_TRY(get_float(b, 0, b->info->number, -FLT_MAX, FLT_MAX, &l->number));
+    return 0;
+}
+
+static dp_tensor_t *param(dp_model_t *m, int i)
+{
+    return i >= 0 ? dp_params_get(dp_model_params(m), i) : NULL;
+}
+
+static int forward_conv(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                        dp_tensor_t **y)
+{
+    return dp_conv2d(y, x, param(m, l->weight), param(m, l->bias), &l->conv);
+}
+
+static int forward_linear(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                          dp_tensor_t **y)
+{
+    return dp_linear(y, x, param(m, l->weight), param(m, l->bias), DP_WEIGHT_OUT_IN);
+}
+
+static int forward_pool(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                        dp_tensor_t **y)
+{
+    return l->kind == DP__SEQ_MaxPool2d ? dp_max_pool2d(y, x, &l->pool)
+                                        : dp_avg_pool2d(y, x, &l->pool);
+}
+
+static int forward_adaptive_pool(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                                 dp_tensor_t **y)
+{
+    return dp_adaptive_avg_pool2d(y, x, l->out_h, l->out_w);
+}
+
+static int forward_batch_norm(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                              dp_tensor_t **y)
+{
+    dp_params_t *B = dp_model_buffers(m);
+    dp_batch_norm_params p;
+    dp_model_bn_params(m, l->bn, train, &p);
+    p.eps = l->eps;
+    p.momentum = l->momentum;
+    dp_tensor_t *w = param(m, l->weight), *b = param(m, l->bias);
+    dp_tensor_t *mean = dp_params_get(B, l->running_mean), *var = dp_params_get(B, l->running_var);
+    return l->kind == DP__SEQ_BatchNorm2d ? dp_batch_norm2d(y, x, w, b, mean, var, &p)
+                                          : dp_batch_norm1d(y, x, w, b, mean, var, &p);
+}
+
+static int forward_dropout(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                           dp_tensor_t **y)
+{
+    dp_dropout_params p;
+    dp_model_dropout_params(m, l->dropout, l->number, train, &p);
+    return dp_dropout(y, x, &p);
+}
+
+/* The module list's lines, by kind. */
+static const module_info modules[] = {
+#define MODULE(name_, required_, args_, ...)                                                       \
+    [DP__SEQ_##name_] = {.name = #name_, .required = required_, .args = args_, __VA_ARGS__},
+    DP__MODULE_LIST(MODULE)
+#undef MODULE
+};
+_Static_assert(DP_COUNTOF(modules) == DP__SEQ_COUNT, "a table line for every kind");
+
+/* "Conv2d, Linear, ...": the modules known, for an error message. */
+static void module_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < DP_COUNTOF(modules) && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", modules[i].name);
+}
+
 int dp__seq_add_layer(dp__seq *s, const dp__seq_call *call, dp__seq_shape *sh)
 {
     bound b = {.s = s, .call = call};
@@ -334,71 +451,23 @@ int dp__seq_add_layer(dp__seq *s, const dp__seq_call *call, dp__seq_shape *sh)
         if (strcmp(modules[i].name, call->module) == 0)
             b.info = &modules[i];
     if (!b.info) {
-        DP_ERROR("%s: line %d: unknown module '%s' (known: Conv2d, Linear, ReLU, Sigmoid, Tanh, "
-                 "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d, BatchNorm1d, Flatten, "
-                 "Dropout)",
-                 s->name, call->line, call->module);
+        char known[512];
+        module_names(known, sizeof known);
+        DP_ERROR("%s: line %d: unknown module '%s' (known: %s)", s->name, call->line, call->module,
+                 known);
         return DP_EFORMAT;
     }
     DP_TRY(bind(&b));
     int idx = s->nlayers;
     dp__seq_layer *l = &s->layers[idx];
-    *l = (dp__seq_layer){.kind = b.info->kind,
+    *l = (dp__seq_layer){.kind = (dp__seq_kind)(b.info - modules),
                          .weight = -1,
                          .bias = -1,
                          .running_mean = -1,
                          .running_var = -1,
                          .bn = -1,
                          .dropout = -1};
-    bool flag;
-    int64_t v, v2;
-    switch (l->kind) {
-    case DP__SEQ_CONV2D:
-        DP_TRY(add_conv(&b, s, l, idx, sh));
-        break;
-    case DP__SEQ_LINEAR:
-        DP_TRY(add_linear(&b, s, l, idx, sh));
-        break;
-    case DP__SEQ_RELU:
-        DP_TRY(get_bool(&b, 0, false, &flag)); /* inplace: no difference here */
-        break;
-    case DP__SEQ_SIGMOID:
-    case DP__SEQ_TANH:
-        break;
-    case DP__SEQ_MAX_POOL2D:
-    case DP__SEQ_AVG_POOL2D:
-        DP_TRY(add_pool(&b, l, sh));
-        break;
-    case DP__SEQ_ADAPTIVE_AVG_POOL2D:
-        DP_TRY(get_ints(&b, 0, 1, 1, &v, &v2));
-        DP_TRY(need_images(&b, sh));
-        l->out_h = (int)v;
-        l->out_w = (int)v2;
-        sh->h = v;
-        sh->w = v2;
-        break;
-    case DP__SEQ_BATCH_NORM2D:
-    case DP__SEQ_BATCH_NORM1D:
-        DP_TRY(add_batch_norm(&b, s, l, idx, sh));
-        break;
-    case DP__SEQ_FLATTEN: {
-        int64_t start = 1, end = -1;
-        if (b.v[0])
-            DP_TRY(get_ints(&b, 0, 1, 1, &start, NULL));
-        if (b.v[1] && !(b.v[1]->kind == DP__ARG_NUMBER && b.v[1]->value == -1))
-            DP_TRY(only(&b, 1, false, "-1"));
-        DP_TRY(only(&b, 0, start == 1, "1"));
-        (void)end;
-        if (is_images(sh))
-            *sh = (dp__seq_shape){1, sh->c * sh->h * sh->w, 1, 1};
-        break;
-    }
-    case DP__SEQ_DROPOUT:
-        DP_TRY(get_float(&b, 0, 0.5, 0.0, 1.0, &l->prob));
-        DP_TRY(get_bool(&b, 1, false, &flag));
-        l->dropout = s->ndropout++;
-        break;
-    }
+    DP_TRY((b.info->bind ? b.info->bind : bind_op)(&b, s, l, idx, sh));
     if (sh->c > (int64_t)1 << 31 || sh->h * sh->w > (int64_t)1 << 31)
         return bad(&b, "%s gives a sample too large to train", call->source);
     s->nlayers++;
@@ -408,45 +477,10 @@ int dp__seq_add_layer(dp__seq *s, const dp__seq_call *call, dp__seq_shape *sh)
 int dp__seq_layer_forward(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
                           dp_tensor_t **y)
 {
-    dp_params_t *P = dp_model_params(m);
-    dp_tensor_t *w = l->weight >= 0 ? dp_params_get(P, l->weight) : NULL;
-    dp_tensor_t *b = l->bias >= 0 ? dp_params_get(P, l->bias) : NULL;
-    switch (l->kind) {
-    case DP__SEQ_CONV2D:
-        return dp_conv2d(y, x, w, b, &l->conv);
-    case DP__SEQ_LINEAR:
-        return dp_linear(y, x, w, b, DP_WEIGHT_OUT_IN);
-    case DP__SEQ_RELU:
-        return dp_relu(y, x);
-    case DP__SEQ_SIGMOID:
-        return dp_sigmoid(y, x);
-    case DP__SEQ_TANH:
-        return dp_tanh(y, x);
-    case DP__SEQ_MAX_POOL2D:
-        return dp_max_pool2d(y, x, &l->pool);
-    case DP__SEQ_AVG_POOL2D:
-        return dp_avg_pool2d(y, x, &l->pool);
-    case DP__SEQ_ADAPTIVE_AVG_POOL2D:
-        return dp_adaptive_avg_pool2d(y, x, l->out_h, l->out_w);
-    case DP__SEQ_BATCH_NORM2D:
-    case DP__SEQ_BATCH_NORM1D: {
-        dp_params_t *B = dp_model_buffers(m);
-        dp_batch_norm_params p;
-        dp_model_bn_params(m, l->bn, train, &p);
-        p.eps = l->eps;
-        p.momentum = l->momentum;
-        dp_tensor_t *mean = dp_params_get(B, l->running_mean),
-                    *var = dp_params_get(B, l->running_var);
-        return l->kind == DP__SEQ_BATCH_NORM2D ? dp_batch_norm2d(y, x, w, b, mean, var, &p)
-                                               : dp_batch_norm1d(y, x, w, b, mean, var, &p);
-    }
-    case DP__SEQ_FLATTEN:
-        return dp_flatten(y, x);
-    case DP__SEQ_DROPOUT: {
-        dp_dropout_params p;
-        dp_model_dropout_params(m, l->dropout, l->prob, train, &p);
-        return dp_dropout(y, x, &p);
-    }
-    }
-    return DP_EINVAL;
+    const module_info *info = &modules[l->kind];
+    if (info->forward)
+        return info->forward(l, m, x, train, y);
+    if (info->op_number)
+        return info->op_number(y, x, l->number);
+    return info->op(y, x);
 }

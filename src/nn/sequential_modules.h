@@ -3,22 +3,18 @@
 #ifndef DP_NN_SEQUENTIAL_MODULES_H
 #define DP_NN_SEQUENTIAL_MODULES_H
 
+#include "nn/module_list.h"
 #include "nn/sequential.h"
 
+/* The kind of a layer: its line in the module list. */
+/* clang-format off */
 typedef enum dp__seq_kind {
-    DP__SEQ_CONV2D,
-    DP__SEQ_LINEAR,
-    DP__SEQ_RELU,
-    DP__SEQ_SIGMOID,
-    DP__SEQ_TANH,
-    DP__SEQ_MAX_POOL2D,
-    DP__SEQ_AVG_POOL2D,
-    DP__SEQ_ADAPTIVE_AVG_POOL2D,
-    DP__SEQ_BATCH_NORM2D,
-    DP__SEQ_BATCH_NORM1D,
-    DP__SEQ_FLATTEN,
-    DP__SEQ_DROPOUT,
+#define DP__SEQ_KIND(name, required, args, ...) DP__SEQ_##name,
+    DP__MODULE_LIST(DP__SEQ_KIND)
+#undef DP__SEQ_KIND
+    DP__SEQ_COUNT
 } dp__seq_kind;
+/* clang-format on */
 
 /* One layer: indices into the model's parameters (-1: none) and buffers,
  * its batch norm or dropout number, and its settings. */
@@ -30,7 +26,7 @@ typedef struct dp__seq_layer {
     dp_conv2d_params conv;
     dp_pool2d_params pool;
     int out_h, out_w;    /* AdaptiveAvgPool2d */
-    float prob;          /* Dropout */
+    float number;        /* its number argument: Dropout's p, an op_number's */
     float eps, momentum; /* batch norm */
 } dp__seq_layer;
 

@@ -10,24 +10,32 @@
 #include "nn/model.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 enum { BATCH = 2 }; /* two samples: batch norm's unbiased variance needs two */
 
-/* FLOPs of a node for the whole batch: 2 per multiply-add where the op is a
- * product with a weight, else one per output element. */
+/* FLOPs of a node for the whole batch, by its op's cost rule in the op
+ * list (device/op_list.h): 2 per multiply-add where the op is a product
+ * with a weight, else one per output element. */
 static int64_t node_flops(const dp__node *node)
 {
     const dp_tensor_t *y = node->output;
     int64_t out = dp_tensor_numel(y);
-    if (strncmp(node->op, "conv2d", 6) == 0 && node->ninputs >= 2) {
-        const dp_tensor_t *w = node->inputs[1]; /* (K, C, R, S) */
-        int64_t per_out = dp_tensor_numel(w) / dp_tensor_dim(w, 0);
-        return 2 * out * per_out;
-    }
-    if (strcmp(node->op, "linear") == 0 && node->ninputs >= 2) {
-        const dp_tensor_t *x = node->inputs[0]; /* (N, D_in) */
-        return 2 * out * dp_tensor_dim(x, dp_tensor_ndim(x) - 1);
+    switch (dp__op_cost_rule(node->op)) {
+    case DP__COST_CONV:
+        if (node->ninputs >= 2) {
+            const dp_tensor_t *w = node->inputs[1]; /* (K, C, R, S) */
+            return 2 * out * (dp_tensor_numel(w) / dp_tensor_dim(w, 0));
+        }
+        break;
+    case DP__COST_MATMUL:
+        if (node->ninputs >= 2) {
+            const dp_tensor_t *x = node->inputs[0]; /* (N, D_in) */
+            return 2 * out * dp_tensor_dim(x, dp_tensor_ndim(x) - 1);
+        }
+        break;
+    case DP__COST_ELEMENTS:
+    case DP__COST_NONE:
+        break;
     }
     return out;
 }
@@ -111,7 +119,7 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     for (size_t i = 0; rc == 0 && i < tape->nnodes; i++) {
         const dp__node *node = &tape->nodes[i];
         dp_layer_summary *r = &(*rows)[(*n)++];
-        snprintf(r->op, sizeof r->op, "%s", node->op);
+        snprintf(r->op, sizeof r->op, "%s", dp__op_name(node->op));
         r->ndim = dp_tensor_ndim(node->output);
         for (int d = 0; d < r->ndim; d++)
             r->shape[d] = d == 0 ? 1 : dp_tensor_dim(node->output, d);

@@ -62,7 +62,7 @@ static int adaptive_backward(dp__node *node)
 
 int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out_w)
 {
-    static const char op[] = "adaptive_avg_pool2d";
+    const char *op = dp__op_name(DP__OP_adaptive_avg_pool2d);
     char xs[64];
     DP_TRY(dp__check_rank(op, "input", x, 4));
     if (out_h <= 0 || out_w <= 0) {
@@ -105,7 +105,8 @@ int dp_adaptive_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, int out_h, int out
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
         adaptive_node an = {tiles};
-        DP_TRY(dp__tape_record(op, adaptive_backward, &x, 1, y, &an, sizeof an));
+        DP_TRY(dp__tape_record(DP__OP_adaptive_avg_pool2d, adaptive_backward, &x, 1, y, &an,
+                               sizeof an));
     }
     *out = y;
     return 0;

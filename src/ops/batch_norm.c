@@ -109,10 +109,11 @@ static int check_vector(const char *op, const char *what, const dp_tensor_t *v, 
 }
 
 /* x (N, C, H, W) for batch_norm2d, (N, C) or (N, C, L) for batch_norm1d. */
-static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma,
+static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma,
                       dp_tensor_t *beta, dp_tensor_t *running_mean, dp_tensor_t *running_var,
                       const dp_batch_norm_params *params)
 {
+    const char *op = dp__op_name(id);
     char xs[64];
     dp_batch_norm_params p = params ? *params : (dp_batch_norm_params){0};
     if (p.momentum == 0.0f)
@@ -195,7 +196,7 @@ static int batch_norm(const char *op, dp_tensor_t **out, dp_tensor_t *x, dp_tens
     if (record) {
         bn_node bn = {p, relu_ws};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
-        DP_TRY(dp__tape_record_saved(op, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
+        DP_TRY(dp__tape_record_saved(id, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }
     *out = y;
     return 0;
@@ -205,15 +206,15 @@ int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                     dp_tensor_t *running_mean, dp_tensor_t *running_var,
                     const dp_batch_norm_params *p)
 {
-    DP_TRY(dp__check_rank("batch_norm2d", "input", x, 4));
-    return batch_norm("batch_norm2d", y, x, gamma, beta, running_mean, running_var, p);
+    DP_TRY(dp__check_rank(dp__op_name(DP__OP_batch_norm2d), "input", x, 4));
+    return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var, p);
 }
 
 int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
                     dp_tensor_t *running_mean, dp_tensor_t *running_var,
                     const dp_batch_norm_params *p)
 {
-    static const char op[] = "batch_norm1d";
+    const char *op = dp__op_name(DP__OP_batch_norm1d);
     char xs[64];
     DP_TRY(dp__check_rank(op, "input", x, -1));
     if (x->ndim != 2 && x->ndim != 3) {
@@ -221,5 +222,5 @@ int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                  dp_tensor_shape_str(x, xs, sizeof xs));
         return DP_ESHAPE;
     }
-    return batch_norm(op, y, x, gamma, beta, running_mean, running_var, p);
+    return batch_norm(DP__OP_batch_norm1d, y, x, gamma, beta, running_mean, running_var, p);
 }

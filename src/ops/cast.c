@@ -8,7 +8,7 @@
 static int cast_into(dp_tensor_t *dst, const dp_tensor_t *src)
 {
     dp_device_t *dev = src->dev;
-    if (!dev->ops->cast) {
+    if (!(dev->caps & DP_DEVICE_BF16) || !dev->ops->cast) {
         DP_ERROR("cast: %s has no bf16 tensors", dev->name);
         return DP_ENOTSUP;
     }
@@ -46,7 +46,7 @@ int dp_cast(dp_tensor_t **out, dp_tensor_t *x, dp_dtype dtype)
     DP_TRY(cast_into(y, x));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1))
-        DP_TRY(dp__tape_record("cast", cast_backward, &x, 1, y, NULL, 0));
+        DP_TRY(dp__tape_record(DP__OP_cast, cast_backward, &x, 1, y, NULL, 0));
     *out = y;
     return 0;
 }

@@ -73,7 +73,7 @@ static int conv2d_backward(dp__node *node)
 int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
               const dp_conv2d_params *params)
 {
-    static const char op[] = "conv2d";
+    const char *op = dp__op_name(DP__OP_conv2d);
     char xs[64], ws[64];
     dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
     if (p.stride_h == 0)
@@ -129,7 +129,8 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     if (dp__tape_needs_grad(ts, 3)) {
         conv_node cn = {p, prec, a.algo};
         dp__saved saved = {.relu_output = p.relu};
-        DP_TRY(dp__tape_record_saved(op, conv2d_backward, ts, 3, y, &saved, &cn, sizeof cn));
+        DP_TRY(dp__tape_record_saved(DP__OP_conv2d, conv2d_backward, ts, 3, y, &saved, &cn,
+                                     sizeof cn));
     }
     *out = y;
     return 0;

@@ -57,7 +57,7 @@ int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels
     dp_tensor_t *ts[] = {logits, labels};
     if (dp__tape_needs_grad(ts, 1)) {
         xent_node xn = {reduction};
-        DP_TRY(dp__tape_record("cross_entropy", xent_backward, ts, 2, loss, &xn, sizeof xn));
+        DP_TRY(dp__tape_record(DP__OP_cross_entropy, xent_backward, ts, 2, loss, &xn, sizeof xn));
     }
     *out = loss;
     return 0;

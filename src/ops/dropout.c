@@ -59,7 +59,7 @@ static int dropout_backward(dp__node *node)
 
 int dp_dropout(dp_tensor_t **out, dp_tensor_t *x, const dp_dropout_params *p)
 {
-    static const char op[] = "dropout";
+    const char *op = dp__op_name(DP__OP_dropout);
     DP_TRY(dp__check_rank(op, "input", x, -1));
     if (!p) {
         DP_ERROR("%s: parameters are NULL", op);
@@ -103,7 +103,7 @@ int dp_dropout(dp_tensor_t **out, dp_tensor_t *x, const dp_dropout_params *p)
     DP_TRY(apply(&dn, x, y));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1))
-        DP_TRY(dp__tape_record(op, dropout_backward, &x, 1, y, &dn, sizeof dn));
+        DP_TRY(dp__tape_record(DP__OP_dropout, dropout_backward, &x, 1, y, &dn, sizeof dn));
     *out = y;
     return 0;
 }

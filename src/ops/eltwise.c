@@ -29,9 +29,10 @@ static int activation_backward(dp__node *node)
 
 /* y = f(x) for a function whose gradient follows from y alone (relu's
  * too: y > 0 exactly where x > 0). */
-static int activation(dp_tensor_t **out, dp_tensor_t *x, const char *op, dp__eltwise_op forward,
+static int activation(dp_tensor_t **out, dp_tensor_t *x, dp__op id, dp__eltwise_op forward,
                       dp__eltwise_op backward)
 {
+    const char *op = dp__op_name(id);
     DP_TRY(dp__check_rank(op, "input", x, -1));
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc_like(&y, x));
@@ -44,7 +45,7 @@ static int activation(dp_tensor_t **out, dp_tensor_t *x, const char *op, dp__elt
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
         activation_node an = {backward};
-        DP_TRY(dp__tape_record(op, activation_backward, &x, 1, y, &an, sizeof an));
+        DP_TRY(dp__tape_record(id, activation_backward, &x, 1, y, &an, sizeof an));
     }
     *out = y;
     return 0;
@@ -52,17 +53,17 @@ static int activation(dp_tensor_t **out, dp_tensor_t *x, const char *op, dp__elt
 
 int dp_relu(dp_tensor_t **y, dp_tensor_t *x)
 {
-    return activation(y, x, "relu", DP__ELT_RELU, DP__ELT_RELU_BACKWARD);
+    return activation(y, x, DP__OP_relu, DP__ELT_RELU, DP__ELT_RELU_BACKWARD);
 }
 
 int dp_sigmoid(dp_tensor_t **y, dp_tensor_t *x)
 {
-    return activation(y, x, "sigmoid", DP__ELT_SIGMOID, DP__ELT_SIGMOID_BACKWARD);
+    return activation(y, x, DP__OP_sigmoid, DP__ELT_SIGMOID, DP__ELT_SIGMOID_BACKWARD);
 }
 
 int dp_tanh(dp_tensor_t **y, dp_tensor_t *x)
 {
-    return activation(y, x, "tanh", DP__ELT_TANH, DP__ELT_TANH_BACKWARD);
+    return activation(y, x, DP__OP_tanh, DP__ELT_TANH, DP__ELT_TANH_BACKWARD);
 }
 
 /* Copies g into the gradient of x (same layout by construction). */
@@ -98,7 +99,7 @@ static int add_backward(dp__node *node)
  * never read again (add's backward needs none, relu's reads y). */
 static int add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
 {
-    static const char op[] = "add";
+    const char *op = dp__op_name(DP__OP_add);
     char as[64], bs[64];
     DP_TRY(dp__check_rank(op, "a", a, -1));
     DP_TRY(dp__check_rank(op, "b", b, a->ndim));
@@ -134,10 +135,10 @@ static int add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
     if (dp__tape_needs_grad(ts, 2)) {
         if (relu)
             DP_TRY(dp__tape_view(&z, y));
-        DP_TRY(dp__tape_record(op, add_backward, ts, 2, relu ? z : y, NULL, 0));
+        DP_TRY(dp__tape_record(DP__OP_add, add_backward, ts, 2, relu ? z : y, NULL, 0));
         if (relu) {
             activation_node an = {DP__ELT_RELU_BACKWARD};
-            DP_TRY(dp__tape_record("relu", activation_backward, &z, 1, y, &an, sizeof an));
+            DP_TRY(dp__tape_record(DP__OP_relu, activation_backward, &z, 1, y, &an, sizeof an));
         }
     }
     *out = y;

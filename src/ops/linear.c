@@ -72,7 +72,7 @@ static int linear_backward(dp__node *node)
 int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
               dp_weight_layout layout)
 {
-    static const char op[] = "linear";
+    const char *op = dp__op_name(DP__OP_linear);
     char xs[64], ws[64];
     DP_TRY(dp__check_rank(op, "input", x, 2));
     DP_TRY(dp__check_rank(op, "weight", w, 2));
@@ -124,7 +124,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
         linear_node ln = {layout, prec};
-        DP_TRY(dp__tape_record(op, linear_backward, ts, 3, y, &ln, sizeof ln));
+        DP_TRY(dp__tape_record(DP__OP_linear, linear_backward, ts, 3, y, &ln, sizeof ln));
     }
     *out = y;
     return 0;

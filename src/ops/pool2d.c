@@ -53,7 +53,8 @@ static int pool2d_backward(dp__node *node)
 static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *params,
                   dp__pool_kind kind)
 {
-    const char *op = kind == DP__POOL_MAX ? "max_pool2d" : "avg_pool2d";
+    dp__op id = kind == DP__POOL_MAX ? DP__OP_max_pool2d : DP__OP_avg_pool2d;
+    const char *op = dp__op_name(id);
     char xs[64];
     DP_TRY(dp__check_rank(op, "input", x, 4));
     if (!params || params->kernel_h <= 0 || params->kernel_w <= 0) {
@@ -101,7 +102,7 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
     if (dp__tape_needs_grad(&x, 1)) {
         pool_node pn = {kind, p};
         dp__saved saved = {.tensor = ws};
-        DP_TRY(dp__tape_record_saved(op, pool2d_backward, &x, 1, y, &saved, &pn, sizeof pn));
+        DP_TRY(dp__tape_record_saved(id, pool2d_backward, &x, 1, y, &saved, &pn, sizeof pn));
     }
     *out = y;
     return 0;

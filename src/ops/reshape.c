@@ -54,7 +54,7 @@ int dp_reshape(dp_tensor_t **out, dp_tensor_t *x, int ndim, const int64_t *shape
     DP_TRY(copy_or_relayout(y, x, 0, x->shape));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1))
-        DP_TRY(dp__tape_record("reshape", reshape_backward, &x, 1, y, NULL, 0));
+        DP_TRY(dp__tape_record(DP__OP_reshape, reshape_backward, &x, 1, y, NULL, 0));
     *out = y;
     return 0;
 }

@@ -90,7 +90,7 @@ int dp_scatter(dp_tensor_t **chunks, int *nchunks, dp_tensor_t *x, dp_device_t *
         DP_TRY(dp__copy_between(piece, 0, x, (size_t)offset * rb, (size_t)sizes[k] * rb));
         if (dp__tape_needs_grad(&x, 1)) {
             piece_node pn = {offset};
-            DP_TRY(dp__tape_record("scatter", piece_backward, &x, 1, piece, &pn, sizeof pn));
+            DP_TRY(dp__tape_record(DP__OP_scatter, piece_backward, &x, 1, piece, &pn, sizeof pn));
         }
         chunks[k] = piece;
         offset += sizes[k];
@@ -148,7 +148,8 @@ int dp_gather(dp_tensor_t **out, dp_tensor_t *const *xs, int n, dp_device_t *dst
     for (int k = 0; k < n; k++) {
         if (dp__tape_needs_grad(&xs[k], 1)) {
             piece_node pn = {offset};
-            DP_TRY(dp__tape_record("gather", gather_piece_backward, &xs[k], 1, y, &pn, sizeof pn));
+            DP_TRY(dp__tape_record(DP__OP_gather, gather_piece_backward, &xs[k], 1, y, &pn,
+                                   sizeof pn));
         }
         offset += dp_tensor_dim(xs[k], 0);
     }

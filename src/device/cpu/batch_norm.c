@@ -25,49 +25,22 @@ typedef struct bn_key {
     float eps;
 } bn_key;
 
-typedef struct bn_prim {
-    dnnl_primitive_t prim;
-    dnnl_memory_t m_ws; /* the fused ReLU's mask, or NULL */
-    size_t ws_bytes;
-    /* data: src, dst (forward) or diff_dst, diff_src (backward); per
-     * channel: mean, variance, scale, shift, diff_scale, diff_shift */
-    dnnl_memory_t m_src, m_dst, m_diff_dst, m_diff_src;
-    dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_diff_scale, m_diff_shift;
-} bn_prim;
+/* The memory objects of a batch normalization primitive: data src, dst
+ * (forward) or diff_dst, diff_src (backward); per channel mean, variance,
+ * scale, shift, diff_scale, diff_shift. */
+enum { SRC, DST, DIFF_DST, DIFF_SRC, MEAN, VAR, SCALE, SHIFT, DIFF_SCALE, DIFF_SHIFT, NMEMS };
 
-static void bn_prim_destroy(void *p)
+static int bn_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd, dnnl_memory_desc_t *mds,
+                 int *n)
 {
-    bn_prim *c = p;
-    if (c->prim)
-        dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->m_src,        c->m_dst,        c->m_diff_dst, c->m_diff_src,
-                            c->m_mean,       c->m_var,        c->m_scale,    c->m_shift,
-                            c->m_diff_scale, c->m_diff_shift, c->m_ws};
-    for (size_t i = 0; i < DP_COUNTOF(mems); i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    dp__free(c);
-}
-
-static int create_memories(dp__cpu *cpu, bn_prim *c, const dnnl_memory_desc_t *data,
-                           const dnnl_memory_desc_t *stat)
-{
-    dnnl_memory_t *data_mems[] = {&c->m_src, &c->m_dst, &c->m_diff_dst, &c->m_diff_src};
-    dnnl_memory_t *stat_mems[] = {&c->m_mean,  &c->m_var,        &c->m_scale,
-                                  &c->m_shift, &c->m_diff_scale, &c->m_diff_shift};
-    for (size_t i = 0; i < DP_COUNTOF(data_mems); i++)
-        DP_DNNL_CHECK(dnnl_memory_create(data_mems[i], data, cpu->engine, DNNL_MEMORY_NONE));
-    for (size_t i = 0; i < DP_COUNTOF(stat_mems); i++)
-        DP_DNNL_CHECK(dnnl_memory_create(stat_mems[i], stat, cpu->engine, DNNL_MEMORY_NONE));
-    return 0;
-}
-
-static int build(dp__cpu *cpu, const bn_key *k, bn_prim **out)
-{
+    const bn_key *k = key;
     dnnl_memory_desc_t data, stat;
     dnnl_dims_t xd = {k->x[0], k->x[1], k->x[2], k->x[3]}, cd = {k->x[1]};
     dnnl_memory_desc_init_by_tag(&data, 4, xd, k->type, k->nhwc ? dnnl_acdb : dnnl_abcd);
     dnnl_memory_desc_init_by_tag(&stat, 1, cd, dnnl_f32, dnnl_a);
+    for (int i = 0; i < NMEMS; i++)
+        mds[i] = i <= DIFF_SRC ? data : stat;
+    *n = NMEMS;
     /* Eval normalises with the running statistics, and its backward pass
      * treats them as constants: both are oneDNN's global statistics. */
     unsigned flags = dnnl_use_scale | dnnl_use_shift;
@@ -79,65 +52,19 @@ static int build(dp__cpu *cpu, const bn_key *k, bn_prim **out)
     dnnl_prop_kind_t prop =
         k->training || k->backward ? dnnl_forward_training : dnnl_forward_inference;
     dnnl_batch_normalization_desc_t fdesc, bdesc;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
     DP_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&fdesc, prop, &data, k->eps, flags));
-    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success) {
-        if (k->type != dnnl_f32)
-            return DP_ENOTSUP; /* the caller converts */
-        DP_ERROR("oneDNN: cannot create batch normalization primitive");
-        return DP_EDEVICE;
-    }
-    if (k->backward) {
-        dnnl_status_t st = dnnl_batch_normalization_backward_desc_init(&bdesc, dnnl_backward, &data,
-                                                                       &data, k->eps, flags);
-        if (st == dnnl_success)
-            st = dnnl_primitive_desc_create(&pd, &bdesc, NULL, cpu->engine, fwd);
-        if (st != dnnl_success) {
-            dnnl_primitive_desc_destroy(fwd);
-            DP_ERROR("oneDNN: batch normalization backward primitive: status %d", (int)st);
-            return DP_EDEVICE;
-        }
-    } else {
-        pd = fwd;
-        fwd = NULL;
-    }
-    bn_prim *c = dp__calloc(1, sizeof *c);
-    int rc = c ? 0 : DP_ENOMEM;
-    if (rc == 0)
-        rc = create_memories(cpu, c, &data, &stat);
-    const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
-    if (rc == 0 && ws && dnnl_memory_desc_get_size(ws) > 0) {
-        c->ws_bytes = dnnl_memory_desc_get_size(ws);
-        if (c->ws_bytes > (size_t)(k->x[0] * k->x[1] * k->x[2] * k->x[3])) {
-            DP_ERROR("oneDNN: batch normalization's ReLU mask of %zu bytes exceeds one a value",
-                     c->ws_bytes);
-            rc = DP_EDEVICE;
-        } else if (dnnl_memory_create(&c->m_ws, ws, cpu->engine, DNNL_MEMORY_NONE) !=
-                   dnnl_success) {
-            rc = DP_EDEVICE;
-        }
-    }
-    if (rc == 0 && dnnl_primitive_create(&c->prim, pd) != dnnl_success) {
-        DP_ERROR("oneDNN: cannot create batch normalization primitive");
-        rc = DP_EDEVICE;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    if (fwd)
-        dnnl_primitive_desc_destroy(fwd);
-    if (rc < 0) {
-        if (c)
-            bn_prim_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return 0;
+    if (k->backward)
+        DP_DNNL_CHECK(dnnl_batch_normalization_backward_desc_init(&bdesc, dnnl_backward, &data,
+                                                                  &data, k->eps, flags));
+    return dp__cpu_pass_pd(cpu, &fdesc, k->backward ? &bdesc : NULL, NULL, k->type,
+                           "batch normalization", pd);
 }
 
 /* The primitive for a's pass in its dtype, or NULL when oneDNN has none for
  * bf16 here. */
-static int lookup(dp_device_t *dev, int backward, const dp__batch_norm_args *a, bn_prim **out)
+static int lookup(dp_device_t *dev, int backward, const dp__batch_norm_args *a,
+                  dp__cpu_primitive **out)
 {
-    dp__cpu *cpu = dev->impl;
     bn_key k;
     memset(&k, 0, sizeof k);
     k.backward = backward;
@@ -150,17 +77,12 @@ static int lookup(dp_device_t *dev, int backward, const dp__batch_norm_args *a, 
     k.nhwc = a->x.nhwc && a->x.shape[1] > 1;
     memcpy(k.x, a->x.shape, sizeof k.x);
     k.eps = a->eps;
-    bn_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
-    if (!c) {
-        int rc = build(cpu, &k, &c);
-        if (rc == DP_ENOTSUP) {
-            *out = NULL;
-            return 0;
-        }
-        DP_TRY(rc);
-        DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, bn_prim_destroy));
+    DP_TRY(dp__cpu_primitive_get(dev->impl, &k, sizeof k, bn_pd, out));
+    if (*out && (*out)->ws_bytes > (size_t)(k.x[0] * k.x[1] * k.x[2] * k.x[3])) {
+        DP_ERROR("oneDNN: batch normalization's ReLU mask of %zu bytes exceeds one a value",
+                 (*out)->ws_bytes);
+        return DP_EDEVICE;
     }
-    *out = c;
     return 0;
 }
 
@@ -309,7 +231,7 @@ static int run_forward(void *p, void *ctx)
 {
     dp__batch_norm_args *a = p;
     dp_device_t *dev = ctx;
-    bn_prim *c;
+    dp__cpu_primitive *c;
     if (a->sync && a->training) {
         /* Normalise with the group's statistics, given to oneDNN as
          * global statistics (the eval primitive). */
@@ -321,15 +243,16 @@ static int run_forward(void *p, void *ctx)
         given.save_mean = NULL;
         DP_TRY(lookup(dev, 0, &given, &c));
         a = &given;
-        dnnl_memory_set_data_handle(c->m_src, a->x.data);
-        dnnl_memory_set_data_handle(c->m_dst, a->y.data);
-        dnnl_memory_set_data_handle(c->m_scale, (void *)a->gamma);
-        dnnl_memory_set_data_handle(c->m_shift, (void *)a->beta);
-        dnnl_memory_set_data_handle(c->m_mean, a->running_mean);
-        dnnl_memory_set_data_handle(c->m_var, a->running_var);
-        dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, c->m_src},     {DNNL_ARG_DST, c->m_dst},
-                                   {DNNL_ARG_SCALE, c->m_scale}, {DNNL_ARG_SHIFT, c->m_shift},
-                                   {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var}};
+        dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
+        dnnl_memory_set_data_handle(c->mem[DST], a->y.data);
+        dnnl_memory_set_data_handle(c->mem[SCALE], (void *)a->gamma);
+        dnnl_memory_set_data_handle(c->mem[SHIFT], (void *)a->beta);
+        dnnl_memory_set_data_handle(c->mem[MEAN], a->running_mean);
+        dnnl_memory_set_data_handle(c->mem[VAR], a->running_var);
+        dnnl_exec_arg_t args[6] = {
+            {DNNL_ARG_SRC, c->mem[SRC]},     {DNNL_ARG_DST, c->mem[DST]},
+            {DNNL_ARG_SCALE, c->mem[SCALE]}, {DNNL_ARG_SHIFT, c->mem[SHIFT]},
+            {DNNL_ARG_MEAN, c->mem[MEAN]},   {DNNL_ARG_VARIANCE, c->mem[VAR]}};
         DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 6, args));
         if (a->relu)
             relu_in_place(a->y.data, a->y.dtype, numel4(a->x.shape));
@@ -344,22 +267,22 @@ static int run_forward(void *p, void *ctx)
         return 0;
     }
     int64_t C = a->x.shape[1];
-    dnnl_memory_set_data_handle(c->m_src, a->x.data);
-    dnnl_memory_set_data_handle(c->m_dst, a->y.data);
-    dnnl_memory_set_data_handle(c->m_scale, (void *)a->gamma);
-    dnnl_memory_set_data_handle(c->m_shift, (void *)a->beta);
+    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
+    dnnl_memory_set_data_handle(c->mem[DST], a->y.data);
+    dnnl_memory_set_data_handle(c->mem[SCALE], (void *)a->gamma);
+    dnnl_memory_set_data_handle(c->mem[SHIFT], (void *)a->beta);
     /* Training: the batch statistics are outputs; eval: the running ones
      * are inputs. */
-    dnnl_memory_set_data_handle(c->m_mean, a->training ? a->save_mean : a->running_mean);
-    dnnl_memory_set_data_handle(c->m_var, a->training ? a->save_var : a->running_var);
-    dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, c->m_src},     {DNNL_ARG_DST, c->m_dst},
-                               {DNNL_ARG_SCALE, c->m_scale}, {DNNL_ARG_SHIFT, c->m_shift},
-                               {DNNL_ARG_MEAN, c->m_mean},   {DNNL_ARG_VARIANCE, c->m_var},
-                               {DNNL_ARG_WORKSPACE, c->m_ws}};
-    if (c->m_ws)
-        dnnl_memory_set_data_handle(c->m_ws, a->relu_ws);
+    dnnl_memory_set_data_handle(c->mem[MEAN], a->training ? a->save_mean : a->running_mean);
+    dnnl_memory_set_data_handle(c->mem[VAR], a->training ? a->save_var : a->running_var);
+    dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, c->mem[SRC]},     {DNNL_ARG_DST, c->mem[DST]},
+                               {DNNL_ARG_SCALE, c->mem[SCALE]}, {DNNL_ARG_SHIFT, c->mem[SHIFT]},
+                               {DNNL_ARG_MEAN, c->mem[MEAN]},   {DNNL_ARG_VARIANCE, c->mem[VAR]},
+                               {DNNL_ARG_WORKSPACE, c->ws}};
+    if (c->ws)
+        dnnl_memory_set_data_handle(c->ws, a->relu_ws);
     DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 7 : 6, args));
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 7 : 6, args));
     if (a->relu && !(a->relu_ws || !a->training))
         relu_in_place(a->y.data, a->y.dtype, numel4(a->x.shape));
     if (a->training) {
@@ -375,7 +298,7 @@ static int run_backward(void *p, void *ctx)
 {
     dp__batch_norm_args *a = p;
     dp_device_t *dev = ctx;
-    bn_prim *c;
+    dp__cpu_primitive *c;
     if (a->sync && a->training)
         return sync_backward(a);
     DP_TRY(lookup(dev, 1, a, &c));
@@ -386,31 +309,31 @@ static int run_backward(void *p, void *ctx)
         dp__cpu_bf16_from_f32(a->dx.data, f.dx.data, numel4(a->dx.shape));
         return 0;
     }
-    dnnl_memory_set_data_handle(c->m_src, a->x.data);
-    dnnl_memory_set_data_handle(c->m_diff_dst, a->dy.data);
-    dnnl_memory_set_data_handle(c->m_diff_src, a->dx.data);
-    dnnl_memory_set_data_handle(c->m_mean, a->save_mean);
-    dnnl_memory_set_data_handle(c->m_var, a->save_var);
-    dnnl_memory_set_data_handle(c->m_scale, (void *)a->gamma);
-    dnnl_memory_set_data_handle(c->m_shift, (void *)a->beta);
-    dnnl_memory_set_data_handle(c->m_diff_scale, a->dgamma);
-    dnnl_memory_set_data_handle(c->m_diff_shift, a->dbeta);
+    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
+    dnnl_memory_set_data_handle(c->mem[DIFF_DST], a->dy.data);
+    dnnl_memory_set_data_handle(c->mem[DIFF_SRC], a->dx.data);
+    dnnl_memory_set_data_handle(c->mem[MEAN], a->save_mean);
+    dnnl_memory_set_data_handle(c->mem[VAR], a->save_var);
+    dnnl_memory_set_data_handle(c->mem[SCALE], (void *)a->gamma);
+    dnnl_memory_set_data_handle(c->mem[SHIFT], (void *)a->beta);
+    dnnl_memory_set_data_handle(c->mem[DIFF_SCALE], a->dgamma);
+    dnnl_memory_set_data_handle(c->mem[DIFF_SHIFT], a->dbeta);
     /* oneDNN 2.6 checks that the shift is given to the backward pass too,
      * though no gradient depends on it. */
-    dnnl_exec_arg_t args[10] = {{DNNL_ARG_SRC, c->m_src},
-                                {DNNL_ARG_DIFF_DST, c->m_diff_dst},
-                                {DNNL_ARG_MEAN, c->m_mean},
-                                {DNNL_ARG_VARIANCE, c->m_var},
-                                {DNNL_ARG_SCALE, c->m_scale},
-                                {DNNL_ARG_SHIFT, c->m_shift},
-                                {DNNL_ARG_DIFF_SRC, c->m_diff_src},
-                                {DNNL_ARG_DIFF_SCALE, c->m_diff_scale},
-                                {DNNL_ARG_DIFF_SHIFT, c->m_diff_shift}};
-    if (c->m_ws)
-        dnnl_memory_set_data_handle(c->m_ws, a->relu_ws);
-    args[9] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, c->m_ws};
+    dnnl_exec_arg_t args[10] = {{DNNL_ARG_SRC, c->mem[SRC]},
+                                {DNNL_ARG_DIFF_DST, c->mem[DIFF_DST]},
+                                {DNNL_ARG_MEAN, c->mem[MEAN]},
+                                {DNNL_ARG_VARIANCE, c->mem[VAR]},
+                                {DNNL_ARG_SCALE, c->mem[SCALE]},
+                                {DNNL_ARG_SHIFT, c->mem[SHIFT]},
+                                {DNNL_ARG_DIFF_SRC, c->mem[DIFF_SRC]},
+                                {DNNL_ARG_DIFF_SCALE, c->mem[DIFF_SCALE]},
+                                {DNNL_ARG_DIFF_SHIFT, c->mem[DIFF_SHIFT]}};
+    if (c->ws)
+        dnnl_memory_set_data_handle(c->ws, a->relu_ws);
+    args[9] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, c->ws};
     DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 10 : 9, args));
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 10 : 9, args));
     return 0;
 }
 

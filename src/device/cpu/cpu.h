@@ -67,6 +67,36 @@ void dp__cpu_destroy_nothing(void *value);
 #define dp__cpu_push(dev, fn, args, size)                                                          \
     (dp__stream_push_named((dev)->stream, fn, __FILE__ ":" #fn, args, size), 0)
 
+/* A oneDNN primitive of a kernel, as dp__cpu_primitive_get makes and caches
+ * it: the primitive, memory objects for the descriptions its pd function
+ * gave (mem[i]; each execution points them at the call's tensors with
+ * dnnl_memory_set_data_handle), and its workspace, when it has one. */
+#define DP__CPU_PRIM_MEMS 10
+typedef struct dp__cpu_primitive {
+    dnnl_primitive_t prim;
+    dnnl_memory_t mem[DP__CPU_PRIM_MEMS];
+    dnnl_memory_t ws; /* NULL: no workspace */
+    size_t ws_bytes;
+} dp__cpu_primitive;
+/* Makes the primitive descriptor for a cache key (*pd), and the memory
+ * descriptions mds[0..*n) of the memory objects the kernel executes it
+ * with; DP_ENOTSUP when oneDNN has no kernel for the key's type here. */
+typedef int (*dp__cpu_pd_fn)(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
+                             dnnl_memory_desc_t *mds, int *n);
+/* The cached primitive for `key` (zero it before filling it: its bytes are
+ * compared), made through make_pd the first time: *out, or NULL (and 0)
+ * when make_pd says DP_ENOTSUP, the caller then converting to f32. */
+int dp__cpu_primitive_get(dp__cpu *cpu, const void *key, size_t key_size, dp__cpu_pd_fn make_pd,
+                          dp__cpu_primitive **out);
+/* The primitive descriptor of one pass: of fwd_desc (a oneDNN op
+ * descriptor such as dnnl_pooling_v2_desc_t, with attr, which may be NULL),
+ * or, when bwd_desc is given, of bwd_desc with that forward one as its
+ * hint. A pass of a `type` other than f32 that oneDNN lacks here is
+ * DP_ENOTSUP, not logged; other failures are logged, naming `what`. */
+int dp__cpu_pass_pd(dp__cpu *cpu, const void *fwd_desc, const void *bwd_desc,
+                    const_dnnl_primitive_attr_t attr, dnnl_data_type_t type, const char *what,
+                    dnnl_primitive_desc_t *pd);
+
 /* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
 void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);
 /* oneDNN's data type for a dtype. */
@@ -103,28 +133,16 @@ int dp__cpu_descs_as_f32(dp__cpu *cpu, dp__tdesc *const *t, int n, unsigned inpu
  * into scratch `slot`; NULL when that memory cannot be had. */
 const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 
-/* Kernel entries, one file per op family. */
-int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cpu_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cpu_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cpu_eltwise(dp_device_t *dev, const dp__eltwise_args *a);
-int dp__cpu_dropout(dp_device_t *dev, const dp__dropout_args *a);
-int dp__cpu_gemm(dp_device_t *dev, const dp__gemm_args *a);
-int dp__cpu_bias_add(dp_device_t *dev, const dp__bias_args *a);
-int dp__cpu_bias_grad(dp_device_t *dev, const dp__bias_args *a);
-int dp__cpu_relayout(dp_device_t *dev, const dp__relayout_args *a);
-int dp__cpu_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cpu_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cpu_accuracy(dp_device_t *dev, const dp__accuracy_args *a);
-int dp__cpu_sgd(dp_device_t *dev, const dp__sgd_args *a);
-int dp__cpu_check_finite(dp_device_t *dev, const dp__check_finite_args *a);
-int dp__cpu_fill(dp_device_t *dev, const dp__fill_args *a);
-int dp__cpu_cast(dp_device_t *dev, const dp__cast_args *a);
-int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cpu_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cpu_adaptive_avg_pool_forward(dp_device_t *dev, const dp__adaptive_pool_args *a);
-int dp__cpu_adaptive_avg_pool_backward(dp_device_t *dev, const dp__adaptive_pool_args *a);
+/* Kernel entries, one file per op family: dp__cpu_<slot> for each slot of
+ * the op list (device/op_list.h) that names the CPU, e.g.
+ *   int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a); */
+/* clang-format off */
+#define DP__CPU_KERNEL(slot, args) int dp__cpu_##slot(dp_device_t *dev, const args *a);
+#define DP__CPU_LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cpu, DP__CPU_KERNEL, name, args, kernels, backends)
+DP__OP_LIST(DP__CPU_LINE)
+#undef DP__CPU_LINE
+#undef DP__CPU_KERNEL
+/* clang-format on */
 
 #endif

@@ -299,27 +299,14 @@ const dp__device_ops dp__cpu_ops = {
     .copy_from_host = cpu_copy,
     .copy_to_host = cpu_copy,
     .copy_device = cpu_copy,
-    .fill = dp__cpu_fill,
-    .cast = dp__cpu_cast,
     .bn_relu_workspace = true,
-    .conv2d_forward = dp__cpu_conv2d_forward,
-    .conv2d_backward_data = dp__cpu_conv2d_backward_data,
-    .conv2d_backward_weights = dp__cpu_conv2d_backward_weights,
-    .pool2d_forward = dp__cpu_pool2d_forward,
-    .pool2d_backward = dp__cpu_pool2d_backward,
-    .eltwise = dp__cpu_eltwise,
-    .dropout = dp__cpu_dropout,
-    .gemm = dp__cpu_gemm,
-    .bias_add = dp__cpu_bias_add,
-    .bias_grad = dp__cpu_bias_grad,
-    .relayout = dp__cpu_relayout,
-    .cross_entropy_forward = dp__cpu_cross_entropy_forward,
-    .cross_entropy_backward = dp__cpu_cross_entropy_backward,
-    .accuracy = dp__cpu_accuracy,
-    .sgd = dp__cpu_sgd,
-    .check_finite = dp__cpu_check_finite,
-    .batch_norm_forward = dp__cpu_batch_norm_forward,
-    .batch_norm_backward = dp__cpu_batch_norm_backward,
-    .adaptive_avg_pool_forward = dp__cpu_adaptive_avg_pool_forward,
-    .adaptive_avg_pool_backward = dp__cpu_adaptive_avg_pool_backward,
+/* Every slot of the op list that names the CPU: dp__cpu_<slot>. */
+/* clang-format off */
+#define KERNEL(slot, args) .slot = dp__cpu_##slot,
+#define LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cpu, KERNEL, name, args, kernels, backends)
+    DP__OP_LIST(LINE)
+#undef LINE
+#undef KERNEL
+    /* clang-format on */
 };

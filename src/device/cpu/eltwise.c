@@ -27,112 +27,51 @@ typedef struct act_key {
     float alpha;
 } act_key;
 
-typedef struct act_prim {
-    dnnl_primitive_t prim;
-    dnnl_memory_t m_a, m_b, m_out;
-} act_prim;
+/* The memory objects of an elementwise primitive. Forward: A = src, OUT =
+ * dst. Backward (from dst, the saved output): A = diff_dst, B = dst, OUT =
+ * diff_src. Add: A and B the sources. */
+enum { MEM_A, MEM_B, MEM_OUT };
 
-static void act_prim_destroy(void *p)
+/* The primitive descriptor of k, or DP_ENOTSUP when oneDNN has none for
+ * its type here. */
+static int act_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd, dnnl_memory_desc_t *mds,
+                  int *n)
 {
-    act_prim *c = p;
-    if (c->prim)
-        dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->m_a, c->m_b, c->m_out};
-    for (size_t i = 0; i < DP_COUNTOF(mems); i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    dp__free(c);
-}
-
-/* The primitive descriptor of k, or a status other than success when oneDNN
- * has none for its type here. */
-static dnnl_status_t act_pd(dp__cpu *cpu, const act_key *k, const dnnl_memory_desc_t *md,
-                            dnnl_primitive_desc_t *pd)
-{
-    dnnl_status_t st;
+    const act_key *k = key;
+    dnnl_memory_desc_t *md = &mds[MEM_A];
+    dnnl_dims_t dims = {k->n};
+    dnnl_memory_desc_init_by_tag(md, 1, dims, k->type, dnnl_a);
+    mds[MEM_B] = mds[MEM_OUT] = *md;
+    *n = 3;
     if (k->kind == ELT_BINARY_ADD || k->kind == ELT_BINARY_ADD_RELU) {
         /* the ReLU after the sum as the binary primitive's post-op */
         dnnl_binary_desc_t bdesc;
         dnnl_primitive_attr_t attr = NULL;
         dnnl_post_ops_t ops = NULL;
-        st = dnnl_binary_desc_init(&bdesc, dnnl_binary_add, md, md, md);
+        dnnl_status_t st = dnnl_binary_desc_init(&bdesc, dnnl_binary_add, md, md, md);
         if (st == dnnl_success && k->kind == ELT_BINARY_ADD_RELU &&
             (st = dnnl_primitive_attr_create(&attr)) == dnnl_success &&
             (st = dnnl_post_ops_create(&ops)) == dnnl_success &&
             (st = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0, 0)) == dnnl_success)
             st = dnnl_primitive_attr_set_post_ops(attr, ops);
-        if (st == dnnl_success)
-            st = dnnl_primitive_desc_create(pd, &bdesc, attr, cpu->engine, NULL);
+        int rc = st == dnnl_success
+                     ? dp__cpu_pass_pd(cpu, &bdesc, NULL, attr, k->type, "binary", pd)
+                     : DP_EDEVICE;
         if (ops)
             dnnl_post_ops_destroy(ops);
         if (attr)
             dnnl_primitive_attr_destroy(attr);
-        return st;
-    }
-    dnnl_eltwise_desc_t fdesc, bdesc;
-    dnnl_primitive_desc_t fwd = NULL;
-    st = dnnl_eltwise_forward_desc_init(&fdesc, dnnl_forward_training, k->alg, md, k->alpha, 0);
-    if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL);
-    if (st != dnnl_success || k->kind == ELT_FORWARD) {
-        *pd = fwd;
-        return st;
-    }
-    st = dnnl_eltwise_backward_desc_init(&bdesc, k->alg, md, md, k->alpha, 0);
-    if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(pd, &bdesc, NULL, cpu->engine, fwd);
-    dnnl_primitive_desc_destroy(fwd);
-    return st;
-}
-
-/* Forward: m_a = src, m_out = dst. Backward (from dst, the saved output):
- * m_a = diff_dst, m_b = dst, m_out = diff_src. Add: m_a, m_b the sources. */
-static int act_build(dp__cpu *cpu, const act_key *k, act_prim **out)
-{
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {k->n};
-    dnnl_memory_desc_init_by_tag(&md, 1, dims, k->type, dnnl_a);
-    dnnl_primitive_desc_t pd;
-    if (act_pd(cpu, k, &md, &pd) != dnnl_success) {
-        if (k->type != dnnl_f32)
-            return DP_ENOTSUP; /* bf16 on a CPU without it: the caller does without */
-        DP_ERROR("oneDNN: cannot create an elementwise primitive of %lld floats", (long long)k->n);
-        return DP_EDEVICE;
-    }
-    act_prim *c = dp__calloc(1, sizeof *c);
-    int rc = c ? 0 : DP_ENOMEM;
-    if (c && (dnnl_memory_create(&c->m_a, &md, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-              dnnl_memory_create(&c->m_b, &md, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-              dnnl_memory_create(&c->m_out, &md, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-              dnnl_primitive_create(&c->prim, pd) != dnnl_success)) {
-        DP_ERROR("oneDNN: cannot create eltwise primitive");
-        rc = DP_EDEVICE;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    if (rc < 0) {
-        if (c)
-            act_prim_destroy(c);
+        if (st != dnnl_success)
+            DP_ERROR("oneDNN: cannot describe a binary add: status %d", (int)st);
         return rc;
     }
-    *out = c;
-    return 0;
-}
-
-/* The primitive for k, or NULL (and 0) when oneDNN has none for its type. */
-static int act_lookup(dp__cpu *cpu, const act_key *k, act_prim **out)
-{
-    act_prim *c = dp__cpu_prim_find(cpu, k, sizeof *k);
-    if (!c) {
-        int rc = act_build(cpu, k, &c);
-        if (rc == DP_ENOTSUP && k->type != dnnl_f32) {
-            *out = NULL;
-            return 0;
-        }
-        DP_TRY(rc);
-        DP_TRY(dp__cpu_prim_put(cpu, k, sizeof *k, c, act_prim_destroy));
-    }
-    *out = c;
-    return 0;
+    dnnl_eltwise_desc_t fdesc, bdesc;
+    DP_DNNL_CHECK(
+        dnnl_eltwise_forward_desc_init(&fdesc, dnnl_forward_training, k->alg, md, k->alpha, 0));
+    if (k->kind == ELT_BACKWARD)
+        DP_DNNL_CHECK(dnnl_eltwise_backward_desc_init(&bdesc, k->alg, md, md, k->alpha, 0));
+    return dp__cpu_pass_pd(cpu, &fdesc, k->kind == ELT_BACKWARD ? &bdesc : NULL, NULL, k->type,
+                           "elementwise", pd);
 }
 
 /* The primitive's key for op a; false for an op with none (copy). */
@@ -177,35 +116,35 @@ static bool key_of(const dp__eltwise_args *a, act_key *k)
 static int run_primitive(const dp__eltwise_args *a, dp__cpu *cpu, bool *done)
 {
     act_key k;
-    act_prim *c = NULL;
+    dp__cpu_primitive *c = NULL;
     *done = false;
     if (!key_of(a, &k))
         return 0;
-    DP_TRY(act_lookup(cpu, &k, &c));
+    DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, act_pd, &c));
     if (!c)
         return 0;
     dnnl_exec_arg_t args[3];
     if (k.kind == ELT_BINARY_ADD || k.kind == ELT_BINARY_ADD_RELU) {
         /* accumulate: out = out + a, in place on the first source */
         bool acc = a->op == DP__ELT_ACCUMULATE;
-        dnnl_memory_set_data_handle(c->m_a, acc ? a->out : (void *)a->a);
-        dnnl_memory_set_data_handle(c->m_b, acc ? (void *)a->a : (void *)a->b);
-        dnnl_memory_set_data_handle(c->m_out, a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, c->m_a};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, c->m_b};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_out};
+        dnnl_memory_set_data_handle(c->mem[MEM_A], acc ? a->out : (void *)a->a);
+        dnnl_memory_set_data_handle(c->mem[MEM_B], acc ? (void *)a->a : (void *)a->b);
+        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, c->mem[MEM_A]};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, c->mem[MEM_B]};
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_OUT]};
     } else if (k.kind == ELT_BACKWARD) {
-        dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
-        dnnl_memory_set_data_handle(c->m_b, (void *)a->b);
-        dnnl_memory_set_data_handle(c->m_out, a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->m_a};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_b};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->m_out};
+        dnnl_memory_set_data_handle(c->mem[MEM_A], (void *)a->a);
+        dnnl_memory_set_data_handle(c->mem[MEM_B], (void *)a->b);
+        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->mem[MEM_A]};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_B]};
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->mem[MEM_OUT]};
     } else {
-        dnnl_memory_set_data_handle(c->m_a, (void *)a->a);
-        dnnl_memory_set_data_handle(c->m_out, a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->m_a};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->m_out};
+        dnnl_memory_set_data_handle(c->mem[MEM_A], (void *)a->a);
+        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->mem[MEM_A]};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_OUT]};
     }
     DP_DNNL_CHECK(
         dnnl_primitive_execute(c->prim, cpu->stream, k.kind == ELT_FORWARD ? 2 : 3, args));

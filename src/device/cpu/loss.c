@@ -1,19 +1,9 @@
 /* Softmax cross-entropy and argmax accuracy on the CPU. The loss is summed in
  * double so that a sum over a large batch does not lose small terms. */
 #include "device/cpu/cpu.h"
+#include "device/logsumexp.h"
 
 #include <math.h>
-
-static double row_logsumexp(const float *z, int64_t k)
-{
-    float m = z[0];
-    for (int64_t j = 1; j < k; j++)
-        m = z[j] > m ? z[j] : m;
-    double s = 0.0;
-    for (int64_t j = 0; j < k; j++)
-        s += exp((double)(z[j] - m));
-    return (double)m + log(s);
-}
 
 static int run_xent_forward(void *p, void *ctx)
 {
@@ -28,7 +18,7 @@ static int run_xent_forward(void *p, void *ctx)
                      (long long)a->k - 1);
             return DP_EINVAL;
         }
-        total += row_logsumexp(z, a->k) - (double)z[y];
+        total += dp__row_logsumexp(z, a->k) - (double)z[y];
     }
     if (a->mean && a->n > 0)
         total /= (double)a->n;
@@ -51,7 +41,7 @@ static int run_xent_backward(void *p, void *ctx)
     for (int64_t i = 0; i < a->n; i++) {
         const float *z = a->logits + i * a->k;
         float *dz = a->dlogits + i * a->k;
-        double lse = row_logsumexp(z, a->k);
+        double lse = dp__row_logsumexp(z, a->k);
         for (int64_t j = 0; j < a->k; j++)
             dz[j] = g * (float)exp((double)z[j] - lse);
         dz[a->labels[i]] -= g;

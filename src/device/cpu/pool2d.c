@@ -15,32 +15,21 @@ typedef struct pool_key {
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 } pool_key;
 
-typedef struct pool_prim {
-    dnnl_primitive_t prim;
-    dnnl_memory_t m_src, m_dst, m_ws;
-    size_t ws_bytes;
-} pool_prim;
+/* The memory objects of a pooling primitive: src and dst forward, diff_src
+ * and diff_dst backward. */
+enum { SRC, DST };
 
-static void pool_prim_destroy(void *p)
+static int pool_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
+                   dnnl_memory_desc_t *mds, int *n)
 {
-    pool_prim *c = p;
-    if (c->prim)
-        dnnl_primitive_destroy(c->prim);
-    dnnl_memory_t mems[] = {c->m_src, c->m_dst, c->m_ws};
-    for (size_t i = 0; i < DP_COUNTOF(mems); i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    dp__free(c);
-}
-
-static int build(dp__cpu *cpu, const pool_key *k, pool_prim **out)
-{
-    dnnl_memory_desc_t x, y;
+    const pool_key *k = key;
+    dnnl_memory_desc_t *x = &mds[SRC], *y = &mds[DST];
     dnnl_format_tag_t tag = k->nhwc ? dnnl_acdb : dnnl_abcd;
     dnnl_dims_t xd = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t yd = {k->y[0], k->y[1], k->y[2], k->y[3]};
-    dnnl_memory_desc_init_by_tag(&x, 4, xd, k->type, tag);
-    dnnl_memory_desc_init_by_tag(&y, 4, yd, k->type, tag);
+    dnnl_memory_desc_init_by_tag(x, 4, xd, k->type, tag);
+    dnnl_memory_desc_init_by_tag(y, 4, yd, k->type, tag);
+    *n = 2;
     dnnl_dims_t strides = {k->stride_h, k->stride_w}, kernel = {k->kernel_h, k->kernel_w};
     dnnl_dims_t dil = {0, 0}, pad_l = {k->pad_h, k->pad_w};
     dnnl_dims_t pad_r = {(k->y[2] - 1) * k->stride_h + k->kernel_h - k->x[2] - k->pad_h,
@@ -48,66 +37,19 @@ static int build(dp__cpu *cpu, const pool_key *k, pool_prim **out)
     dnnl_alg_kind_t alg =
         k->kind == DP__POOL_MAX ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
     dnnl_pooling_v2_desc_t fdesc, bdesc;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
-    DP_DNNL_CHECK(dnnl_pooling_v2_forward_desc_init(&fdesc, dnnl_forward_training, alg, &x, &y,
+    DP_DNNL_CHECK(dnnl_pooling_v2_forward_desc_init(&fdesc, dnnl_forward_training, alg, x, y,
                                                     strides, kernel, dil, pad_l, pad_r));
-    if (dnnl_primitive_desc_create(&fwd, &fdesc, NULL, cpu->engine, NULL) != dnnl_success) {
-        if (k->type != dnnl_f32)
-            return DP_ENOTSUP; /* the caller converts */
-        DP_ERROR("oneDNN: cannot create pooling primitive");
-        return DP_EDEVICE;
-    }
-    if (k->backward) {
-        dnnl_status_t st = dnnl_pooling_v2_backward_desc_init(&bdesc, alg, &x, &y, strides, kernel,
-                                                              dil, pad_l, pad_r);
-        if (st == dnnl_success)
-            st = dnnl_primitive_desc_create(&pd, &bdesc, NULL, cpu->engine, fwd);
-        if (st != dnnl_success) {
-            dnnl_primitive_desc_destroy(fwd);
-            DP_ERROR("oneDNN: pooling backward primitive: status %d", (int)st);
-            return DP_EDEVICE;
-        }
-    } else {
-        pd = fwd;
-        fwd = NULL;
-    }
-    pool_prim *c = dp__calloc(1, sizeof *c);
-    int rc = c ? 0 : DP_ENOMEM;
-    const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
-    if (c) {
-        c->ws_bytes = ws ? dnnl_memory_desc_get_size(ws) : 0;
-        if (dnnl_memory_create(&c->m_src, &x, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&c->m_dst, &y, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            (c->ws_bytes &&
-             dnnl_memory_create(&c->m_ws, ws, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success) ||
-            dnnl_primitive_create(&c->prim, pd) != dnnl_success) {
-            DP_ERROR("oneDNN: cannot create pooling primitive");
-            rc = DP_EDEVICE;
-        }
-    }
-    int64_t y_numel = k->y[0] * k->y[1] * k->y[2] * k->y[3];
-    if (rc == 0 && c->ws_bytes > (size_t)y_numel * 4) {
-        DP_ERROR("oneDNN: pooling workspace of %zu bytes exceeds 4 per output", c->ws_bytes);
-        rc = DP_EDEVICE;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    if (fwd)
-        dnnl_primitive_desc_destroy(fwd);
-    if (rc < 0) {
-        if (c)
-            pool_prim_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return 0;
+    if (k->backward)
+        DP_DNNL_CHECK(dnnl_pooling_v2_backward_desc_init(&bdesc, alg, x, y, strides, kernel, dil,
+                                                         pad_l, pad_r));
+    return dp__cpu_pass_pd(cpu, &fdesc, k->backward ? &bdesc : NULL, NULL, k->type, "pooling", pd);
 }
 
 /* The primitive for the pass over a's tensors in `type`, or NULL when
  * oneDNN has none for bf16 here. */
 static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, dnnl_data_type_t type,
-                  pool_prim **out)
+                  dp__cpu_primitive **out)
 {
-    dp__cpu *cpu = dev->impl;
     pool_key k;
     memset(&k, 0, sizeof k);
     k.backward = backward;
@@ -122,17 +64,12 @@ static int lookup(dp_device_t *dev, int backward, const dp__pool2d_args *a, dnnl
     k.stride_w = a->stride_w;
     k.pad_h = a->pad_h;
     k.pad_w = a->pad_w;
-    pool_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
-    if (!c) {
-        int rc = build(cpu, &k, &c);
-        if (rc == DP_ENOTSUP) {
-            *out = NULL;
-            return 0;
-        }
-        DP_TRY(rc);
-        DP_TRY(dp__cpu_prim_put(cpu, &k, sizeof k, c, pool_prim_destroy));
+    DP_TRY(dp__cpu_primitive_get(dev->impl, &k, sizeof k, pool_pd, out));
+    int64_t y_numel = k.y[0] * k.y[1] * k.y[2] * k.y[3];
+    if (*out && (*out)->ws_bytes > (size_t)y_numel * 4) {
+        DP_ERROR("oneDNN: pooling workspace of %zu bytes exceeds 4 per output", (*out)->ws_bytes);
+        return DP_EDEVICE;
     }
-    *out = c;
     return 0;
 }
 
@@ -156,7 +93,7 @@ static int run_forward(void *p, void *ctx)
 {
     dp__pool2d_args *a = p;
     dp_device_t *dev = ctx;
-    pool_prim *c;
+    dp__cpu_primitive *c;
     DP_TRY(lookup(dev, 0, a, dp__cpu_dnnl_type(a->x.dtype), &c));
     if (!c) {
         dp__pool2d_args f;
@@ -165,14 +102,14 @@ static int run_forward(void *p, void *ctx)
         dp__cpu_bf16_from_f32(a->y.data, f.y.data, numel4(a->y.shape));
         return 0;
     }
-    dnnl_memory_set_data_handle(c->m_src, a->x.data);
-    dnnl_memory_set_data_handle(c->m_dst, a->y.data);
+    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
+    dnnl_memory_set_data_handle(c->mem[DST], a->y.data);
     dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, c->m_src}, {DNNL_ARG_DST, c->m_dst}, {DNNL_ARG_WORKSPACE, c->m_ws}};
-    if (c->m_ws)
-        dnnl_memory_set_data_handle(c->m_ws, a->workspace);
+        {DNNL_ARG_SRC, c->mem[SRC]}, {DNNL_ARG_DST, c->mem[DST]}, {DNNL_ARG_WORKSPACE, c->ws}};
+    if (c->ws)
+        dnnl_memory_set_data_handle(c->ws, a->workspace);
     DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 3 : 2, args));
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 3 : 2, args));
     return 0;
 }
 
@@ -244,7 +181,7 @@ static void avg_backward_masked(const dp__pool2d_args *a)
             LOAD(mask[i]) > 0.0f ? dx[i] : STORE(0.0f);                                            \
     } while (0)
 
-static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, pool_prim *c);
+static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, dp__cpu_primitive *c);
 
 static int run_backward(void *p, void *ctx)
 {
@@ -255,7 +192,7 @@ static int run_backward(void *p, void *ctx)
         avg_backward_masked(a);
         return 0;
     }
-    pool_prim *c;
+    dp__cpu_primitive *c;
     DP_TRY(lookup(dev, 1, a, dp__cpu_dnnl_type(a->dx.dtype), &c));
     if (!c) {
         dp__pool2d_args f;
@@ -276,17 +213,17 @@ static int run_backward(void *p, void *ctx)
     return 0;
 }
 
-static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, pool_prim *c)
+static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, dp__cpu_primitive *c)
 {
-    dnnl_memory_set_data_handle(c->m_src, a->dx.data);
-    dnnl_memory_set_data_handle(c->m_dst, a->dy.data);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, c->m_dst},
-                               {DNNL_ARG_DIFF_SRC, c->m_src},
-                               {DNNL_ARG_WORKSPACE, c->m_ws}};
-    if (c->m_ws)
-        dnnl_memory_set_data_handle(c->m_ws, a->workspace);
+    dnnl_memory_set_data_handle(c->mem[SRC], a->dx.data);
+    dnnl_memory_set_data_handle(c->mem[DST], a->dy.data);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, c->mem[DST]},
+                               {DNNL_ARG_DIFF_SRC, c->mem[SRC]},
+                               {DNNL_ARG_WORKSPACE, c->ws}};
+    if (c->ws)
+        dnnl_memory_set_data_handle(c->ws, a->workspace);
     DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->m_ws ? 3 : 2, args));
+        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 3 : 2, args));
     return 0;
 }
 

@@ -92,8 +92,8 @@ __global__ void backward_kernel(const float *dy, float *dx, const float *mask, i
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward(const dp__adaptive_pool_args *a,
-                                                          cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward_launch(const dp__adaptive_pool_args *a,
+                                                                 cudaStream_t stream)
 {
     const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
     forward_kernel<<<dp_cuda::blocks_for(y[0] * y[1] * y[2] * y[3]), 256, 0, stream>>>(
@@ -102,8 +102,8 @@ extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward(const dp__adaptive_poo
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_adaptive_avg_pool_backward(const dp__adaptive_pool_args *a,
-                                                           cudaStream_t stream)
+extern "C" cudaError_t
+dp__cuda_adaptive_avg_pool_backward_launch(const dp__adaptive_pool_args *a, cudaStream_t stream)
 {
     const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
     backward_kernel<<<dp_cuda::blocks_for(x[0] * x[1] * x[2] * x[3]), 256, 0, stream>>>(

@@ -62,11 +62,11 @@ static int forward(dp__cuda *cu, const dp__batch_norm_args *a, const bn_descs *d
     }
     if (a->relu)
         DP_TRY(dp__cuda_launched(
-            dp__cuda_eltwise(&(dp__eltwise_args){.op = DP__ELT_RELU,
-                                                 .a = a->y.data,
-                                                 .out = a->y.data,
-                                                 .n = dp__numel(4, a->x.shape)},
-                             cu->stream),
+            dp__cuda_eltwise_launch(&(dp__eltwise_args){.op = DP__ELT_RELU,
+                                                        .a = a->y.data,
+                                                        .out = a->y.data,
+                                                        .n = dp__numel(4, a->x.shape)},
+                                    cu->stream),
             "batch_norm relu"));
     return 0;
 }

@@ -220,7 +220,7 @@ static int relayout(dp__cuda *cu, const float *src, float *dst, const int64_t *s
                            .dst = {.data = dst, .ndim = 4, .nhwc = !src_nhwc}};
     memcpy(a.src.shape, shape, sizeof a.src.shape);
     memcpy(a.dst.shape, shape, sizeof a.dst.shape);
-    return dp__cuda_launched(dp__cuda_relayout(&a, cu->stream), "conv2d relayout");
+    return dp__cuda_launched(dp__cuda_relayout_launch(&a, cu->stream), "conv2d relayout");
 }
 
 /* Everything one call needs: the descriptors, the algorithm entry, and the
@@ -399,11 +399,11 @@ static int run_forward(void *p, void *ctx)
         rc = execute(cu, &c);
     int64_t rows = a->y.shape[0] * a->y.shape[2] * a->y.shape[3], K = a->y.shape[1];
     if (rc == 0 && a->b.data)
-        rc = dp__cuda_launched(dp__cuda_bias_add(c.y, a->b.data, rows, K, cu->stream),
+        rc = dp__cuda_launched(dp__cuda_bias_add_launch(c.y, a->b.data, rows, K, cu->stream),
                                "conv2d bias");
     if (rc == 0 && a->fuse_relu)
         rc = dp__cuda_launched(
-            dp__cuda_eltwise(
+            dp__cuda_eltwise_launch(
                 &(dp__eltwise_args){.op = DP__ELT_RELU, .a = c.y, .out = c.y, .n = rows * K},
                 cu->stream),
             "conv2d relu");
@@ -447,7 +447,7 @@ static int run_backward_weights(void *p, void *ctx)
         rc = relayout(cu, c.w, a->dw.data, a->dw.shape, 1);
     int64_t rows = a->dy.shape[0] * a->dy.shape[2] * a->dy.shape[3], K = a->dy.shape[1];
     if (rc == 0 && a->db.data)
-        rc = dp__cuda_launched(dp__cuda_bias_grad(c.y, a->db.data, rows, K, cu->stream),
+        rc = dp__cuda_launched(dp__cuda_bias_grad_launch(c.y, a->db.data, rows, K, cu->stream),
                                "conv2d bias gradient");
     descs_destroy(&c.d);
     return rc;
@@ -473,10 +473,10 @@ int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a)
 {
     if (a->x.shape[0] == 0) {
         dp__fill_args zw = {a->dw.data, dp__numel(4, a->dw.shape), 0.0f, DP_F32};
-        DP_TRY(dp__cuda_fill_entry(dev, &zw));
+        DP_TRY(dp__cuda_fill(dev, &zw));
         if (a->db.data) {
             dp__fill_args zb = {a->db.data, a->db.shape[0], 0.0f, DP_F32};
-            DP_TRY(dp__cuda_fill_entry(dev, &zb));
+            DP_TRY(dp__cuda_fill(dev, &zb));
         }
         return 0;
     }

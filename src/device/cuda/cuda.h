@@ -110,33 +110,11 @@ bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owne
 /* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
 bool dp__cuda_tf32(void);
 
-/* Kernel entries, one file per op family as in src/device/cpu/. */
-int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a);
 /* copy.c: the table's copy entries (see device/device.h). */
 int dp__cuda_upload_fresh(dp_device_t *dev, void *dst, const void *src, size_t bytes);
 int dp__cuda_copy_from_host(dp_device_t *dev, void *dst, const void *src, size_t bytes);
 int dp__cuda_copy_to_host(dp_device_t *dev, void *dst, const void *src, size_t bytes);
 int dp__cuda_copy_device(dp_device_t *dev, void *dst, const void *src, size_t bytes);
-int dp__cuda_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cuda_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cuda_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a);
-int dp__cuda_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cuda_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a);
-int dp__cuda_eltwise_entry(dp_device_t *dev, const dp__eltwise_args *a);
-int dp__cuda_dropout_entry(dp_device_t *dev, const dp__dropout_args *a);
-int dp__cuda_gemm(dp_device_t *dev, const dp__gemm_args *a);
-int dp__cuda_bias_add_entry(dp_device_t *dev, const dp__bias_args *a);
-int dp__cuda_bias_grad_entry(dp_device_t *dev, const dp__bias_args *a);
-int dp__cuda_relayout_entry(dp_device_t *dev, const dp__relayout_args *a);
-int dp__cuda_cross_entropy_forward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cuda_cross_entropy_backward(dp_device_t *dev, const dp__xent_args *a);
-int dp__cuda_accuracy_entry(dp_device_t *dev, const dp__accuracy_args *a);
-int dp__cuda_sgd_entry(dp_device_t *dev, const dp__sgd_args *a);
-int dp__cuda_check_finite_entry(dp_device_t *dev, const dp__check_finite_args *a);
-int dp__cuda_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cuda_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a);
-int dp__cuda_adaptive_avg_pool_forward_entry(dp_device_t *dev, const dp__adaptive_pool_args *a);
-int dp__cuda_adaptive_avg_pool_backward_entry(dp_device_t *dev, const dp__adaptive_pool_args *a);
 /* Frees the convolution algorithm cache (conv2d.c), at close. */
 void dp__cuda_conv_cache_free(dp__cuda *cu);
 

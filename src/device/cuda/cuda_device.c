@@ -44,6 +44,31 @@ int dp__cuda_push_named(dp_device_t *dev, dp__cmd_fn fn, const char *name, const
     return 0;
 }
 
+/* A command of dp__cuda_push_launch: the launcher, then its arguments. */
+typedef struct launch_cmd {
+    dp__cuda_launcher launch;
+    const char *name;
+    _Alignas(16) unsigned char args[448];
+} launch_cmd;
+
+static int run_launch(void *p, void *ctx)
+{
+    launch_cmd *c = p;
+    dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    return dp__cuda_launched(c->launch(c->args, cu->stream), c->name);
+}
+
+int dp__cuda_push_launch(dp_device_t *dev, dp__cuda_launcher launch, const char *name,
+                         const void *args, size_t size)
+{
+    launch_cmd c;
+    DP_ASSERT(size <= sizeof c.args);
+    c.launch = launch;
+    c.name = name;
+    memcpy(c.args, args, size);
+    return dp__cuda_push_named(dev, run_launch, name, &c, offsetof(launch_cmd, args) + size);
+}
+
 int dp__cuda_launched(cudaError_t err, const char *what)
 {
     if (err != cudaSuccess) {
@@ -250,10 +275,10 @@ static int run_fill(void *p, void *ctx)
 {
     dp__fill_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_fill(a, cu->stream), "fill");
+    return dp__cuda_launched(dp__cuda_fill_launch(a, cu->stream), "fill");
 }
 
-int dp__cuda_fill_entry(dp_device_t *dev, const dp__fill_args *a)
+int dp__cuda_fill(dp_device_t *dev, const dp__fill_args *a)
 {
     if (a->n == 0)
         return 0;
@@ -277,27 +302,15 @@ const dp__device_ops dp__cuda_ops = {
     .copy_from_host = dp__cuda_copy_from_host,
     .copy_to_host = dp__cuda_copy_to_host,
     .copy_device = dp__cuda_copy_device,
-    .fill = dp__cuda_fill_entry,
-    .conv2d_forward = dp__cuda_conv2d_forward,
-    .conv2d_backward_data = dp__cuda_conv2d_backward_data,
-    .conv2d_backward_weights = dp__cuda_conv2d_backward_weights,
-    .pool2d_forward = dp__cuda_pool2d_forward,
-    .pool2d_backward = dp__cuda_pool2d_backward,
-    .eltwise = dp__cuda_eltwise_entry,
-    .dropout = dp__cuda_dropout_entry,
-    .gemm = dp__cuda_gemm,
-    .bias_add = dp__cuda_bias_add_entry,
-    .bias_grad = dp__cuda_bias_grad_entry,
-    .relayout = dp__cuda_relayout_entry,
-    .cross_entropy_forward = dp__cuda_cross_entropy_forward,
-    .cross_entropy_backward = dp__cuda_cross_entropy_backward,
-    .accuracy = dp__cuda_accuracy_entry,
-    .sgd = dp__cuda_sgd_entry,
-    .check_finite = dp__cuda_check_finite_entry,
-    .batch_norm_forward = dp__cuda_batch_norm_forward,
-    .batch_norm_backward = dp__cuda_batch_norm_backward,
-    .adaptive_avg_pool_forward = dp__cuda_adaptive_avg_pool_forward_entry,
-    .adaptive_avg_pool_backward = dp__cuda_adaptive_avg_pool_backward_entry,
     .can_read = dp__cuda_kernel_can_read,
     .cuda_stream = cuda_stream,
+/* Every slot of the op list that names CUDA: dp__cuda_<slot>. */
+/* clang-format off */
+#define KERNEL(slot, args) .slot = dp__cuda_##slot,
+#define LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cuda, KERNEL, name, args, kernels, backends)
+    DP__OP_LIST(LINE)
+#undef LINE
+#undef KERNEL
+    /* clang-format on */
 };

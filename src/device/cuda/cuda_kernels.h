@@ -1,9 +1,16 @@
-/* Launchers of our own CUDA kernels (the .cu files of this folder), callable
- * from C. Each enqueues its kernel on `stream` and returns the launch status
- * (cudaGetLastError). Each takes the typed argument struct of
+/* The CUDA backend's kernel entries, and the launchers of our own CUDA
+ * kernels (the .cu files of this folder), callable from C. Valid C and C++:
+ * the .cu files include it too.
+ *
+ * Entries: dp__cuda_<slot> for each slot of the op list
+ * (device/op_list.h) that names CUDA, the device table's functions (they
+ * enqueue, see device/device.h).
+ *
+ * Launchers: each enqueues its kernel on `stream` and returns the launch
+ * status (cudaGetLastError). Each takes the typed argument struct of
  * src/device/kernels.h that the CPU kernel of the same op takes, with its
  * shapes and contract; the .cu file of each family says which CPU file it
- * mirrors. Valid C and C++: the .cu files include it too. */
+ * mirrors. */
 #ifndef DP_DEVICE_CUDA_KERNELS_H
 #define DP_DEVICE_CUDA_KERNELS_H
 
@@ -12,41 +19,61 @@
 #include <cuda_runtime_api.h>
 
 #include "device/kernels.h"
+#include "device/op_list.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* clang-format off */
+#define DP__CUDA_KERNEL(slot, args) int dp__cuda_##slot(dp_device_t *dev, const args *a);
+#define DP__CUDA_LINE(name, args, kernels, backends, cost) \
+    DP__OP_BACKEND_SLOTS(cuda, DP__CUDA_KERNEL, name, args, kernels, backends)
+DP__OP_LIST(DP__CUDA_LINE)
+#undef DP__CUDA_LINE
+#undef DP__CUDA_KERNEL
+/* clang-format on */
+
+/* A launcher over one argument struct, for dp__cuda_push_launch. */
+typedef cudaError_t (*dp__cuda_launcher)(const void *args, cudaStream_t stream);
+/* Enqueues a command on dev's worker that runs launch(args, the device's
+ * CUDA stream) and checks its status as dp__cuda_push's commands do: an
+ * entry whose whole work is one launcher (the .cu file of an op holds its
+ * kernels, launchers and entries alike). `name` names it for DP_PROFILE;
+ * args is copied (at most 448 bytes). */
+int dp__cuda_push_launch(dp_device_t *dev, dp__cuda_launcher launch, const char *name,
+                         const void *args, size_t size);
+
 /* eltwise.cu (src/device/cpu/eltwise.c, cpu_device.c's fill) */
-cudaError_t dp__cuda_fill(const dp__fill_args *a, cudaStream_t stream);
-cudaError_t dp__cuda_eltwise(const dp__eltwise_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_fill_launch(const dp__fill_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_eltwise_launch(const dp__eltwise_args *a, cudaStream_t stream);
 /* x[i] = mask[i] > 0 ? x[i] : 0 (the backward of a fused ReLU, in place). */
 cudaError_t dp__cuda_relu_mask(float *x, const float *mask, int64_t n, cudaStream_t stream);
-cudaError_t dp__cuda_relayout(const dp__relayout_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_relayout_launch(const dp__relayout_args *a, cudaStream_t stream);
 /* y (rows x cols) += b (cols). */
-cudaError_t dp__cuda_bias_add(float *y, const float *b, int64_t rows, int64_t cols,
-                              cudaStream_t stream);
+cudaError_t dp__cuda_bias_add_launch(float *y, const float *b, int64_t rows, int64_t cols,
+                                     cudaStream_t stream);
 /* db (cols) = sum over rows of dy (rows x cols), rows summed in order. */
-cudaError_t dp__cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols,
-                               cudaStream_t stream);
+cudaError_t dp__cuda_bias_grad_launch(const float *dy, float *db, int64_t rows, int64_t cols,
+                                      cudaStream_t stream);
 
 /* dropout.cu (src/device/cpu/dropout.c) */
-cudaError_t dp__cuda_dropout(const dp__dropout_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_dropout_launch(const dp__dropout_args *a, cudaStream_t stream);
 
 /* loss.cu (src/device/cpu/loss.c) */
 cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream_t stream);
-cudaError_t dp__cuda_accuracy(const dp__accuracy_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_accuracy_launch(const dp__accuracy_args *a, cudaStream_t stream);
 
 /* sgd.cu (src/device/cpu/sgd.c) */
-cudaError_t dp__cuda_sgd(const dp__sgd_args *a, cudaStream_t stream);
-cudaError_t dp__cuda_check_finite(const dp__check_finite_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_sgd_launch(const dp__sgd_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_check_finite_launch(const dp__check_finite_args *a, cudaStream_t stream);
 
 /* adaptive_pool.cu (src/device/cpu/adaptive_pool.c) */
-cudaError_t dp__cuda_adaptive_avg_pool_forward(const dp__adaptive_pool_args *a,
-                                               cudaStream_t stream);
-cudaError_t dp__cuda_adaptive_avg_pool_backward(const dp__adaptive_pool_args *a,
-                                                cudaStream_t stream);
+cudaError_t dp__cuda_adaptive_avg_pool_forward_launch(const dp__adaptive_pool_args *a,
+                                                      cudaStream_t stream);
+cudaError_t dp__cuda_adaptive_avg_pool_backward_launch(const dp__adaptive_pool_args *a,
+                                                       cudaStream_t stream);
 
 /* batch_norm_kernels.cu (the parts of src/device/cpu/batch_norm.c that
  * cuDNN does not do) */

@@ -7,10 +7,10 @@ static int run_dropout(void *p, void *ctx)
 {
     dp__dropout_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_dropout(a, cu->stream), "dropout");
+    return dp__cuda_launched(dp__cuda_dropout_launch(a, cu->stream), "dropout");
 }
 
-int dp__cuda_dropout_entry(dp_device_t *dev, const dp__dropout_args *a)
+int dp__cuda_dropout(dp_device_t *dev, const dp__dropout_args *a)
 {
     if (a->samples * a->sample_size == 0)
         return 0;

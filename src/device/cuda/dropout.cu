@@ -30,7 +30,7 @@ __global__ void dropout_kernel(const float *x, float *y, int64_t total, int64_t 
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_dropout(const dp__dropout_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_dropout_launch(const dp__dropout_args *a, cudaStream_t stream)
 {
     int64_t total = a->samples * a->sample_size;
     dropout_kernel<<<dp_cuda::blocks_for(total), kThreads, 0, stream>>>(

@@ -18,10 +18,10 @@ static int run_eltwise(void *p, void *ctx)
                                           cudaMemcpyDefault, cu->stream));
         return 0;
     }
-    return dp__cuda_launched(dp__cuda_eltwise(a, cu->stream), "eltwise");
+    return dp__cuda_launched(dp__cuda_eltwise_launch(a, cu->stream), "eltwise");
 }
 
-int dp__cuda_eltwise_entry(dp_device_t *dev, const dp__eltwise_args *a)
+int dp__cuda_eltwise(dp_device_t *dev, const dp__eltwise_args *a)
 {
     if (a->n == 0)
         return 0;
@@ -32,10 +32,10 @@ static int run_relayout(void *p, void *ctx)
 {
     dp__relayout_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_relayout(a, cu->stream), "relayout");
+    return dp__cuda_launched(dp__cuda_relayout_launch(a, cu->stream), "relayout");
 }
 
-int dp__cuda_relayout_entry(dp_device_t *dev, const dp__relayout_args *a)
+int dp__cuda_relayout(dp_device_t *dev, const dp__relayout_args *a)
 {
     DP_ASSERT(a->src.ndim == 4 && a->src.nhwc != a->dst.nhwc);
     if (dp__numel(4, a->src.shape) == 0)

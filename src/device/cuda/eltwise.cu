@@ -124,7 +124,7 @@ __global__ void bias_grad_kernel(const float *dy, float *db, int64_t rows, int64
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_fill(const dp__fill_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_fill_launch(const dp__fill_args *a, cudaStream_t stream)
 {
     uint32_t bits;
     static_assert(sizeof bits == sizeof a->value, "32-bit float");
@@ -134,7 +134,7 @@ extern "C" cudaError_t dp__cuda_fill(const dp__fill_args *a, cudaStream_t stream
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_eltwise(const dp__eltwise_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_eltwise_launch(const dp__eltwise_args *a, cudaStream_t stream)
 {
     // f32 only: CUDA devices hold no bf16 tensors (DP_DEVICE_BF16 unset)
     eltwise_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>(
@@ -149,7 +149,7 @@ extern "C" cudaError_t dp__cuda_relu_mask(float *x, const float *mask, int64_t n
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_relayout(const dp__relayout_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_relayout_launch(const dp__relayout_args *a, cudaStream_t stream)
 {
     const int64_t *s = a->src.shape; // logical (N, C, H, W)
     relayout_kernel<<<dp_cuda::blocks_for(s[0] * s[1] * s[2] * s[3]), kThreads, 0, stream>>>(
@@ -157,15 +157,15 @@ extern "C" cudaError_t dp__cuda_relayout(const dp__relayout_args *a, cudaStream_
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_bias_add(float *y, const float *b, int64_t rows, int64_t cols,
-                                         cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_bias_add_launch(float *y, const float *b, int64_t rows,
+                                                int64_t cols, cudaStream_t stream)
 {
     bias_add_kernel<<<dp_cuda::blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols,
-                                          cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_bias_grad_launch(const float *dy, float *db, int64_t rows,
+                                                 int64_t cols, cudaStream_t stream)
 {
     bias_grad_kernel<<<dp_cuda::blocks_for(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
     return cudaGetLastError();

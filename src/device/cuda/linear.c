@@ -32,11 +32,11 @@ static int run_bias_add(void *p, void *ctx)
 {
     dp__bias_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_bias_add(a->y, a->b, a->rows, a->cols, cu->stream),
+    return dp__cuda_launched(dp__cuda_bias_add_launch(a->y, a->b, a->rows, a->cols, cu->stream),
                              "bias_add");
 }
 
-int dp__cuda_bias_add_entry(dp_device_t *dev, const dp__bias_args *a)
+int dp__cuda_bias_add(dp_device_t *dev, const dp__bias_args *a)
 {
     if (a->rows * a->cols == 0)
         return 0;
@@ -47,11 +47,11 @@ static int run_bias_grad(void *p, void *ctx)
 {
     dp__bias_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_bias_grad(a->dy, a->b, a->rows, a->cols, cu->stream),
+    return dp__cuda_launched(dp__cuda_bias_grad_launch(a->dy, a->b, a->rows, a->cols, cu->stream),
                              "bias_grad");
 }
 
-int dp__cuda_bias_grad_entry(dp_device_t *dev, const dp__bias_args *a)
+int dp__cuda_bias_grad(dp_device_t *dev, const dp__bias_args *a)
 {
     if (a->cols == 0)
         return 0;

@@ -32,10 +32,10 @@ static int run_accuracy(void *p, void *ctx)
 {
     dp__accuracy_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_accuracy(a, cu->stream), "accuracy");
+    return dp__cuda_launched(dp__cuda_accuracy_launch(a, cu->stream), "accuracy");
 }
 
-int dp__cuda_accuracy_entry(dp_device_t *dev, const dp__accuracy_args *a)
+int dp__cuda_accuracy(dp_device_t *dev, const dp__accuracy_args *a)
 {
     if (a->n == 0)
         return 0;

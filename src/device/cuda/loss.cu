@@ -5,23 +5,13 @@
 // A label outside 0..K-1 makes the loss NaN (the CPU device returns
 // DP_EINVAL; a kernel cannot, without a host round trip per step).
 #include "device/cuda/cuda_kernels.h"
+#include "device/logsumexp.h"
 
 #include <cuda_runtime.h>
 
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ double row_logsumexp(const float *z, int64_t k)
-{
-    float m = z[0];
-    for (int64_t j = 1; j < k; j++)
-        m = z[j] > m ? z[j] : m;
-    double s = 0.0;
-    for (int64_t j = 0; j < k; j++)
-        s += exp((double)(z[j] - m));
-    return (double)m + log(s);
-}
 
 __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, float *loss,
                                     int64_t n, int64_t k, int mean)
@@ -34,7 +24,7 @@ __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, 
         if (y < 0 || y >= k)
             total += nan("");
         else
-            total += row_logsumexp(z, k) - (double)z[y];
+            total += dp__row_logsumexp(z, k) - (double)z[y];
     }
     part[threadIdx.x] = total;
     __syncthreads();
@@ -63,7 +53,7 @@ __global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
          i += (int64_t)gridDim.x * blockDim.x) {
         const float *z = logits + i * k;
         float *dz = dlogits + i * k;
-        double lse = row_logsumexp(z, k);
+        double lse = dp__row_logsumexp(z, k);
         for (int64_t j = 0; j < k; j++)
             dz[j] = g * (float)exp((double)z[j] - lse);
         int32_t y = labels[i];
@@ -117,7 +107,7 @@ extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_accuracy(const dp__accuracy_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_accuracy_launch(const dp__accuracy_args *a, cudaStream_t stream)
 {
     accuracy_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->correct, a->n, a->k);
     return cudaGetLastError();

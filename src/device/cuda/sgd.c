@@ -6,10 +6,10 @@ static int run_sgd(void *p, void *ctx)
 {
     dp__sgd_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_sgd(a, cu->stream), "sgd");
+    return dp__cuda_launched(dp__cuda_sgd_launch(a, cu->stream), "sgd");
 }
 
-int dp__cuda_sgd_entry(dp_device_t *dev, const dp__sgd_args *a)
+int dp__cuda_sgd(dp_device_t *dev, const dp__sgd_args *a)
 {
     if (a->n == 0)
         return 0;
@@ -20,10 +20,10 @@ static int run_check_finite(void *p, void *ctx)
 {
     dp__check_finite_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_check_finite(a, cu->stream), "check_finite");
+    return dp__cuda_launched(dp__cuda_check_finite_launch(a, cu->stream), "check_finite");
 }
 
-int dp__cuda_check_finite_entry(dp_device_t *dev, const dp__check_finite_args *a)
+int dp__cuda_check_finite(dp_device_t *dev, const dp__check_finite_args *a)
 {
     return dp__cuda_push(dev, run_check_finite, a, sizeof *a);
 }

@@ -44,7 +44,8 @@ __global__ void check_finite_kernel(const float *x, int64_t n, unsigned long lon
 
 } // namespace
 
-extern "C" cudaError_t dp__cuda_check_finite(const dp__check_finite_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_check_finite_launch(const dp__check_finite_args *a,
+                                                    cudaStream_t stream)
 {
     const float *data = a->data;
     int64_t n = a->n, *first_nonfinite = a->first_nonfinite;
@@ -56,7 +57,7 @@ extern "C" cudaError_t dp__cuda_check_finite(const dp__check_finite_args *a, cud
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp__cuda_sgd(const dp__sgd_args *a, cudaStream_t stream)
+extern "C" cudaError_t dp__cuda_sgd_launch(const dp__sgd_args *a, cudaStream_t stream)
 {
     float *v = a->velocity && a->momentum != 0.0f ? a->velocity : nullptr;
     sgd_kernel<<<dp_cuda::blocks_for(a->n), 256, 0, stream>>>(a->params, a->grads, v, a->n, a->lr,

@@ -1,0 +1,134 @@
+/* The op list: every op of the library and every kernel of the device
+ * table, one line each. Everything that has to agree with it is made from
+ * it:
+ *   - the kernel slots of the device table (device/device.h);
+ *   - each backend's prototypes and table, from its functions
+ *     dp__cpu_<slot> (cpu/cpu.h, cpu/cpu_device.c) and dp__cuda_<slot>
+ *     (cuda/cuda_kernels.h, cuda/cuda_device.c), so that a backend the line
+ *     names and that lacks one of the op's functions does not link; the
+ *     meta device's kernels that run nothing (meta_device.c);
+ *   - the ids the tape records (DP__OP_<name>), their names (dp__op_name)
+ *     and what dp_model_summary counts for each (dp__op_cost_rule).
+ * It lives here, below src/ops/, because the device table is made from it
+ * and src/device/ may not depend on src/ops/. Valid C and C++: the CUDA
+ * files include it too.
+ *
+ * X(name, args, kernels, backends, cost)
+ *   name      the op as the tape and dp_model_summary name it, and the stem
+ *             of its slots.
+ *   args      the argument struct of its kernels (device/kernels.h), or of
+ *             the kernels of other lines that it runs on.
+ *   kernels   its slots in the device table:
+ *               NONE  none of its own: it runs on other lines' kernels
+ *                     (relu on eltwise, linear on gemm and bias_add);
+ *               ONE   <name>;
+ *               FB    <name>_forward and <name>_backward;
+ *               FDW   <name>_forward, <name>_backward_data and
+ *                     <name>_backward_weights.
+ *   backends  the backends that implement its slots: ALL (cpu and cuda),
+ *             CPU, CUDA; NONE with kernels NONE. A slot some backend leaves
+ *             out is NULL there, and the op returns DP_ENOTSUP on it.
+ *   cost      what dp_model_summary counts for one recorded row:
+ *               ELEMENTS  one FLOP per output element;
+ *               CONV      two per multiply-add of a convolution: the
+ *                         output's elements times C R S of the weight
+ *                         (inputs[1]);
+ *               MATMUL    two per multiply-add of a matrix product: the
+ *                         output's elements times the last dimension of
+ *                         the input (inputs[0]);
+ *               NONE      never recorded: a kernel that ops run on.
+ *
+ * Adding an op: README.md, "How it is built". */
+#ifndef DP_DEVICE_OP_LIST_H
+#define DP_DEVICE_OP_LIST_H
+
+/* clang-format off */
+#define DP__OP_LIST(X)                                                                            \
+    /* name                  args                     kernels backends cost */                    \
+    X(fill,                  dp__fill_args,           ONE,    ALL,     NONE)                      \
+    X(cast,                  dp__cast_args,           ONE,    CPU,     ELEMENTS)                  \
+    X(relayout,              dp__relayout_args,       ONE,    ALL,     NONE)                      \
+    X(eltwise,               dp__eltwise_args,        ONE,    ALL,     NONE)                      \
+    X(conv2d,                dp__conv2d_args,         FDW,    ALL,     CONV)                      \
+    X(pool2d,                dp__pool2d_args,         FB,     ALL,     NONE)                      \
+    X(max_pool2d,            dp__pool2d_args,         NONE,   NONE,    ELEMENTS)                  \
+    X(avg_pool2d,            dp__pool2d_args,         NONE,   NONE,    ELEMENTS)                  \
+    X(adaptive_avg_pool,     dp__adaptive_pool_args,  FB,     ALL,     NONE)                      \
+    X(adaptive_avg_pool2d,   dp__adaptive_pool_args,  NONE,   NONE,    ELEMENTS)                  \
+    X(relu,                  dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(sigmoid,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(tanh,                  dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(add,                   dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(dropout,               dp__dropout_args,        ONE,    ALL,     ELEMENTS)                  \
+    X(gemm,                  dp__gemm_args,           ONE,    ALL,     NONE)                      \
+    X(bias_add,              dp__bias_args,           ONE,    ALL,     NONE)                      \
+    X(bias_grad,             dp__bias_args,           ONE,    ALL,     NONE)                      \
+    X(linear,                dp__gemm_args,           NONE,   NONE,    MATMUL)                    \
+    X(reshape,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(batch_norm,            dp__batch_norm_args,     FB,     ALL,     NONE)                      \
+    X(batch_norm2d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
+    X(batch_norm1d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
+    X(cross_entropy,         dp__xent_args,           FB,     ALL,     ELEMENTS)                  \
+    X(accuracy,              dp__accuracy_args,       ONE,    ALL,     NONE)                      \
+    X(sgd,                   dp__sgd_args,            ONE,    ALL,     NONE)                      \
+    X(check_finite,          dp__check_finite_args,   ONE,    ALL,     NONE)                      \
+    X(scatter,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(gather,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(leaky_relu,            dp__eltwise_args,        FB,     ALL,     ELEMENTS)                  \
+    /* a new op: one line above this one */
+/* clang-format on */
+
+/* The slots of a line: S(slot, args) for each. */
+#define DP__OP_SLOTS_NONE(S, name, args)
+#define DP__OP_SLOTS_ONE(S, name, args) S(name, args)
+#define DP__OP_SLOTS_FB(S, name, args) S(name##_forward, args) S(name##_backward, args)
+#define DP__OP_SLOTS_FDW(S, name, args)                                                            \
+    S(name##_forward, args) S(name##_backward_data, args) S(name##_backward_weights, args)
+
+/* DP__OP_ON_<backends>_<backend>(x): x where the line's backends include
+ * `backend` (cpu, cuda), else nothing. */
+#define DP__OP_ON_ALL_cpu(x) x
+#define DP__OP_ON_ALL_cuda(x) x
+#define DP__OP_ON_CPU_cpu(x) x
+#define DP__OP_ON_CPU_cuda(x)
+#define DP__OP_ON_CUDA_cpu(x)
+#define DP__OP_ON_CUDA_cuda(x) x
+#define DP__OP_ON_NONE_cpu(x)
+#define DP__OP_ON_NONE_cuda(x)
+
+/* S(slot, args) for each slot of the line that `backend` implements: a
+ * backend makes its prototypes and its table with it. */
+#define DP__OP_BACKEND_SLOTS(backend, S, name, args, kernels, backends)                            \
+    DP__OP_ON_##backends##_##backend(DP__OP_SLOTS_##kernels(S, name, args))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ops, in the list's order: what the tape records. */
+/* clang-format off */
+typedef enum dp__op {
+#define DP__OP_ENUM(name, args, kernels, backends, cost) DP__OP_##name,
+    DP__OP_LIST(DP__OP_ENUM)
+#undef DP__OP_ENUM
+    DP__OP_COUNT
+} dp__op;
+/* clang-format on */
+
+typedef enum dp__op_cost {
+    DP__COST_NONE,
+    DP__COST_ELEMENTS,
+    DP__COST_CONV,
+    DP__COST_MATMUL,
+} dp__op_cost;
+
+/* "conv2d": the op's name in the list. */
+const char *dp__op_name(dp__op op);
+/* How dp_model_summary counts the op's FLOPs. */
+dp__op_cost dp__op_cost_rule(dp__op op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
