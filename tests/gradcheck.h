@@ -1,9 +1,10 @@
-/* The finite-difference gradient checker shared by the op tests, and the
- * host-data helpers it needs. A check turns an op's output y into a scalar
- * with a fixed random projection, L = sum_i r_i y_i: analytically (reshape y
- * to (1, n), linear with r, backward) and numerically (y read back in
- * logical order and summed in double, for x[i] +- eps). Every check also
- * verifies that the analytic values scaled by 1.1 would fail, so none
+/* The finite-difference gradient checker shared by the op tests, the
+ * host-data helpers it needs, and what else several op tests share (input
+ * arrays, the naive convolution). A check turns an op's output y into a
+ * scalar with a fixed random projection, L = sum_i r_i y_i: analytically
+ * (reshape y to (1, n), linear with r, backward) and numerically (y read
+ * back in logical order and summed in double, for x[i] +- eps). Every check
+ * also verifies that the analytic values scaled by 1.1 would fail, so none
  * passes vacuously. */
 #ifndef DP_TESTS_GRADCHECK_H
 #define DP_TESTS_GRADCHECK_H
@@ -47,6 +48,26 @@ double *to_double(const float *v, int64_t n);
 /* The C x C identity as a 1x1 convolution's weight (C, C, 1, 1), calloc'd:
  * a convolution with it stores its input's values in the NHWC layout. */
 float *identity_1x1(int64_t C);
+
+/* A random permutation of (i - n/2) * step: values at least `step` apart, so
+ * that an argmax does not move under a perturbation below step / 2
+ * (malloc'd). */
+float *distinct_array(dp_rng *rng, int64_t n, float step);
+/* labels[0..n) as an int32 tensor (n) on gc_dev. */
+dp_tensor_t *upload_labels(int64_t n, const int32_t *labels);
+
+/* A convolution's sizes: x (N, C, H, W), w (K, C, R, S), strides sh, sw,
+ * padding ph, pw, and the output's P x Q that make_geom computes. */
+typedef struct conv_geom {
+    int64_t N, C, H, W, K, R, S;
+    int sh, sw, ph, pw;
+    int64_t P, Q;
+} conv_geom;
+conv_geom make_geom(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                    int sh, int sw, int ph, int pw);
+/* The naive convolution in double, logical NCHW: y (N, K, P, Q) of x and w
+ * (OIHW), plus b (K) when not NULL, then ReLU when `relu` (malloc'd). */
+double *conv_ref(const conv_geom *g, const float *x, const float *w, const float *b, bool relu);
 
 #define GC_MAX_IN 6
 

@@ -2,10 +2,10 @@
  * references computed here in double (the output, and the running
  * statistics after one and after two training calls), error cases, and
  * finite-difference gradient checks, in both activation layouts. An NHWC
- * input is made as test_ops_grad.c does: a 1x1 convolution with the identity
+ * input is made as test_ops_forward.c does: a 1x1 convolution with the identity
  * (its output is stored NHWC and holds exactly the input's values).
  *
- * The gradient checker is test_ops_grad.c's: L = sum_i r_i y_i for a fixed
+ * The gradient checker is tests/gradcheck.h's: L = sum_i r_i y_i for a fixed
  * random r, analytic gradients through dp_backward against central
  * differences summed in double, each check also required to be sensitive
  * to a gradient scaled by 1.1. In training mode every finite-difference
