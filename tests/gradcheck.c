@@ -362,6 +362,36 @@ double *conv_ref(const conv_geom *g, const float *x, const float *w, const float
     return y;
 }
 
+/* Runs `build` on x uploaded with shape xs, without a tape recording, and
+ * returns y in logical order (y's element count in *n_out). With nhwc, x
+ * first goes through an identity 1x1 convolution, whose output is stored
+ * NHWC and holds exactly x. */
+float *run_forward(build_fn build, const void *ctx, int ndim, const int64_t *xs, const float *xv,
+                   bool nhwc, int64_t *n_out)
+{
+    dp_tensor_t *x = upload(ndim, xs, xv), *w = NULL, *in = x, *y;
+    float *wv = NULL;
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    if (nhwc) {
+        int64_t ws[4] = {xs[1], xs[1], 1, 1};
+        wv = identity_1x1(xs[1]);
+        w = upload(4, ws, wv);
+        OK(dp_conv2d(&in, x, w, NULL, NULL));
+    }
+    OK(build(&y, &in, ctx));
+    float *yv = download(y);
+    *n_out = 1;
+    for (int d = 0; d < dp_tensor_ndim(y); d++)
+        *n_out *= dp_tensor_dim(y, d);
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    dp_tensor_free(x), dp_tensor_free(w);
+    free(wv);
+    return yv;
+}
+
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,
                              dp_precision precision)
 {

@@ -1,11 +1,11 @@
 /* The finite-difference gradient checker shared by the op tests, the
  * host-data helpers it needs, and what else several op tests share (input
- * arrays, the naive convolution). A check turns an op's output y into a
- * scalar with a fixed random projection, L = sum_i r_i y_i: analytically
- * (reshape y to (1, n), linear with r, backward) and numerically (y read
- * back in logical order and summed in double, for x[i] +- eps). Every check
- * also verifies that the analytic values scaled by 1.1 would fail, so none
- * passes vacuously. */
+ * arrays, the naive convolution, a forward run in either layout). A check
+ * turns an op's output y into a scalar with a fixed random projection,
+ * L = sum_i r_i y_i: analytically (reshape y to (1, n), linear with r,
+ * backward) and numerically (y read back in logical order and summed in
+ * double, for x[i] +- eps). Every check also verifies that the analytic
+ * values scaled by 1.1 would fail, so none passes vacuously. */
 #ifndef DP_TESTS_GRADCHECK_H
 #define DP_TESTS_GRADCHECK_H
 
@@ -101,6 +101,13 @@ typedef struct gc_problem {
 /* Runs the check and frees the problem's arrays. */
 void gc_run(gc_problem *p);
 gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff);
+
+/* Runs `build` on x uploaded with shape xs, without a tape recording, and
+ * returns y in logical order (y's element count in *n_out). With nhwc, x
+ * first goes through an identity 1x1 convolution, whose output is stored
+ * NHWC and holds exactly x. */
+float *run_forward(build_fn build, const void *ctx, int ndim, const int64_t *xs, const float *xv,
+                   bool nhwc, int64_t *n_out);
 
 /* The choice table's key of a convolution of x (xs) by w (ws). */
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,

@@ -10,6 +10,9 @@
 
 #include <stdbool.h>
 
+/* The number of elements of array a. */
+#define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* A fresh directory under the test's working directory; the caller frees
  * the returned string. */
 char *tu_tempdir(const char *name);
