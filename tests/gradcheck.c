@@ -1,6 +1,9 @@
 /* The finite-difference gradient checker (see gradcheck.h). */
 #include "gradcheck.h"
 
+/* Only for in_layout's check that the output is stored NHWC. */
+#include "device/device.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +393,17 @@ float *run_forward(build_fn build, const void *ctx, int ndim, const int64_t *xs,
     dp_tensor_free(x), dp_tensor_free(w);
     free(wv);
     return yv;
+}
+
+/* x itself (NCHW) or, for nhwc, the same values stored NHWC. */
+dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc)
+{
+    if (!nhwc)
+        return x;
+    dp_tensor_t *y = NULL;
+    OK(dp_conv2d(&y, x, identity, NULL, NULL));
+    assert_true(y->nhwc);
+    return y;
 }
 
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,

@@ -68,6 +68,9 @@ conv_geom make_geom(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64
 /* The naive convolution in double, logical NCHW: y (N, K, P, Q) of x and w
  * (OIHW), plus b (K) when not NULL, then ReLU when `relu` (malloc'd). */
 double *conv_ref(const conv_geom *g, const float *x, const float *w, const float *b, bool relu);
+/* x itself (NCHW) or, for nhwc, the same values stored NHWC: x through the
+ * 1x1 convolution with `identity` (C, C, 1, 1). */
+dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc);
 
 #define GC_MAX_IN 6
 
