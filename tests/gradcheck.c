@@ -1,6 +1,9 @@
 /* The finite-difference gradient checker (see gradcheck.h). */
 #include "gradcheck.h"
 
+/* Only for in_layout's check that the output is stored NHWC. */
+#include "device/device.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +307,103 @@ float *identity_1x1(int64_t C)
     for (int64_t c = 0; c < C; c++)
         w[c * C + c] = 1.0f;
     return w;
+}
+
+/* A random permutation of (i - n/2) * step: values at least `step` apart, so
+ * that an argmax does not move under a perturbation below step / 2. */
+float *distinct_array(dp_rng *rng, int64_t n, float step)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)(i - n / 2) * step;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)dp_rng_below(rng, (uint64_t)i + 1);
+        float t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    return v;
+}
+
+dp_tensor_t *upload_labels(int64_t n, const int32_t *labels)
+{
+    dp_tensor_t *t = NULL;
+    OK(dp_tensor_from_host(&t, gc_dev, DP_I32, 1, &n, labels));
+    return t;
+}
+
+conv_geom make_geom(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                    int sh, int sw, int ph, int pw)
+{
+    conv_geom g = {N, C, H, W, K, R, S, sh, sw, ph, pw, 0, 0};
+    g.P = (H + 2 * ph - R) / sh + 1;
+    g.Q = (W + 2 * pw - S) / sw + 1;
+    return g;
+}
+
+double *conv_ref(const conv_geom *g, const float *x, const float *w, const float *b, bool relu)
+{
+    double *y = malloc((size_t)(g->N * g->K * g->P * g->Q) * sizeof *y);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t k = 0; k < g->K; k++)
+            for (int64_t p = 0; p < g->P; p++)
+                for (int64_t q = 0; q < g->Q; q++) {
+                    double s = b ? b[k] : 0.0;
+                    for (int64_t c = 0; c < g->C; c++)
+                        for (int64_t r = 0; r < g->R; r++)
+                            for (int64_t t = 0; t < g->S; t++) {
+                                int64_t h = p * g->sh - g->ph + r, ww = q * g->sw - g->pw + t;
+                                if (h < 0 || h >= g->H || ww < 0 || ww >= g->W)
+                                    continue;
+                                s += (double)x[((n * g->C + c) * g->H + h) * g->W + ww] *
+                                     w[((k * g->C + c) * g->R + r) * g->S + t];
+                            }
+                    if (relu && s < 0)
+                        s = 0;
+                    y[((n * g->K + k) * g->P + p) * g->Q + q] = s;
+                }
+    return y;
+}
+
+/* Runs `build` on x uploaded with shape xs, without a tape recording, and
+ * returns y in logical order (y's element count in *n_out). With nhwc, x
+ * first goes through an identity 1x1 convolution, whose output is stored
+ * NHWC and holds exactly x. */
+float *run_forward(build_fn build, const void *ctx, int ndim, const int64_t *xs, const float *xv,
+                   bool nhwc, int64_t *n_out)
+{
+    dp_tensor_t *x = upload(ndim, xs, xv), *w = NULL, *in = x, *y;
+    float *wv = NULL;
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    if (nhwc) {
+        int64_t ws[4] = {xs[1], xs[1], 1, 1};
+        wv = identity_1x1(xs[1]);
+        w = upload(4, ws, wv);
+        OK(dp_conv2d(&in, x, w, NULL, NULL));
+    }
+    OK(build(&y, &in, ctx));
+    float *yv = download(y);
+    *n_out = 1;
+    for (int d = 0; d < dp_tensor_ndim(y); d++)
+        *n_out *= dp_tensor_dim(y, d);
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    dp_tensor_free(x), dp_tensor_free(w);
+    free(wv);
+    return yv;
+}
+
+/* x itself (NCHW) or, for nhwc, the same values stored NHWC. */
+dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc)
+{
+    if (!nhwc)
+        return x;
+    dp_tensor_t *y = NULL;
+    OK(dp_conv2d(&y, x, identity, NULL, NULL));
+    assert_true(y->nhwc);
+    return y;
 }
 
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,

@@ -1,10 +1,11 @@
-/* The finite-difference gradient checker shared by the op tests, and the
- * host-data helpers it needs. A check turns an op's output y into a scalar
- * with a fixed random projection, L = sum_i r_i y_i: analytically (reshape y
- * to (1, n), linear with r, backward) and numerically (y read back in
- * logical order and summed in double, for x[i] +- eps). Every check also
- * verifies that the analytic values scaled by 1.1 would fail, so none
- * passes vacuously. */
+/* The finite-difference gradient checker shared by the op tests, the
+ * host-data helpers it needs, and what else several op tests share (input
+ * arrays, the naive convolution, a forward run in either layout). A check
+ * turns an op's output y into a scalar with a fixed random projection,
+ * L = sum_i r_i y_i: analytically (reshape y to (1, n), linear with r,
+ * backward) and numerically (y read back in logical order and summed in
+ * double, for x[i] +- eps). Every check also verifies that the analytic
+ * values scaled by 1.1 would fail, so none passes vacuously. */
 #ifndef DP_TESTS_GRADCHECK_H
 #define DP_TESTS_GRADCHECK_H
 
@@ -48,6 +49,29 @@ double *to_double(const float *v, int64_t n);
  * a convolution with it stores its input's values in the NHWC layout. */
 float *identity_1x1(int64_t C);
 
+/* A random permutation of (i - n/2) * step: values at least `step` apart, so
+ * that an argmax does not move under a perturbation below step / 2
+ * (malloc'd). */
+float *distinct_array(dp_rng *rng, int64_t n, float step);
+/* labels[0..n) as an int32 tensor (n) on gc_dev. */
+dp_tensor_t *upload_labels(int64_t n, const int32_t *labels);
+
+/* A convolution's sizes: x (N, C, H, W), w (K, C, R, S), strides sh, sw,
+ * padding ph, pw, and the output's P x Q that make_geom computes. */
+typedef struct conv_geom {
+    int64_t N, C, H, W, K, R, S;
+    int sh, sw, ph, pw;
+    int64_t P, Q;
+} conv_geom;
+conv_geom make_geom(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                    int sh, int sw, int ph, int pw);
+/* The naive convolution in double, logical NCHW: y (N, K, P, Q) of x and w
+ * (OIHW), plus b (K) when not NULL, then ReLU when `relu` (malloc'd). */
+double *conv_ref(const conv_geom *g, const float *x, const float *w, const float *b, bool relu);
+/* x itself (NCHW) or, for nhwc, the same values stored NHWC: x through the
+ * 1x1 convolution with `identity` (C, C, 1, 1). */
+dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc);
+
 #define GC_MAX_IN 6
 
 typedef int (*build_fn)(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx);
@@ -80,6 +104,13 @@ typedef struct gc_problem {
 /* Runs the check and frees the problem's arrays. */
 void gc_run(gc_problem *p);
 gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff);
+
+/* Runs `build` on x uploaded with shape xs, without a tape recording, and
+ * returns y in logical order (y's element count in *n_out). With nhwc, x
+ * first goes through an identity 1x1 convolution, whose output is stored
+ * NHWC and holds exactly x. */
+float *run_forward(build_fn build, const void *ctx, int ndim, const int64_t *xs, const float *xv,
+                   bool nhwc, int64_t *n_out);
 
 /* The choice table's key of a convolution of x (xs) by w (ws). */
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,

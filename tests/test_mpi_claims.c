@@ -215,7 +215,7 @@ static const char *line_from(const char *out, const char *key, char *buf, size_t
     return buf;
 }
 
-/* DP_INJECT_NAN=5 (the test hook of test_reliability) makes the gradient of
+/* DP_INJECT_NAN=5 (the test hook of test_reliability_nonfinite) makes the gradient of
  * step 5 NaN, here on rank 1 alone: after the allreduce every rank's sum
  * holds it, so the ranks stop with the message one process gives, and the
  * job ends non-zero. With --skip-nonfinite the step is dropped on every

@@ -2,9 +2,8 @@
  * d2l's LeNet gets PyTorch's state_dict names, shapes and parameter count in
  * every spelling; batch norm layers get their buffers; the default init is
  * PyTorch's; each kind of bad file is refused with its file and line; the
- * parsed forward is the hand-written one; dropout trains the same on one
- * and on two devices. */
-#include "testutil.h"
+ * parsed forward is the hand-written one. */
+#include "sequentialutil.h"
 
 #include "dp/autograd.h"
 #include "dp/core.h"
@@ -81,32 +80,6 @@ static const struct {
     {"9.weight", 2, {84, 120}},    {"9.bias", 1, {84}},         {"11.weight", 2, {10, 84}},
     {"11.bias", 1, {10}},
 };
-
-/* The last error the library logged, whole. */
-static char last_log[512];
-
-static void capture_log(dp_log_level level, const char *msg, void *user)
-{
-    (void)user;
-    if (level == DP_LOG_ERROR)
-        snprintf(last_log, sizeof last_log, "%s", msg);
-}
-
-static dp_device_t *cpu;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    dp_log_set(capture_log, NULL);
-    return dp_device_open(&cpu, "cpu:0", 1);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    dp_device_close(cpu);
-    return 0;
-}
 
 static void check_lenet(const dp_model_def *def)
 {
@@ -280,15 +253,6 @@ static void test_default_init(void **state)
     dp_model_def_free(def);
 }
 
-/* d2l's LeNet up to its Flatten, after the first Conv2d `conv1`. */
-#define LENET_FEATURES(conv1)                                                                      \
-    conv1 "Sigmoid()\n"                                                                            \
-          "AvgPool2d(kernel_size=2, stride=2)\n"                                                   \
-          "Conv2d(6, 16, kernel_size=5)\n"                                                         \
-          "Sigmoid()\n"                                                                            \
-          "AvgPool2d(kernel_size=2, stride=2)\n"                                                   \
-          "Flatten()\n"
-
 /* d2l's LeNet without the first Conv2d's padding: 28 -> 24 -> 12 -> 8 -> 4,
  * so Flatten gives 16 * 4 * 4 = 256 where Linear(400, 120) wants 400. */
 static const char lenet_unpadded[] =
@@ -440,58 +404,6 @@ static void test_forward_equals_hand_written(void **state)
     dp_model_def_free(def);
 }
 
-/* d2l's LeNet with Dropout(0.5) between its Linear layers, trained on
- * `devices`; the checkpoint goes to `ckpt`. */
-static void train_dropout_lenet(const char *model, const char *devices, const char *ckpt)
-{
-    dp_train_options o;
-    dp_train_options_default(&o);
-    o.model = model;
-    o.devices = devices;
-    o.threads = 1;
-    o.epochs = 1;
-    o.batch_size = 64;
-    o.lr = 0.3f;
-    o.seed = 42;
-    o.limit_train = 512;
-    o.limit_test = 256;
-    o.checkpoint_path = ckpt;
-    o.deterministic = true;
-    dp_train_result r;
-    int rc = dp_train(&o, &r);
-    if (rc != 0)
-        fail_msg("train on %s: %d: %s", devices, rc, last_log);
-    printf("%s: test acc %.4f, train loss %.4f\n", devices, r.test_acc, r.train_loss);
-}
-
-static void test_dropout_one_vs_two_devices(void **state)
-{
-    (void)state;
-    if (!tu_have_fashion_mnist())
-        tu_skip("Fashion-MNIST is not installed");
-    static const char text[] =
-        LENET_FEATURES("Conv2d(1, 6, kernel_size=5, padding=2)\n") "Linear(16 * 5 * 5, 120)\n"
-                                                                   "Sigmoid()\n"
-                                                                   "Dropout(0.5)\n"
-                                                                   "Linear(120, 84)\n"
-                                                                   "Sigmoid()\n"
-                                                                   "Dropout(p=0.5)\n"
-                                                                   "Linear(84, 10)\n";
-    const char *model = tu_tmp_path("dropout_lenet.txt");
-    char model_path[1024];
-    snprintf(model_path, sizeof model_path, "%s", model);
-    assert_int_equal(tu_write_file(model_path, text, strlen(text)), 0);
-    char one[1024], two[1024];
-    snprintf(one, sizeof one, "%s", tu_tmp_path("one.safetensors"));
-    snprintf(two, sizeof two, "%s", tu_tmp_path("two.safetensors"));
-    train_dropout_lenet(model_path, "cpu:0", one);
-    train_dropout_lenet(model_path, "cpu:0,cpu:1", two);
-    double diff = tu_max_rel_diff(two, one);
-    printf("1 vs 2 devices with dropout: max relative difference %.3g\n", diff);
-    if (!(diff <= 1e-5))
-        fail_msg("1 device and 2 devices differ by %.3g (relative), more than 1e-5", diff);
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -500,8 +412,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_default_init),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_forward_equals_hand_written),
-        cmocka_unit_test_setup_teardown(test_dropout_one_vs_two_devices, tu_setup_tmp,
-                                        tu_teardown_tmp),
     };
     return tu_run(argc, argv, tests, group_setup, group_teardown);
 }

@@ -232,6 +232,19 @@ int tu_find_dptrain(void)
     return 0;
 }
 
+void tu_make_batch(uint64_t seed, int64_t n, int64_t pixels, float *x, int32_t *y)
+{
+    uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (int64_t i = 0; i < n * pixels; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((s >> 40) & 0xffff) / 65536.0f;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        y[i] = (int32_t)((s >> 33) % 10);
+    }
+}
+
 void tu_open_cpu_devices(dp_device_t **devs, int n)
 {
     char spec[64] = "";

@@ -10,6 +10,9 @@
 
 #include <stdbool.h>
 
+/* The number of elements of array a. */
+#define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* A fresh directory under the test's working directory; the caller frees
  * the returned string. */
 char *tu_tempdir(const char *name);
@@ -35,6 +38,9 @@ int tu_find_dptrain(void);
  * dims' product of bytes from `data`; *out_len gets its length. The caller
  * frees it. */
 uint8_t *tu_make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len);
+/* x (n * pixels floats in [0, 1)) and y (n labels below 10) drawn
+ * deterministically from `seed`: a training batch of made-up data. */
+void tu_make_batch(uint64_t seed, int64_t n, int64_t pixels, float *x, int32_t *y);
 /* Fails the test unless the library's last error contains `what`. */
 void tu_assert_error_mentions(const char *what);
 /* Silences the library's log (errors are still kept for dp_last_error). */

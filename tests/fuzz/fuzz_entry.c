@@ -1,4 +1,5 @@
-/* The fuzz targets' entry points (fuzz_entry.h says what each input means).
+/* The entry points of the safetensors, checkpoint and cli targets, and what
+ * every entry shares (fuzz_entry.h says what each input means).
  *
  * The readers take paths, so an input is written to a memfd first and read
  * back through /proc/self/fd/N: a regular file that never touches a disk and
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <zlib.h>
 
 /* ---- shared: the input file, captured errors, failed checks --------------- */
 
@@ -84,7 +84,7 @@ int fz_check_failure(const char *target, const char *call, int rc, const char *p
 }
 
 /* The input's bytes in the memfd; its path, or NULL (said on stderr). */
-static const char *fz_input_file(const char *target, const uint8_t *data, size_t size)
+const char *fz_input_file(const char *target, const uint8_t *data, size_t size)
 {
     if (fz_input_fd < 0) {
         fz_input_fd = memfd_create("dptrain-fuzz-input", MFD_CLOEXEC);
@@ -139,185 +139,6 @@ const char *fz_scratch(const char *target)
     fz_scratch_dir[0] = '\0';
     fz_bad(target, "cannot make a scratch directory: %s", strerror(errno));
     return NULL;
-}
-
-/* ---- idx ------------------------------------------------------------------- */
-
-/* Whether `p` (n bytes) is a well-formed IDX file by the format's own rules;
- * *header gets the header's length, dims[0..*ndims) its sizes. */
-bool fz_idx_valid(const uint8_t *p, size_t n, size_t *header, int *ndims, int64_t *dims)
-{
-    if (n < 4 || p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4)
-        return false;
-    size_t h = 4 + 4 * (size_t)p[3];
-    if (n < h)
-        return false;
-    uint64_t bytes = 1, item = 1; /* item: the sizes with zeros as ones */
-    for (int i = 0; i < p[3]; i++) {
-        const uint8_t *b = p + 4 + 4 * i;
-        uint64_t d = (uint64_t)b[0] << 24 | (uint64_t)b[1] << 16 | (uint64_t)b[2] << 8 | b[3];
-        dims[i] = (int64_t)d;
-        bytes *= d;
-        item *= d ? d : 1;
-        if (item > (uint64_t)1 << 30)
-            return false;
-    }
-    *header = h;
-    *ndims = p[3];
-    return n - h == bytes;
-}
-
-/* `src` as one gzip member (level 1); NULL if zlib fails. */
-uint8_t *fz_gzip(const uint8_t *src, size_t n, size_t *out_n)
-{
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (n > UINT_MAX / 2 || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return NULL;
-    uLong cap = deflateBound(&z, (uLong)n);
-    uint8_t *out = malloc(cap);
-    if (out) {
-        z.next_in = (Bytef *)(uintptr_t)src;
-        z.avail_in = (uInt)n;
-        z.next_out = out;
-        z.avail_out = (uInt)cap;
-        if (deflate(&z, Z_FINISH) == Z_STREAM_END) {
-            *out_n = z.total_out;
-        } else {
-            free(out);
-            out = NULL;
-        }
-    }
-    deflateEnd(&z);
-    return out;
-}
-
-int fuzz_idx_input(const uint8_t *data, size_t size)
-{
-    if (size == 0)
-        return 0;
-    uint8_t mode = data[0];
-    const uint8_t *payload = data + 1;
-    size_t payload_n = size - 1;
-    bool gzip = mode & 1, corrupt_crc = gzip && (mode & 2);
-    size_t cut = gzip ? (size_t)(mode >> 2) : 0;
-
-    const uint8_t *file = payload;
-    size_t file_n = payload_n;
-    uint8_t *packed = NULL;
-    if (gzip) {
-        packed = fz_gzip(payload, payload_n, &file_n);
-        if (!packed)
-            return fz_bad("idx", "zlib could not compress %zu bytes", payload_n);
-        if (corrupt_crc)
-            packed[file_n - 8] ^= 0x5a; /* the trailer: CRC-32, then the length */
-        file_n -= cut < file_n ? cut : file_n;
-        file = packed;
-    }
-    const char *path = fz_input_file("idx", file, file_n);
-    if (!path) {
-        free(packed);
-        return -1;
-    }
-
-    dp_idx idx;
-    fz_capture_begin();
-    int rc = dp_idx_read(path, &idx);
-    fz_capture_end();
-
-    /* What the reader must make of it, where that is known: a plain file
-     * (not starting with the gzip magic), or an intact gzip stream, reads
-     * exactly when the bytes are a well-formed IDX file; a damaged gzip
-     * stream never reads. */
-    size_t header = 0;
-    int ndims;
-    int64_t dims[4];
-    bool valid = fz_idx_valid(payload, payload_n, &header, &ndims, dims);
-    bool plain = !gzip && !(payload_n >= 2 && payload[0] == 0x1f && payload[1] == 0x8b);
-    bool damaged = gzip && (corrupt_crc || cut > 0);
-    int result = 0;
-    if (rc < 0) {
-        result = fz_check_failure("idx", "dp_idx_read", rc, path);
-        if (result == 0 && valid && (plain || (gzip && !damaged)))
-            result = fz_bad("idx", "a well-formed IDX file (%s) failed: %s",
-                            gzip ? "gzip" : "plain", fz_last_error);
-    } else {
-        uint64_t bytes = 1;
-        for (int i = 0; i < idx.ndims; i++)
-            bytes *= (uint64_t)idx.dims[i];
-        if (idx.ndims < 1 || idx.ndims > 4 || idx.type != 0x08 || bytes != idx.size)
-            result = fz_bad("idx", "read %d dims of %zu bytes, inconsistent", idx.ndims, idx.size);
-        else if (damaged)
-            result = fz_bad("idx", "a damaged gzip stream read (crc %d, cut %zu)", (int)corrupt_crc,
-                            cut);
-        else if ((plain || gzip) &&
-                 (!valid || idx.size != payload_n - header ||
-                  (idx.size && memcmp(idx.data, payload + header, idx.size) != 0)))
-            result = fz_bad("idx", "read, but not the bytes of the file");
-        /* Every byte is read, so ASan sees any that are not there. */
-        volatile unsigned sum = 0;
-        for (size_t i = 0; i < idx.size; i++)
-            sum += idx.data[i];
-        (void)sum;
-        dp_idx_close(&idx);
-    }
-    free(packed);
-    return result;
-}
-
-/* ---- cifar10 --------------------------------------------------------------- */
-
-enum { FZ_CIFAR_RECORD = 3073, FZ_CIFAR_PIXELS = 3072 };
-
-int fuzz_cifar10_input(const uint8_t *data, size_t size)
-{
-    const char *dir = fz_scratch("cifar10");
-    if (!dir)
-        return -1;
-    char path[300];
-    snprintf(path, sizeof path, "%s/test_batch.bin", dir);
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
-        return fz_bad("cifar10", "cannot write %s: %s", path, strerror(errno));
-
-    dp_dataset ds;
-    fz_capture_begin();
-    int rc = dp_cifar10_load(dir, false, &ds);
-    fz_capture_end();
-
-    /* The format's own rules: whole records, each label 0..9. */
-    bool valid = size > 0 && size % FZ_CIFAR_RECORD == 0;
-    for (size_t r = 0; valid && r < size / FZ_CIFAR_RECORD; r++)
-        valid = data[r * FZ_CIFAR_RECORD] <= 9;
-    int result = 0;
-    if (rc < 0) {
-        result = fz_check_failure("cifar10", "dp_cifar10_load", rc, path);
-        if (result == 0 && valid)
-            result = fz_bad("cifar10", "a well-formed file failed: %s", fz_last_error);
-    } else if (!valid) {
-        result = fz_bad("cifar10", "an ill-formed file of %zu bytes read", size);
-    } else if (ds.n != (int64_t)(size / FZ_CIFAR_RECORD) || ds.channels != 3 || ds.rows != 32 ||
-               ds.cols != 32) {
-        result = fz_bad("cifar10", "read %lld samples of [%d, %d, %d] from %zu bytes",
-                        (long long)ds.n, ds.channels, ds.rows, ds.cols, size);
-    } else {
-        /* Every sample is its record: the label, then the planes in order. */
-        for (int64_t r = 0; result == 0 && r < ds.n; r++) {
-            const uint8_t *rec = data + (size_t)r * FZ_CIFAR_RECORD;
-            if (ds.labels[r] != rec[0])
-                result = fz_bad("cifar10", "record %lld: label %d read as %d", (long long)r, rec[0],
-                                ds.labels[r]);
-            for (int k = 0; result == 0 && k < FZ_CIFAR_PIXELS; k++)
-                if (ds.images[(size_t)r * FZ_CIFAR_PIXELS + (size_t)k] !=
-                    (float)rec[1 + k] / 255.0f)
-                    result = fz_bad("cifar10", "record %lld: pixel %d is not its byte / 255",
-                                    (long long)r, k);
-        }
-    }
-    if (rc == 0)
-        dp_dataset_close(&ds);
-    unlink(path);
-    return result;
 }
 
 /* ---- safetensors ----------------------------------------------------------- */

@@ -11,7 +11,8 @@
  * sanitizer report, an abort, or a nonzero return with a message on stderr
  * saying which check failed.
  *
- * What an input means to each target:
+ * What an input means to each target (idx and cifar10 are read in
+ * fuzz_data_entry.c; safetensors, checkpoint and cli in fuzz_entry.c):
  *   idx          byte 0 is a mode, the rest an IDX file. Mode bit 0 clear:
  *                the file as it is (a gzip stream if it starts with 1f 8b).
  *                Bit 0 set: the rest is gzip-compressed first, then bit 1
@@ -102,6 +103,9 @@ int fz_bad(const char *target, const char *fmt, ...) __attribute__((format(print
 /* A call that returned rc < 0 must have logged an error beginning with
  * "<path>: ". */
 int fz_check_failure(const char *target, const char *call, int rc, const char *path);
+/* The input's bytes in a memfd; its path (/proc/self/fd/N), or NULL (said
+ * on stderr). */
+const char *fz_input_file(const char *target, const uint8_t *data, size_t size);
 /* A scratch directory, made on first use and removed at exit. */
 const char *fz_scratch(const char *target);
 /* Whether p[0..n) is a well-formed IDX file by the format's own rules (and

@@ -1,11 +1,10 @@
 /* The CUDA device against the CPU device: every op family forward and
- * backward on the same inputs, LeNet trained 20 steps on cuda:0 and on
- * cpu:0, two logical devices on one GPU against one device, the allreduce
- * algorithms over GPUs, and copies between CPU and GPU devices.
+ * backward on the same inputs (convolutions also in TF32), accuracy and
+ * fill.
  *
  * Without a GPU (a CPU-only build, or no GPU visible to the CUDA runtime)
  * every test says so on stdout and is skipped. */
-#include "testutil.h"
+#include "cudautil.h"
 
 #include "dp/dp.h"
 
@@ -13,15 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Tolerances, relative to the largest magnitude of the CPU result (max
- * norm): float32 kernels that sum in another order agree to about 1e-6 of
- * that; backward passes chain several sums, hence more room. These hold in
- * full float32 only: every test that compares at them turns TF32 off first
- * (dp_set_tf32(false)), since TF32 rounding alone is near 1e-3. */
-#define TOL_FORWARD 1e-5
-#define TOL_GRAD 1e-4
-#define TOL_TRAINING 1e-3
 
 /* TF32 (conv2d_tf32_matches_cpu): the tolerance follows from the length K
  * of the longest dot product. TF32 keeps 10 mantissa bits, so rounding an
@@ -44,51 +34,9 @@ static double tol_tf32(void)
     return TF32_CONVS_CHAINED * 2 * TF32_UNIT_ROUNDOFF * sqrt((double)TF32_LONGEST_SUM);
 }
 
-static const char *no_gpu_reason(void)
-{
-    static char why[96];
-    if (!dp_cuda_built())
-        return "CPU-only build";
-    if (dp_cuda_device_count() == 0) {
-        snprintf(why, sizeof why, "cudaGetDeviceCount = 0");
-        return why;
-    }
-    return NULL;
-}
-
-#define REQUIRE_GPU()                                                                              \
-    do {                                                                                           \
-        const char *tu_why = no_gpu_reason();                                                      \
-        if (tu_why) {                                                                              \
-            tu_skip("no CUDA GPU here (%s)", tu_why);                                              \
-        }                                                                                          \
-    } while (0)
-
-/* Deterministic values in [-1, 1). */
-static void fill_random(float *v, int64_t n, uint64_t seed)
-{
-    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        v[i] = (float)((double)(s >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-    }
-}
-
-/* max |a - b| / max |b|, the relative error in the max norm. */
-static double rel_error(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, ref = 1e-30;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        diff = d > diff ? d : diff;
-        ref = fabs((double)b[i]) > ref ? fabs((double)b[i]) : ref;
-    }
-    return diff / ref;
-}
-
 /* ---- one op family on two devices ------------------------------------------- */
 
-enum { MAX_LEAVES = 6, CLASSES = 10 };
+enum { MAX_LEAVES = 6 };
 
 /* The inputs of a case: leaves[0] is x, the rest its parameters. */
 typedef struct leaf_spec {
@@ -422,173 +370,6 @@ static void accuracy_and_fill_match_cpu(void **state)
     free(logits);
 }
 
-/* ---- copies and collectives ---------------------------------------------------- */
-
-/* cpu -> cuda -> cuda (another logical device) -> cpu through dp_broadcast,
- * which goes through dp__copy_between. */
-static void copies_between_cpu_and_gpu(void **state)
-{
-    (void)state;
-    REQUIRE_GPU();
-    dp_device_t *cpu, *g0, *g1;
-    assert_int_equal(dp_device_open(&cpu, "cpu:0", 1), 0);
-    assert_int_equal(dp_device_open(&g0, "cuda:0", 0), 0);
-    assert_int_equal(dp_device_open(&g1, dp_cuda_device_count() > 1 ? "cuda:1" : "cuda:0", 0), 0);
-    enum { N = 300001 };
-    float *v = malloc(N * sizeof *v), *back = malloc(N * sizeof *back);
-    fill_random(v, N, 5);
-    int64_t n = N;
-    dp_tensor_t *a, *b, *c, *d;
-    assert_int_equal(dp_tensor_from_host(&a, cpu, DP_F32, 1, &n, v), 0);
-    assert_int_equal(dp_tensor_new(&b, g0, DP_F32, 1, &n), 0);
-    assert_int_equal(dp_tensor_new(&c, g1, DP_F32, 1, &n), 0);
-    assert_int_equal(dp_tensor_new(&d, cpu, DP_F32, 1, &n), 0);
-    assert_int_equal(dp_broadcast(&b, 1, a), 0);
-    assert_int_equal(dp_broadcast(&c, 1, b), 0);
-    assert_int_equal(dp_broadcast(&d, 1, c), 0);
-    assert_int_equal(dp_tensor_to_host(d, back, N * sizeof *back), 0);
-    assert_memory_equal(v, back, N * sizeof *v);
-    dp_tensor_free(a);
-    dp_tensor_free(b);
-    dp_tensor_free(c);
-    dp_tensor_free(d);
-    free(v);
-    free(back);
-    dp_device_close(g1);
-    dp_device_close(g0);
-    dp_device_close(cpu);
-}
-
-/* Every algorithm over 2 logical devices on cuda:0 (nccl falls back to the
- * ring there) and, with two GPUs, over cuda:0 and cuda:1, auto included
- * (nccl across GPUs, ring on one). Across two GPUs without peer access,
- * naive and ring must refuse (DP_ENOTSUP) rather than fault. */
-static void allreduce_on_gpus(void **state)
-{
-    (void)state;
-    REQUIRE_GPU();
-    const char *pairs[2][2] = {{"cuda:0", "cuda:0"}, {"cuda:0", "cuda:1"}};
-    int npairs = dp_cuda_device_count() > 1 ? 2 : 1;
-    enum { LEN = 100003 };
-    float *v0 = malloc(LEN * sizeof *v0), *v1 = malloc(LEN * sizeof *v1);
-    float *out = malloc(LEN * sizeof *out);
-    fill_random(v0, LEN, 11);
-    fill_random(v1, LEN, 12);
-    int64_t len = LEN;
-    dp_allreduce_algo algos[4] = {DP_ALLREDUCE_NAIVE, DP_ALLREDUCE_RING, DP_ALLREDUCE_NCCL,
-                                  DP_ALLREDUCE_AUTO};
-    for (int p = 0; p < npairs; p++) {
-        for (int a = 0; a < 4; a++) {
-            dp_device_t *d0, *d1;
-            assert_int_equal(dp_device_open(&d0, pairs[p][0], 0), 0);
-            assert_int_equal(dp_device_open(&d1, pairs[p][1], 0), 0);
-            dp_tensor_t *bufs[2];
-            assert_int_equal(dp_tensor_from_host(&bufs[0], d0, DP_F32, 1, &len, v0), 0);
-            assert_int_equal(dp_tensor_from_host(&bufs[1], d1, DP_F32, 1, &len, v1), 0);
-            int rc = dp_allreduce_sum(bufs, 2, algos[a]);
-            bool kernels_across =
-                p == 1 && (algos[a] == DP_ALLREDUCE_NAIVE || algos[a] == DP_ALLREDUCE_RING);
-            if (rc == DP_ENOTSUP && kernels_across)
-                printf("%s over cuda:0 and cuda:1 refused: no peer access between them\n",
-                       dp_allreduce_algo_name(algos[a]));
-            else
-                assert_int_equal(rc, 0);
-            for (int k = 0; k < 2; k++) {
-                assert_int_equal(dp_tensor_to_host(bufs[k], out, LEN * sizeof *out), 0);
-                for (int i = 0; rc == 0 && i < LEN; i++)
-                    if (out[i] != v0[i] + v1[i])
-                        fail_msg("%s over %s, %s: element %d of buffer %d is %g, not %g",
-                                 dp_allreduce_algo_name(algos[a]), pairs[p][0], pairs[p][1], i, k,
-                                 out[i], v0[i] + v1[i]);
-                dp_tensor_free(bufs[k]);
-            }
-            dp_device_close(d1);
-            dp_device_close(d0);
-        }
-    }
-    free(v0);
-    free(v1);
-    free(out);
-}
-
-/* ---- LeNet ---------------------------------------------------------------------- */
-
-enum { STEPS = 20, BATCH = 64 };
-
-/* STEPS steps of LeNet with DataParallel over `names` on random images;
- * returns replica 0's parameters. */
-static float *train_lenet(const char *const *names, int n, dp_allreduce_algo algo, int64_t *numel)
-{
-    dp_device_t *devs[2];
-    for (int k = 0; k < n; k++)
-        assert_int_equal(dp_device_open(&devs[k], names[k], 1), 0);
-    dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
-    dp_data_parallel_t *dp;
-    dp_data_parallel_options opt = {.allreduce = algo, .sgd = {.lr = 0.1f, .momentum = 0.5f}};
-    assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
-    dp_tape_t *tape;
-    assert_int_equal(dp_tape_init(&tape, true), 0);
-    float *images = malloc(BATCH * 784 * sizeof *images);
-    int32_t labels[BATCH];
-    for (int s = 0; s < STEPS; s++) {
-        fill_random(images, BATCH * 784, 1000 + (uint64_t)s);
-        for (int i = 0; i < BATCH; i++)
-            labels[i] = (int32_t)((i * 3 + s) % CLASSES);
-        tu_data_parallel_step(dp, tape, devs[0], images, labels, BATCH);
-    }
-    *numel = dp_params_numel(dp_model_params(model));
-    float *p0 = malloc((size_t)*numel * sizeof *p0);
-    assert_int_equal(dp_params_get_all(dp_model_params(model), p0), 0);
-    free(images);
-    dp_tape_close(tape);
-    dp_data_parallel_close(dp);
-    dp_model_close(model);
-    for (int k = n - 1; k >= 0; k--)
-        dp_device_close(devs[k]);
-    return p0;
-}
-
-static void lenet_cuda_matches_cpu(void **state)
-{
-    (void)state;
-    REQUIRE_GPU();
-    dp_set_tf32(false);
-    const char *cpu[1] = {"cpu:0"}, *gpu[1] = {"cuda:0"};
-    int64_t n1, n2;
-    float *a = train_lenet(cpu, 1, DP_ALLREDUCE_RING, &n1);
-    float *b = train_lenet(gpu, 1, DP_ALLREDUCE_RING, &n2);
-    assert_int_equal(n1, n2);
-    double e = rel_error(b, a, n1);
-    if (e > TOL_TRAINING)
-        fail_msg("LeNet after %d steps: cuda:0 differs from cpu:0 by %.3g", STEPS, e);
-    free(a);
-    free(b);
-    dp_set_tf32(true);
-}
-
-static void two_logical_devices_on_one_gpu(void **state)
-{
-    (void)state;
-    REQUIRE_GPU();
-    dp_set_tf32(false);
-    const char *one[1] = {"cuda:0"}, *two[2] = {"cuda:0", "cuda:0"};
-    int64_t n1, n2;
-    float *a = train_lenet(one, 1, DP_ALLREDUCE_RING, &n1);
-    dp_allreduce_algo algos[3] = {DP_ALLREDUCE_RING, DP_ALLREDUCE_NAIVE, DP_ALLREDUCE_NCCL};
-    for (int i = 0; i < 3; i++) {
-        float *b = train_lenet(two, 2, algos[i], &n2);
-        assert_int_equal(n1, n2);
-        double e = rel_error(b, a, n1);
-        if (e > TOL_TRAINING)
-            fail_msg("LeNet on 2 logical devices of cuda:0 (%s) differs from 1 device by %.3g",
-                     dp_allreduce_algo_name(algos[i]), e);
-        free(b);
-    }
-    free(a);
-    dp_set_tf32(true);
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -599,14 +380,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(linear_relu_add_loss_match_cpu),
         cmocka_unit_test(leaky_relu_matches_cpu),
         cmocka_unit_test(accuracy_and_fill_match_cpu),
-        cmocka_unit_test(copies_between_cpu_and_gpu),
-        cmocka_unit_test(allreduce_on_gpus),
-        cmocka_unit_test(lenet_cuda_matches_cpu),
-        cmocka_unit_test(two_logical_devices_on_one_gpu),
     };
     const char *why = no_gpu_reason();
     if (why)
-        printf("test_cuda: no CUDA GPU here (%s): %d GPU tests skipped\n", why,
+        printf("test_cuda_ops: no CUDA GPU here (%s): %d GPU tests skipped\n", why,
                (int)(sizeof tests / sizeof tests[0]));
     fflush(stdout);
     return tu_run(argc, argv, tests, NULL, NULL);

@@ -1,0 +1,130 @@
+/* Helpers of the reliability tests (see reliabilityutil.h). */
+#include "reliabilityutil.h"
+
+#include "dp/dp.h"
+#include "dp/safetensors.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define dptrain tu_dptrain
+
+int setup(void **state)
+{
+    (void)state;
+    if (tu_find_dptrain() < 0)
+        return -1;
+    return 0;
+}
+
+/* Starts `dptrain train` with small common settings (kernels fixed: runs
+ * are compared bit for bit), then `extra`. */
+pid_t start(const char *const *extra, const child_opts *c)
+{
+    const char *args[64] = {
+        dptrain,  "train", "--limit-test", "256",   "--batch-size",  "64",  "--threads", "1",
+        "--seed", "7",     "--progress",   "never", "--limit-train", "2048", "--conv-algo", "direct"};
+    int n = 16;
+    for (int i = 0; extra[i]; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout) ||
+            !freopen(c && c->err_path ? c->err_path : "/dev/null", "w", stderr))
+            _exit(126);
+        if (c && c->env)
+            putenv((char *)c->env);
+        if (c && c->fsize_limit > 0) {
+            /* Writes past the limit fail with EFBIG instead of killing. */
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit rl = {(rlim_t)c->fsize_limit, (rlim_t)c->fsize_limit};
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(126);
+        }
+        execv(dptrain, (char *const *)args);
+        _exit(127);
+    }
+    return pid;
+}
+
+int wait_exit(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run(const char *const *extra, const child_opts *c)
+{
+    return wait_exit(start(extra, c));
+}
+
+/* buf (512 bytes) = "<the test's temp dir>/<name>" */
+void tmp_path(char *buf, const char *name)
+{
+    snprintf(buf, 512, "%s", tu_tmp_path(name));
+}
+
+char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Fails unless `text` contains `want`; prints the text first. */
+void assert_has(const char *text, const char *want)
+{
+    if (!strstr(text, want))
+        fail_msg("expected '%s' in:\n%s", want, text);
+}
+
+int epochs_done(const char *path)
+{
+    dp_safetensors_t *f;
+    assert_int_equal(dp_safetensors_open(&f, path), 0);
+    const char *v = dp_safetensors_meta(f, "dptrain.epochs_done");
+    int e = v ? atoi(v) : -1;
+    dp_safetensors_close(f);
+    return e;
+}
+
+void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* `dptrain eval` accepts the checkpoint. */
+void assert_loadable(const char *path)
+{
+    const char *args[] = {dptrain, "eval", "--checkpoint", path, "--limit-test", "256", "--threads",
+                          "1",     NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(126);
+        execv(dptrain, (char *const *)args);
+        _exit(127);
+    }
+    assert_int_equal(wait_exit(pid), 0);
+}

@@ -1,0 +1,49 @@
+/* Helpers of the reliability tests (test_reliability_nonfinite.c,
+ * test_reliability_checkpoint.c, test_reliability_memory.c), which run the
+ * built dptrain (DP_BUILD_DIR) as a child process: starting it with small
+ * common settings, limits and environment, and reading what it left (its
+ * output, its checkpoints). */
+#ifndef DP_TESTS_RELIABILITYUTIL_H
+#define DP_TESTS_RELIABILITYUTIL_H
+
+#include "testutil.h"
+
+#include <sys/types.h>
+
+/* The group setup: finds dptrain (tu_dptrain). */
+int setup(void **state);
+
+/* How to start a child. */
+typedef struct child_opts {
+    const char *err_path;  /* stderr goes here; NULL: /dev/null */
+    const char *env;       /* "NAME=VALUE" put into the environment, or NULL */
+    long long fsize_limit; /* RLIMIT_FSIZE in bytes (SIGXFSZ ignored), 0 = none */
+} child_opts;
+
+/* Starts `dptrain train` with small common settings (kernels fixed: runs
+ * are compared bit for bit), then `extra` (NULL-terminated). */
+pid_t start(const char *const *extra, const child_opts *c);
+/* Waits for pid: its exit status, or 128 + the signal that killed it. */
+int wait_exit(pid_t pid);
+/* start, then wait_exit. */
+int run(const char *const *extra, const child_opts *c);
+/* buf (512 bytes) = "<the test's temp dir>/<name>" */
+void tmp_path(char *buf, const char *name);
+/* The file's first 64 KiB, NUL-terminated, in a static buffer. */
+char *slurp(const char *path);
+/* Fails unless `text` contains `want`; prints the text first. */
+void assert_has(const char *text, const char *want);
+/* The checkpoint's "dptrain.epochs_done", or -1 if it has none. */
+int epochs_done(const char *path);
+void copy_file(const char *from, const char *to);
+/* `dptrain eval` accepts the checkpoint. */
+void assert_loadable(const char *path);
+
+#define NEED_DATA()                                                                                \
+    do {                                                                                           \
+        if (!tu_have_fashion_mnist()) {                                                            \
+            tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");     \
+        }                                                                                          \
+    } while (0)
+
+#endif
