@@ -42,19 +42,15 @@ dp_tensor_t *dp_tensor_grad(const dp_tensor_t *t)
     return t->ag ? t->ag->grad : NULL;
 }
 
-void dp_tensor_free(dp_tensor_t *t)
+void dp__state_release(dp_tensor_t *t)
 {
-    if (!t)
-        return;
-    /* A leaf's state, and the gradient it was given, go with it; a
-     * recorded output's state belongs to its tape. */
     dp__autograd_state *s = t->ag;
     if (s && !s->tape) {
         if (s->grad && s->grad != t)
             dp_tensor_free(s->grad);
         dp__free(s);
     }
-    dp__tensor_release(t);
+    t->ag = NULL;
 }
 
 bool dp__grad_written(const dp_tensor_t *t)

@@ -136,8 +136,12 @@ int dp__tape_alloc_like(dp_tensor_t **out, const dp_tensor_t *like)
 
 dp__autograd_state *dp__state_new(dp__tape *tape)
 {
-    if (!tape)
+    if (!tape) {
+        /* A leaf's state goes with its tensor: dp_tensor_free (device
+         * layer) hands it back here. */
+        dp__tensor_set_state_release(dp__state_release);
         return dp__calloc(1, sizeof(dp__autograd_state));
+    }
     size_t chunk = tape->nstates / DP__STATE_CHUNK;
     if (chunk == tape->nchunks) {
         dp__autograd_state **p = realloc(tape->state_chunks, (chunk + 1) * sizeof *p);

@@ -113,5 +113,8 @@ void dp__grad_set_written(dp_tensor_t *t);
 /* A new state for a leaf (on the heap) or a recorded output (in `tape`'s
  * pool), zeroed. */
 dp__autograd_state *dp__state_new(dp__tape *tape);
+/* Frees t's state if it is a leaf's (with the gradient it was given); a
+ * recorded output's state belongs to its tape. Called by dp_tensor_free. */
+void dp__state_release(dp_tensor_t *t);
 
 #endif

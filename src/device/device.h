@@ -134,10 +134,17 @@ struct dp_tensor {
     int owns_data;      /* 0 for views into a parameter buffer */
     uint64_t write_seq; /* stream seq of the last command writing it */
     const char *name;   /* a parameter's name, or NULL */
-    /* Set and read by autograd only: non-NULL when the tensor requires a
-     * gradient. */
+    /* Set and read by autograd only, as PyTorch's TensorImpl keeps its
+     * autograd_meta_: non-NULL when the tensor requires a gradient or was
+     * recorded on a tape. The device layer never looks inside (the type is
+     * incomplete here); dp_tensor_free hands it back to autograd. */
     struct dp__autograd_state *ag;
 };
+
+/* dp_tensor_free calls fn(t) for a tensor with autograd state before it
+ * frees the tensor; autograd sets fn when it attaches a leaf's state. */
+typedef void (*dp__tensor_state_release_fn)(dp_tensor_t *t);
+void dp__tensor_set_state_release(dp__tensor_state_release_fn fn);
 
 /* Device memory through the block cache. */
 void *dp__device_alloc(dp_device_t *dev, size_t bytes);

@@ -6,6 +6,7 @@
 #include "device/device.h"
 #include "device/storage.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 int64_t dp__numel(int ndim, const int64_t *shape)
@@ -121,6 +122,25 @@ int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int
     }
     *out = t;
     return 0;
+}
+
+/* Set by autograd when it attaches its first leaf state (see
+ * dp__tensor_set_state_release); NULL while no tensor has one. */
+static _Atomic(dp__tensor_state_release_fn) state_release;
+
+void dp__tensor_set_state_release(dp__tensor_state_release_fn fn)
+{
+    atomic_store(&state_release, fn);
+}
+
+void dp_tensor_free(dp_tensor_t *t)
+{
+    if (!t)
+        return;
+    dp__tensor_state_release_fn release = atomic_load(&state_release);
+    if (t->ag && release)
+        release(t);
+    dp__tensor_release(t);
 }
 
 void dp__tensor_release(dp_tensor_t *t)
