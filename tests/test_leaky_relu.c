@@ -188,12 +188,18 @@ static void test_module_slope(void **state)
         OK(dp_params_set(dp_model_params(m), identity));
         int64_t xs[4] = {2, 1, 2, 3};
         dp_tensor_t *in = upload(4, xs, x), *out;
+        /* The tape owns the forward's tensors (Flatten's, Linear's, ...). */
+        dp_tape_t *tape;
+        OK(dp_tape_init(&tape, false));
+        dp_tape_begin(tape);
         OK(dp_model_forward(m, in, false, &out));
         OK(dp_tensor_to_host(out, y, sizeof y));
+        dp_tape_end(tape);
         for (int i = 0; i < 12; i++)
             if (y[i] != (x[i] > 0.0f ? x[i] : slopes[t] * x[i]))
                 fail_msg("%s: y[%d] = %g for x = %g", texts[t], i, (double)y[i], (double)x[i]);
-        dp_tensor_free(out);
+        dp_tape_reset(tape);
+        dp_tape_close(tape);
         dp_tensor_free(in);
         dp_model_close(m);
         dp_model_def_free(def);
