@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     int n;
     if (dp_fashion_mnist_load(NULL, true, &train) < 0 || batch > train.n ||
         dp_devices_open(devs, &n, argv[3], 0) < 0 ||
-        dp_model_create(&model, model_name, devs[0], 0) < 0)
+        dp_model_init_builtin(&model, model_name, devs[0], 0) < 0)
         return 1;
     dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
     if (dp_data_parallel_init(&dp, model, devs, n, &opt) < 0 || dp_tape_init(&tape, true) < 0)

@@ -17,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void print_in_model(const dp_model_t *m, const dp_tensor_t *input,
-                           const dp_tensor_t *output, void *user)
+static void print_in_model(const dp_model_t *m, const dp_tensor_t *input, const dp_tensor_t *output,
+                           void *user)
 {
     (void)m, (void)user;
     char in[64], out[64];
-    printf("\tIn Model: input size %s output size %s\n",
-           dp_tensor_shape_str(input, in, sizeof in), dp_tensor_shape_str(output, out, sizeof out));
+    printf("\tIn Model: input size %s output size %s\n", dp_tensor_shape_str(input, in, sizeof in),
+           dp_tensor_shape_str(output, out, sizeof out));
 }
 
 int example_dataparallel(const char *devices)
@@ -43,7 +43,7 @@ int example_dataparallel(const char *devices)
     dp_model_t *model = NULL;
     dp_data_parallel_t *dp = NULL;
     dp_tape_t *tape = NULL;
-    rc = dp_model_create(&model, "tutorial", devs[0], 0);
+    rc = dp_model_init_builtin(&model, "tutorial", devs[0], 0);
     if (rc == 0) {
         dp_model_set_forward_hook(model, print_in_model, NULL);
         dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};

@@ -69,7 +69,7 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
     /* params lives on the host side of the story: device 0 here. */
     rc = dp_fashion_mnist_load(NULL, true, &train);
     if (rc == 0)
-        rc = dp_model_create(&params, "lenet", devs[0], 0);
+        rc = dp_model_init_builtin(&params, "lenet", devs[0], 0);
     if (rc == 0)
         rc = dp_replicate(replicas, params, devs, n);
     for (int k = 0; rc == 0 && k < n; k++)
@@ -106,8 +106,7 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
                 checksum += fabs((double)w[i]);
     }
     if (rc == 0)
-        printf("after %d steps: loss %.6f, sum of |weights| %.6f\n", steps, loss / BATCH,
-               checksum);
+        printf("after %d steps: loss %.6f, sum of |weights| %.6f\n", steps, loss / BATCH, checksum);
     dp_tape_close(tape);
     for (int k = 0; k < n; k++) {
         dp_sgd_close(sgd[k]);

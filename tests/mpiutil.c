@@ -201,7 +201,7 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
     dp_model_t *m;
     dp_safetensors_t *f;
     assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
-    assert_int_equal(dp_model_create(&m, model, dev, seed), 0);
+    assert_int_equal(dp_model_init_builtin(&m, model, dev, seed), 0);
     assert_int_equal(dp_safetensors_open(&f, ck), 0);
     dp_params_t *p = dp_model_params(m);
     double d = 0, scale = 0;

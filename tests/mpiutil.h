@@ -91,7 +91,7 @@ int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
            const char *const *extra, const char *log);
 
 /* How far the checkpoint `ck`'s weights have moved from the initial ones
- * that dptrain draws for `model` with `seed` (the same dp_model_create a
+ * that dptrain draws for `model` with `seed` (the same dp_model_init_builtin a
  * one-process run uses): max |ck - init| / max |ck| over all its
  * parameters (not per tensor: the biases start at 0). A run that did not
  * train gives 0. */

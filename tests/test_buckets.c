@@ -39,7 +39,7 @@ static float *train(int n, dp_allreduce_algo algo, double bucket_mb, int *bucket
     dp_device_t *devs[3];
     tu_open_cpu_devices(devs, n);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 5), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 5), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {
         .allreduce = algo, .sgd = {.lr = 0.1f, .momentum = 0.9f}, .bucket_mb = bucket_mb};
@@ -113,7 +113,7 @@ static void bucket_layout(void **state)
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, 2);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 1), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 1), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {.sgd = {.lr = 0.1f}, .bucket_mb = 0.05};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), 0);
@@ -138,7 +138,7 @@ static void bucket_layout(void **state)
     /* ResNet-18 with DDP's default: the first bucket closes past 1 MiB, the
      * others past 25 MiB, each as soon as it gets there; together they
      * cover the buffer from its end, without gaps. */
-    assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 1), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 1), 0);
     opt.bucket_mb = 25;
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), 0);
     dp_params_t *p = dp_model_params(model);
@@ -264,7 +264,7 @@ static void bad_options_refused(void **state)
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, 2);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 1), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 1), 0);
     dp_data_parallel_t *dp;
     const double bad_sizes[] = {-1, NAN, 2e6};
     for (size_t i = 0; i < 3; i++) {

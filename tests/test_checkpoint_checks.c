@@ -18,7 +18,7 @@ static dp_model_t *model;
 static int setup(void **state)
 {
     if (tu_setup_tmp(state) != 0 || dp_device_open(&dev, "cpu:0", 1) != 0 ||
-        dp_model_create(&model, "lenet", dev, 1) != 0)
+        dp_model_init_builtin(&model, "lenet", dev, 1) != 0)
         return -1;
     tu_quiet_log();
     return 0;

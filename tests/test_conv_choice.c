@@ -79,7 +79,7 @@ static run train_lenet(const dp_dataset *ds, int n, dp_precision p)
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, n);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING,
                                     .sgd = {.lr = 0.2f, .momentum = 0.5f}};

@@ -19,7 +19,7 @@ static int64_t resnet_running_stats(const float *images, int first, int rows, fl
     dp_device_t *dev;
     assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "resnet18", dev, 11), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "resnet18", dev, 11), 0);
     if (rows > 0) {
         dp_tape_t *tape;
         assert_int_equal(dp_tape_init(&tape, true), 0);
@@ -56,7 +56,9 @@ static void running_stats_are_replica_mean(void **state)
     for (int i = 0; i < N * 784; i++)
         images[i] = dp_rng_uniform(&rng);
     static float shard[3][MAXBUF], got[3][MAXBUF];
-    const struct { int devices, first[3], rows[3]; } cases[] = {
+    const struct {
+        int devices, first[3], rows[3];
+    } cases[] = {
         {2, {0, 2, 0}, {2, 2, 0}},
         {3, {0, 2, 0}, {2, 2, 0}},
     };
@@ -69,7 +71,7 @@ static void running_stats_are_replica_mean(void **state)
         dp_device_t *devs[3];
         tu_open_cpu_devices(devs, n);
         dp_model_t *model;
-        assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 11), 0);
+        assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
         dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
         assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
@@ -116,7 +118,7 @@ static float *train_resnet(int n, bool sync_bn, int64_t *numel)
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, n);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 12), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 12), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {
         .allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.5f}, .sync_bn = sync_bn};
@@ -172,7 +174,7 @@ static void sync_bn_equals_whole_batch(void **state)
     dp_device_t *devs[2];
     tu_open_cpu_devices(devs, 2);
     dp_bn_sync_t *sync;
-    assert_int_equal(dp_bn_sync_create(&sync, C, 2), 0);
+    assert_int_equal(dp_bn_sync_init(&sync, C, 2), 0);
     float running[2][2][2 * C];
     for (int mode = 0; mode < 2; mode++) {
         int parts = mode + 1, n = N / parts;
@@ -186,7 +188,8 @@ static void sync_bn_equals_whole_batch(void **state)
             int64_t xs[4] = {n, C, H, W}, cs = C, flat[2] = {1, (int64_t)n * C * H * W},
                     rs[2] = {(int64_t)n * C * H * W, 1}, one_elem = 1;
             dp_tensor_t *yf, *rr, *l;
-            assert_int_equal(dp_tensor_from_host(&tx[k], devs[k], DP_F32, 4, xs, x + k * n * C * H * W), 0);
+            assert_int_equal(
+                dp_tensor_from_host(&tx[k], devs[k], DP_F32, 4, xs, x + k * n * C * H * W), 0);
             assert_int_equal(dp_tensor_from_host(&tg[k], devs[k], DP_F32, 1, &cs, gamma), 0);
             assert_int_equal(dp_tensor_from_host(&tb[k], devs[k], DP_F32, 1, &cs, beta), 0);
             assert_int_equal(dp_tensor_from_host(&rm[k], devs[k], DP_F32, 1, &cs, zero), 0);
@@ -202,7 +205,8 @@ static void sync_bn_equals_whole_batch(void **state)
             }
             assert_int_equal(dp_batch_norm2d(&y[k], tx[k], tg[k], tb[k], rm[k], rv[k], &p), 0);
             assert_int_equal(dp_reshape(&yf, y[k], 2, flat), 0);
-            assert_int_equal(dp_tensor_from_host(&rr, devs[k], DP_F32, 2, rs, r + k * n * C * H * W), 0);
+            assert_int_equal(
+                dp_tensor_from_host(&rr, devs[k], DP_F32, 2, rs, r + k * n * C * H * W), 0);
             assert_int_equal(dp_linear(&l, yf, rr, NULL, DP_WEIGHT_IN_OUT), 0);
             assert_int_equal(dp_reshape(&loss[k], l, 1, &one_elem), 0);
             dp_zero_grad(ps, 3);
@@ -213,9 +217,12 @@ static void sync_bn_equals_whole_batch(void **state)
         for (int k = 0; k < parts; k++) {
             size_t bytes = (size_t)n * C * H * W * sizeof(float);
             assert_int_equal(dp_tensor_to_host(y[k], out[mode] + k * n * C * H * W, bytes), 0);
-            assert_int_equal(dp_tensor_to_host(dp_tensor_grad(tx[k]), dx[mode] + k * n * C * H * W, bytes), 0);
-            assert_int_equal(dp_tensor_to_host(dp_tensor_grad(tg[k]), dg[mode][k], sizeof dg[0][0]), 0);
-            assert_int_equal(dp_tensor_to_host(dp_tensor_grad(tb[k]), db[mode][k], sizeof db[0][0]), 0);
+            assert_int_equal(
+                dp_tensor_to_host(dp_tensor_grad(tx[k]), dx[mode] + k * n * C * H * W, bytes), 0);
+            assert_int_equal(dp_tensor_to_host(dp_tensor_grad(tg[k]), dg[mode][k], sizeof dg[0][0]),
+                             0);
+            assert_int_equal(dp_tensor_to_host(dp_tensor_grad(tb[k]), db[mode][k], sizeof db[0][0]),
+                             0);
             assert_int_equal(dp_tensor_to_host(rm[k], running[mode][k], C * sizeof(float)), 0);
             assert_int_equal(dp_tensor_to_host(rv[k], running[mode][k] + C, C * sizeof(float)), 0);
         }

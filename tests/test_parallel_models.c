@@ -22,7 +22,7 @@ static float *train_lenet(const dp_dataset *ds, int n, dp_allreduce_algo algo, i
     dp_device_t *devs[3];
     tu_open_cpu_devices(devs, n);
     dp_model_t *model;
-    assert_int_equal(dp_model_create(&model, "lenet", devs[0], 7), 0);
+    assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {.allreduce = algo, .sgd = {.lr = 0.2f, .momentum = 0.5f}};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
@@ -93,7 +93,7 @@ static void resnet_two_devices(void **state)
         dp_device_t *devs[2];
         tu_open_cpu_devices(devs, n);
         dp_model_t *model;
-        assert_int_equal(dp_model_create(&model, "resnet18", devs[0], 11), 0);
+        assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
         dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
         assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
@@ -122,7 +122,8 @@ static void resnet_two_devices(void **state)
             dp_params_t *b0 = dp_model_buffers(dp_data_parallel_replica(dp, 0));
             dp_params_t *b1 = dp_model_buffers(dp_data_parallel_replica(dp, 1));
             int64_t numel = dp_params_numel(b0);
-            float *r0 = malloc((size_t)numel * sizeof *r0), *r1 = malloc((size_t)numel * sizeof *r1);
+            float *r0 = malloc((size_t)numel * sizeof *r0),
+                  *r1 = malloc((size_t)numel * sizeof *r1);
             assert_int_equal(dp_params_get_all(b0, r0), 0);
             assert_int_equal(dp_params_get_all(b1, r1), 0);
             assert_memory_equal(r0, r1, (size_t)numel * sizeof *r0);

@@ -274,7 +274,7 @@ float *tu_lenet_initial_params(uint64_t seed, int64_t numel)
     dp_device_t *dev;
     dp_model_t *m;
     assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
-    assert_int_equal(dp_model_create(&m, "lenet", dev, seed), 0);
+    assert_int_equal(dp_model_init_builtin(&m, "lenet", dev, seed), 0);
     assert_int_equal(dp_params_numel(dp_model_params(m)), numel);
     float *start = malloc((size_t)numel * sizeof *start);
     assert_int_equal(dp_params_get_all(dp_model_params(m), start), 0);

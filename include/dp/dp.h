@@ -11,7 +11,7 @@
  * One training step of the seed's LeNet, written out:
  *
  *   dp_device_t *dev;   dp_device_open(&dev, "cpu:0", 0);
- *   dp_model_t *net;    dp_model_create(&net, "lenet", dev, seed);
+ *   dp_model_t *net;    dp_model_init_builtin(&net, "lenet", dev, seed);
  *   dp_sgd_t *sgd;      dp_sgd_init(&sgd, dp_model_params(net), &(dp_sgd_options){.lr = 0.2f});
  *   dp_tape_t *tape;    dp_tape_init(&tape, true);
  *

@@ -183,7 +183,7 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
                      int *n);
 
 /* dp_model_builtin(name, NULL) then dp_model_init. */
-int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
+int dp_model_init_builtin(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed);
 void dp_model_close(dp_model_t *m);
 const char *dp_model_name(const dp_model_t *m);
 dp_params_t *dp_model_params(dp_model_t *m);

@@ -182,7 +182,7 @@ int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_
  * of all replicas' shards together, as PyTorch's SyncBatchNorm. The group's
  * replicas exchange them through host memory: devices of one process. */
 typedef struct dp__exchange dp_bn_sync_t;
-int dp_bn_sync_create(dp_bn_sync_t **out, int64_t channels, int max_ranks);
+int dp_bn_sync_init(dp_bn_sync_t **out, int64_t channels, int max_ranks);
 void dp_bn_sync_close(dp_bn_sync_t *s);
 
 typedef struct dp_batch_norm_params {

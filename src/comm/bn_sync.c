@@ -6,7 +6,7 @@
 #include "comm/exchange.h"
 #include "core/internal.h"
 
-int dp_bn_sync_create(dp_bn_sync_t **out, int64_t channels, int max_ranks)
+int dp_bn_sync_init(dp_bn_sync_t **out, int64_t channels, int max_ranks)
 {
     if (channels < 1 || max_ranks < 1 || max_ranks > DP_MAX_DEVICES) {
         DP_ERROR("bn_sync: need channels >= 1 and 1..%d ranks", DP_MAX_DEVICES);

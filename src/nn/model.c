@@ -75,7 +75,7 @@ int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t
     return create(out, def, dev, false, 0);
 }
 
-int dp_model_create(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
+int dp_model_init_builtin(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
 {
     const dp_model_def *def;
     DP_TRY(dp_model_builtin(&def, name, NULL));

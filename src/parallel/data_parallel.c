@@ -64,8 +64,8 @@ static int make_sync(dp_data_parallel_t *dp)
         snprintf(name, sizeof name, "%s.running_mean", names[j]);
         int idx = dp_params_find(buffers, name);
         DP_ASSERT(idx >= 0);
-        DP_TRY(dp_bn_sync_create(&dp->bn_sync[j], dp_tensor_dim(dp_params_get(buffers, idx), 0),
-                                 dp->n));
+        DP_TRY(
+            dp_bn_sync_init(&dp->bn_sync[j], dp_tensor_dim(dp_params_get(buffers, idx), 0), dp->n));
     }
     /* How many replicas take part is set by each forward. */
     for (int k = 0; k < dp->n; k++)

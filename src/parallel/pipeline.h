@@ -17,16 +17,16 @@
 #include "device/storage.h"
 
 /* What device 0's worker reads at the end of a step. */
-typedef struct summary_args {
+typedef struct dp__pipeline_summary {
     struct dp_pipeline *p;
     int parity;
-} summary_args;
+} dp__pipeline_summary;
 
 struct dp_pipeline {
     int K, D, M; /* stages, pipelines, micro-batches at most */
     dp_pipeline_schedule schedule;
     int64_t in_chw[3];
-    summary_args summary[2];
+    dp__pipeline_summary summary[2];
     int first[DP_PIPELINE_MAX_STAGES + 1];
     int *bn_stage;
     dp_data_parallel_t *dp;

@@ -21,7 +21,7 @@ static void stamp(void *arg)
  * pipeline's idle share, and pipeline 0's task times for the timeline. */
 static void summarize(void *arg)
 {
-    summary_args *a = arg;
+    dp__pipeline_summary *a = arg;
     dp_pipeline_t *p = a->p;
     const double *t = p->times[a->parity];
     double sum = 0;
@@ -292,7 +292,7 @@ static int finish(dp_pipeline_t *p, dp_tensor_t *loss, dp_tensor_t *correct)
     dp_device_t *dev0 = p->devs[0];
     for (int i = 1; i < p->D * p->K; i++)
         dp__after(dev0, p->devs[i]);
-    summary_args *a = &p->summary[p->parity];
+    dp__pipeline_summary *a = &p->summary[p->parity];
     a->p = p;
     a->parity = p->parity;
     dp__enqueue_host_call(dev0, summarize, a, "pipeline step summary");

@@ -273,7 +273,7 @@ static int fz_models_make(void)
     dp_sgd_options opt = {.lr = 0.1f, .momentum = 0.9f};
     int rc = dp_device_open(&fz_dev, "cpu:0", 1);
     for (int i = 0; rc == 0 && i < FZ_MODELS; i++) {
-        rc = dp_model_create(&fz_models[i], fz_model_names[i], fz_dev, 0);
+        rc = dp_model_init_builtin(&fz_models[i], fz_model_names[i], fz_dev, 0);
         if (rc == 0)
             rc = dp_sgd_init(&fz_sgds[i], dp_model_params(fz_models[i]), &opt);
     }
