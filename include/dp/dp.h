@@ -4,7 +4,9 @@
  * runs in order (dp/tensor.h); ops enqueue kernels and return at once
  * (dp/ops.h), recording on a tape for dp_backward (dp/autograd.h); models
  * keep parameters and gradients in one buffer each (dp/nn.h); SGD updates
- * that buffer (dp/optim.h); data and the training loop sit on top
+ * that buffer (dp/optim.h); DataParallel and the pipeline spread a step
+ * over devices behind one executor interface (dp/parallel.h,
+ * dp/pipeline.h, dp/executor.h); data and the training loop sit on top
  * (dp/data.h, dp/train.h). Every fallible call returns 0 or a negative
  * DP_E* code, and the detail goes to the log callback (dp/core.h).
  *
@@ -36,6 +38,7 @@
 #include "dp/core.h"
 #include "dp/data.h"
 #include "dp/dist.h"
+#include "dp/executor.h"
 #include "dp/nn.h"
 #include "dp/ops.h"
 #include "dp/optim.h"

@@ -122,6 +122,36 @@ void dp_data_parallel_close(dp_data_parallel_t *dp);
 /* Scatters x (on devs[0]) over the replicas, runs them concurrently and
  * gathers the outputs on devs[0]. */
 int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train, dp_tensor_t **out);
+/* A batch held on the host, as a loader hands it out: n samples of
+ * chw[0] x chw[1] x chw[2] floats, row-major, and their n class indices.
+ * Dropout's masks are keyed by (seed, step) and each sample's row plus
+ * sample_offset, its index in the whole (global) batch. */
+typedef struct dp_host_batch {
+    const float *x;
+    const int32_t *labels;
+    int64_t n;
+    int64_t chw[3];
+    uint64_t seed, step;
+    int64_t sample_offset;
+} dp_host_batch;
+
+/* A training step's forward and backward as PyTorch's
+ * DistributedDataParallel runs it, issued without waiting: replica k
+ * uploads its own torch.chunk of the batch's rows to its device, runs the
+ * forward and the summed cross-entropy loss there and backpropagates it;
+ * no output is gathered anywhere. The gradients are left in the replicas
+ * (dp_data_parallel_step sums them and updates); *loss (1 float) is set to
+ * the batch's summed loss and *correct (1 float) += its right answers, both
+ * on devs[0]. The gradients equal dp_data_parallel_forward's on the
+ * gathered batch bit for bit; the loss differs in the order of its sum. */
+int dp_data_parallel_forward_backward(dp_data_parallel_t *dp, const dp_host_batch *b,
+                                      dp_tensor_t *loss, dp_tensor_t *correct);
+/* The same split for evaluation (no tape records): *correct (1 float, on
+ * devs[0]) += the right answers of the batch. */
+int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp_tensor_t *correct);
+/* Replica k's summed loss of the last dp_data_parallel_forward_backward
+ * (1 float on replica k's device, valid until the next), or NULL. */
+dp_tensor_t *dp_data_parallel_replica_loss(dp_data_parallel_t *dp, int k);
 /* Starts a step on every replica (gradients written fresh by the backward). */
 void dp_data_parallel_zero_grad(dp_data_parallel_t *dp);
 /* After dp_backward: sums the replicas' gradients with the allreduce, then

@@ -1,26 +1,13 @@
 /* DataParallel: replicas of one model, a batch scattered over them, outputs
  * gathered on device 0, gradients summed by an allreduce over the replicas'
  * gradient buffers, and the same SGD update on every replica. */
-#include "dp/parallel.h"
+#include "parallel/data_parallel.h"
 
 #include "dp/dist.h"
 
-#include "comm/comm.h"
 #include "core/internal.h"
-#include "nn/model.h"
 
 #include <string.h>
-
-struct dp_data_parallel {
-    int n;
-    dp_device_t *devs[DP_MAX_DEVICES];
-    dp_model_t *replicas[DP_MAX_DEVICES]; /* [0] is the caller's model */
-    dp_sgd_t *sgd[DP_MAX_DEVICES];
-    dp_data_parallel_options opt;
-    dp_bn_sync_t **bn_sync; /* --sync-bn: one group per batch norm layer */
-    int nbn;
-    dp__buckets *buckets; /* NULL with one device and one rank */
-};
 
 /* The ranks the gradients are summed across. */
 static int grad_ranks(const dp_data_parallel_t *dp)
@@ -77,6 +64,7 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
 {
     if (!dp)
         return;
+    dp__data_parallel_close_steps(dp);
     dp__buckets_close(dp->buckets);
     for (int k = 0; k < dp->n; k++) {
         dp_sgd_close(dp->sgd[k]);
