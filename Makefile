@@ -36,9 +36,11 @@ train: build
 # (no GPU, not root) exits 77 and CTest reports it as skipped; the last line
 # names each skipped test with its reason. scripts/check-layers.sh first
 # checks that the folders of src/ include each other only as DESIGN.md's
-# layers allow.
+# layers allow, and scripts/check-train-parts.sh that each part of a run in
+# src/train/ is the only file that reaches its fields.
 test: build
 	scripts/check-layers.sh && echo "check-layers: the folders of src/ include each other as DESIGN.md allows"
+	scripts/check-train-parts.sh && echo "check-train-parts: each part of a run in src/train/ owns its fields"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
@@ -61,7 +63,7 @@ test-asan: deps
 # Devices are threads: the engine, the loader and every multi-device test run
 # under ThreadSanitizer. Each device gets one kernel thread there, so no
 # OpenMP team (libgomp is not instrumented) starts.
-TSAN_TESTS = ^(test_engine|test_engine.first_kernels_at_once|test_data_(idx|loader)|test_parallel_(collectives|models|batch_norm)|test_buckets|test_pipeline_(equals|schedule)|test_train|test_resume|cli_demo)$$
+TSAN_TESTS = ^(test_engine|test_executor|test_engine.first_kernels_at_once|test_data_(idx|loader)|test_parallel_(collectives|models|batch_norm)|test_buckets|test_pipeline_(equals|schedule)|test_train|test_resume|cli_demo)$$
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON -DDP_CUDA=OFF
 	cmake --build build-tsan -j $(JOBS)

@@ -75,8 +75,11 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
         rc = add_params(ts, &n, buffers, &hb);
     for (int i = 0; rc == 0 && i < nbn; i++) {
         snprintf(bn_names[i], sizeof bn_names[i], "%s.num_batches_tracked", bn[i]);
-        ts[n++] = (dp_st_tensor){.name = bn_names[i], .dtype = DP_ST_I64, .ndim = 0,
-                                 .data = &tracked, .bytes = sizeof tracked};
+        ts[n++] = (dp_st_tensor){.name = bn_names[i],
+                                 .dtype = DP_ST_I64,
+                                 .ndim = 0,
+                                 .data = &tracked,
+                                 .bytes = sizeof tracked};
     }
     dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
     if (rc == 0 && velocity) {

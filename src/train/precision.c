@@ -13,9 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dp__train_setup_precision(dp__trainer *t)
+struct dp__train_prec {
+    /* The thread's precision and the process's convolution algorithm
+     * before the run set its own, put back by dp__prec_close. */
+    bool set;
+    dp_precision saved_precision;
+    dp_conv_algo saved_conv_algo;
+    char *choices; /* the kernels chosen before the first step (auto), or NULL */
+    bool taken;    /* in an epoch's metrics already */
+};
+
+int dp__prec_open(dp__train_prec **out, const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
+    dp__train_prec *p = dp__calloc(1, sizeof *p);
+    if (!p)
+        return DP_ENOMEM;
+    *out = p;
     if ((unsigned)o->precision > DP_PRECISION_BF16_REFERENCE ||
         (unsigned)o->conv_algo > DP_CONV_ALGO_WINOGRAD) {
         DP_ERROR("the precision %d or convolution algorithm %d is not one of dp_precision, "
@@ -23,14 +37,14 @@ int dp__train_setup_precision(dp__trainer *t)
                  o->precision, o->conv_algo);
         return DP_EINVAL;
     }
-    for (int k = 0; k < t->ndev && o->precision != DP_PRECISION_FP32; k++) {
-        if (!dp_device_has(t->devs[k], DP_DEVICE_BF16)) {
+    for (int k = 0; k < dp__net_count(t->net) && o->precision != DP_PRECISION_FP32; k++) {
+        dp_device_t *dev = dp__net_device(t->net, k);
+        if (!dp_device_has(dev, DP_DEVICE_BF16)) {
             DP_ERROR("the precision %s: %s runs float32 only (bf16 runs on CPU devices)",
-                     dp_precision_name(o->precision), dp_device_name(t->devs[k]));
+                     dp_precision_name(o->precision), dp_device_name(dev));
             return DP_ENOTSUP;
         }
-        if (o->precision == DP_PRECISION_BF16 &&
-            !dp_device_has(t->devs[k], DP_DEVICE_BF16_NATIVE)) {
+        if (o->precision == DP_PRECISION_BF16 && !dp_device_has(dev, DP_DEVICE_BF16_NATIVE)) {
             DP_ERROR("the precision bf16: this CPU has no native bf16 (neither avx512_bf16 nor "
                      "amx_bf16, or DNNL_MAX_CPU_ISA hides them), so it would run slower than "
                      "fp32; the precision bf16-reference runs the same arithmetic on float32 "
@@ -38,22 +52,31 @@ int dp__train_setup_precision(dp__trainer *t)
             return DP_ENOTSUP;
         }
     }
-    t->saved_precision = dp_set_precision((dp_precision)o->precision);
-    t->saved_conv_algo = dp_get_conv_algo();
+    p->saved_precision = dp_set_precision((dp_precision)o->precision);
+    p->saved_conv_algo = dp_get_conv_algo();
     dp_set_conv_algo((dp_conv_algo)o->conv_algo);
-    t->precision_set = true;
+    p->set = true;
     return 0;
 }
 
-void dp__train_restore_precision(dp__trainer *t)
+void dp__prec_close(dp__train_prec *p)
 {
-    free(t->conv_algos);
-    t->conv_algos = NULL;
-    if (!t->precision_set)
+    if (!p)
         return;
-    dp_set_precision(t->saved_precision);
-    dp_set_conv_algo(t->saved_conv_algo);
-    t->precision_set = false;
+    free(p->choices);
+    if (p->set) {
+        dp_set_precision(p->saved_precision);
+        dp_set_conv_algo(p->saved_conv_algo);
+    }
+    dp__free(p);
+}
+
+const char *dp__prec_take_choices(dp__train_prec *p)
+{
+    if (p->taken)
+        return NULL;
+    p->taken = true;
+    return p->choices;
 }
 
 /* One forward and backward pass of the model on device 0 over `rows`
@@ -61,20 +84,22 @@ void dp__train_restore_precision(dp__trainer *t)
  * as they are): every convolution shape and pass of a training step runs,
  * and is measured the first time. Only the parameters' gradients are
  * written, and every step's first backward writes them afresh. */
-static int measure_once(dp__trainer *t, int64_t rows)
+static int measure_once(const dp__trainer *t, int64_t rows)
 {
-    const dp_dataset *ds = t->train_set;
+    const dp_dataset *ds = dp__data_train_set(t->data);
+    const int64_t *chw = dp__data_chw(t->data);
+    dp_device_t *dev = dp__net_device(t->net, 0);
     rows = DP_MIN(rows, ds->n);
-    int64_t xs[4] = {rows, t->in_channels, t->in_rows, t->in_cols}, ys[1] = {rows};
+    int64_t xs[4] = {rows, chw[0], chw[1], chw[2]}, ys[1] = {rows};
     dp_tape_t *tape;
     DP_TRY(dp_tape_init(&tape, true));
     dp_tape_begin(tape);
     dp_tensor_t *x = NULL, *y = NULL, *logits, *loss;
-    int rc = dp_tensor_from_host(&x, t->dev, DP_F32, 4, xs, ds->images);
+    int rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, ds->images);
     if (rc == 0)
-        rc = dp_tensor_from_host(&y, t->dev, DP_I32, 1, ys, ds->labels);
+        rc = dp_tensor_from_host(&y, dev, DP_I32, 1, ys, ds->labels);
     if (rc == 0)
-        rc = dp_model_forward(t->model, x, false, &logits);
+        rc = dp_model_forward(dp__net_model(t->net), x, false, &logits);
     if (rc == 0)
         rc = dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM);
     if (rc == 0)
@@ -102,7 +127,7 @@ static void log_choices(const char *text, int rank)
     }
 }
 
-int dp__train_tune_convolutions(dp__trainer *t)
+int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
     if (o->conv_algo != DP_CONV_ALGO_AUTO)
@@ -110,7 +135,8 @@ int dp__train_tune_convolutions(dp__trainer *t)
     /* The rows a device sees in a step: the batch over the ranks, the
      * devices (or the pipeline's micro-batches). The choice holds for
      * every batch size; this only sets the size it is measured at. */
-    int64_t per = (int64_t)t->ranks * (o->pipeline ? t->ndev / o->pipeline : t->ndev);
+    int ndev = dp__net_count(t->net);
+    int64_t per = (int64_t)t->ranks * (o->pipeline ? ndev / o->pipeline : ndev);
     if (o->pipeline)
         per *= o->micro_batches > 0 ? o->micro_batches : 1;
     int64_t rows = DP_MAX(o->batch_size / DP_MAX(per, 1), 1);
@@ -142,11 +168,11 @@ int dp__train_tune_convolutions(dp__trainer *t)
     }
     if (rc == 0 && o->verbose && text)
         log_choices(text, t->rank);
-    t->conv_algos = text; /* for the first epoch's metrics; freed at teardown */
+    p->choices = text; /* for the first epoch's metrics; freed by dp__prec_close */
     return rc;
 }
 
-void dp__train_record_precision(const dp__trainer *t, dp_checkpoint_state *ck)
+void dp__prec_record(const dp__trainer *t, dp_checkpoint_state *ck)
 {
     snprintf(ck->precision, sizeof ck->precision, "%s", dp_precision_name(t->o->precision));
     ck->conv_algos[0] = '\0';

@@ -1,87 +1,233 @@
-/* One training step: upload this rank's chunk of the batch, forward,
- * loss, backward, allreduce and update, all enqueued; the step's loss and
- * gradient check are copied to the host for the front end to read later. */
+/* The steps of a run: each issued without waiting (the executor's forward
+ * and backward on this rank's rows of the batch, then the allreduce and
+ * the update), and what the front end reads of them a step late: the
+ * step's loss, and whether its summed gradient was finite.
+ *
+ * Non-finite gradients: every replica checks its summed gradient on its
+ * device and its SGD kernel drops a step that holds a NaN or an Inf; the
+ * front end reads device 0's result with the step's loss and stops the run
+ * there, or counts the step as skipped. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
 
-/* The allreduce and update of the step of batch b (the gradient check
- * included), and the copy of the check's result to the host. */
-static int finish_step(dp__trainer *t, const dp_batch *b)
+#include <math.h>
+#include <stdlib.h>
+
+struct dp__train_steps {
+    uint64_t seed;                   /* the options' seed, or the resumed run's */
+    int64_t done;                    /* steps issued in the whole run */
+    dp_tensor_t *loss;               /* the step's summed loss, on the first device */
+    dp_tensor_t *loss_sum, *correct; /* the epoch's sums, on the first device */
+    int64_t cap;                     /* batches the arrays below hold */
+    float *step_loss;                /* host copies of each step's loss (this rank's rows) */
+    int64_t *step_rows;              /* this rank's rows of each step */
+    int64_t *step_nonfinite;         /* device 0's check of each step (dp_sgd_first_nonfinite) */
+    bool checked;                    /* the steps are checked for NaN and Inf */
+    int64_t inject_step;             /* DP_INJECT_NAN test hook: the step to poison, 0 = none */
+    char inject_param[96];           /* and the parameter whose gradient it poisons */
+};
+
+/* Turns on the device-side check of every step's gradient, on every replica
+ * of every rank or on none: replicas that disagreed on which steps to drop
+ * would drift apart. */
+static int setup_checks(dp__train_steps *s, const dp__trainer *t)
 {
-    if (t->inject_step == t->step + 1)
-        DP_TRY(dp__train_inject_nan(t));
-    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
-     * is summed over the whole (global) batch, the update divides by its
-     * size. */
-    DP_TRY(dp_data_parallel_step(t->dp, 1.0f / (float)b->n));
-    if (t->checked)
-        DP_TRY(dp_sgd_read_first_nonfinite_async(dp_data_parallel_sgd(t->dp, 0),
-                                                 &t->step_nonfinite[b->index]));
+    dp_data_parallel_t *dp = dp__net_replicas(t->net);
+    int ndev = dp__net_count(t->net);
+    bool missing = false;
+    for (int k = 0; k < ndev; k++)
+        missing = missing || !dp_sgd_can_check_finite(dp_data_parallel_sgd(dp, k));
+    if (t->ranks > 1)
+        DP_TRY(dp_dist_any(missing, &missing));
+    if (missing) {
+        if (t->rank == 0)
+            DP_WARN("gradients are not checked for NaN and Inf: a device here has no such check");
+        return 0;
+    }
+    for (int k = 0; k < ndev; k++)
+        DP_TRY(dp_sgd_check_finite(dp_data_parallel_sgd(dp, k)));
+    s->checked = true;
+    /* Test hook: DP_INJECT_NAN=STEP[:PARAM] makes the gradient of PARAM (a
+     * state_dict name; the first parameter if not given) NaN at step STEP
+     * (from 1), as an overflow would, to test the check end to end. */
+    const char *inject = getenv("DP_INJECT_NAN");
+    if (inject) {
+        dp_params_t *params = dp_model_params(dp__net_model(t->net));
+        char *end;
+        s->inject_step = strtoll(inject, &end, 10);
+        const char *first = dp_params_name(params, 0);
+        snprintf(s->inject_param, sizeof s->inject_param, "%s", *end == ':' ? end + 1 : first);
+        if (dp_params_find(params, s->inject_param) < 0) {
+            DP_ERROR("DP_INJECT_NAN=%s: the model has no parameter %s", inject, s->inject_param);
+            return DP_EINVAL;
+        }
+    }
     return 0;
 }
 
-/* Issues one training step on (this rank's chunk of) batch b; returns
- * without waiting. */
-int dp__train_step(dp__trainer *t, const dp_batch *b)
+int dp__steps_open(dp__train_steps **out, const dp__trainer *t)
 {
-    dp_device_t *dev = t->dev;
-    int64_t row0, n = dp__train_rank_rows(t, b->n, &row0);
-    /* x: [n, channels, rows, cols], this rank's rows of the batch. */
-    int64_t pixels = (int64_t)t->in_channels * t->in_rows * t->in_cols;
-    int64_t xs[4] = {n, t->in_channels, t->in_rows, t->in_cols}, ys[1] = {n};
-    dp_tensor_t *x = NULL, *y = NULL, *logits, *loss;
-    t->step_rows[b->index] = n;
-    if (n == 0) {
-        /* A last batch smaller than the ranks: this rank adds zero
-         * gradients to the sum and makes the same update as the others. */
-        t->step_loss[b->index] = 0;
-        dp_data_parallel_zero_grad(t->dp);
-        int rc = finish_step(t, b);
-        t->step++;
-        return rc;
+    dp__train_steps *s = dp__calloc(1, sizeof *s);
+    if (!s)
+        return DP_ENOMEM;
+    *out = s;
+    s->seed = t->o->seed;
+    dp_device_t *dev = dp__net_device(t->net, 0);
+    int64_t one = 1;
+    DP_TRY(dp_tensor_new(&s->loss, dev, DP_F32, 1, &one));
+    DP_TRY(dp_tensor_new(&s->loss_sum, dev, DP_F32, 1, &one));
+    DP_TRY(dp_tensor_new(&s->correct, dev, DP_F32, 1, &one));
+    return setup_checks(s, t);
+}
+
+void dp__steps_close(dp__train_steps *s)
+{
+    if (!s)
+        return;
+    dp_tensor_free(s->loss);
+    dp_tensor_free(s->loss_sum);
+    dp_tensor_free(s->correct);
+    dp__free(s->step_loss);
+    dp__free(s->step_rows);
+    dp__free(s->step_nonfinite);
+    dp__free(s);
+}
+
+void dp__steps_resume(dp__train_steps *s, uint64_t seed, int64_t steps)
+{
+    s->seed = seed;
+    s->done = steps;
+}
+
+uint64_t dp__steps_seed(const dp__train_steps *s)
+{
+    return s->seed;
+}
+
+int64_t dp__steps_done(const dp__train_steps *s)
+{
+    return s->done;
+}
+
+int dp__steps_start_epoch(dp__train_steps *s, int64_t batches, double loss0, double correct0)
+{
+    if (batches + 1 > s->cap) {
+        dp__free(s->step_loss);
+        dp__free(s->step_rows);
+        dp__free(s->step_nonfinite);
+        s->cap = batches + 1;
+        s->step_loss = dp__calloc((size_t)s->cap, sizeof(float));
+        s->step_rows = dp__calloc((size_t)s->cap, sizeof(int64_t));
+        s->step_nonfinite = dp__calloc((size_t)s->cap, sizeof(int64_t));
+        if (!s->step_loss || !s->step_rows || !s->step_nonfinite) {
+            s->cap = 0;
+            return DP_ENOMEM;
+        }
     }
-    if (t->pipe) {
-        dp_data_parallel_zero_grad(t->dp);
-        int rc =
-            dp_pipeline_forward_backward(t->pipe, b->x + row0 * pixels, b->y + row0, n, t->seed,
-                                         (uint64_t)t->step, row0, t->pipe_loss, t->correct);
-        if (rc == 0)
-            rc = dp_accumulate(t->loss_sum, t->pipe_loss);
-        if (rc == 0)
-            rc = dp_tensor_read_async(t->pipe_loss, &t->step_loss[b->index], sizeof(float));
-        if (rc == 0)
-            rc = finish_step(t, b);
-        t->step++;
-        return rc;
+    DP_TRY(dp_tensor_fill(s->loss_sum, (float)loss0));
+    return dp_tensor_fill(s->correct, (float)correct0);
+}
+
+/* The DP_INJECT_NAN test hook: replica 0's gradient of the chosen
+ * parameter becomes NaN before the allreduce. */
+static int inject_nan(const dp__train_steps *s, dp_model_t *model)
+{
+    dp_params_t *p = dp_model_params(model);
+    dp_tensor_t *param = dp_params_get(p, dp_params_find(p, s->inject_param));
+    /* Zeroes the gradients the backward did not write (the step would), so
+     * that the NaN below is not overwritten by them. */
+    DP_TRY(dp_params_finish_grad(p));
+    return dp_tensor_fill(dp_tensor_grad(param), NAN);
+}
+
+int dp__steps_issue(dp__trainer *t, const dp_batch *b)
+{
+    dp__train_steps *s = t->steps;
+    dp_executor_t *ex = dp__net_executor(t->net);
+    dp_host_batch hb;
+    dp__data_host_batch(t, b, s->seed, (uint64_t)s->done, &hb);
+    s->step_rows[b->index] = hb.n;
+    s->done++;
+    DP_TRY(dp_executor_forward_backward(ex, &hb, s->loss, s->correct));
+    DP_TRY(dp_accumulate(s->loss_sum, s->loss));
+    DP_TRY(dp_tensor_read_async(s->loss, &s->step_loss[b->index], sizeof(float)));
+    if (s->inject_step == s->done)
+        DP_TRY(inject_nan(s, dp__net_model(t->net)));
+    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
+     * is summed over the whole (global) batch, the update divides by its
+     * size. */
+    DP_TRY(dp_executor_step(ex, 1.0f / (float)b->n));
+    if (s->checked)
+        DP_TRY(dp_sgd_read_first_nonfinite_async(dp_data_parallel_sgd(dp_executor_replicas(ex), 0),
+                                                 &s->step_nonfinite[b->index]));
+    return 0;
+}
+
+float dp__steps_loss(const dp__train_steps *s, int64_t i)
+{
+    return s->step_loss[i];
+}
+
+int64_t dp__steps_rows(const dp__train_steps *s, int64_t i)
+{
+    return s->step_rows[i];
+}
+
+int dp__steps_sum_losses(dp__train_steps *s, int64_t from, int64_t to)
+{
+    return dp_dist_sum_f32(s->step_loss + from, (int)(to - from));
+}
+
+int dp__steps_read_sums(const dp__train_steps *s, float sums[2])
+{
+    DP_TRY(dp_tensor_to_host(s->loss_sum, &sums[0], sizeof(float)));
+    return dp_tensor_to_host(s->correct, &sums[1], sizeof(float));
+}
+
+dp_tensor_t *dp__steps_correct(const dp__train_steps *s)
+{
+    return s->correct;
+}
+
+int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, int64_t *skipped)
+{
+    const dp__train_steps *s = t->steps;
+    dp_params_t *p = dp_model_params(dp__net_model(t->net));
+    int64_t batches = dp_loader_num_batches(dp__data_loader(t->data, true));
+    for (; s->checked && *checked < upto; (*checked)++) {
+        int64_t i = *checked, bad = s->step_nonfinite[i];
+        if (bad >= dp_params_numel(p))
+            continue;
+        /* The element index into the parameter buffer names the tensor. */
+        int j = 0;
+        for (int64_t end = 0; j < dp_params_count(p); j++) {
+            end += dp_tensor_numel(dp_params_get(p, j));
+            if (bad < end)
+                break;
+        }
+        const char *name = dp_params_name(p, j);
+        long long step = (long long)(epoch * batches + i + 1);
+        char loss[64] = "";
+        if (t->ranks == 1 && !isfinite(s->step_loss[i]))
+            snprintf(loss, sizeof loss, " (the loss is %s)",
+                     isnan(s->step_loss[i]) ? "NaN"
+                     : s->step_loss[i] > 0  ? "Inf"
+                                            : "-Inf");
+        if (t->o->skip_nonfinite) {
+            (*skipped)++;
+            if (t->rank == 0)
+                DP_WARN("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or "
+                        "Inf)%s; skipped it (skipping non-finite steps)",
+                        step, epoch + 1, (long long)i, name ? name : "?", loss);
+            continue;
+        }
+        char last[640];
+        DP_ERROR("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or Inf)%s; "
+                 "stopped without applying it%s",
+                 step, epoch + 1, (long long)i, name ? name : "?", loss,
+                 dp__book_last_checkpoint_str(t, last, sizeof last));
+        return DP_ENONFINITE;
     }
-    dp_tape_begin(t->tape);
-    int rc = dp_tensor_from_host(&x, dev, DP_F32, 4, xs, b->x + row0 * pixels);
-    if (rc == 0)
-        rc = dp_tensor_from_host(&y, dev, DP_I32, 1, ys, b->y + row0);
-    /* Dropout's masks: keyed by the step and each sample's global row. */
-    dp_model_set_step(t->model, t->seed, (uint64_t)t->step, row0);
-    if (rc == 0)
-        rc = dp_data_parallel_forward(t->dp, x, true, &logits);
-    if (rc == 0)
-        rc = dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM);
-    if (rc == 0)
-        rc = dp_accuracy_accumulate(t->correct, logits, y);
-    if (rc == 0)
-        rc = dp_accumulate(t->loss_sum, loss);
-    if (rc == 0)
-        rc = dp_tensor_read_async(loss, &t->step_loss[b->index], sizeof(float));
-    if (rc == 0) {
-        dp_data_parallel_zero_grad(t->dp);
-        rc = dp_backward(loss);
-    }
-    if (rc == 0)
-        rc = finish_step(t, b);
-    dp_tape_end(t->tape);
-    dp_tape_reset(t->tape);
-    /* The batch's memory goes back once the step's commands have run. */
-    dp_tensor_free(x);
-    dp_tensor_free(y);
-    t->step++;
-    return rc;
+    return 0;
 }

@@ -33,11 +33,10 @@
  * allreduce algorithm or CPU ISA.
  *
  * The loop lives in files named for their jobs, sharing train/trainer.h:
- * this one opens and closes a run and drives its epochs; epoch.c runs an
- * epoch, step.c issues a step, evaluate.c measures test accuracy,
- * nonfinite.c acts on the gradient check, checkpoint_policy.c writes and
- * resumes checkpoints, ranks.c and stop.c keep the ranks of mpirun in
- * step. */
+ * this one opens and closes a run's parts (data.c, net.c, precision.c,
+ * step.c, book.c) and drives its epochs; epoch.c runs an epoch,
+ * evaluate.c measures test accuracy, ranks.c and stop.c keep the ranks of
+ * mpirun in step. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
@@ -62,85 +61,10 @@ const char *dp__train_model_name(const dp_train_options *o)
     return o->model_def ? o->model_def->name : o->model;
 }
 
-/* --verbose: the gradient buckets, in the order they are summed. */
-static void log_buckets(dp__trainer *t)
-{
-    dp_params_t *p = dp_model_params(t->model);
-    int nb = dp_data_parallel_bucket_count(t->dp);
-    if (nb == 0) {
-        DP_INFO("gradient buckets: none (one device, one rank: nothing to sum)");
-        return;
-    }
-    DP_INFO("gradient buckets: %d, summed in this order as the backward pass finishes them", nb);
-    for (int b = 0; b < nb; b++) {
-        int first, count;
-        int64_t bytes;
-        dp_data_parallel_bucket(t->dp, b, &first, &count, &bytes);
-        DP_INFO("  bucket %d: %d parameters, %s .. %s, %lld bytes", b, count,
-                dp_params_name(p, first + count - 1), dp_params_name(p, first), (long long)bytes);
-    }
-}
-
-/* --deterministic: the CPU device is reproducible as it is (see the top of
- * this file); other backends have not said so yet. */
-static void warn_nondeterministic_devices(const dp__trainer *t)
-{
-    for (int k = 0; k < t->ndev; k++) {
-        if (!dp_device_has(t->devs[k], DP_DEVICE_DETERMINISTIC)) {
-            DP_WARN("deterministic mode: %s may still pick kernels whose results vary from run "
-                    "to run; only CPU devices are known to repeat bit for bit",
-                    dp_device_name(t->devs[k]));
-            return;
-        }
-    }
-}
-
-/* Sample shape [channels, rows, cols] of ds, for messages. */
-static const char *sample_shape_str(const dp_dataset *ds, char *buf, size_t size)
-{
-    int64_t shape[3] = {dp_dataset_channels(ds), ds->rows, ds->cols};
-    return dp__shape_str(buf, size, 3, shape);
-}
-
-int dp__train_open_data(dp__trainer *t, bool train_too)
+/* What needs only the options and the ranks, before anything is opened. */
+static int check_ranks(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    if (train_too && (o->train_set == NULL) != (o->test_set == NULL)) {
-        DP_ERROR("a program's own data needs both a training and a test set, got only the %s",
-                 o->train_set ? "training set" : "test set");
-        return DP_EINVAL;
-    }
-    if (o->test_set) {
-        t->train_set = o->train_set;
-        t->test_set = o->test_set;
-    } else {
-        if (train_too) {
-            DP_TRY(dp_dataset_load(o->dataset, o->data_dir, true, &t->train));
-            t->train_set = &t->train;
-        }
-        DP_TRY(dp_dataset_load(o->dataset, o->data_dir, false, &t->test));
-        t->test_set = &t->test;
-    }
-    const dp_dataset *ds = train_too ? t->train_set : t->test_set;
-    t->in_channels = dp_dataset_channels(ds);
-    t->in_rows = ds->rows;
-    t->in_cols = ds->cols;
-    const dp_dataset *test = t->test_set;
-    if (dp_dataset_channels(test) != t->in_channels || test->rows != t->in_rows ||
-        test->cols != t->in_cols) {
-        char a[64], b[64];
-        DP_ERROR("the test samples are %s but the training samples %s: they must agree",
-                 sample_shape_str(test, a, sizeof a), sample_shape_str(ds, b, sizeof b));
-        return DP_EINVAL;
-    }
-    return 0;
-}
-
-int dp__train_setup(dp__trainer *t)
-{
-    const dp_train_options *o = t->o;
-    t->rank = dp_dist_rank();
-    t->ranks = dp_dist_size();
     if (t->ranks > DP_MAX_RANKS) {
         DP_ERROR("%d ranks: at most %d", t->ranks, DP_MAX_RANKS);
         return DP_EINVAL;
@@ -162,125 +86,77 @@ int dp__train_setup(dp__trainer *t)
                  t->ranks);
         return DP_ENOTSUP;
     }
-    if (t->rank == 0)
-        DP_TRY(dp__train_check_outputs(o));
-    DP_TRY(dp_devices_open(t->devs, &t->ndev, o->devices ? o->devices : "1", o->threads));
-    t->dev = t->devs[0];
-    DP_TRY(dp__train_setup_precision(t));
-    dp_devices_str(t->devs, t->ndev, t->devices, sizeof t->devices);
-    if (t->ranks > 1)
-        snprintf(t->where, sizeof t->where, "%s x %d ranks", t->devices, t->ranks);
-    else
-        snprintf(t->where, sizeof t->where, "%s", t->devices);
-    if (!o->pipeline && o->batch_size < (int64_t)t->ndev * t->ranks) {
-        if (t->ranks > 1)
-            DP_ERROR("the batch size %lld is smaller than the %d ranks x %d devices: each device "
-                     "needs at least one sample of every batch",
-                     (long long)o->batch_size, t->ranks, t->ndev);
-        else
-            DP_ERROR("the batch size %lld is smaller than the %d devices: each device needs at "
-                     "least one sample of every batch",
-                     (long long)o->batch_size, t->ndev);
-        return DP_EINVAL;
-    }
-    t->ck = dp__calloc(1, sizeof *t->ck);
-    if (!t->ck)
-        return DP_ENOMEM;
-    t->saved_epochs = -1;
-    if (o->deterministic)
-        warn_nondeterministic_devices(t);
-    t->seed = o->seed;
-    /* The data first: the model takes the dataset's samples (C, H, W). */
-    DP_TRY(dp__train_open_data(t, true));
-    int64_t in_chw[3] = {t->in_channels, t->in_rows, t->in_cols};
-    const dp_model_def *def = o->model_def;
-    if (!def)
-        DP_TRY(dp_model_def_load(&def, o->model, in_chw));
-    if (o->weight_init != DP_WEIGHTS_AS_DEFINED) {
-        t->init_specs = dp__malloc((size_t)def->nparams * sizeof *t->init_specs);
-        if (!t->init_specs)
-            return DP_ENOMEM;
-        memcpy(t->init_specs, def->params, (size_t)def->nparams * sizeof *t->init_specs);
-        dp_param_specs_set_weight_init(t->init_specs, def->nparams, o->weight_init, o->init_std);
-        t->init_def = *def;
-        t->init_def.params = t->init_specs;
-        def = &t->init_def;
-    }
-    DP_TRY(dp_model_init(&t->model, def, t->dev, o->seed));
-    if (o->init_path)
-        DP_TRY(dp_checkpoint_load_weights(o->init_path, t->model));
-    /* The option as given: DataParallel resolves auto for the devices just
-     * opened (nccl across GPUs), which `algo` above could not know. */
-    dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .sgd = {o->lr, o->momentum, o->weight_decay},
-                                   .sync_bn = o->sync_bn,
-                                   .bucket_mb = o->bucket_mb,
-                                   .grad_compress = (dp_grad_compress)o->grad_compress};
-    if (o->pipeline)
-        DP_TRY(dp__train_setup_pipeline(t, def, in_chw, &po));
-    else
-        DP_TRY(dp_data_parallel_init(&t->dp, t->model, t->devs, t->ndev, &po));
-    if (o->verbose && t->rank == 0)
-        log_buckets(t);
-    DP_TRY(dp__train_setup_nonfinite_checks(t));
-    if (o->resume_path)
-        DP_TRY(dp__train_resume(t));
-    DP_TRY(dp__train_tune_convolutions(t));
-    dp_loader_options lo = {.batch_size = o->batch_size,
-                            .shuffle = o->shuffle,
-                            .seed = t->seed,
-                            .limit = o->limit_train};
-    DP_TRY(dp_loader_init(&t->train_loader, t->train_set, &lo));
-    lo.shuffle = false;
-    lo.limit = o->limit_test;
-    DP_TRY(dp_loader_init(&t->test_loader, t->test_set, &lo));
-    DP_TRY(dp_tape_init(&t->tape, true));
-    DP_TRY(dp_tape_init(&t->eval_tape, false));
-    int64_t one = 1;
-    DP_TRY(dp_tensor_new(&t->loss_sum, t->dev, DP_F32, 1, &one));
-    DP_TRY(dp_tensor_new(&t->correct, t->dev, DP_F32, 1, &one));
-    size_t nb = (size_t)dp_loader_num_batches(t->train_loader) + 1;
-    t->step_loss = dp__calloc(nb, sizeof(float));
-    t->step_rows = dp__calloc(nb, sizeof(int64_t));
-    t->step_nonfinite = dp__calloc(nb, sizeof(int64_t));
-    if (!t->step_loss || !t->step_rows || !t->step_nonfinite)
-        return DP_ENOMEM;
-    if (o->metrics_path && t->rank == 0) {
-        if (o->resume_path)
-            DP_TRY(dp_metrics_open_append(&t->metrics, o->metrics_path));
-        else
-            DP_TRY(dp_metrics_open(&t->metrics, o->metrics_path));
-    }
-    DP_TRY(dp_progress_init(&t->progress, o->progress && t->rank == 0));
     return 0;
 }
 
-void dp__train_teardown(dp__trainer *t)
+/* Each device needs a sample of every batch (a pipeline splits its own). */
+static int check_batch_size(const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    int ndev = dp__net_count(t->net);
+    if (o->pipeline || o->batch_size >= (int64_t)ndev * t->ranks)
+        return 0;
+    if (t->ranks > 1)
+        DP_ERROR("the batch size %lld is smaller than the %d ranks x %d devices: each device "
+                 "needs at least one sample of every batch",
+                 (long long)o->batch_size, t->ranks, ndev);
+    else
+        DP_ERROR("the batch size %lld is smaller than the %d devices: each device needs at "
+                 "least one sample of every batch",
+                 (long long)o->batch_size, ndev);
+    return DP_EINVAL;
+}
+
+/* Opens a run's parts in the order they need each other: the devices and
+ * the precision they run, the data (the model takes its samples' shape),
+ * the model and its executor, the steps' state, the record (resuming from
+ * a checkpoint), the kernels' choice, and the loaders (shuffled from the
+ * resumed run's seed). */
+static int setup(dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    DP_TRY(check_ranks(t));
+    if (t->rank == 0)
+        DP_TRY(dp__train_check_outputs(o));
+    DP_TRY(dp__net_open(&t->net, t));
+    DP_TRY(dp__prec_open(&t->prec, t));
+    DP_TRY(check_batch_size(t));
+    DP_TRY(dp__data_open(&t->data, o, true));
+    DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
+    DP_TRY(dp__steps_open(&t->steps, t));
+    DP_TRY(dp__book_open(&t->book, t));
+    if (o->resume_path)
+        DP_TRY(dp__book_resume(t));
+    DP_TRY(dp__prec_tune(t->prec, t));
+    return dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true);
+}
+
+static void teardown(dp__trainer *t)
 {
     dp_waitall();
-    dp_progress_close(t->progress);
-    dp_metrics_close(t->metrics);
-    dp__free(t->ck);
-    dp__free(t->step_loss);
-    dp__free(t->step_rows);
-    dp__free(t->step_nonfinite);
-    dp_tensor_free(t->loss_sum);
-    dp_tensor_free(t->correct);
-    dp_tensor_free(t->pipe_loss);
-    dp_tape_close(t->tape);
-    dp_tape_close(t->eval_tape);
-    if (t->pipe)
-        dp_pipeline_close(t->pipe);
-    else
-        dp_data_parallel_close(t->dp);
-    dp_model_close(t->model);
-    dp__free(t->init_specs);
-    dp_loader_close(t->train_loader);
-    dp_loader_close(t->test_loader);
-    dp_dataset_close(&t->train);
-    dp_dataset_close(&t->test);
-    dp_devices_close(t->devs, t->ndev);
-    dp__train_restore_precision(t);
+    dp__book_close(t->book);
+    dp__steps_close(t->steps);
+    dp__data_close(t->data);
+    dp__net_close(t->net);
+    dp__prec_close(t->prec);
+}
+
+/* The pipeline's stages as the run ended: layers, parameters, activations. */
+static void pipeline_result(const dp__trainer *t, dp_train_result *result)
+{
+    dp_pipeline_t *pipe = dp__net_pipeline(t->net);
+    if (!pipe)
+        return;
+    dp_waitall();
+    dp_pipeline_stats ps;
+    dp_pipeline_take_stats(pipe, &ps);
+    result->pipeline_stages = t->o->pipeline;
+    for (int k = 0; k <= t->o->pipeline; k++)
+        result->stage_first[k] = dp_pipeline_stage_first(pipe, k);
+    for (int k = 0; k < t->o->pipeline; k++) {
+        result->stage_params[k] = ps.stage_params[k];
+        result->stage_activation_bytes[k] = ps.peak_activation_bytes[k];
+    }
 }
 
 int dp_train(const dp_train_options *o, dp_train_result *result)
@@ -297,54 +173,104 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     }
     if (o->no_tf32)
         dp_set_tf32(false);
-    dp__trainer t;
-    memset(&t, 0, sizeof t);
-    t.o = o;
+    dp__trainer t = {.o = o, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     memset(result, 0, sizeof *result);
-    int rc = dp__train_setup(&t);
+    int rc = setup(&t);
     double total = 0;
-    int first = rc == 0 ? t.ck->epochs_done : 0;
+    int first = rc == 0 ? dp__book_epochs_done(t.book) : 0;
     for (int e = first; rc == 0 && e < o->epochs; e++) {
-        dp_epoch_stats *s = &t.ck->history[e];
+        dp_epoch_stats *s = &dp__book_history(t.book)[e];
         rc = dp__train_epoch(&t, e, s);
         if (rc < 0)
             break;
-        t.ck->nhistory = e + 1;
         total += s->epoch_seconds;
-        if (t.metrics)
-            rc = dp_metrics_write_epoch(t.metrics, s);
-        if (rc == 0 && o->plot_path && t.rank == 0)
-            rc = dp_plot_write(o->plot_path, o->epochs, t.ck->history, e + 1);
-        if (rc == 0 && o->checkpoint_path)
-            rc = dp__train_checkpoint_epoch(&t, e + 1);
+        rc = dp__book_end_epoch(&t, e + 1);
         result->epochs_done = e + 1;
         result->test_acc = s->test_acc;
         result->train_loss = s->train_loss;
         result->train_acc = s->train_acc;
         result->sec_per_epoch = total / (e + 1 - first);
     }
-    snprintf(result->devices, sizeof result->devices, "%s", t.where);
-    if (t.pipe) {
-        dp_waitall();
-        dp_pipeline_stats ps;
-        dp_pipeline_take_stats(t.pipe, &ps);
-        result->pipeline_stages = o->pipeline;
-        for (int k = 0; k <= o->pipeline; k++)
-            result->stage_first[k] = dp_pipeline_stage_first(t.pipe, k);
-        for (int k = 0; k < o->pipeline; k++) {
-            result->stage_params[k] = ps.stage_params[k];
-            result->stage_activation_bytes[k] = ps.peak_activation_bytes[k];
-        }
+    if (t.net) {
+        snprintf(result->devices, sizeof result->devices, "%s", dp__net_where(t.net));
+        pipeline_result(&t, result);
     }
     if (rc == DP_EINTR) {
-        snprintf(result->checkpoint, sizeof result->checkpoint, "%s", t.stopped_path);
-        result->stopped_epoch = t.stopped_epoch + 1;
-        result->stopped_batch = t.stopped_batch;
+        int epoch;
+        int64_t batch;
+        const char *path = dp__book_stopped(t.book, &epoch, &batch);
+        snprintf(result->checkpoint, sizeof result->checkpoint, "%s", path);
+        result->stopped_epoch = epoch + 1;
+        result->stopped_batch = batch;
     }
-    if (rc == 0 && t.metrics) {
-        rc = dp_metrics_close(t.metrics);
-        t.metrics = NULL;
+    if (rc == 0)
+        rc = dp__book_finish(t.book);
+    teardown(&t);
+    return rc;
+}
+
+/* The model dp_evaluate names: its definition's, the option's, or the one
+ * the checkpoint says it holds. */
+static int model_name(const dp_eval_options *o, char *model, size_t size)
+{
+    const char *named = o->model_def ? o->model_def->name : o->model;
+    if (named) {
+        if (strlen(named) >= size) {
+            DP_ERROR("evaluate: the model name is longer than %zu characters", size - 1);
+            return DP_EINVAL;
+        }
+        snprintf(model, size, "%s", named);
+    } else if (dp_checkpoint_model(o->checkpoint, model, size) < 0) {
+        if (dp_last_error()[0] == '\0')
+            DP_ERROR("%s does not say which model it holds: give the model name", o->checkpoint);
+        return DP_EINVAL;
     }
-    dp__train_teardown(&t);
+    return 0;
+}
+
+int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
+{
+    /* A built-in name or a model file's path. */
+    char model[4096];
+    if (!o->checkpoint) {
+        DP_ERROR("evaluate: no checkpoint given");
+        return DP_EINVAL;
+    }
+    DP_TRY(model_name(o, model, sizeof model));
+    dp_train_options to;
+    dp_train_options_default(&to);
+    to.model = model;
+    to.model_def = o->model_def;
+    to.devices = o->devices ? o->devices : "1";
+    to.threads = o->threads;
+    to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
+    to.dataset = o->dataset;
+    to.data_dir = o->data_dir;
+    to.test_set = o->test_set;
+    to.limit_test = o->limit_test;
+    to.precision = o->precision;
+    to.init_path = o->checkpoint; /* the weights, loaded before the replicas copy them */
+    dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
+    dp_tensor_t *correct = NULL;
+    int64_t one = 1;
+    int rc = dp__net_open(&t.net, &t);
+    if (rc == 0)
+        rc = dp__prec_open(&t.prec, &t);
+    if (rc == 0)
+        rc = dp__data_open(&t.data, &to, false);
+    if (rc == 0)
+        rc = dp__data_open_loaders(t.data, &to, 0, false);
+    /* The model takes the dataset's samples (C, H, W). */
+    if (rc == 0)
+        rc = dp__net_build(t.net, &t, dp__data_chw(t.data));
+    if (rc == 0)
+        rc = dp_tensor_new(&correct, dp__net_device(t.net, 0), DP_F32, 1, &one);
+    if (rc == 0)
+        rc = dp__train_evaluate(&t, correct, test_acc);
+    if (devices)
+        snprintf(devices, devices_size, "%s", t.net ? dp__net_devices_str(t.net) : "");
+    dp_waitall();
+    dp_tensor_free(correct);
+    teardown(&t);
     return rc;
 }

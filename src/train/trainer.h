@@ -1,6 +1,21 @@
-/* What the files of src/train/ that make up dp_train and dp_evaluate share:
- * the state of one run, and each file's entry points. The loop itself is
- * described at the top of trainer.c. */
+/* What the files of src/train/ that make up dp_train and dp_evaluate share.
+ * The loop itself is described at the top of trainer.c.
+ *
+ * A run is made of parts, each an opaque struct whose fields only the file
+ * that defines it reads and writes; every other file goes through the
+ * functions below:
+ *
+ *   data.c       dp__train_data   the datasets, their loaders, the samples' shape
+ *   net.c        dp__train_net    the devices, the model and its executor
+ *                                 (dp/executor.h: data parallel or pipeline)
+ *   precision.c  dp__train_prec   the run's precision and convolution kernels
+ *   step.c       dp__train_steps  the steps issued: their losses, rows and
+ *                                 gradient checks, the epoch's sums
+ *   book.c       dp__train_book   the run's record: its epochs, checkpoints,
+ *                                 metrics file, progress bar, where it stopped
+ *
+ * dp__trainer holds the options, the rank and the parts; trainer.c sets
+ * its fields once, before the first step, and the others only read them. */
 #ifndef DP_TRAIN_TRAINER_H
 #define DP_TRAIN_TRAINER_H
 
@@ -8,122 +23,170 @@
 #include "dp/checkpoint.h"
 #include "dp/data.h"
 #include "dp/dist.h"
+#include "dp/executor.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
-#include "dp/parallel.h"
-#include "dp/pipeline.h"
 #include "dp/train.h"
 
-typedef struct trainer {
+typedef struct dp__train_data dp__train_data;
+typedef struct dp__train_net dp__train_net;
+typedef struct dp__train_prec dp__train_prec;
+typedef struct dp__train_steps dp__train_steps;
+typedef struct dp__train_book dp__train_book;
+
+typedef struct dp__trainer {
     const dp_train_options *o;
-    dp_device_t *devs[DP_MAX_DEVICES];
-    int ndev;
-    dp_device_t *dev; /* devs[0]: the batch, the gathered outputs and the loss */
-    dp_model_t *model;
-    /* The definition with the run's weight init, and its specs, when the
-     * options change the weights' init (the model points at them). */
-    dp_model_def init_def;
-    dp_param_spec *init_specs;
-    dp_data_parallel_t *dp; /* with --pipeline, the pipeline's */
-    dp_pipeline_t *pipe;    /* --pipeline; NULL: data parallel only */
-    dp_tensor_t *pipe_loss; /* --pipeline: each step's loss, on devs[0] */
-    dp_tape_t *tape, *eval_tape;
-    dp_dataset train, test;                 /* loaded from files (empty when given) */
-    const dp_dataset *train_set, *test_set; /* what the run uses: those, or the options' */
-    /* The model's input: (channels, rows, cols) of every sample of the
-     * dataset, known before the model is built. */
-    int in_channels, in_rows, in_cols;
-    dp_loader_t *train_loader, *test_loader;
-    dp_tensor_t *loss_sum, *correct; /* per-epoch accumulators on the device */
-    float *step_loss;                /* host copies of each step's loss (this rank's rows) */
-    int64_t *step_rows;              /* this rank's rows of each step */
-    int64_t *step_nonfinite;         /* device 0's check of each step (dp_sgd_first_nonfinite) */
-    bool checked;                    /* the steps are checked for NaN and Inf */
-    int64_t inject_step;             /* DP_INJECT_NAN test hook: the step to poison, 0 = none */
-    char inject_param[96];           /* and the parameter whose gradient it poisons */
-    int saved_epochs;                /* the last checkpoint this run wrote or resumed: */
-    int64_t saved_batch;             /* its epochs and batch; saved_epochs < 0: none */
-    int rank, ranks;                 /* MPI: this process's rank of `ranks` */
-    dp_metrics_t *metrics;
-    dp_progress_t *progress;
-    dp_checkpoint_state *ck; /* the epochs so far (ck->history) and what a checkpoint holds */
-    uint64_t seed;           /* the options' seed, or the resumed run's */
-    int64_t step;
-    char devices[256];      /* "[cpu:0, cpu:1]": this rank's */
-    char where[288];        /* devices, and " x 4 ranks" under mpirun */
-    char stopped_path[512]; /* set when a stop request ended the run */
-    int stopped_epoch;
-    int64_t stopped_batch;
-    /* The thread's precision and the process's convolution algorithm
-     * before the run set its own (precision.c), put back after it. */
-    bool precision_set;
-    dp_precision saved_precision;
-    dp_conv_algo saved_conv_algo;
-    char *conv_algos; /* the kernels chosen before the first step (auto), or NULL */
-    bool conv_algos_listed; /* in an epoch's metrics already */
+    int rank, ranks; /* MPI: this process's rank of `ranks` */
+    dp__train_data *data;
+    dp__train_net *net;
+    dp__train_prec *prec;
+    dp__train_steps *steps;
+    dp__train_book *book;
 } dp__trainer;
 
 /* The name of the model a run trains: its definition's, or the option's. */
 const char *dp__train_model_name(const dp_train_options *o);
 
-/* trainer.c: opens what a run needs (devices, data, model, loaders,
- * checks, metrics), and closes it. */
-int dp__train_setup(dp__trainer *t);
-/* The test set (and with `train_too` the training set too): the options'
- * own, or loaded from the dataset's files; sets the input shape. */
-int dp__train_open_data(dp__trainer *t, bool train_too);
-void dp__train_teardown(dp__trainer *t);
-
-/* pipeline.c: --pipeline's checks and its executor (t->pipe, t->dp). */
-int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
-                             const dp_data_parallel_options *update);
+/* ---- trainer.c, epoch.c, evaluate.c: the loop ------------------------------ */
 
 /* epoch.c: one epoch of training and its test accuracy into *s. */
 int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);
+/* evaluate.c: test accuracy of the model as it is, over the test loader;
+ * `correct` is a 1-float accumulator on the first device. */
+int dp__train_evaluate(dp__trainer *t, dp_tensor_t *correct, double *acc);
 
-/* step.c: issues one training step on (this rank's chunk of) batch b;
- * returns without waiting. */
-int dp__train_step(dp__trainer *t, const dp_batch *b);
+/* ---- data.c ------------------------------------------------------------------ */
 
-/* evaluate.c: test accuracy of the model as it is, over the test loader. */
-int dp__train_evaluate(dp__trainer *t, double *acc);
+/* The test set (and with `train_too` the training set too): the options'
+ * own, or loaded from the dataset's files. */
+int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_too);
+/* The loaders: batches of the options' size, the training set's shuffled
+ * from `seed` (with `train_too`). */
+int dp__data_open_loaders(dp__train_data *d, const dp_train_options *o, uint64_t seed,
+                          bool train_too);
+void dp__data_close(dp__train_data *d);
+/* (channels, rows, cols) of every sample. */
+const int64_t *dp__data_chw(const dp__train_data *d);
+const dp_dataset *dp__data_train_set(const dp__train_data *d);
+dp_loader_t *dp__data_loader(const dp__train_data *d, bool train);
+/* This rank's rows of loader batch b as the executor takes them, with
+ * dropout's key (seed, step). */
+void dp__data_host_batch(const dp__trainer *t, const dp_batch *b, uint64_t seed, uint64_t step,
+                         dp_host_batch *out);
 
-/* nonfinite.c: the gradient check of every step, and what the run does
- * about a step that failed it. */
-int dp__train_setup_nonfinite_checks(dp__trainer *t);
-int dp__train_inject_nan(dp__trainer *t);
-int dp__train_check_steps(dp__trainer *t, int epoch, int64_t *checked, int64_t upto,
-                          int64_t *skipped);
+/* ---- net.c ------------------------------------------------------------------- */
 
-/* ranks.c: under mpirun, which rows are this rank's, and that every rank
- * was started with the same options. */
+/* The devices of --devices (and the options' checks that need them). */
+int dp__net_open(dp__train_net **out, const dp__trainer *t);
+/* The model of the options for samples of shape chw on the first device,
+ * its weights (--init), and its executor over every device. */
+int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw);
+void dp__net_close(dp__train_net *n);
+int dp__net_count(const dp__train_net *n);
+dp_device_t *dp__net_device(const dp__train_net *n, int k);
+/* "[cpu:0, cpu:1]": this rank's devices; `where` adds " x 4 ranks". */
+const char *dp__net_devices_str(const dp__train_net *n);
+const char *dp__net_where(const dp__train_net *n);
+dp_model_t *dp__net_model(const dp__train_net *n);
+dp_executor_t *dp__net_executor(const dp__train_net *n);
+dp_data_parallel_t *dp__net_replicas(const dp__train_net *n);
+/* --pipeline's pipeline, or NULL. */
+dp_pipeline_t *dp__net_pipeline(const dp__train_net *n);
+
+/* stages.c: --pipeline's checks (each bad combination a one-line error
+ * naming the options) and its pipeline over the devices. */
+int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_model_def *def,
+                            const int64_t *chw, const dp_data_parallel_options *update,
+                            dp_pipeline_t **out);
+
+/* ---- precision.c ------------------------------------------------------------- */
+
+/* The run's precision and convolution algorithm, checked against the
+ * devices and set for this thread and process; close puts back what was
+ * there. */
+int dp__prec_open(dp__train_prec **out, const dp__trainer *t);
+void dp__prec_close(dp__train_prec *p);
+/* Under DP_CONV_ALGO_AUTO: the convolution kernels measured by rank 0 on
+ * a batch of the training set before the first step, loaded on every rank. */
+int dp__prec_tune(dp__train_prec *p, const dp__trainer *t);
+/* The kernels chosen, the first time it is asked (for the first epoch's
+ * metrics); NULL after, or when none were measured. */
+const char *dp__prec_take_choices(dp__train_prec *p);
+/* What a checkpoint records of them. */
+void dp__prec_record(const dp__trainer *t, dp_checkpoint_state *ck);
+
+/* ---- step.c ------------------------------------------------------------------ */
+
+/* The steps' state; turns on the device-side check of every step's
+ * gradient on every replica of every rank, or on none. */
+int dp__steps_open(dp__train_steps **out, const dp__trainer *t);
+void dp__steps_close(dp__train_steps *s);
+/* The run's seed and the steps issued so far (a resumed run's). */
+void dp__steps_resume(dp__train_steps *s, uint64_t seed, int64_t steps);
+uint64_t dp__steps_seed(const dp__train_steps *s);
+int64_t dp__steps_done(const dp__train_steps *s);
+/* An epoch of `batches` batches whose sums so far are loss0 and correct0. */
+int dp__steps_start_epoch(dp__train_steps *s, int64_t batches, double loss0, double correct0);
+/* Issues one training step on (this rank's chunk of) batch b; returns
+ * without waiting. */
+int dp__steps_issue(dp__trainer *t, const dp_batch *b);
+/* Batch i's summed loss and rows on this rank, once its step has run. */
+float dp__steps_loss(const dp__train_steps *s, int64_t i);
+int64_t dp__steps_rows(const dp__train_steps *s, int64_t i);
+/* Sums batches [from, to)'s losses over the ranks, in place. */
+int dp__steps_sum_losses(dp__train_steps *s, int64_t from, int64_t to);
+/* The epoch's summed loss and right answers on this rank (waits). */
+int dp__steps_read_sums(const dp__train_steps *s, float sums[2]);
+/* The right answers' accumulator on the first device (for evaluation). */
+dp_tensor_t *dp__steps_correct(const dp__train_steps *s);
+/* Reads the gradient checks of this epoch's steps [*checked, upto), which
+ * have finished: a step whose summed gradient held a NaN or an Inf was not
+ * applied; without skip_nonfinite the run stops there, naming the step and
+ * the parameter (DP_ENONFINITE). */
+int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, int64_t *skipped);
+
+/* ---- book.c ------------------------------------------------------------------ */
+
+int dp__book_open(dp__train_book **out, const dp__trainer *t);
+void dp__book_close(dp__train_book *b);
+/* --resume: the weights, optimizer state and position of an interrupted
+ * run, into the replicas and the steps. */
+int dp__book_resume(dp__trainer *t);
+/* Epochs finished, and the history of every epoch (room for
+ * DP_MAX_EPOCHS): stats[e] is epoch e + 1's. */
+int dp__book_epochs_done(const dp__train_book *b);
+dp_epoch_stats *dp__book_history(dp__train_book *b);
+/* Where epoch `epoch` starts: a resumed mid-epoch run goes on at batch
+ * *first with the epoch's figures so far (used once); else all zero. */
+void dp__book_take_resume_point(dp__trainer *t, int epoch, int64_t *first, double *seconds,
+                                double *loss, double *correct);
+/* Epoch `epochs_done` has ended: its history entry is complete; writes
+ * metrics, plot and checkpoint as the options ask. */
+int dp__book_end_epoch(dp__trainer *t, int epochs_done);
+dp_metrics_t *dp__book_metrics(const dp__train_book *b);
+dp_progress_t *dp__book_progress(const dp__train_book *b);
+/* Closes the metrics file, reporting a failed write. */
+int dp__book_finish(dp__train_book *b);
+/* "; the last checkpoint (FILE, epoch 4) is intact" for messages about a
+ * run that stops or goes on without writing one. */
+const char *dp__book_last_checkpoint_str(const dp__trainer *t, char *buf, size_t size);
+/* A stop was requested after batch next - 1 of epoch `epoch`: finishes the
+ * steps in flight, writes the checkpoint that resumes there; DP_EINTR. */
+int dp__book_save_stopped(dp__trainer *t, int epoch, int64_t next, double seconds);
+/* Where a stopped run's checkpoint went, and its epoch and next batch. */
+const char *dp__book_stopped(const dp__train_book *b, int *epoch, int64_t *batch);
+
+/* ---- ranks.c, stop.c, outputs.c: no state of their own -------------------- */
+
+/* Under mpirun, which rows of n are this rank's: [*first, *first + return). */
 int64_t dp__train_rank_rows(const dp__trainer *t, int64_t n, int64_t *first);
+/* Every rank was started with the same options. */
 int dp__train_check_ranks_agree(const dp__trainer *t);
-
-/* stop.c: whether to stop after the step just issued: a stop was requested
- * in this process or, under mpirun, in any rank's. */
+/* Whether to stop after the step just issued: a stop was requested in this
+ * process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
-
-/* precision.c: the run's precision and convolution algorithm, checked
- * against the devices and set (restore puts back what was there); under
- * DP_CONV_ALGO_AUTO the choices measured by rank 0 before the first step
- * and loaded on every rank; what a checkpoint records of them. */
-int dp__train_setup_precision(dp__trainer *t);
-void dp__train_restore_precision(dp__trainer *t);
-int dp__train_tune_convolutions(dp__trainer *t);
-void dp__train_record_precision(const dp__trainer *t, dp_checkpoint_state *ck);
-
-/* outputs.c: the checkpoint (and its temporary file), the metrics file and
- * the plot can be written, checked before the first step. */
+/* The checkpoint (and its temporary file), the metrics file and the plot
+ * can be written, checked before the first step. */
 int dp__train_check_outputs(const dp_train_options *o);
-
-/* checkpoint_policy.c: when checkpoints are written and read, and what a
- * run says about them. */
-int dp__train_resume(dp__trainer *t);
-int dp__train_save_checkpoint(dp__trainer *t, const char *path, int epochs_done, int64_t batch,
-                              double loss_sum, double correct, double seconds);
-const char *dp__train_last_checkpoint_str(const dp__trainer *t, char *buf, size_t size);
-int dp__train_save_stopped(dp__trainer *t, int epoch, int64_t next, double seconds);
-int dp__train_checkpoint_epoch(dp__trainer *t, int epochs_done);
 
 #endif

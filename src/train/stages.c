@@ -1,6 +1,7 @@
 /* --pipeline: the run's checks (each bad combination a one-line error
- * naming the options) and its executor, whose DataParallel becomes the
- * run's: updates, checkpoints, evaluation and resuming stay as they are. */
+ * naming the options) and its pipeline, whose replicas are the run's
+ * (dp_executor_init_pipeline): updates, checkpoints, evaluation and
+ * resuming stay those of data parallelism. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
@@ -40,10 +41,13 @@ static int read_stages(const dp__trainer *t, const dp_model_def *def, const int6
     return rc;
 }
 
-int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
-                             const dp_data_parallel_options *update)
+int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_model_def *def,
+                            const int64_t *in_chw, const dp_data_parallel_options *update,
+                            dp_pipeline_t **out)
 {
     const dp_train_options *o = t->o;
+    const dp__train_net *net = t->net;
+    int ndev = dp__net_count(net);
     int K = o->pipeline, M = o->micro_batches > 0 ? o->micro_batches : 1;
     if (K < 2 || K > DP_PIPELINE_MAX_STAGES) {
         DP_ERROR("the pipeline stage count %d: give 2 to %d", K, DP_PIPELINE_MAX_STAGES);
@@ -57,10 +61,10 @@ int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int6
     }
     int first[DP_PIPELINE_MAX_STAGES + 1];
     DP_TRY(read_stages(t, def, in_chw, first));
-    if (t->ndev % K != 0) {
+    if (ndev % K != 0) {
         DP_ERROR("the pipeline stage count %d does not divide the %d devices %s: give K or a "
                  "multiple of K devices",
-                 K, t->ndev, t->devices);
+                 K, ndev, dp__net_devices_str(net));
         return DP_EINVAL;
     }
     if (o->sync_bn) {
@@ -69,7 +73,7 @@ int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int6
                  K);
         return DP_EINVAL;
     }
-    int D = t->ndev / K;
+    int D = ndev / K;
     if (o->batch_size < (int64_t)M * D * t->ranks) {
         DP_ERROR("the micro-batch count %d is larger than the batch size %lld allows: %d "
                  "pipeline(s)%s x %d micro-batches need batches of at least %lld",
@@ -82,18 +86,17 @@ int dp__train_setup_pipeline(dp__trainer *t, const dp_model_def *def, const int6
                               .micro_batches = M,
                               .schedule = (dp_pipeline_schedule)o->schedule,
                               .update = *update};
-    DP_TRY(dp_pipeline_init(&t->pipe, t->model, t->devs, t->ndev, in_chw, &po));
-    t->dp = dp_pipeline_data_parallel(t->pipe);
-    int64_t one = 1;
-    DP_TRY(dp_tensor_new(&t->pipe_loss, t->dev, DP_F32, 1, &one));
+    dp_device_t *devs[DP_MAX_DEVICES];
+    for (int k = 0; k < ndev; k++)
+        devs[k] = dp__net_device(net, k);
+    DP_TRY(dp_pipeline_init(out, model, devs, ndev, in_chw, &po));
     if (o->verbose && t->rank == 0) {
         dp_pipeline_stats s;
-        dp_pipeline_take_stats(t->pipe, &s);
+        dp_pipeline_take_stats(*out, &s);
         for (int k = 0; k < K; k++)
             DP_INFO("pipeline stage %d: layers %d-%d on %s, %lld parameters", k,
-                    dp_pipeline_stage_first(t->pipe, k),
-                    dp_pipeline_stage_first(t->pipe, k + 1) - 1, dp_device_name(t->devs[k]),
-                    (long long)s.stage_params[k]);
+                    dp_pipeline_stage_first(*out, k), dp_pipeline_stage_first(*out, k + 1) - 1,
+                    dp_device_name(devs[k]), (long long)s.stage_params[k]);
     }
     return 0;
 }

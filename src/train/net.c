@@ -1,0 +1,183 @@
+/* The run's network: the devices of --devices, the model built for the
+ * dataset's samples on the first of them, and the executor that runs each
+ * step over all of them (data parallel, or --pipeline's stages). */
+#include "train/trainer.h"
+
+#include "core/internal.h"
+
+#include <string.h>
+
+struct dp__train_net {
+    dp_device_t *devs[DP_MAX_DEVICES];
+    int ndev;
+    char devices[256]; /* "[cpu:0, cpu:1]": this rank's */
+    char where[288];   /* devices, and " x 4 ranks" under mpirun */
+    dp_model_t *model; /* replica 0, on devs[0] */
+    /* The definition with the run's weight init, and its specs, when the
+     * options change the weights' init (the model points at them). */
+    dp_model_def init_def;
+    dp_param_spec *init_specs;
+    dp_executor_t *exec;
+    dp_pipeline_t *pipe; /* the executor's, with --pipeline; else NULL */
+};
+
+/* --deterministic: the CPU device is reproducible as it is (trainer.c);
+ * other backends have not said so yet. */
+static void warn_nondeterministic_devices(const dp__train_net *n)
+{
+    for (int k = 0; k < n->ndev; k++) {
+        if (!dp_device_has(n->devs[k], DP_DEVICE_DETERMINISTIC)) {
+            DP_WARN("deterministic mode: %s may still pick kernels whose results vary from run "
+                    "to run; only CPU devices are known to repeat bit for bit",
+                    dp_device_name(n->devs[k]));
+            return;
+        }
+    }
+}
+
+int dp__net_open(dp__train_net **out, const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    dp__train_net *n = dp__calloc(1, sizeof *n);
+    if (!n)
+        return DP_ENOMEM;
+    *out = n;
+    DP_TRY(dp_devices_open(n->devs, &n->ndev, o->devices ? o->devices : "1", o->threads));
+    dp_devices_str(n->devs, n->ndev, n->devices, sizeof n->devices);
+    if (t->ranks > 1)
+        snprintf(n->where, sizeof n->where, "%s x %d ranks", n->devices, t->ranks);
+    else
+        snprintf(n->where, sizeof n->where, "%s", n->devices);
+    if (o->deterministic)
+        warn_nondeterministic_devices(n);
+    return 0;
+}
+
+/* --verbose: the gradient buckets, in the order they are summed. */
+static void log_buckets(const dp__train_net *n)
+{
+    dp_params_t *p = dp_model_params(n->model);
+    dp_data_parallel_t *dp = dp_executor_replicas(n->exec);
+    int nb = dp_data_parallel_bucket_count(dp);
+    if (nb == 0) {
+        DP_INFO("gradient buckets: none (one device, one rank: nothing to sum)");
+        return;
+    }
+    DP_INFO("gradient buckets: %d, summed in this order as the backward pass finishes them", nb);
+    for (int b = 0; b < nb; b++) {
+        int first, count;
+        int64_t bytes;
+        dp_data_parallel_bucket(dp, b, &first, &count, &bytes);
+        DP_INFO("  bucket %d: %d parameters, %s .. %s, %lld bytes", b, count,
+                dp_params_name(p, first + count - 1), dp_params_name(p, first), (long long)bytes);
+    }
+}
+
+/* The options' definition, with their weight init when they change it. */
+static int definition(dp__train_net *n, const dp_train_options *o, const int64_t *chw,
+                      const dp_model_def **def)
+{
+    *def = o->model_def;
+    if (!*def)
+        DP_TRY(dp_model_def_load(def, o->model, chw));
+    if (o->weight_init == DP_WEIGHTS_AS_DEFINED)
+        return 0;
+    n->init_specs = dp__malloc((size_t)(*def)->nparams * sizeof *n->init_specs);
+    if (!n->init_specs)
+        return DP_ENOMEM;
+    memcpy(n->init_specs, (*def)->params, (size_t)(*def)->nparams * sizeof *n->init_specs);
+    dp_param_specs_set_weight_init(n->init_specs, (*def)->nparams, o->weight_init, o->init_std);
+    n->init_def = **def;
+    n->init_def.params = n->init_specs;
+    *def = &n->init_def;
+    return 0;
+}
+
+int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
+{
+    const dp_train_options *o = t->o;
+    const dp_model_def *def;
+    DP_TRY(definition(n, o, chw, &def));
+    DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->seed));
+    if (o->init_path)
+        DP_TRY(dp_checkpoint_load_weights(o->init_path, n->model));
+    /* The option as given: DataParallel resolves auto for the devices just
+     * opened (nccl across GPUs), which the ranks' check could not know. */
+    dp_data_parallel_options po = {.allreduce = o->allreduce,
+                                   .sgd = {o->lr, o->momentum, o->weight_decay},
+                                   .sync_bn = o->sync_bn,
+                                   .bucket_mb = o->bucket_mb,
+                                   .grad_compress = (dp_grad_compress)o->grad_compress};
+    int rc;
+    if (o->pipeline) {
+        DP_TRY(dp__train_open_pipeline(t, n->model, def, chw, &po, &n->pipe));
+        rc = dp_executor_init_pipeline(&n->exec, n->pipe);
+        if (rc < 0)
+            dp_pipeline_close(n->pipe);
+    } else {
+        dp_data_parallel_t *dp;
+        DP_TRY(dp_data_parallel_init(&dp, n->model, n->devs, n->ndev, &po));
+        rc = dp_executor_init_data_parallel(&n->exec, dp);
+        if (rc < 0)
+            dp_data_parallel_close(dp);
+    }
+    if (rc < 0) {
+        n->pipe = NULL;
+        return rc;
+    }
+    if (o->verbose && t->rank == 0)
+        log_buckets(n);
+    return 0;
+}
+
+void dp__net_close(dp__train_net *n)
+{
+    if (!n)
+        return;
+    dp_waitall();
+    dp_executor_close(n->exec);
+    dp_model_close(n->model);
+    dp__free(n->init_specs);
+    dp_devices_close(n->devs, n->ndev);
+    dp__free(n);
+}
+
+int dp__net_count(const dp__train_net *n)
+{
+    return n->ndev;
+}
+
+dp_device_t *dp__net_device(const dp__train_net *n, int k)
+{
+    return k >= 0 && k < n->ndev ? n->devs[k] : NULL;
+}
+
+const char *dp__net_devices_str(const dp__train_net *n)
+{
+    return n->devices;
+}
+
+const char *dp__net_where(const dp__train_net *n)
+{
+    return n->where;
+}
+
+dp_model_t *dp__net_model(const dp__train_net *n)
+{
+    return n->model;
+}
+
+dp_executor_t *dp__net_executor(const dp__train_net *n)
+{
+    return n->exec;
+}
+
+dp_data_parallel_t *dp__net_replicas(const dp__train_net *n)
+{
+    return dp_executor_replicas(n->exec);
+}
+
+dp_pipeline_t *dp__net_pipeline(const dp__train_net *n)
+{
+    return n->pipe;
+}
