@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The op list and the module list hold the code to them at build time
+# (README, "How it is built"): each break below is made in a scratch copy of
+# one file and rebuilt with the build's own flags, and must fail, where the
+# same step on the untouched file succeeds.
+#   1. A module whose line leaves the module list (Dropout): its bind and
+#      forward functions in nn/sequential_modules.c are no longer used, and
+#      with warnings as errors that file does not compile.
+#   2. An op that leaves the op list (leaky_relu): src/ops/leaky_relu.c
+#      names DP__OP_leaky_relu and does not compile.
+#   3. A backend that the op list says implements an op but lacks one of
+#      its functions (the CPU's dp__cpu_leaky_relu_backward): the library
+#      does not link (-Wl,--no-undefined, as the tool's link would fail).
+# Usage: lists_break.sh BUILD_DIR
+set -u
+build=$(cd "$1" && pwd)
+src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok   $1"; }
+fail() { fails=$((fails + 1)); echo "FAIL $1"; [[ -n "${2:-}" ]] && sed 's/^/     /' <<<"$2" | head -20; }
+
+flags_file=$build/CMakeFiles/dp_objects.dir/flags.make
+if [[ ! -f $flags_file ]]; then
+  echo "FAIL: $flags_file is missing: build first"
+  exit 1
+fi
+flag() { sed -n "s/^$1 = //p" "$flags_file"; }
+read -r -a cflags <<<"$(flag C_DEFINES) $(flag C_INCLUDES) $(flag C_FLAGS)"
+cc=$(sed -n 's|^# compile C with ||p' "$flags_file")
+
+# compile NAME FILE [INCLUDE_FIRST]: compiles FILE to $tmp/NAME.o.
+compile() {
+  local extra=()
+  [[ -n ${3:-} ]] && extra=(-I"$3")
+  "$cc" "${extra[@]}" "${cflags[@]}" -c "$2" -o "$tmp/$1.o" 2>&1
+}
+# expect_break WHAT CONTROL_OUTPUT CONTROL_STATUS BROKEN_OUTPUT BROKEN_STATUS PATTERN
+expect_break() {
+  if [[ $3 -ne 0 ]]; then
+    fail "$1: the untouched file fails too" "$2"
+  elif [[ $5 -eq 0 ]]; then
+    fail "$1: the broken copy built"
+  elif ! grep -q -- "$6" <<<"$4"; then
+    fail "$1: failed, but not naming $6" "$4"
+  else
+    ok "$1: $(grep -m1 -- "$6" <<<"$4" | sed 's|^.*/||')"
+  fi
+}
+
+# 1. Dropout's line out of the module list.
+mkdir -p "$tmp/inc/nn"
+grep -v '^    X(Dropout,' "$src/src/nn/module_list.h" >"$tmp/inc/nn/module_list.h"
+if cmp -s "$src/src/nn/module_list.h" "$tmp/inc/nn/module_list.h"; then
+  fail "module list: no Dropout line to remove"
+else
+  c_out=$(compile ctl1 "$src/src/nn/sequential_modules.c"); c_rc=$?
+  b_out=$(compile brk1 "$src/src/nn/sequential_modules.c" "$tmp/inc"); b_rc=$?
+  expect_break "a module missing from the module list does not compile" "$c_out" $c_rc "$b_out" \
+    $b_rc "forward_dropout"
+fi
+
+# 2. leaky_relu's line out of the op list.
+mkdir -p "$tmp/inc2/device"
+grep -v '^    X(leaky_relu,' "$src/src/device/op_list.h" >"$tmp/inc2/device/op_list.h"
+c_out=$(compile ctl2 "$src/src/ops/leaky_relu.c"); c_rc=$?
+b_out=$(compile brk2 "$src/src/ops/leaky_relu.c" "$tmp/inc2"); b_rc=$?
+expect_break "an op missing from the op list does not compile" "$c_out" $c_rc "$b_out" $b_rc \
+  "DP__OP_leaky_relu"
+
+# 3. The CPU's leaky_relu backward gone from its kernel file.
+sed 's/\bdp__cpu_leaky_relu_backward\b/dp__cpu_leaky_relu_backward_gone/' \
+  "$src/src/device/cpu/leaky_relu.c" >"$tmp/leaky_relu.c"
+link_file=$build/CMakeFiles/dp.dir/link.txt
+obj=CMakeFiles/dp_objects.dir/src/device/cpu/leaky_relu.c.o
+if ! grep -q "$obj" "$link_file"; then
+  fail "the library's link line has no $obj"
+else
+  b_obj=$(compile brk3 "$tmp/leaky_relu.c"); b_rc=$?
+  if [[ $b_rc -ne 0 ]]; then
+    fail "the renamed kernel file does not compile" "$b_obj"
+  else
+    # The library's own link command, with --no-undefined, into $tmp.
+    read -r -a cmd <<<"$(sed "s|-o [^ ]*|-o $tmp/lib.so|" "$link_file") -Wl,--no-undefined"
+    c_out=$(cd "$build" && "${cmd[@]}" 2>&1); c_rc=$?
+    for i in "${!cmd[@]}"; do [[ ${cmd[$i]} == "$obj" ]] && cmd[$i]=$tmp/brk3.o; done
+    b_out=$(cd "$build" && "${cmd[@]}" 2>&1); b_rc=$?
+    expect_break "a backend lacking an op's kernel does not link" "$c_out" $c_rc "$b_out" $b_rc \
+      "undefined reference to .dp__cpu_leaky_relu_backward"
+  fi
+fi
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]
