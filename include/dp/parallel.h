@@ -93,16 +93,13 @@ typedef struct dp_data_parallel_options {
      * result is the same bits either way. DDP's default is 25. */
     double bucket_mb;
     dp_grad_compress grad_compress;
-    /* Pipeline stages (dp/pipeline.h): 0 or 1 for plain data parallelism.
-     * K > 1: the devices are D = n / K pipelines of K consecutive devices,
-     * replica d K + k running stage k of pipeline d. Each replica's gradient
-     * is zero outside its stage's parameters, so the allreduce over all n
-     * is the whole gradient and every replica stays a full, identical copy
-     * of the model. bn_stage[j] is the stage of batch norm layer j
-     * (dp_model_bn_names order): its running statistics are averaged over
-     * the D replicas that ran it. */
-    int pipeline_stages;
-    const int *bn_stage;
+    /* Which replicas compute each batch norm layer, where not all do (a
+     * model split over devices, dp/pipeline.h): bn_replicas[j * n + k] is
+     * true where replica k runs batch norm layer j (dp_model_bn_names
+     * order); that layer's running statistics are then averaged over those
+     * replicas only. NULL: every replica runs every layer. Gradients need no
+     * such mask: a replica that does not run a layer adds zeros to its sum. */
+    const bool *bn_replicas;
 } dp_data_parallel_options;
 
 /* Where a step's gradient sums spend their time, summed over the steps

@@ -92,7 +92,8 @@ int dp_pipeline_simulate(dp_pipeline_schedule schedule, int stages, int micro_ba
 /* Pipelines over devices: n = D K devices make D pipelines of K stages
  * (pipeline d on devs[d K .. d K + K - 1]), fed D shards of each batch. Each
  * device holds a whole replica of the model (a DataParallel of n replicas,
- * options.pipeline_stages = K) and runs the layers of its stage
+ * each batch norm layer's statistics averaged over the replicas of its
+ * stage: options.bn_replicas) and runs the layers of its stage
  * (dp_model_forward_layers); the gradient sum over all n replicas is the
  * whole batch's gradient, so every replica makes the same update and
  * checkpoints, evaluation and resuming are those of data parallelism.

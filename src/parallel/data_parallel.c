@@ -60,6 +60,28 @@ static int make_sync(dp_data_parallel_t *dp)
     return 0;
 }
 
+/* How many replicas run each batch norm layer: the same count for every
+ * layer (a layer's sum is then divided by it), or DP_EINVAL. */
+static int count_bn_runs(const dp_data_parallel_t *dp, int *runs)
+{
+    int nbn;
+    dp_model_bn_names(dp->replicas[0], &nbn);
+    *runs = dp->n;
+    for (int j = 0; dp->opt.bn_replicas && j < nbn; j++) {
+        int count = 0;
+        for (int k = 0; k < dp->n; k++)
+            count += dp->opt.bn_replicas[j * dp->n + k];
+        if (count == 0 || (j > 0 && count != *runs)) {
+            DP_ERROR("DataParallel: batch norm layer %d runs on %d replicas, layer 0 on %d: each "
+                     "layer needs the same number of replicas, at least one",
+                     j, count, *runs);
+            return DP_EINVAL;
+        }
+        *runs = count;
+    }
+    return 0;
+}
+
 void dp_data_parallel_close(dp_data_parallel_t *dp)
 {
     if (!dp)
@@ -96,12 +118,11 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     int rc = n > 1 ? dp_replicate(dp->replicas + 1, model, devs + 1, n - 1) : 0;
     for (int k = 0; rc == 0 && k < n; k++)
         rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
-    if (rc == 0 && opt->pipeline_stages > 1 &&
-        (n % opt->pipeline_stages != 0 || opt->sync_bn ||
-         (dp_model_buffers(model) && !opt->bn_stage))) {
-        DP_ERROR("DataParallel: %d pipeline stages need a multiple of %d devices (got %d), no "
-                 "sync batch norm, and the stage of each batch norm layer",
-                 opt->pipeline_stages, opt->pipeline_stages, n);
+    if (rc == 0)
+        rc = count_bn_runs(dp, &dp->bn_runs);
+    if (rc == 0 && opt->bn_replicas && opt->sync_bn) {
+        DP_ERROR("DataParallel: sync batch norm needs every replica to run every batch norm "
+                 "layer");
         rc = DP_EINVAL;
     }
     if (rc == 0 && opt->sync_bn && n > 1)
@@ -174,28 +195,30 @@ int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
     return dp_data_parallel_sync_buffers(dp);
 }
 
-/* Pipeline stages: zeroes, in each replica, the running statistics of the
- * batch norm layers of the other stages, which it did not update, so that
- * the sum over all replicas is the sum over those that ran each layer. */
-static int zero_other_stages_buffers(dp_data_parallel_t *dp)
+/* The running statistics of batch norm layer j, two buffers of each
+ * replica: "NAME.running_mean" and "NAME.running_var". */
+static dp_tensor_t *bn_buffer(dp_data_parallel_t *dp, int k, const char *layer, int i)
 {
-    int K = dp->opt.pipeline_stages, nbn;
-    const char *const *names = dp_model_bn_names(dp->replicas[0], &nbn);
     static const char *const stats[2] = {"running_mean", "running_var"};
-    for (int r = 0; r < dp->n; r++) {
-        dp_params_t *B = dp_model_buffers(dp->replicas[r]);
-        for (int j = 0; j < nbn; j++) {
-            if (dp->opt.bn_stage[j] == r % K)
-                continue;
-            for (int i = 0; i < 2; i++) {
-                char name[128];
-                snprintf(name, sizeof name, "%s.%s", names[j], stats[i]);
-                int idx = dp_params_find(B, name);
-                DP_ASSERT(idx >= 0);
-                DP_TRY(dp_tensor_fill(dp_params_get(B, idx), 0.0f));
-            }
-        }
-    }
+    dp_params_t *B = dp_model_buffers(dp->replicas[k]);
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", layer, stats[i]);
+    int idx = dp_params_find(B, name);
+    DP_ASSERT(idx >= 0);
+    return dp_params_get(B, idx);
+}
+
+/* bn_replicas: zeroes, in each replica, the running statistics of the
+ * layers it does not run (it did not update them), so that the sum over
+ * all replicas is the sum over those that ran each layer. */
+static int zero_unrun_layers(dp_data_parallel_t *dp)
+{
+    int nbn;
+    const char *const *names = dp_model_bn_names(dp->replicas[0], &nbn);
+    for (int j = 0; j < nbn; j++)
+        for (int k = 0; k < dp->n; k++)
+            for (int i = 0; i < 2 && !dp->opt.bn_replicas[j * dp->n + k]; i++)
+                DP_TRY(dp_tensor_fill(bn_buffer(dp, k, names[j], i), 0.0f));
     return 0;
 }
 
@@ -208,15 +231,14 @@ int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp)
     int ranks = grad_ranks(dp);
     if (dp->n * ranks == 1 || !dp_model_buffers(dp->replicas[0]))
         return 0;
-    int stages = dp->opt.pipeline_stages > 1 ? dp->opt.pipeline_stages : 1;
-    if (stages > 1)
-        DP_TRY(zero_other_stages_buffers(dp));
+    if (dp->opt.bn_replicas)
+        DP_TRY(zero_unrun_layers(dp));
     dp_tensor_t *bufs[DP_MAX_DEVICES];
     for (int k = 0; k < dp->n; k++)
         bufs[k] = dp_params_values(dp_model_buffers(dp->replicas[k]));
     DP_TRY(dp_allreduce_sum(bufs, dp->n, dp->opt.allreduce));
     for (int k = 0; k < dp->n; k++)
-        DP_TRY(dp_tensor_scale(bufs[k], (float)stages / (float)(dp->n * ranks)));
+        DP_TRY(dp_tensor_scale(bufs[k], 1.0f / (float)(dp->bn_runs * ranks)));
     return 0;
 }
 

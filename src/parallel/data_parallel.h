@@ -19,6 +19,7 @@ struct dp_data_parallel {
     dp_bn_sync_t **bn_sync; /* --sync-bn: one group per batch norm layer */
     int nbn;
     dp__buckets *buckets; /* NULL with one device and one rank */
+    int bn_runs;          /* replicas that run each batch norm layer (opt.bn_replicas) */
     /* dp_data_parallel_forward_backward and _evaluate, made on first use:
      * replica k's tapes (one that records, one that does not) and its loss
      * and right answers of a step, [1] floats on its device; `sums` holds

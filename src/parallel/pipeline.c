@@ -37,6 +37,7 @@ void dp_pipeline_close(dp_pipeline_t *p)
     dp__free(p->issue);
     dp__free(p->sim_start);
     dp__free(p->bn_stage);
+    dp__free(p->bn_replicas);
     dp__free(p);
 }
 
@@ -160,10 +161,19 @@ int dp_pipeline_init(dp_pipeline_t **out, dp_model_t *model, dp_device_t *const 
         p->devs[i] = devs[i];
     int rc = plan(p, def, in_chw, opt->first);
     if (rc == 0) {
+        /* Replica d K + k runs stage k's batch norm layers. */
         dp_data_parallel_options o = opt->update;
-        o.pipeline_stages = K;
-        o.bn_stage = p->bn_stage;
-        rc = dp_data_parallel_init(&p->dp, model, devs, n, &o);
+        if (def->nbn > 0) {
+            p->bn_replicas = dp__calloc((size_t)def->nbn * (size_t)n, sizeof *p->bn_replicas);
+            if (!p->bn_replicas)
+                rc = DP_ENOMEM;
+            for (int j = 0; rc == 0 && j < def->nbn; j++)
+                for (int r = 0; r < n; r++)
+                    p->bn_replicas[j * n + r] = p->bn_stage[j] == r % K;
+            o.bn_replicas = p->bn_replicas;
+        }
+        if (rc == 0)
+            rc = dp_data_parallel_init(&p->dp, model, devs, n, &o);
     }
     if (rc == 0)
         rc = alloc_state(p);

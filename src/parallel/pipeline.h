@@ -28,7 +28,8 @@ struct dp_pipeline {
     int64_t in_chw[3];
     dp__pipeline_summary summary[2];
     int first[DP_PIPELINE_MAX_STAGES + 1];
-    int *bn_stage;
+    int *bn_stage;     /* [j]: the stage of batch norm layer j */
+    bool *bn_replicas; /* [j n + r]: replica r runs batch norm layer j */
     dp_data_parallel_t *dp;
     dp_device_t *devs[DP_MAX_DEVICES];
     dp_tape_t **tapes;          /* [(d K + k) M + m] */
