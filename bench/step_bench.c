@@ -114,7 +114,7 @@ int main(int argc, char **argv)
         dp_devices_open(devs, &n, argv[3], 0) < 0 ||
         dp_model_init_builtin(&model, model_name, devs[0], 0) < 0)
         return 1;
-    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
+    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.1f}};
     dp_executor_t *ex;
     dp_tensor_t *step_loss, *correct;
     int64_t one = 1;

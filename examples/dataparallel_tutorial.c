@@ -46,7 +46,7 @@ int example_dataparallel(const char *devices)
     rc = dp_model_init_builtin(&model, "tutorial", devs[0], 0);
     if (rc == 0) {
         dp_model_set_forward_hook(model, print_in_model, NULL);
-        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
+        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.1f}};
         rc = dp_data_parallel_init(&dp, model, devs, n, &opt);
     }
     if (rc == 0)

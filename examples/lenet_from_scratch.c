@@ -8,7 +8,7 @@
  *   allreduce([device_params[c][i].grad ...])                  -> dp_allreduce_sum,
  *                                                                 once over each
  *                                                                 device's gradient buffer
- *   for param in device_params: sgd(param, lr, X.shape[0])    -> dp_sgd_step(1 / B)
+ *   for param in device_params: sgd(param, lr, X.shape[0])    -> dp_optimizer_step(1 / B)
  *
  * Nothing here waits for a device except reading the loss at the end: the
  * front end issues every device's work and the devices run together. */
@@ -20,7 +20,7 @@
 #include <stdio.h>
 
 /* train_batch: one step of the seed's from-scratch data parallelism. */
-static int train_batch(dp_tensor_t *X, dp_tensor_t *y, dp_model_t **replicas, dp_sgd_t **sgd,
+static int train_batch(dp_tensor_t *X, dp_tensor_t *y, dp_model_t **replicas, dp_optimizer_t **sgd,
                        dp_device_t **devs, int n, dp_allreduce_algo algo, float *loss_sum)
 {
     dp_tensor_t *X_shards[DP_MAX_DEVICES], *y_shards[DP_MAX_DEVICES], *ls[DP_MAX_DEVICES];
@@ -43,7 +43,7 @@ static int train_batch(dp_tensor_t *X, dp_tensor_t *y, dp_model_t **replicas, dp
     }
     DP_TRY_EXAMPLE(dp_allreduce_sum(grads, n, algo));
     for (int k = 0; k < n; k++)
-        DP_TRY_EXAMPLE(dp_sgd_step(sgd[k], 1.0f / (float)dp_tensor_dim(X, 0)));
+        DP_TRY_EXAMPLE(dp_optimizer_step(sgd[k], 1.0f / (float)dp_tensor_dim(X, 0)));
     *loss_sum = 0;
     for (int k = 0; k < shards; k++) {
         float l;
@@ -58,7 +58,7 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
     enum { BATCH = 256 };
     dp_device_t *devs[DP_MAX_DEVICES];
     dp_model_t *params = NULL, *replicas[DP_MAX_DEVICES] = {0};
-    dp_sgd_t *sgd[DP_MAX_DEVICES] = {0};
+    dp_optimizer_t *sgd[DP_MAX_DEVICES] = {0};
     dp_dataset train = {0};
     dp_tape_t *tape = NULL;
     int n = 0, rc, algo = dp_allreduce_algo_parse(algo_name);
@@ -73,7 +73,7 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
     if (rc == 0)
         rc = dp_replicate(replicas, params, devs, n);
     for (int k = 0; rc == 0 && k < n; k++)
-        rc = dp_sgd_init(&sgd[k], dp_model_params(replicas[k]), &(dp_sgd_options){.lr = 0.2f});
+        rc = dp_optimizer_init(&sgd[k], dp_model_params(replicas[k]), &(dp_optimizer_options){.lr = 0.2f});
     if (rc == 0)
         rc = dp_tape_init(&tape, true);
     char names[256];
@@ -109,7 +109,7 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
         printf("after %d steps: loss %.6f, sum of |weights| %.6f\n", steps, loss / BATCH, checksum);
     dp_tape_close(tape);
     for (int k = 0; k < n; k++) {
-        dp_sgd_close(sgd[k]);
+        dp_optimizer_close(sgd[k]);
         dp_model_close(replicas[k]);
     }
     dp_model_close(params);

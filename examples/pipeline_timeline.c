@@ -78,7 +78,7 @@ int example_pipeline(const char *model, const char *devices, int stages, int mic
     dp_pipeline_options po = {.stages = stages,
                               .micro_batches = micro_batches,
                               .schedule = (dp_pipeline_schedule)schedule,
-                              .update = {.sgd = {0.01f, 0, 0}}};
+                              .update = {.optimizer = {.lr = 0.01f}}};
     if (rc == 0)
         rc = dp_pipeline_init(&p, m, devs, ndev, chw, &po);
     if (rc == 0)

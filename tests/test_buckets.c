@@ -42,7 +42,7 @@ static float *train(int n, dp_allreduce_algo algo, double bucket_mb, int *bucket
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 5), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {
-        .allreduce = algo, .sgd = {.lr = 0.1f, .momentum = 0.9f}, .bucket_mb = bucket_mb};
+        .allreduce = algo, .optimizer = {.lr = 0.1f, .momentum = 0.9f}, .bucket_mb = bucket_mb};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
     *buckets = dp_data_parallel_bucket_count(dp);
     dp_tape_t *tape;
@@ -115,7 +115,7 @@ static void bucket_layout(void **state)
     dp_model_t *model;
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 1), 0);
     dp_data_parallel_t *dp;
-    dp_data_parallel_options opt = {.sgd = {.lr = 0.1f}, .bucket_mb = 0.05};
+    dp_data_parallel_options opt = {.optimizer = {.lr = 0.1f}, .bucket_mb = 0.05};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), 0);
     const struct {
         int first, count;
@@ -268,12 +268,12 @@ static void bad_options_refused(void **state)
     dp_data_parallel_t *dp;
     const double bad_sizes[] = {-1, NAN, 2e6};
     for (size_t i = 0; i < 3; i++) {
-        dp_data_parallel_options opt = {.sgd = {.lr = 0.1f}, .bucket_mb = bad_sizes[i]};
+        dp_data_parallel_options opt = {.optimizer = {.lr = 0.1f}, .bucket_mb = bad_sizes[i]};
         assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), DP_EINVAL);
         printf("bucket_mb %g: %s\n", bad_sizes[i], dp_last_error());
         assert_non_null(strstr(dp_last_error(), "bucket size"));
     }
-    dp_data_parallel_options opt = {.sgd = {.lr = 0.1f}, .grad_compress = 7};
+    dp_data_parallel_options opt = {.optimizer = {.lr = 0.1f}, .grad_compress = 7};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), DP_EINVAL);
     printf("grad_compress 7: %s\n", dp_last_error());
     assert_int_equal(dp_grad_compress_parse("bf16"), DP_GRAD_COMPRESS_BF16);

@@ -82,7 +82,7 @@ static run train_lenet(const dp_dataset *ds, int n, dp_precision p)
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING,
-                                    .sgd = {.lr = 0.2f, .momentum = 0.5f}};
+                                    .optimizer = {.lr = 0.2f, .momentum = 0.5f}};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
     dp_tape_t *tape;
     assert_int_equal(dp_tape_init(&tape, true), 0);

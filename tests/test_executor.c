@@ -67,7 +67,7 @@ static float *train(const dp_dataset *ds, int n, bool executor, int64_t *numel)
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING,
-                                    .sgd = {.lr = 0.2f, .momentum = 0.5f}};
+                                    .optimizer = {.lr = 0.2f, .momentum = 0.5f}};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
     dp_executor_t *ex = NULL;
     dp_tape_t *tape = NULL;
@@ -209,7 +209,7 @@ static void empty_and_bad_batches(void **state)
     dp_model_t *model;
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
-    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.2f}};
+    dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.2f}};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, 2, &opt), 0);
     dp_executor_t *ex;
     assert_int_equal(dp_executor_init_data_parallel(&ex, dp), 0);

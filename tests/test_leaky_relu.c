@@ -134,9 +134,9 @@ static void test_model_file_parses_and_trains(void **state)
     dp_tensor_t *x, *y;
     OK(dp_tensor_from_host(&x, gc_dev, DP_F32, 4, xs, images));
     OK(dp_tensor_from_host(&y, gc_dev, DP_I32, 1, &n, labels));
-    dp_sgd_t *sgd;
-    dp_sgd_options o = {.lr = 0.2f};
-    OK(dp_sgd_init(&sgd, dp_model_params(m), &o));
+    dp_optimizer_t *sgd;
+    dp_optimizer_options o = {.lr = 0.2f};
+    OK(dp_optimizer_init(&sgd, dp_model_params(m), &o));
     dp_tape_t *tape;
     OK(dp_tape_init(&tape, true));
     float first = 0, last = 0;
@@ -148,7 +148,7 @@ static void test_model_file_parses_and_trains(void **state)
         dp_params_zero_grad(dp_model_params(m));
         OK(dp_backward(loss));
         OK(dp_params_finish_grad(dp_model_params(m)));
-        OK(dp_sgd_step(sgd, 1.0f));
+        OK(dp_optimizer_step(sgd, 1.0f));
         OK(dp_tensor_to_host(loss, step == 0 ? &first : &last, sizeof last));
         dp_tape_end(tape);
         dp_tape_reset(tape);
@@ -158,7 +158,7 @@ static void test_model_file_parses_and_trains(void **state)
     if (!(isfinite(last) && last < 0.5f * first))
         fail_msg("the loss did not go down: %g -> %g", (double)first, (double)last);
     dp_tape_close(tape);
-    dp_sgd_close(sgd);
+    dp_optimizer_close(sgd);
     dp_tensor_free(x);
     dp_tensor_free(y);
     dp_model_close(m);

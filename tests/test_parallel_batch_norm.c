@@ -73,7 +73,7 @@ static void running_stats_are_replica_mean(void **state)
         dp_model_t *model;
         assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
-        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
+        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.1f}};
         assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
         dp_tape_t *tape;
         assert_int_equal(dp_tape_init(&tape, true), 0);
@@ -121,7 +121,7 @@ static float *train_resnet(int n, bool sync_bn, int64_t *numel)
     assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 12), 0);
     dp_data_parallel_t *dp;
     dp_data_parallel_options opt = {
-        .allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.5f}, .sync_bn = sync_bn};
+        .allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.5f}, .sync_bn = sync_bn};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
     dp_tape_t *tape;
     assert_int_equal(dp_tape_init(&tape, true), 0);

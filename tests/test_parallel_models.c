@@ -24,7 +24,7 @@ static float *train_lenet(const dp_dataset *ds, int n, dp_allreduce_algo algo, i
     dp_model_t *model;
     assert_int_equal(dp_model_init_builtin(&model, "lenet", devs[0], 7), 0);
     dp_data_parallel_t *dp;
-    dp_data_parallel_options opt = {.allreduce = algo, .sgd = {.lr = 0.2f, .momentum = 0.5f}};
+    dp_data_parallel_options opt = {.allreduce = algo, .optimizer = {.lr = 0.2f, .momentum = 0.5f}};
     assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
     dp_tape_t *tape;
     assert_int_equal(dp_tape_init(&tape, true), 0);
@@ -95,7 +95,7 @@ static void resnet_two_devices(void **state)
         dp_model_t *model;
         assert_int_equal(dp_model_init_builtin(&model, "resnet18", devs[0], 11), 0);
         dp_data_parallel_t *dp;
-        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .sgd = {.lr = 0.1f}};
+        dp_data_parallel_options opt = {.allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.1f}};
         assert_int_equal(dp_data_parallel_init(&dp, model, devs, n, &opt), 0);
         dp_tape_t *tape;
         assert_int_equal(dp_tape_init(&tape, true), 0);

@@ -46,7 +46,7 @@ static result train(const run *r)
     dp_model_t *m;
     assert_int_equal(dp_model_init(&m, r->def, devs[0], 7), 0);
     dp_data_parallel_options u = {
-        .allreduce = DP_ALLREDUCE_RING, .sgd = {0.05f, 0.9f, 0.0f}, .bucket_mb = 0};
+        .allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.05f, .momentum = 0.9f}, .bucket_mb = 0};
     dp_pipeline_t *p = NULL;
     dp_data_parallel_t *dp;
     if (r->stages) {

@@ -54,7 +54,7 @@ static void stepper_open(stepper *st, const dp_model_def *def, dp_device_t **dev
     dp_pipeline_options po = {.stages = stages,
                               .micro_batches = micro_batches,
                               .schedule = schedule,
-                              .update = {.sgd = {0.01f}}};
+                              .update = {.optimizer = {.lr = 0.01f}}};
     assert_int_equal(dp_pipeline_init(&st->p, st->m, devs, stages, chw, &po), 0);
     st->x = malloc((size_t)(batch * pixels) * sizeof *st->x);
     st->y = malloc((size_t)batch * sizeof *st->y);

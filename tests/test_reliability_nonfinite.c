@@ -32,11 +32,11 @@ static void sgd_skips_nonfinite_gradient(void **state)
     dp_params_t *p;
     assert_int_equal(dp_params_init(&p, dev[0], spec, 2, true), 0);
     assert_int_equal(dp_params_init_random(p, 1), 0);
-    dp_sgd_t *sgd;
-    dp_sgd_options o = {.lr = 0.1f, .momentum = 0.9f};
-    assert_int_equal(dp_sgd_init(&sgd, p, &o), 0);
-    assert_true(dp_sgd_can_check_finite(sgd));
-    assert_int_equal(dp_sgd_check_finite(sgd), 0);
+    dp_optimizer_t *sgd;
+    dp_optimizer_options o = {.lr = 0.1f, .momentum = 0.9f};
+    assert_int_equal(dp_optimizer_init(&sgd, p, &o), 0);
+    assert_true(dp_optimizer_can_check_finite(sgd));
+    assert_int_equal(dp_optimizer_check_finite(sgd), 0);
     float *g = calloc(N, sizeof *g), *w0 = calloc(N, sizeof *g), *w1 = calloc(N, sizeof *g);
     float *v = calloc(N, sizeof *g);
     assert_non_null(g);
@@ -55,13 +55,15 @@ static void sgd_skips_nonfinite_gradient(void **state)
             g[N - 1] = NAN; /* a later bad element does not hide the first */
         assert_int_equal(dp_tensor_copy_from_host(dp_params_grads(p), g, N * sizeof *g), 0);
         assert_int_equal(dp_params_get_all(p, w0), 0);
-        assert_int_equal(dp_sgd_step(sgd, 1.0f), 0);
-        assert_int_equal(dp_sgd_read_first_nonfinite_async(sgd, &first), 0);
+        assert_int_equal(dp_optimizer_step(sgd, 1.0f), 0);
+        assert_int_equal(dp_optimizer_read_first_nonfinite_async(sgd, &first), 0);
         assert_int_equal(dp_waitall(), 0); /* the copy is enqueued */
         assert_int_equal(dp_params_get_all(p, w1), 0);
         assert_int_equal(first, bad_at[k]);
         assert_memory_equal(w0, w1, N * sizeof *w0);
-        assert_int_equal(dp_tensor_to_host(dp_sgd_velocity(sgd), v, N * sizeof *v), 0);
+        assert_int_equal(
+            dp_tensor_to_host(dp_optimizer_state(sgd, 0, &(const char *){NULL}), v, N * sizeof *v),
+            0);
         for (int64_t i = 0; i < N; i++)
             assert_true(v[i] == 0.0f); /* no update ever reached the momentum */
         g[bad_at[k]] = keep;
@@ -69,8 +71,8 @@ static void sgd_skips_nonfinite_gradient(void **state)
     }
     /* A finite gradient: the check says n and the update happens. */
     assert_int_equal(dp_tensor_copy_from_host(dp_params_grads(p), g, N * sizeof *g), 0);
-    assert_int_equal(dp_sgd_step(sgd, 1.0f), 0);
-    assert_int_equal(dp_sgd_read_first_nonfinite_async(sgd, &first), 0);
+    assert_int_equal(dp_optimizer_step(sgd, 1.0f), 0);
+    assert_int_equal(dp_optimizer_read_first_nonfinite_async(sgd, &first), 0);
     assert_int_equal(dp_waitall(), 0);
     assert_int_equal(dp_params_get_all(p, w1), 0);
     assert_int_equal(first, N);
@@ -79,7 +81,7 @@ static void sgd_skips_nonfinite_gradient(void **state)
     free(w0);
     free(w1);
     free(v);
-    dp_sgd_close(sgd);
+    dp_optimizer_close(sgd);
     dp_params_close(p);
     dp_devices_close(dev, ndev);
 }
@@ -148,7 +150,7 @@ static void skip_nonfinite(void **state)
     assert_non_null(skipped); /* exactly 1: the next character ends the number */
     skipped += strlen("\"skipped_steps\": 1");
     assert_true(*skipped == ',' || *skipped == '}');
-    assert_true(skipped < line2); /* on epoch 1's line */
+    assert_true(skipped < line2);                /* on epoch 1's line */
     assert_null(strstr(line2, "skipped_steps")); /* epoch 2 skipped none */
 }
 
@@ -168,15 +170,25 @@ static void skipped_step_changes_nothing(void **state)
     tmp_path(err1, "err1.txt");
     const char *devices[] = {"1", "2"};
     for (int d = 0; d < 2; d++) {
-        const char *a[] = {"--epochs",   "1",          "--limit-train", "128", "--no-shuffle",
-                           "--momentum", "0.9",        "--devices",     devices[d],
-                           "--skip-nonfinite",          "--checkpoint", skipped, NULL};
+        const char *a[] = {"--epochs",
+                           "1",
+                           "--limit-train",
+                           "128",
+                           "--no-shuffle",
+                           "--momentum",
+                           "0.9",
+                           "--devices",
+                           devices[d],
+                           "--skip-nonfinite",
+                           "--checkpoint",
+                           skipped,
+                           NULL};
         child_opts c = {.err_path = err, .env = "DP_INJECT_NAN=2:W1"};
         assert_int_equal(run(a, &c), 0);
         assert_has(slurp(err), "step 2 (epoch 1, batch 1): gradient of W1 is not finite");
-        const char *b[] = {"--epochs",   "1",   "--limit-train", "64", "--no-shuffle",
-                           "--momentum", "0.9", "--devices",     devices[d],
-                           "--checkpoint", one_step, NULL};
+        const char *b[] = {"--epochs",   "1",   "--limit-train", "64",       "--no-shuffle",
+                           "--momentum", "0.9", "--devices",     devices[d], "--checkpoint",
+                           one_step,     NULL};
         assert_int_equal(run(b, NULL), 0);
         printf("%s device(s), step 2 skipped vs 1 step only: ", devices[d]);
         tu_assert_same_tensors(skipped, one_step);

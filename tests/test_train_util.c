@@ -87,7 +87,7 @@ static void test_metrics_lines(void **state)
     dp_metrics_t *m = NULL;
     assert_int_equal(dp_metrics_open(&m, path), DP_OK);
 
-    assert_int_equal(dp_metrics_write_step(m, 12, 1, 0.6931471805599453), DP_OK);
+    assert_int_equal(dp_metrics_write_step(m, 12, 1, 0.6931471805599453, 0.05), DP_OK);
     dp_epoch_stats s = example_stats(1);
     assert_int_equal(dp_metrics_write_epoch(m, &s), DP_OK);
 
@@ -97,7 +97,7 @@ static void test_metrics_lines(void **state)
     char *line0 = nth_line(text, 0), *line1 = nth_line(text, 1);
     assert_non_null(line0);
     assert_non_null(line1);
-    assert_string_equal(line0, "{\"step\": 12, \"epoch\": 1, \"loss\": 0.693147}");
+    assert_string_equal(line0, "{\"step\": 12, \"epoch\": 1, \"loss\": 0.693147, \"lr\": 0.05}");
     assert_string_equal(line1, "{\"epoch\": 1, \"train_loss\": 0.912345, \"train_acc\": 0.6512, "
                                "\"test_acc\": 0.7021, \"epoch_seconds\": 3.412, "
                                "\"samples_per_second\": 17584.2, \"devices\": [\"cpu:0\", "
@@ -115,7 +115,7 @@ static void test_metrics_lines(void **state)
     s.peak_rss_mb = -1.0;
     s.devices = "[cu\"da:0,  back\\slash , ]";
     assert_int_equal(dp_metrics_write_epoch(m, &s), DP_OK);
-    assert_int_equal(dp_metrics_write_step(m, 13, 2, NAN), DP_OK);
+    assert_int_equal(dp_metrics_write_step(m, 13, 2, NAN, 0.1), DP_OK);
     s = example_stats(3);
     s.devices = "[]";
     assert_int_equal(dp_metrics_write_epoch(m, &s), DP_OK);
@@ -133,7 +133,7 @@ static void test_metrics_lines(void **state)
     assert_non_null(strstr(line2, "\"devices\": [\"cu\\\"da:0\", \"back\\\\slash\"], "));
     assert_null(strstr(line2, "peak_rss_mb"));
     assert_non_null(strstr(line2, "\"lr\": 0.2}"));
-    assert_string_equal(line3, "{\"step\": 13, \"epoch\": 2, \"loss\": null}");
+    assert_string_equal(line3, "{\"step\": 13, \"epoch\": 2, \"loss\": null, \"lr\": 0.1}");
     assert_non_null(strstr(line4, "\"devices\": [], "));
     free(line2);
     free(line3);
@@ -172,12 +172,12 @@ static void test_metrics_write_error(void **state)
     dp_epoch_stats s = example_stats(1);
     assert_int_equal(dp_metrics_write_epoch(m, &s), DP_EIO);
     assert_non_null(strstr(dp_last_error(), "/dev/full"));
-    assert_int_equal(dp_metrics_write_step(m, 1, 1, 0.5), DP_EIO);
+    assert_int_equal(dp_metrics_write_step(m, 1, 1, 0.5, 0.1), DP_EIO);
     assert_int_equal(dp_metrics_close(m), DP_EIO);
 
     /* Step lines are buffered: the failure shows at close. */
     assert_int_equal(dp_metrics_open(&m, "/dev/full"), DP_OK);
-    assert_int_equal(dp_metrics_write_step(m, 1, 1, 0.5), DP_OK);
+    assert_int_equal(dp_metrics_write_step(m, 1, 1, 0.5, 0.1), DP_OK);
     assert_int_equal(dp_metrics_close(m), DP_EIO);
     assert_non_null(strstr(dp_last_error(), "/dev/full"));
     dp_log_set(NULL, NULL);

@@ -7,8 +7,9 @@
  * each batch norm's "num_batches_tracked" as an I64 scalar), so
  * model.load_state_dict(safetensors.torch.load_file(path)) accepts the file
  * once the "_state." entries are dropped. The training state is in
- * "__metadata__" (dptrain.* keys) and in "_state." tensors (the SGD momentum
- * buffer). */
+ * "__metadata__" (dptrain.* keys: the optimizer's name and step count among
+ * them) and in "_state.<optimizer>.<name>" tensors, torch.optim's names
+ * for its state: _state.sgd.momentum_buffer, _state.adamw.exp_avg, ... */
 #ifndef DP_CHECKPOINT_H
 #define DP_CHECKPOINT_H
 
@@ -34,17 +35,18 @@ typedef struct dp_checkpoint_state {
     double lr, momentum, weight_decay;
     int nhistory; /* the epochs' figures, for metrics and the plot */
     dp_epoch_stats history[DP_CHECKPOINT_MAX_HISTORY];
-    char devices[256];  /* of each history entry (they share one string) */
-    char precision[16]; /* the run's dp_precision_name, for the record ("" none) */
+    char devices[256];    /* of each history entry (they share one string) */
+    char precision[16];   /* the run's dp_precision_name, for the record ("" none) */
+    char lr_schedule[96]; /* the run's learning-rate schedule, for the record ("" none) */
     /* dp_conv_choices_save's lines when convolutions were measured
      * (DP_CONV_ALGO_AUTO), so that a resumed run runs the same kernels;
      * "" when none. */
     char conv_algos[16384];
 } dp_checkpoint_state;
 
-/* Writes the model (parameters, buffers), the SGD momentum (sgd may be NULL)
+/* Writes the model (parameters, buffers), the optimizer state (optim may be NULL)
  * and `st` (may be NULL) to `path`, atomically. */
-int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
+int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                        const dp_checkpoint_state *st);
 
 /* Loads the model's parameters and buffers from `path` (a dptrain checkpoint
@@ -52,9 +54,10 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
  * shape; extra tensors are an error unless they are "_state." ones. */
 int dp_checkpoint_load_weights(const char *path, dp_model_t *m);
 
-/* For --resume: the weights, the SGD momentum (sgd may be NULL) and the
+/* For --resume: the weights, the optimizer state (optim may be NULL) and the
  * state. Fails if the file has no dptrain state. */
-int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkpoint_state *st);
+int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
+                       dp_checkpoint_state *st);
 
 /* The model a dptrain checkpoint was written for, into buf; DP_ENOENT when
  * the file has no such metadata (a plain state dict). */

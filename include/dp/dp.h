@@ -14,8 +14,8 @@
  *
  *   dp_device_t *dev;   dp_device_open(&dev, "cpu:0", 0);
  *   dp_model_t *net;    dp_model_init_builtin(&net, "lenet", dev, seed);
- *   dp_sgd_t *sgd;      dp_sgd_init(&sgd, dp_model_params(net), &(dp_sgd_options){.lr = 0.2f});
- *   dp_tape_t *tape;    dp_tape_init(&tape, true);
+ *   dp_optimizer_t *sgd;      dp_optimizer_init(&sgd, dp_model_params(net),
+ * &(dp_optimizer_options){.lr = 0.2f}); dp_tape_t *tape;    dp_tape_init(&tape, true);
  *
  *   dp_tape_begin(tape);
  *   dp_tensor_t *logits, *loss;
@@ -23,7 +23,7 @@
  *   dp_cross_entropy(&loss, logits, y, DP_REDUCE_SUM);      // y: int32 (256)
  *   dp_params_zero_grad(dp_model_params(net));
  *   dp_backward(loss);
- *   dp_sgd_step(sgd, 1.0f / 256);                          // p -= lr * grad / batch_size
+ *   dp_optimizer_step(sgd, 1.0f / 256);                          // p -= lr * grad / batch_size
  *   dp_tape_end(tape);
  *   dp_tape_reset(tape);                                   // nothing has waited so far
  *   float l; dp_tensor_to_host(loss, &l, sizeof l);       // (before the reset) this waits

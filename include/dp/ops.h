@@ -172,6 +172,11 @@ typedef enum dp_reduction { DP_REDUCE_SUM = 0, DP_REDUCE_MEAN = 1 } dp_reduction
  * with int32 labels (N). */
 int dp_cross_entropy(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *labels,
                      dp_reduction reduction);
+/* The same with label smoothing (0 <= smoothing <= 1), as
+ * torch.nn.CrossEntropyLoss(label_smoothing=smoothing): the target is
+ * 1 - smoothing on the label plus smoothing / K on every class. */
+int dp_cross_entropy_smoothed(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *labels,
+                              dp_reduction reduction, float smoothing);
 
 /* correct (1) += number of rows of logits (N, K) whose argmax is the label.
  * Not differentiable; `correct` is a float tensor the caller owns. */

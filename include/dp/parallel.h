@@ -81,7 +81,7 @@ typedef enum dp_grad_compress {
 
 typedef struct dp_data_parallel_options {
     dp_allreduce_algo allreduce;
-    dp_sgd_options sgd;
+    dp_optimizer_options optimizer;
     /* SyncBatchNorm: batch statistics over all replicas' shards together
      * instead of each replica's own (DataParallel's default). */
     bool sync_bn;
@@ -100,6 +100,10 @@ typedef struct dp_data_parallel_options {
      * replicas only. NULL: every replica runs every layer. Gradients need no
      * such mask: a replica that does not run a layer adds zeros to its sum. */
     const bool *bn_replicas;
+    /* The loss of the executors' steps (dp_data_parallel_forward_backward,
+     * the pipeline's): the summed cross-entropy with this label smoothing
+     * (CrossEntropyLoss's label_smoothing; 0: none). */
+    float label_smoothing;
 } dp_data_parallel_options;
 
 /* Where a step's gradient sums spend their time, summed over the steps
@@ -157,10 +161,13 @@ int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale);
 /* Averages the replicas' buffers (batch norm's running statistics) so every
  * replica holds the same; dp_data_parallel_step does it after each update. */
 int dp_data_parallel_sync_buffers(dp_data_parallel_t *dp);
-/* Copies replica 0's parameters, buffers and SGD momentum to the other
+/* Copies replica 0's parameters, buffers and optimizer state to the other
  * replicas (after loading a checkpoint into replica 0). */
 int dp_data_parallel_sync_from_first(dp_data_parallel_t *dp);
-dp_sgd_t *dp_data_parallel_sgd(dp_data_parallel_t *dp, int k);
+dp_optimizer_t *dp_data_parallel_optimizer(dp_data_parallel_t *dp, int k);
+/* The learning rate (and, with momentum >= 0, SGD's momentum or Adam's
+ * beta1) of every replica's next updates: a schedule's value for a step. */
+void dp_data_parallel_set_lr(dp_data_parallel_t *dp, float lr, float momentum);
 /* The communication times so far (all zero with one device and one rank);
  * read after the devices have run the steps (dp_waitall). */
 void dp_data_parallel_comm_stats(dp_data_parallel_t *dp, dp_comm_stats *s);

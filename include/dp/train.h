@@ -5,6 +5,7 @@
 #ifndef DP_TRAIN_H
 #define DP_TRAIN_H
 
+#include "dp/optim.h"
 #include "dp/train_util.h"
 
 #include <stdbool.h>
@@ -29,6 +30,24 @@ typedef struct dp_train_options {
     int threads;         /* kernel threads per device; 0 = cores / devices */
     int64_t batch_size;  /* global batch */
     float lr, momentum, weight_decay;
+    /* The training recipe, as PyTorch's (dp/optim.h): the optimizer
+     * (dp_optimizer_kind: SGD, the default, Adam, AdamW) with lr, momentum
+     * and weight_decay above, SGD's Nesterov momentum, Adam's betas and eps
+     * (dp_train_options_default: PyTorch's 0.9, 0.999, 1e-8); the
+     * gradient's global norm clipped to clip_grad_norm (0: off); the loss's
+     * label smoothing (0: none). */
+    int optimizer;
+    bool nesterov;
+    float beta1, beta2, eps;
+    float clip_grad_norm;
+    float label_smoothing;
+    /* The learning-rate schedule, stepped once per update: its kind and
+     * fields as dp_lr_schedule has them, except that total_steps is the
+     * run's own (epochs x batches per epoch) and step_size and milestones
+     * count epochs (StepLR and MultiStepLR as a per-epoch loop steps them);
+     * warmup_epochs > 0 sets warmup_steps to that many epochs' batches. */
+    dp_lr_schedule lr_schedule;
+    double warmup_epochs;
     int epochs; /* 1 to DP_MAX_EPOCHS */
     uint64_t seed;
     const char *dataset;  /* "fashion-mnist" (also NULL), "mnist", "cifar10" */

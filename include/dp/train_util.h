@@ -61,8 +61,9 @@ int dp_metrics_open(dp_metrics_t **out, const char *path);
 /* Opens `path` to add lines after what it holds (a resumed run). */
 int dp_metrics_open_append(dp_metrics_t **out, const char *path);
 int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s);
-/* {"step": 12, "epoch": 1, "loss": 0.6931} */
-int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss);
+/* {"step": 12, "epoch": 1, "loss": 0.6931, "lr": 0.1}: the step's mean
+ * loss and the learning rate its update used. */
+int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss, double lr);
 /* Flushes and closes; reports a failed write. NULL is accepted. */
 int dp_metrics_close(dp_metrics_t *m);
 

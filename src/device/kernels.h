@@ -161,6 +161,10 @@ typedef struct dp__xent_args {
     float *dlogits;
     int64_t n, k;
     bool mean;
+    /* Label smoothing (CrossEntropyLoss's label_smoothing): the target puts
+     * 1 - smoothing on the label and smoothing / k on every class; the
+     * gradient is softmax - target. 0: none. */
+    float smoothing;
 } dp__xent_args;
 
 /* correct[0] += number of rows whose argmax equals the label (as float). */
@@ -171,26 +175,63 @@ typedef struct dp__accuracy_args {
     int64_t n, k;
 } dp__accuracy_args;
 
-/* SGD over one contiguous buffer of n parameters:
- *   g = grad * grad_scale + weight_decay * p
- *   v = momentum * v + g;  g = v        (when momentum != 0)
- *   p -= lr * g */
-typedef struct dp__sgd_args {
+/* An optimizer's update over one contiguous buffer of n parameters, as
+ * torch.optim defines it (g: the gradient the update uses):
+ *   g = grads * grad_scale * clip[0]           (clip NULL: no clipping)
+ *   SGD    g += weight_decay * p
+ *          v = momentum * v + g                (momentum != 0; v starts at
+ *                                               0, so the first v is g)
+ *          g = nesterov ? g + momentum * v : v
+ *          p -= lr * g
+ *   Adam   g += weight_decay * p
+ *   AdamW  p *= 1 - lr * weight_decay
+ *   both   m += (1 - beta1) * (g - m)          (torch's lerp)
+ *          s = beta2 * s + (1 - beta2) * g * g
+ *          p -= (lr / bias1) * m / (sqrt(s) / sqrt_bias2 + eps)
+ * with bias1 = 1 - beta1^t and sqrt_bias2 = sqrt(1 - beta2^t) at step t
+ * (from 1), computed on the host in double as torch does. */
+typedef enum dp__optimizer_kind {
+    DP__OPTIM_SGD = 0,
+    DP__OPTIM_ADAM = 1,
+    DP__OPTIM_ADAMW = 2,
+} dp__optimizer_kind;
+
+typedef struct dp__optimizer_args {
     float *params;
     const float *grads;
-    float *velocity; /* n floats, or NULL when momentum == 0 */
+    /* SGD: the momentum buffer (n floats), or NULL when momentum == 0;
+     * Adam and AdamW: exp_avg and exp_avg_sq (n floats each). */
+    float *state0, *state1;
     int64_t n;
+    dp__optimizer_kind kind;
+    bool nesterov;
     float lr, grad_scale, momentum, weight_decay;
+    float beta1, beta2, eps, bias1, sqrt_bias2;
+    /* NULL, or one device float written by grad_clip earlier on this
+     * stream: the factor every gradient element is multiplied by. */
+    const float *clip;
     /* NULL, or a device word written by check_finite over `grads` earlier
      * on this stream: when it is < n (the gradient holds a NaN or an Inf)
-     * the kernel changes nothing, params and velocity stay as they were. */
+     * the kernel changes nothing, params and state stay as they were. */
     const int64_t *first_nonfinite;
-} dp__sgd_args;
+} dp__optimizer_args;
+
+/* Gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_:
+ * norm = ||grads * grad_scale||_2 over the n elements, and
+ * out[0] = min(1, max_norm / (norm + 1e-6)) (the factor the update applies),
+ * out[1] = norm (both written, =). */
+typedef struct dp__grad_clip_args {
+    const float *grads;
+    int64_t n;
+    float grad_scale, max_norm;
+    float *out; /* two device floats */
+} dp__grad_clip_args;
 
 /* first_nonfinite[0] = the least i < n with data[i] NaN or +-Inf, or n when
  * every element is finite (written, =). Run over the summed gradient buffer
- * before the SGD update, which reads the result (dp__sgd_args). A backend
- * that provides check_finite must honour sgd's first_nonfinite. */
+ * before the optimizer's update, which reads the result
+ * (dp__optimizer_args). A backend that provides check_finite must honour
+ * optimizer_step's first_nonfinite. */
 typedef struct dp__check_finite_args {
     const float *data;
     int64_t n;

@@ -27,4 +27,20 @@ static inline DP__HOST_DEVICE double dp__row_logsumexp(const float *z, int64_t k
     return (double)m + log(s);
 }
 
+/* One row's cross-entropy against label y with label smoothing eps, as
+ * torch.nn.CrossEntropyLoss(label_smoothing=eps): the target is
+ * (1 - eps) on y plus eps / k on every class, so the loss is
+ * lse - (1 - eps) z[y] - (eps / k) sum_j z[j]. eps = 0 is lse - z[y]
+ * exactly. */
+static inline DP__HOST_DEVICE double dp__row_xent(const float *z, int64_t k, int32_t y, float eps)
+{
+    double lse = dp__row_logsumexp(z, k);
+    if (eps == 0.0f)
+        return lse - (double)z[y];
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        sum += (double)z[j];
+    return lse - (1.0 - (double)eps) * (double)z[y] - (double)eps / (double)k * sum;
+}
+
 #endif

@@ -70,7 +70,8 @@
     X(batch_norm1d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
     X(cross_entropy,         dp__xent_args,           FB,     ALL,     ELEMENTS)                  \
     X(accuracy,              dp__accuracy_args,       ONE,    ALL,     NONE)                      \
-    X(sgd,                   dp__sgd_args,            ONE,    ALL,     NONE)                      \
+    X(optimizer_step,        dp__optimizer_args,      ONE,    ALL,     NONE)                      \
+    X(grad_clip,             dp__grad_clip_args,      ONE,    ALL,     NONE)                      \
     X(check_finite,          dp__check_finite_args,   ONE,    ALL,     NONE)                      \
     X(scatter,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(gather,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \

@@ -1,10 +1,13 @@
 /* cross_entropy: loss (1) = sum or mean over i of -log softmax(logits_i)[y_i]
- * for logits (N, K) and int32 labels (N); backward writes dlogits (=).
+ * for logits (N, K) and int32 labels (N); with label smoothing eps the
+ * target is (1 - eps) on y_i plus eps / K on every class, as
+ * CrossEntropyLoss(label_smoothing=eps); backward writes dlogits (=).
  * accuracy: correct (1) += count of rows whose argmax is the label. */
 #include "ops/op.h"
 
 typedef struct xent_node {
     dp_reduction reduction;
+    float smoothing;
 } xent_node;
 
 static int check_labels(const char *op, dp_tensor_t *logits, dp_tensor_t *labels)
@@ -33,7 +36,8 @@ static int xent_backward(dp__node *node)
                        .dlogits = dz->data,
                        .n = logits->shape[0],
                        .k = logits->shape[1],
-                       .mean = xn->reduction == DP_REDUCE_MEAN};
+                       .mean = xn->reduction == DP_REDUCE_MEAN,
+                       .smoothing = xn->smoothing};
     DP_TRY(logits->dev->ops->cross_entropy_backward(logits->dev, &a));
     return dp__grad_end(logits, dz);
 }
@@ -41,6 +45,17 @@ static int xent_backward(dp__node *node)
 int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels,
                      dp_reduction reduction)
 {
+    return dp_cross_entropy_smoothed(out, logits, labels, reduction, 0.0f);
+}
+
+int dp_cross_entropy_smoothed(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels,
+                              dp_reduction reduction, float smoothing)
+{
+    if (!(smoothing >= 0.0f && smoothing <= 1.0f)) {
+        DP_ERROR("cross_entropy: label smoothing %g: give 0 to 1 (as CrossEntropyLoss)",
+                 (double)smoothing);
+        return DP_EINVAL;
+    }
     DP_TRY(check_labels("cross_entropy", logits, labels));
     DP_TRY(dp__as_f32(&logits)); /* softmax and the loss in f32, as autocast */
     int64_t one = 1;
@@ -51,12 +66,13 @@ int dp_cross_entropy(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_t *labels
                        .loss = loss->data,
                        .n = logits->shape[0],
                        .k = logits->shape[1],
-                       .mean = reduction == DP_REDUCE_MEAN};
+                       .mean = reduction == DP_REDUCE_MEAN,
+                       .smoothing = smoothing};
     DP_TRY(logits->dev->ops->cross_entropy_forward(logits->dev, &a));
     dp__tensor_written(loss);
     dp_tensor_t *ts[] = {logits, labels};
     if (dp__tape_needs_grad(ts, 1)) {
-        xent_node xn = {reduction};
+        xent_node xn = {reduction, smoothing};
         DP_TRY(dp__tape_record(DP__OP_cross_entropy, xent_backward, ts, 2, loss, &xn, sizeof xn));
     }
     *out = loss;

@@ -1,6 +1,6 @@
 /* DataParallel: replicas of one model, a batch scattered over them, outputs
  * gathered on device 0, gradients summed by an allreduce over the replicas'
- * gradient buffers, and the same SGD update on every replica. */
+ * gradient buffers, and the same optimizer update on every replica. */
 #include "parallel/data_parallel.h"
 
 #include "dp/dist.h"
@@ -89,7 +89,7 @@ void dp_data_parallel_close(dp_data_parallel_t *dp)
     dp__data_parallel_close_steps(dp);
     dp__buckets_close(dp->buckets);
     for (int k = 0; k < dp->n; k++) {
-        dp_sgd_close(dp->sgd[k]);
+        dp_optimizer_close(dp->optim[k]);
         if (k > 0)
             dp_model_close(dp->replicas[k]);
     }
@@ -117,7 +117,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     dp->replicas[0] = model;
     int rc = n > 1 ? dp_replicate(dp->replicas + 1, model, devs + 1, n - 1) : 0;
     for (int k = 0; rc == 0 && k < n; k++)
-        rc = dp_sgd_init(&dp->sgd[k], dp_model_params(dp->replicas[k]), &opt->sgd);
+        rc = dp_optimizer_init(&dp->optim[k], dp_model_params(dp->replicas[k]), &opt->optimizer);
     if (rc == 0)
         rc = count_bn_runs(dp, &dp->bn_runs);
     if (rc == 0 && opt->bn_replicas && opt->sync_bn) {
@@ -140,7 +140,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
         close_sync(dp);
         dp->n = 0;
         for (int k = 0; k < n; k++) {
-            dp_sgd_close(dp->sgd[k]);
+            dp_optimizer_close(dp->optim[k]);
             if (k > 0)
                 dp_model_close(dp->replicas[k]);
         }
@@ -191,7 +191,7 @@ int dp_data_parallel_step(dp_data_parallel_t *dp, float grad_scale)
     if (dp->buckets)
         DP_TRY(dp__buckets_allreduce(dp->buckets));
     for (int k = 0; k < dp->n; k++)
-        DP_TRY(dp_sgd_step(dp->sgd[k], grad_scale));
+        DP_TRY(dp_optimizer_step(dp->optim[k], grad_scale));
     return dp_data_parallel_sync_buffers(dp);
 }
 
@@ -252,18 +252,29 @@ int dp_data_parallel_sync_from_first(dp_data_parallel_t *dp)
             dst = dp_params_values(dp_model_buffers(dp->replicas[k]));
             DP_TRY(dp_broadcast(&dst, 1, dp_params_values(dp_model_buffers(first))));
         }
-        if (dp_sgd_velocity(dp->sgd[0])) {
-            dst = dp_sgd_velocity(dp->sgd[k]);
-            DP_TRY(dp_broadcast(&dst, 1, dp_sgd_velocity(dp->sgd[0])));
+        const char *name;
+        for (int i = 0; dp_optimizer_state(dp->optim[0], i, &name); i++) {
+            dst = dp_optimizer_state(dp->optim[k], i, &name);
+            DP_TRY(dp_broadcast(&dst, 1, dp_optimizer_state(dp->optim[0], i, &name)));
         }
+        dp_optimizer_set_steps(dp->optim[k], dp_optimizer_steps(dp->optim[0]));
         dp_model_set_batches_tracked(dp->replicas[k], dp_model_batches_tracked(first));
     }
     return 0;
 }
 
-dp_sgd_t *dp_data_parallel_sgd(dp_data_parallel_t *dp, int k)
+dp_optimizer_t *dp_data_parallel_optimizer(dp_data_parallel_t *dp, int k)
 {
-    return k >= 0 && k < dp->n ? dp->sgd[k] : NULL;
+    return k >= 0 && k < dp->n ? dp->optim[k] : NULL;
+}
+
+void dp_data_parallel_set_lr(dp_data_parallel_t *dp, float lr, float momentum)
+{
+    for (int k = 0; k < dp->n; k++) {
+        dp_optimizer_set_lr(dp->optim[k], lr);
+        if (momentum >= 0)
+            dp_optimizer_set_momentum(dp->optim[k], momentum);
+    }
 }
 
 int dp_data_parallel_size(const dp_data_parallel_t *dp)

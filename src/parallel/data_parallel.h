@@ -14,7 +14,7 @@ struct dp_data_parallel {
     int n;
     dp_device_t *devs[DP_MAX_DEVICES];
     dp_model_t *replicas[DP_MAX_DEVICES]; /* [0] is the caller's model */
-    dp_sgd_t *sgd[DP_MAX_DEVICES];
+    dp_optimizer_t *optim[DP_MAX_DEVICES];
     dp_data_parallel_options opt;
     dp_bn_sync_t **bn_sync; /* --sync-bn: one group per batch norm layer */
     int nbn;

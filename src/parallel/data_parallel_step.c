@@ -122,7 +122,8 @@ int dp_data_parallel_forward_backward(dp_data_parallel_t *dp, const dp_host_batc
         if (rc == 0)
             rc = forward(dp, k, b, row0[k], count, true, &c[k]);
         if (rc == 0)
-            rc = dp_cross_entropy(&losses[k], c[k].logits, c[k].labels, DP_REDUCE_SUM);
+            rc = dp_cross_entropy_smoothed(&losses[k], c[k].logits, c[k].labels, DP_REDUCE_SUM,
+                                           dp->opt.label_smoothing);
         if (rc == 0)
             rc = dp_tensor_fill(dp->correct_acc[k], 0.0f);
         if (rc == 0)

@@ -156,6 +156,7 @@ int dp_pipeline_init(dp_pipeline_t **out, dp_model_t *model, dp_device_t *const 
     p->D = n / K;
     p->M = M;
     p->schedule = opt->schedule;
+    p->label_smoothing = opt->update.label_smoothing;
     memcpy(p->in_chw, in_chw, sizeof p->in_chw);
     for (int i = 0; i < n; i++)
         p->devs[i] = devs[i];

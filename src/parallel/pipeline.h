@@ -25,6 +25,7 @@ typedef struct dp__pipeline_summary {
 struct dp_pipeline {
     int K, D, M; /* stages, pipelines, micro-batches at most */
     dp_pipeline_schedule schedule;
+    float label_smoothing; /* the loss's (options.update) */
     int64_t in_chw[3];
     dp__pipeline_summary summary[2];
     int first[DP_PIPELINE_MAX_STAGES + 1];

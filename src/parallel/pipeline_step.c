@@ -178,7 +178,7 @@ static int run_forward(dp_pipeline_t *p, int d, int k, int m, int slot, const in
     p->out[ti] = y;
     if (k == p->K - 1) {
         dp_tensor_t *labels = p->labels[d * p->M + m];
-        DP_TRY(dp_cross_entropy(&loss, y, labels, DP_REDUCE_SUM));
+        DP_TRY(dp_cross_entropy_smoothed(&loss, y, labels, DP_REDUCE_SUM, p->label_smoothing));
         DP_TRY(dp_accuracy_accumulate(p->correct_acc[d], y, labels));
         DP_TRY(dp_accumulate(p->loss_acc[d], loss));
         p->loss[d * p->M + m] = loss;

@@ -93,8 +93,8 @@ int dp__book_resume(dp__trainer *t)
     dp__train_book *b = t->book;
     dp_checkpoint_state *ck = b->ck;
     dp_data_parallel_t *dp = dp__net_replicas(t->net);
-    DP_TRY(
-        dp_checkpoint_load(o->resume_path, dp__net_model(t->net), dp_data_parallel_sgd(dp, 0), ck));
+    DP_TRY(dp_checkpoint_load(o->resume_path, dp__net_model(t->net),
+                              dp_data_parallel_optimizer(dp, 0), ck));
     DP_TRY(dp_data_parallel_sync_from_first(dp));
     if (ck->epochs_done >= o->epochs) {
         DP_ERROR("%s: already trained %d epochs; ask for more with the epoch count", o->resume_path,
@@ -159,8 +159,9 @@ static int save_checkpoint(dp__trainer *t, const char *path, int epochs_done, in
     ck->weight_decay = o->weight_decay;
     snprintf(ck->devices, sizeof ck->devices, "%s", dp__net_devices_str(t->net));
     dp__prec_record(t, ck);
+    dp__steps_schedule_str(t->steps, ck->lr_schedule, sizeof ck->lr_schedule);
     DP_TRY(dp_checkpoint_save(path, dp__net_model(t->net),
-                              dp_data_parallel_sgd(dp__net_replicas(t->net), 0), ck));
+                              dp_data_parallel_optimizer(dp__net_replicas(t->net), 0), ck));
     if (o->checkpoint_path && strcmp(path, o->checkpoint_path) == 0) {
         b->saved_epochs = epochs_done;
         b->saved_batch = batch;

@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 #include "io/safetensors.h"
+#include "train/checkpoint_history.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VELOCITY_NAME "_state.sgd.velocity"
+/* The optimizer's state tensors are "_state.<optimizer>.<torch's name>":
+ * _state.sgd.momentum_buffer, _state.adam.exp_avg, _state.adamw.exp_avg_sq.
+ * Checkpoints written before Adam named SGD's momentum this: */
+#define LEGACY_VELOCITY_NAME "_state.sgd.velocity"
+enum { MAX_STATES = 2 };
+
+static void state_name(char *buf, size_t size, const dp_optimizer_t *o, const char *name)
+{
+    snprintf(buf, size, "_state.%s.%s", dp_optimizer_kind_name(dp_optimizer_options_of(o)->kind),
+             name);
+}
 
 /* Host copies of a parameter list, one tensor entry per parameter. */
 static int add_params(dp_st_tensor *ts, int *n, dp_params_t *p, float **host)
@@ -40,32 +51,17 @@ static int add_params(dp_st_tensor *ts, int *n, dp_params_t *p, float **host)
     return 0;
 }
 
-static char *history_str(const dp_checkpoint_state *st)
-{
-    size_t cap = 64 + (size_t)st->nhistory * 160, off = 0;
-    char *s = dp__malloc(cap);
-    if (!s)
-        return NULL;
-    s[0] = '\0';
-    for (int i = 0; i < st->nhistory; i++) {
-        const dp_epoch_stats *h = &st->history[i];
-        off += (size_t)snprintf(s + off, cap - off, "%s%d %.17g %.17g %.17g %.17g %.17g %.17g",
-                                i ? ";" : "", h->epoch, h->train_loss, h->train_acc, h->test_acc,
-                                h->epoch_seconds, h->samples_per_second, h->peak_rss_mb);
-    }
-    return s;
-}
-
-int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
+int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                        const dp_checkpoint_state *st)
 {
     dp_params_t *params = dp_model_params(m), *buffers = dp_model_buffers(m);
     int nbn;
     const char *const *bn = dp_model_bn_names(m, &nbn);
-    int cap = dp_params_count(params) + (buffers ? dp_params_count(buffers) : 0) + nbn + 1;
+    int cap = dp_params_count(params) + (buffers ? dp_params_count(buffers) : 0) + nbn + MAX_STATES;
     dp_st_tensor *ts = dp__calloc((size_t)cap, sizeof *ts);
     char(*bn_names)[DP_ST_MAX_NAME + 1] = dp__calloc((size_t)(nbn ? nbn : 1), sizeof *bn_names);
-    float *hp = NULL, *hb = NULL, *hv = NULL;
+    float *hp = NULL, *hb = NULL, *hv[MAX_STATES] = {NULL, NULL};
+    char state_names[MAX_STATES][96];
     char *history = NULL;
     int n = 0, rc = ts && bn_names ? 0 : DP_ENOMEM;
     int64_t tracked = dp_model_batches_tracked(m);
@@ -81,28 +77,33 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
                                  .data = &tracked,
                                  .bytes = sizeof tracked};
     }
-    dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
-    if (rc == 0 && velocity) {
-        int64_t numel = dp_tensor_numel(velocity);
-        hv = dp__malloc((size_t)numel * sizeof *hv);
-        rc = hv ? dp_tensor_to_host(velocity, hv, (size_t)numel * sizeof *hv) : DP_ENOMEM;
+    const char *sname;
+    dp_tensor_t *state;
+    for (int i = 0;
+         rc == 0 && optim && i < MAX_STATES && (state = dp_optimizer_state(optim, i, &sname));
+         i++) {
+        int64_t numel = dp_tensor_numel(state);
+        hv[i] = dp__malloc((size_t)numel * sizeof *hv[i]);
+        rc = hv[i] ? dp_tensor_to_host(state, hv[i], (size_t)numel * sizeof *hv[i]) : DP_ENOMEM;
+        state_name(state_names[i], sizeof state_names[i], optim, sname);
         if (rc == 0)
-            ts[n++] = (dp_st_tensor){.name = VELOCITY_NAME,
+            ts[n++] = (dp_st_tensor){.name = state_names[i],
                                      .dtype = DP_ST_F32,
                                      .ndim = 1,
                                      .shape = {numel},
-                                     .data = hv,
-                                     .bytes = (size_t)numel * sizeof *hv};
+                                     .data = hv[i],
+                                     .bytes = (size_t)numel * sizeof *hv[i]};
     }
     char vals[9][96];
-    const char *meta[2 * 16];
+    const char *meta[2 * 20];
+    char steps[32];
     int nmeta = 0;
     meta[nmeta++] = "format";
     meta[nmeta++] = "pt";
     meta[nmeta++] = "dptrain.model";
     meta[nmeta++] = dp_model_name(m);
     if (rc == 0 && st) {
-        history = history_str(st);
+        history = dp__checkpoint_history_str(st);
         if (!history)
             rc = DP_ENOMEM;
         snprintf(vals[0], 96, "%d", st->epochs_done);
@@ -134,11 +135,23 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_sgd_t *sgd,
             meta[nmeta++] = "dptrain.conv_algos";
             meta[nmeta++] = st->conv_algos;
         }
+        if (st->lr_schedule[0]) {
+            meta[nmeta++] = "dptrain.lr_schedule";
+            meta[nmeta++] = st->lr_schedule;
+        }
+    }
+    if (rc == 0 && optim) {
+        meta[nmeta++] = "dptrain.optimizer";
+        meta[nmeta++] = dp_optimizer_kind_name(dp_optimizer_options_of(optim)->kind);
+        snprintf(steps, sizeof steps, "%" PRId64, dp_optimizer_steps(optim));
+        meta[nmeta++] = "dptrain.optimizer_steps";
+        meta[nmeta++] = steps;
     }
     if (rc == 0)
         rc = dp_safetensors_write(path, ts, n, meta, nmeta / 2);
     dp__free(history);
-    dp__free(hv);
+    dp__free(hv[0]);
+    dp__free(hv[1]);
     dp__free(hb);
     dp__free(hp);
     dp__free(bn_names);
@@ -303,59 +316,47 @@ static int meta_double(const dp_safetensors_t *f, const char *path, const char *
 /* Whether the figures of one epoch of the history are finite and in range:
  * losses, times and rates >= 0, accuracies in [0, 1]; NULL, or the name of
  * the first that is not. */
-static const char *bad_epoch_field(const dp_epoch_stats *h)
+/* The optimizer's state and step count, for a run with the same optimizer
+ * (a checkpoint without its name was written by SGD). */
+static int load_optimizer(const dp_safetensors_t *f, const char *path, dp_optimizer_t *o,
+                          int64_t step)
 {
-    if (h->epoch < 1)
-        return "epoch";
-    if (!isfinite(h->train_loss) || h->train_loss < 0)
-        return "train_loss";
-    if (!(h->train_acc >= 0 && h->train_acc <= 1))
-        return "train_acc";
-    if (!(h->test_acc >= 0 && h->test_acc <= 1))
-        return "test_acc";
-    if (!isfinite(h->epoch_seconds) || h->epoch_seconds < 0)
-        return "epoch_seconds";
-    if (!isfinite(h->samples_per_second) || h->samples_per_second < 0)
-        return "samples_per_second";
-    if (!isfinite(h->peak_rss_mb) || h->peak_rss_mb < 0)
-        return "peak_rss_mb";
-    return NULL;
-}
-
-static int parse_history(const char *path, const char *s, dp_checkpoint_state *st)
-{
-    st->nhistory = 0;
-    while (s && *s) {
-        if (st->nhistory == DP_CHECKPOINT_MAX_HISTORY)
-            break;
-        dp_epoch_stats *h = &st->history[st->nhistory];
-        memset(h, 0, sizeof *h);
-        int used = 0;
-        if (sscanf(s, "%d %lf %lf %lf %lf %lf %lf%n", &h->epoch, &h->train_loss, &h->train_acc,
-                   &h->test_acc, &h->epoch_seconds, &h->samples_per_second, &h->peak_rss_mb,
-                   &used) != 7) {
-            DP_ERROR("%s: metadata 'dptrain.history' is malformed at entry %d", path,
-                     st->nhistory + 1);
+    const char *mine = dp_optimizer_kind_name(dp_optimizer_options_of(o)->kind);
+    const char *theirs = dp_safetensors_meta(f, "dptrain.optimizer");
+    if (strcmp(theirs ? theirs : "sgd", mine) != 0) {
+        DP_ERROR("%s was trained with the optimizer %s; this run's is %s: resume with the same "
+                 "optimizer",
+                 path, theirs ? theirs : "sgd", mine);
+        return DP_EINVAL;
+    }
+    int64_t steps = step;
+    if (dp_safetensors_meta(f, "dptrain.optimizer_steps"))
+        DP_TRY(meta_i64(f, path, "dptrain.optimizer_steps", 0, INT64_MAX, &steps));
+    dp_optimizer_set_steps(o, steps);
+    const char *sname;
+    dp_tensor_t *state;
+    for (int i = 0; (state = dp_optimizer_state(o, i, &sname)); i++) {
+        char name[96];
+        state_name(name, sizeof name, o, sname);
+        dp_st_tensor s;
+        int64_t numel = dp_tensor_numel(state);
+        int found = dp_safetensors_find(f, name, &s) == 0 ||
+                    (strcmp(sname, "momentum_buffer") == 0 &&
+                     dp_safetensors_find(f, LEGACY_VELOCITY_NAME, &s) == 0);
+        if (!found || s.dtype != DP_ST_F32 || s.bytes != (size_t)numel * sizeof(float)) {
+            DP_ERROR("%s: no optimizer state '%s' of %" PRId64 " floats (trained with other "
+                     "optimizer options?)",
+                     path, name, numel);
             return DP_EFORMAT;
         }
-        const char *bad = bad_epoch_field(h);
-        if (bad) {
-            DP_ERROR("%s: metadata 'dptrain.history' entry %d: %s is not finite or out of range",
-                     path, st->nhistory + 1, bad);
-            return DP_EFORMAT;
-        }
-        h->batch_size = st->batch_size;
-        h->lr = st->lr;
-        h->devices = st->devices;
-        st->nhistory++;
-        s += used;
-        if (*s == ';')
-            s++;
+        DP_TRY(dp_tensor_copy_from_host(state, s.data, s.bytes));
+        DP_TRY(dp_tensor_wait(state));
     }
     return 0;
 }
 
-int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkpoint_state *st)
+int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
+                       dp_checkpoint_state *st)
 {
     dp_safetensors_t *f;
     DP_TRY(dp_safetensors_open(&f, path));
@@ -370,7 +371,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
         rc = meta_i64(f, path, "dptrain.batch_size", 1, INT64_MAX, &st->batch_size);
     if (rc == 0)
         rc = meta_double(f, path, "dptrain.lr", 0, true, HUGE_VAL, &st->lr);
-    /* SGD's own ranges (src/optim/sgd.c): 0 <= momentum < 1, decay >= 0. */
+    /* SGD's own ranges (src/optim/optim.c): 0 <= momentum < 1, decay >= 0. */
     if (rc == 0)
         rc = meta_double(f, path, "dptrain.momentum", 0, false, nextafter(1.0, 0.0), &st->momentum);
     if (rc == 0)
@@ -396,7 +397,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
         snprintf(st->model, sizeof st->model, "%s", dp_model_name(m));
         const char *devices = dp_safetensors_meta(f, "dptrain.devices");
         snprintf(st->devices, sizeof st->devices, "%s", devices ? devices : "");
-        rc = parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
+        rc = dp__checkpoint_parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
     }
     const char *precision = dp_safetensors_meta(f, "dptrain.precision");
     const char *algos = dp_safetensors_meta(f, "dptrain.conv_algos");
@@ -408,27 +409,16 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_sgd_t *sgd, dp_checkp
                                                                  : sizeof st->precision);
         rc = DP_EFORMAT;
     }
+    const char *schedule = dp_safetensors_meta(f, "dptrain.lr_schedule");
     if (rc == 0) {
+        snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
         snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");
         snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");
     }
     if (rc == 0)
         rc = load_weights(f, path, m);
-    dp_tensor_t *velocity = sgd ? dp_sgd_velocity(sgd) : NULL;
-    if (rc == 0 && velocity) {
-        dp_st_tensor s;
-        int64_t numel = dp_tensor_numel(velocity);
-        if (dp_safetensors_find(f, VELOCITY_NAME, &s) < 0 || s.dtype != DP_ST_F32 ||
-            s.bytes != (size_t)numel * sizeof(float)) {
-            DP_ERROR("%s: no SGD momentum '%s' of %" PRId64 " floats (trained without momentum?)",
-                     path, VELOCITY_NAME, numel);
-            rc = DP_EFORMAT;
-        } else {
-            rc = dp_tensor_copy_from_host(velocity, s.data, s.bytes);
-            if (rc == 0)
-                rc = dp_tensor_wait(velocity);
-        }
-    }
+    if (rc == 0 && optim)
+        rc = load_optimizer(f, path, optim, st->step);
     dp_safetensors_close(f);
     return rc;
 }

@@ -21,7 +21,8 @@ static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto, b
         int64_t n =
             last && i == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
         DP_TRY(dp_metrics_write_step(m, epoch * batches + i + 1, epoch + 1,
-                                     dp__steps_loss(t->steps, i) / (double)n));
+                                     dp__steps_loss(t->steps, i) / (double)n,
+                                     dp__steps_lr(t->steps, i)));
     }
     return 0;
 }
@@ -42,7 +43,10 @@ static void fill_stats(dp__trainer *t, dp_epoch_stats *s, int epoch, int64_t iss
     /* The kernels go into the first epoch this run trains. */
     s->conv_algos = dp__prec_take_choices(t->prec);
     s->batch_size = o->batch_size;
-    s->lr = o->lr;
+    /* The learning rate of the epoch's last update. */
+    s->lr = issued
+                ? dp__steps_lr(t->steps, dp_loader_num_batches(dp__data_loader(t->data, true)) - 1)
+                : o->lr;
     s->ranks = t->ranks;
     /* Time inside MPI's gradient sums, waiting for the slowest rank included. */
     double comm = dp_dist_comm_seconds(NULL) - comm0;

@@ -199,7 +199,7 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
     return check_write(m, failed);
 }
 
-int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss)
+int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss, double lr)
 {
     if (!m) {
         DP_ERROR("dp_metrics_write_step: NULL argument");
@@ -209,6 +209,7 @@ int dp_metrics_write_step(dp_metrics_t *m, int64_t step, int epoch, double loss)
     errno = 0;
     fprintf(m->file, "{\"step\": %lld, \"epoch\": %d", (long long)step, epoch);
     put_number(m->file, "loss", "%.6f", loss);
+    put_number(m->file, "lr", "%.9g", lr);
     int failed = fputs("}\n", m->file) == EOF || ferror(m->file);
     return check_write(m, failed);
 }

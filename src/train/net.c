@@ -104,10 +104,27 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
     /* The option as given: DataParallel resolves auto for the devices just
      * opened (nccl across GPUs), which the ranks' check could not know. */
     dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .sgd = {o->lr, o->momentum, o->weight_decay},
+                                   .optimizer = {.kind = (dp_optimizer_kind)o->optimizer,
+                                                 .lr = o->lr,
+                                                 .momentum = o->momentum,
+                                                 .nesterov = o->nesterov,
+                                                 .weight_decay = o->weight_decay,
+                                                 .beta1 = o->beta1,
+                                                 .beta2 = o->beta2,
+                                                 .eps = o->eps,
+                                                 .clip_grad_norm = o->clip_grad_norm},
+                                   .label_smoothing = o->label_smoothing,
                                    .sync_bn = o->sync_bn,
                                    .bucket_mb = o->bucket_mb,
                                    .grad_compress = (dp_grad_compress)o->grad_compress};
+    /* OneCycleLR sets SGD's momentum (Adam's beta1) from its first step on,
+     * as torch does when it is built: SGD then keeps a momentum buffer. */
+    if (dp_lr_schedule_sets_momentum(&o->lr_schedule)) {
+        if (o->optimizer == DP_OPTIMIZER_SGD)
+            po.optimizer.momentum = (float)o->lr_schedule.max_momentum;
+        else
+            po.optimizer.beta1 = (float)o->lr_schedule.max_momentum;
+    }
     int rc;
     if (o->pipeline) {
         DP_TRY(dp__train_open_pipeline(t, n->model, def, chw, &po, &n->pipe));

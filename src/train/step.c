@@ -22,10 +22,12 @@ struct dp__train_steps {
     int64_t cap;                     /* batches the arrays below hold */
     float *step_loss;                /* host copies of each step's loss (this rank's rows) */
     int64_t *step_rows;              /* this rank's rows of each step */
-    int64_t *step_nonfinite;         /* device 0's check of each step (dp_sgd_first_nonfinite) */
-    bool checked;                    /* the steps are checked for NaN and Inf */
-    int64_t inject_step;             /* DP_INJECT_NAN test hook: the step to poison, 0 = none */
-    char inject_param[96];           /* and the parameter whose gradient it poisons */
+    int64_t *step_nonfinite; /* device 0's check of each step (dp_optimizer_first_nonfinite) */
+    double *step_lr;         /* the learning rate of each step's update */
+    dp_lr_schedule schedule; /* the run's, in updates (dp__steps_plan) */
+    bool checked;            /* the steps are checked for NaN and Inf */
+    int64_t inject_step;     /* DP_INJECT_NAN test hook: the step to poison, 0 = none */
+    char inject_param[96];   /* and the parameter whose gradient it poisons */
 };
 
 /* Turns on the device-side check of every step's gradient, on every replica
@@ -37,7 +39,7 @@ static int setup_checks(dp__train_steps *s, const dp__trainer *t)
     int ndev = dp__net_count(t->net);
     bool missing = false;
     for (int k = 0; k < ndev; k++)
-        missing = missing || !dp_sgd_can_check_finite(dp_data_parallel_sgd(dp, k));
+        missing = missing || !dp_optimizer_can_check_finite(dp_data_parallel_optimizer(dp, k));
     if (t->ranks > 1)
         DP_TRY(dp_dist_any(missing, &missing));
     if (missing) {
@@ -46,7 +48,7 @@ static int setup_checks(dp__train_steps *s, const dp__trainer *t)
         return 0;
     }
     for (int k = 0; k < ndev; k++)
-        DP_TRY(dp_sgd_check_finite(dp_data_parallel_sgd(dp, k)));
+        DP_TRY(dp_optimizer_check_finite(dp_data_parallel_optimizer(dp, k)));
     s->checked = true;
     /* Test hook: DP_INJECT_NAN=STEP[:PARAM] makes the gradient of PARAM (a
      * state_dict name; the first parameter if not given) NaN at step STEP
@@ -91,7 +93,33 @@ void dp__steps_close(dp__train_steps *s)
     dp__free(s->step_loss);
     dp__free(s->step_rows);
     dp__free(s->step_nonfinite);
+    dp__free(s->step_lr);
     dp__free(s);
+}
+
+int dp__steps_plan(dp__train_steps *s, const dp_train_options *o, int64_t batches)
+{
+    dp_lr_schedule *p = &s->schedule;
+    *p = o->lr_schedule;
+    p->total_steps = (int64_t)o->epochs * batches;
+    p->step_size *= batches;
+    for (int i = 0; i < p->nmilestones && i < DP_LR_MAX_MILESTONES; i++)
+        p->milestones[i] *= batches;
+    if (o->warmup_epochs > 0)
+        p->warmup_steps = (int64_t)llround(o->warmup_epochs * (double)batches);
+    return dp_lr_schedule_check(p);
+}
+
+void dp__steps_schedule_str(const dp__train_steps *s, char *buf, size_t size)
+{
+    const dp_lr_schedule *p = &s->schedule;
+    snprintf(buf, size, "%s total=%lld warmup=%lld", dp_lr_schedule_name(p->kind),
+             (long long)p->total_steps, (long long)p->warmup_steps);
+}
+
+double dp__steps_lr(const dp__train_steps *s, int64_t i)
+{
+    return s->step_lr[i];
 }
 
 void dp__steps_resume(dp__train_steps *s, uint64_t seed, int64_t steps)
@@ -116,11 +144,13 @@ int dp__steps_start_epoch(dp__train_steps *s, int64_t batches, double loss0, dou
         dp__free(s->step_loss);
         dp__free(s->step_rows);
         dp__free(s->step_nonfinite);
+        dp__free(s->step_lr);
         s->cap = batches + 1;
         s->step_loss = dp__calloc((size_t)s->cap, sizeof(float));
         s->step_rows = dp__calloc((size_t)s->cap, sizeof(int64_t));
         s->step_nonfinite = dp__calloc((size_t)s->cap, sizeof(int64_t));
-        if (!s->step_loss || !s->step_rows || !s->step_nonfinite) {
+        s->step_lr = dp__calloc((size_t)s->cap, sizeof(double));
+        if (!s->step_loss || !s->step_rows || !s->step_nonfinite || !s->step_lr) {
             s->cap = 0;
             return DP_ENOMEM;
         }
@@ -154,13 +184,19 @@ int dp__steps_issue(dp__trainer *t, const dp_batch *b)
     DP_TRY(dp_tensor_read_async(s->loss, &s->step_loss[b->index], sizeof(float)));
     if (s->inject_step == s->done)
         DP_TRY(inject_nan(s, dp__net_model(t->net)));
-    /* The seed's sgd(params, lr, batch_size) after the allreduce: the loss
-     * is summed over the whole (global) batch, the update divides by its
-     * size. */
+    /* The schedule's learning rate (and momentum) for this update, the
+     * (s->done)-th; then the seed's sgd(params, lr, batch_size) after the
+     * allreduce: the loss is summed over the whole (global) batch, the
+     * update divides by its size. */
+    double momentum = -1;
+    double lr = dp_lr_at(&s->schedule, t->o->lr, s->done - 1, &momentum);
+    s->step_lr[b->index] = lr;
+    dp_data_parallel_set_lr(dp_executor_replicas(ex), (float)lr,
+                            dp_lr_schedule_sets_momentum(&s->schedule) ? (float)momentum : -1.0f);
     DP_TRY(dp_executor_step(ex, 1.0f / (float)b->n));
     if (s->checked)
-        DP_TRY(dp_sgd_read_first_nonfinite_async(dp_data_parallel_sgd(dp_executor_replicas(ex), 0),
-                                                 &s->step_nonfinite[b->index]));
+        DP_TRY(dp_optimizer_read_first_nonfinite_async(
+            dp_data_parallel_optimizer(dp_executor_replicas(ex), 0), &s->step_nonfinite[b->index]));
     return 0;
 }
 

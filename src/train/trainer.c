@@ -17,7 +17,7 @@
  *
  * Non-finite gradients: after the allreduce every replica checks its summed
  * gradient buffer on its device and its SGD kernel drops the update when
- * the buffer holds a NaN or an Inf (dp_sgd_check_finite), so a bad step
+ * the buffer holds a NaN or an Inf (dp_optimizer_check_finite), so a bad step
  * never reaches the weights. Device 0's result is copied to the host like
  * the step's loss and read when the front end waits for that step anyway:
  * no extra synchronisation. Every replica and rank sees the same summed
@@ -54,6 +54,10 @@ void dp_train_options_default(dp_train_options *o)
     o->shuffle = true;
     o->allreduce = DP_ALLREDUCE_AUTO;
     o->bucket_mb = 25;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    dp_lr_schedule_default(&o->lr_schedule, DP_LR_CONSTANT, 0);
 }
 
 const char *dp__train_model_name(const dp_train_options *o)
@@ -128,7 +132,8 @@ static int setup(dp__trainer *t)
     if (o->resume_path)
         DP_TRY(dp__book_resume(t));
     DP_TRY(dp__prec_tune(t->prec, t));
-    return dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true);
+    DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
+    return dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true)));
 }
 
 static void teardown(dp__trainer *t)

@@ -125,6 +125,11 @@ void dp__steps_close(dp__train_steps *s);
 void dp__steps_resume(dp__train_steps *s, uint64_t seed, int64_t steps);
 uint64_t dp__steps_seed(const dp__train_steps *s);
 int64_t dp__steps_done(const dp__train_steps *s);
+/* The learning-rate schedule of a run of the options' epochs of `batches`
+ * batches (DP_EINVAL, with the reason, for one PyTorch would refuse). */
+int dp__steps_plan(dp__train_steps *s, const dp_train_options *o, int64_t batches);
+/* "cosine total=2350 warmup=235", for checkpoints. */
+void dp__steps_schedule_str(const dp__train_steps *s, char *buf, size_t size);
 /* An epoch of `batches` batches whose sums so far are loss0 and correct0. */
 int dp__steps_start_epoch(dp__train_steps *s, int64_t batches, double loss0, double correct0);
 /* Issues one training step on (this rank's chunk of) batch b; returns
@@ -132,6 +137,8 @@ int dp__steps_start_epoch(dp__train_steps *s, int64_t batches, double loss0, dou
 int dp__steps_issue(dp__trainer *t, const dp_batch *b);
 /* Batch i's summed loss and rows on this rank, once its step has run. */
 float dp__steps_loss(const dp__train_steps *s, int64_t i);
+/* The learning rate of batch i's update. */
+double dp__steps_lr(const dp__train_steps *s, int64_t i);
 int64_t dp__steps_rows(const dp__train_steps *s, int64_t i);
 /* Sums batches [from, to)'s losses over the ranks, in place. */
 int dp__steps_sum_losses(dp__train_steps *s, int64_t from, int64_t to);

@@ -261,7 +261,7 @@ enum { FZ_LENET, FZ_TUTORIAL, FZ_MODELS };
 static const char *const fz_model_names[FZ_MODELS] = {"lenet", "tutorial"};
 static dp_device_t *fz_dev;
 static dp_model_t *fz_models[FZ_MODELS];
-static dp_sgd_t *fz_sgds[FZ_MODELS];
+static dp_optimizer_t *fz_sgds[FZ_MODELS];
 static dp_checkpoint_state *fz_state; /* large: on the heap */
 
 /* Made on first use and kept: making models per input would dominate the
@@ -270,12 +270,12 @@ static int fz_models_make(void)
 {
     if (fz_state)
         return 0;
-    dp_sgd_options opt = {.lr = 0.1f, .momentum = 0.9f};
+    dp_optimizer_options opt = {.lr = 0.1f, .momentum = 0.9f};
     int rc = dp_device_open(&fz_dev, "cpu:0", 1);
     for (int i = 0; rc == 0 && i < FZ_MODELS; i++) {
         rc = dp_model_init_builtin(&fz_models[i], fz_model_names[i], fz_dev, 0);
         if (rc == 0)
-            rc = dp_sgd_init(&fz_sgds[i], dp_model_params(fz_models[i]), &opt);
+            rc = dp_optimizer_init(&fz_sgds[i], dp_model_params(fz_models[i]), &opt);
     }
     if (rc == 0 && !(fz_state = malloc(sizeof *fz_state)))
         rc = DP_ENOMEM;
@@ -422,7 +422,7 @@ void fuzz_teardown(void)
     free(fz_state);
     fz_state = NULL;
     for (int i = 0; i < FZ_MODELS; i++) {
-        dp_sgd_close(fz_sgds[i]);
+        dp_optimizer_close(fz_sgds[i]);
         fz_sgds[i] = NULL;
         dp_model_close(fz_models[i]);
         fz_models[i] = NULL;

@@ -18,7 +18,7 @@ static int run_xent_forward(void *p, void *ctx)
                      (long long)a->k - 1);
             return DP_EINVAL;
         }
-        total += dp__row_logsumexp(z, a->k) - (double)z[y];
+        total += dp__row_xent(z, a->k, y, a->smoothing);
     }
     if (a->mean && a->n > 0)
         total /= (double)a->n;
@@ -42,9 +42,10 @@ static int run_xent_backward(void *p, void *ctx)
         const float *z = a->logits + i * a->k;
         float *dz = a->dlogits + i * a->k;
         double lse = dp__row_logsumexp(z, a->k);
+        float spread = a->smoothing / (float)a->k;
         for (int64_t j = 0; j < a->k; j++)
-            dz[j] = g * (float)exp((double)z[j] - lse);
-        dz[a->labels[i]] -= g;
+            dz[j] = g * ((float)exp((double)z[j] - lse) - spread);
+        dz[a->labels[i]] -= g * (1.0f - a->smoothing);
     }
     return 0;
 }

@@ -65,8 +65,9 @@ cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_accuracy_launch(const dp__accuracy_args *a, cudaStream_t stream);
 
-/* sgd.cu (src/device/cpu/sgd.c) */
-cudaError_t dp__cuda_sgd_launch(const dp__sgd_args *a, cudaStream_t stream);
+/* optimizer.cu (src/device/cpu/optimizer.c) */
+cudaError_t dp__cuda_optimizer_step_launch(const dp__optimizer_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_grad_clip_launch(const dp__grad_clip_args *a, cudaStream_t stream);
 cudaError_t dp__cuda_check_finite_launch(const dp__check_finite_args *a, cudaStream_t stream);
 
 /* adaptive_pool.cu (src/device/cpu/adaptive_pool.c) */

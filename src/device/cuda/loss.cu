@@ -14,7 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, float *loss,
-                                    int64_t n, int64_t k, int mean)
+                                    int64_t n, int64_t k, int mean, float smoothing)
 {
     __shared__ double part[kThreads];
     double total = 0.0;
@@ -24,7 +24,7 @@ __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, 
         if (y < 0 || y >= k)
             total += nan("");
         else
-            total += dp__row_logsumexp(z, k) - (double)z[y];
+            total += dp__row_xent(z, k, y, smoothing);
     }
     part[threadIdx.x] = total;
     __syncthreads();
@@ -44,7 +44,7 @@ __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, 
 // One thread per row.
 __global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
                                      const float *dloss, float *dlogits, int64_t n, int64_t k,
-                                     int mean)
+                                     int mean, float smoothing)
 {
     float g = dloss[0];
     if (mean && n > 0)
@@ -54,11 +54,12 @@ __global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
         const float *z = logits + i * k;
         float *dz = dlogits + i * k;
         double lse = dp__row_logsumexp(z, k);
+        float spread = smoothing / (float)k;
         for (int64_t j = 0; j < k; j++)
-            dz[j] = g * (float)exp((double)z[j] - lse);
+            dz[j] = g * ((float)exp((double)z[j] - lse) - spread);
         int32_t y = labels[i];
         if (y >= 0 && y < k)
-            dz[y] -= g;
+            dz[y] -= g * (1.0f - smoothing);
     }
 }
 
@@ -91,7 +92,7 @@ __global__ void accuracy_kernel(const float *logits, const int32_t *labels, floa
 extern "C" cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream)
 {
     xent_forward_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->loss, a->n, a->k,
-                                                    a->mean);
+                                                    a->mean, a->smoothing);
     return cudaGetLastError();
 }
 
@@ -103,7 +104,8 @@ extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream
     if (blocks > 65535)
         blocks = 65535;
     xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(a->logits, a->labels, a->dloss,
-                                                               a->dlogits, a->n, a->k, a->mean);
+                                                               a->dlogits, a->n, a->k, a->mean,
+                                                               a->smoothing);
     return cudaGetLastError();
 }
 
