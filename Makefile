@@ -48,10 +48,13 @@ test: build
 
 # Interoperability with real PyTorch: installs Debian's python3-torch and
 # libopenblas0-pthread (without it torch runs the reference BLAS), then runs
-# tests/cli_pytorch.sh, where a missing torch is a failure, not a skip.
+# tests/cli_pytorch.sh (checkpoints both ways) and tests/cli_pytorch_recipe.sh
+# (optimizers, schedules, clipping, label smoothing step by step), where a
+# missing torch is a failure, not a skip.
 test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \

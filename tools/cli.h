@@ -39,6 +39,14 @@ extern bool cli_verbose;
 const char *cli_with_flags(const char *msg, char *buf, size_t size);
 
 struct dp_train_options;
+/* train_recipe.c: the recipe flags' help lines and names (NULL-ended);
+ * cli_train_recipe_flag parses flag f's value v into *o: 0, 2 after the
+ * one-line error, or -1 when f is not one of them; cli_train_recipe_check
+ * checks them together once all are read (wd_given: --weight-decay was). */
+extern const char cli_train_recipe_help[];
+extern const char *const cli_train_recipe_flags[];
+int cli_train_recipe_flag(const char *f, const char *v, struct dp_train_options *o);
+int cli_train_recipe_check(struct dp_train_options *o, bool wd_given);
 /* dptrain train's flags into *o (defaults first). Returns 0, with *help set
  * for -h/--help, or 2 after printing the one-line error. */
 int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);

@@ -48,7 +48,10 @@ static const char usage_train[] =
     "  --batch-size B       global batch size [256]\n"
     "  --lr LR              learning rate [0.2]\n"
     "  --momentum M         SGD momentum [0]\n"
-    "  --weight-decay WD    SGD weight decay [0]\n"
+    "  --weight-decay WD    weight decay: added to the gradient (SGD, Adam) or\n"
+    "                       decoupled (AdamW) [0; adamw: 0.01]\n";
+
+static const char usage_train_rest[] =
     "  --epochs E           epochs, 1 to 1000 [10]\n"
     "  --seed S             seed for weights and shuffling [0]\n"
     "  --init-normal STD    draw the weights N(0, STD^2), as the seeds do\n"
@@ -127,7 +130,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
     dp_train_options o;
     dp_train_options_default(&o);
     const char *progress = "auto";
-    bool conv_algo_given = false;
+    bool conv_algo_given = false, wd_given = false;
     *help = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -163,12 +166,16 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             o.no_tf32 = true;
             continue;
         }
+        if (strcmp(f, "--nesterov") == 0) {
+            o.nesterov = true;
+            continue;
+        }
         if (strcmp(f, "--verbose") == 0) {
             o.verbose = true;
             cli_verbose = true;
             continue;
         }
-        static const char *const with_value[] = {
+        static const char *const own[] = {
             "--model",       "--devices",     "--threads",       "--batch-size",
             "--lr",          "--epochs",      "--seed",          "--data",
             "--metrics",     "--plot",        "--momentum",      "--weight-decay",
@@ -177,10 +184,21 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--dataset",     "--init-normal", "--bucket-mb",     "--grad-compress",
             "--pipeline",    "--stages",      "--micro-batches", "--schedule",
             "--precision",   "--conv-algo"};
+        const char *with_value[sizeof own / sizeof *own + 32];
+        size_t nv = 0;
+        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+            with_value[nv++] = own[k];
+        for (size_t k = 0; cli_train_recipe_flags[k]; k++)
+            with_value[nv++] = cli_train_recipe_flags[k];
         const char *v;
-        if (cli_option_value("train", with_value, sizeof with_value / sizeof *with_value, argc,
-                             argv, &i, &v))
+        if (cli_option_value("train", with_value, nv, argc, argv, &i, &v))
             return 2;
+        int recipe = cli_train_recipe_flag(f, v, &o);
+        if (recipe >= 0) {
+            if (recipe)
+                return recipe;
+            continue;
+        }
         int64_t n;
         int rc = 0;
         if (strcmp(f, "--model") == 0) {
@@ -204,6 +222,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             rc = cli_parse_float(f, v, 0, 0.999999, false, &o.momentum);
         } else if (strcmp(f, "--weight-decay") == 0) {
             rc = cli_parse_float(f, v, 0, 1e3, false, &o.weight_decay);
+            wd_given = true;
         } else if (strcmp(f, "--epochs") == 0) {
             if (!(rc = cli_parse_i64(f, v, 1, DP_MAX_EPOCHS, &n)))
                 o.epochs = (int)n;
@@ -295,12 +314,15 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
     if (!conv_algo_given && env_algo && *env_algo) {
         dp_conv_algo a;
         if (dp_conv_algo_parse(env_algo, &a) < 0) {
-            fprintf(stderr, "dptrain: error: DPTRAIN_CONV_ALGO=%s: expected auto, direct or winograd\n",
+            fprintf(stderr,
+                    "dptrain: error: DPTRAIN_CONV_ALGO=%s: expected auto, direct or winograd\n",
                     env_algo);
             return 2;
         }
         o.conv_algo = a;
     }
+    if (cli_train_recipe_check(&o, wd_given))
+        return 2;
     if (o.resume_path && o.init_path) {
         fprintf(stderr, "dptrain: error: --resume and --init exclude each other\n");
         return 2;
@@ -330,6 +352,8 @@ int cmd_train(int argc, char **argv)
         return status;
     if (help) {
         fputs(usage_train, stdout);
+        fputs(cli_train_recipe_help, stdout);
+        fputs(usage_train_rest, stdout);
         return 0;
     }
     dp_train_result r;
