@@ -10,7 +10,8 @@
 # C files of src/device/cuda/ too. Rather than wrapping each of them in
 # #ifdef, this file owns the folder: in a CPU-only build it removes
 # src/device/cuda/ from dp_objects' SOURCES (keeping cuda_api.c, the public dp_cuda_* entry points, which
-# answer "no GPU" there), and in a CUDA build it adds the .cu files.
+# answer "no GPU" there, and cuda_host.c, the backend's pure host arithmetic,
+# which tests check without a GPU), and in a CUDA build it adds the .cu files.
 
 set(DP_HAVE_CUDA OFF)
 set(dp_cuda_why "")
@@ -54,7 +55,8 @@ endif()
 
 get_target_property(dp_sources dp_objects SOURCES)
 list(FILTER dp_sources EXCLUDE REGEX "/src/device/cuda/")
-list(APPEND dp_sources ${CMAKE_SOURCE_DIR}/src/device/cuda/cuda_api.c)
+list(APPEND dp_sources ${CMAKE_SOURCE_DIR}/src/device/cuda/cuda_api.c
+     ${CMAKE_SOURCE_DIR}/src/device/cuda/cuda_host.c)
 
 if(NOT DP_HAVE_CUDA)
   set_target_properties(dp_objects PROPERTIES SOURCES "${dp_sources}")

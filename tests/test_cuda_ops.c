@@ -1,11 +1,14 @@
 /* The CUDA device against the CPU device: every op family forward and
- * backward on the same inputs (convolutions also in TF32), accuracy and
- * fill.
+ * backward on the same inputs (convolutions also in TF32, and split along
+ * N as a batch beyond cuDNN's int sizes is), the bias gradient's kernel
+ * against its order on the host, accuracy and fill.
  *
  * Without a GPU (a CPU-only build, or no GPU visible to the CUDA runtime)
  * every test says so on stdout and is skipped. */
 #include "cudautil.h"
 
+#include "device/cuda/cuda_host.h"
+#include "device/device.h"
 #include "dp/dp.h"
 
 #include <math.h>
@@ -333,6 +336,78 @@ static void leaky_relu_matches_cpu(void **state)
     compare_case(&leaky_relu_case, TOL_FORWARD, TOL_GRAD);
 }
 
+/* A batch beyond 2^31 elements a tensor is convolved and pooled in slices
+ * along N, the weight and bias gradients of later slices added to the
+ * first's: with the slice size lowered, the cases' small batches split
+ * into slices of 1 or 2 samples (and a last one shorter), and must still
+ * match the CPU device. */
+static void conv_and_pool_split_along_n_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    int64_t saved = dp__cuda_slice_max_elems;
+    dp__cuda_slice_max_elems = 2 * 3 * 11 * 9; /* conv_case: 2 samples of x a slice */
+    compare_case(&conv_case, TOL_FORWARD, TOL_GRAD);
+    dp__cuda_slice_max_elems = 8 * 28 * 28; /* one sample of y a slice */
+    compare_case(&conv_lenet_case, TOL_FORWARD, TOL_GRAD);
+    dp__cuda_slice_max_elems = 3 * 5 * 12 * 12; /* pool_case: slices of 3 and 1 */
+    compare_case(&pool_case, TOL_FORWARD, TOL_GRAD);
+    dp__cuda_slice_max_elems = saved;
+    dp_set_tf32(true);
+}
+
+/* The bias gradient's kernel (one block per column, a fixed tree) against
+ * dp__cuda_bias_grad_host, which adds in the same order: the same bits
+ * (nvcc --fmad=false), and close to the CPU device, which adds the rows in
+ * order. LeNet's first convolution's shape (20 columns, 173k rows), and
+ * more columns than blocks of one wave. */
+static void bias_grad_matches_its_host_order_and_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const int64_t shapes[2][2] = {{256 * 26 * 26, 20}, {1003, 700}};
+    for (int k = 0; k < 2; k++) {
+        int64_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+        float *dy = malloc((size_t)n * sizeof *dy);
+        float *host = malloc((size_t)cols * sizeof *host), *got[2];
+        fill_random(dy, n, 11 + (uint64_t)k);
+        dp__cuda_bias_grad_host(dy, host, rows, cols);
+        const char *names[2] = {"cuda:0", "cpu:0"};
+        for (int d = 0; d < 2; d++) {
+            dp_device_t *dev;
+            dp_tensor_t *tdy, *tdb;
+            assert_int_equal(dp_device_open(&dev, names[d], 1), 0);
+            int64_t shape[2] = {rows, cols};
+            assert_int_equal(dp_tensor_from_host(&tdy, dev, DP_F32, 2, shape, dy), 0);
+            assert_int_equal(dp_tensor_new(&tdb, dev, DP_F32, 1, &cols), 0);
+            dp__bias_args a = {.dy = tdy->data, .b = tdb->data, .rows = rows, .cols = cols};
+            assert_int_equal(dev->ops->bias_grad(dev, &a), 0);
+            dp__tensor_written(tdb);
+            got[d] = malloc((size_t)cols * sizeof *got[d]);
+            assert_int_equal(dp_tensor_to_host(tdb, got[d], (size_t)cols * sizeof(float)), 0);
+            dp_tensor_free(tdy);
+            dp_tensor_free(tdb);
+            dp_device_close(dev);
+        }
+        for (int64_t j = 0; j < cols; j++)
+            if (memcmp(&got[0][j], &host[j], sizeof host[j]) != 0)
+                fail_msg("%lld x %lld: column %lld: the kernel gives %.9g, its order on the host "
+                         "%.9g",
+                         (long long)rows, (long long)cols, (long long)j, got[0][j], host[j]);
+        /* The CPU device's chains of up to 173k additions round more than
+         * the tree (8e-6 here on the host): the gradient tolerance. */
+        double e = rel_error(got[0], got[1], cols);
+        if (e > TOL_GRAD)
+            fail_msg("%lld x %lld: the bias gradient differs from the CPU device's by %.3g",
+                     (long long)rows, (long long)cols, e);
+        free(dy);
+        free(host);
+        free(got[0]);
+        free(got[1]);
+    }
+}
+
 /* Accuracy counts argmax hits; fill writes every element. */
 static void accuracy_and_fill_match_cpu(void **state)
 {
@@ -380,6 +455,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(linear_relu_add_loss_match_cpu),
         cmocka_unit_test(leaky_relu_matches_cpu),
         cmocka_unit_test(accuracy_and_fill_match_cpu),
+        cmocka_unit_test(conv_and_pool_split_along_n_match_cpu),
+        cmocka_unit_test(bias_grad_matches_its_host_order_and_cpu),
     };
     const char *why = no_gpu_reason();
     if (why)

@@ -47,15 +47,6 @@ bool dp__nccl_usable(dp_device_t *const *devs, int n)
 #include <nccl.h>
 #include <string.h>
 
-#define DP_NCCL_CHECK(call)                                                                        \
-    do {                                                                                           \
-        ncclResult_t dp__nr = (call);                                                              \
-        if (dp__nr != ncclSuccess) {                                                               \
-            DP_ERROR("NCCL: %s failed: %s", #call, ncclGetErrorString(dp__nr));                    \
-            return DP_EDEVICE;                                                                     \
-        }                                                                                          \
-    } while (0)
-
 #define MAX_CLIQUES 8
 
 /* Communicators of one ordered list of GPUs. */
@@ -110,13 +101,22 @@ typedef struct nccl_job {
     int64_t len;
 } nccl_job;
 
-static int allreduce(const nccl_job *a)
+/* Launches every GPU's part in one group. The launch holds the free mutex
+ * (device/device.h) from ncclGroupStart to ncclGroupEnd: a cudaFree on another
+ * thread (a device's block cache, a worker's scratch) in the middle of it
+ * would wait for the GPUs whose NCCL kernels are already launched, and
+ * those spin for the peers whose launch waits behind the free, a hang. */
+static int group_launch(const nccl_job *a)
 {
     int n = a->cl->n;
-    DP_NCCL_CHECK(ncclGroupStart());
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) {
+        DP_ERROR("NCCL: ncclGroupStart failed: %s", ncclGetErrorString(r));
+        return DP_EDEVICE;
+    }
     for (int k = 0; k < n; k++) {
-        ncclResult_t r = ncclAllReduce(a->data[k], a->data[k], (size_t)a->len, ncclFloat, ncclSum,
-                                       a->cl->comms[k], a->streams[k]);
+        r = ncclAllReduce(a->data[k], a->data[k], (size_t)a->len, ncclFloat, ncclSum,
+                          a->cl->comms[k], a->streams[k]);
         if (r != ncclSuccess) {
             ncclGroupEnd();
             DP_ERROR("NCCL: ncclAllReduce on GPU %d failed: %s", a->cl->ordinals[k],
@@ -124,7 +124,22 @@ static int allreduce(const nccl_job *a)
             return DP_EDEVICE;
         }
     }
-    DP_NCCL_CHECK(ncclGroupEnd());
+    r = ncclGroupEnd();
+    if (r != ncclSuccess) {
+        DP_ERROR("NCCL: ncclGroupEnd failed: %s", ncclGetErrorString(r));
+        return DP_EDEVICE;
+    }
+    return 0;
+}
+
+static int allreduce(const nccl_job *a)
+{
+    int n = a->cl->n;
+    dp__device_free_lock();
+    int rc = group_launch(a);
+    dp__device_free_unlock();
+    if (rc < 0)
+        return rc;
     for (int k = 0; k < n; k++) {
         cudaError_t e = cudaStreamSynchronize(a->streams[k]);
         if (e == cudaSuccess)

@@ -296,3 +296,17 @@ void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes)
     release_args a = {dev, p, bytes};
     dp__stream_push(dev->stream, run_release, &a, sizeof a);
 }
+
+/* ---- the free mutex (device.h) ------------------------------------------------ */
+
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void dp__device_free_lock(void)
+{
+    pthread_mutex_lock(&free_mu);
+}
+
+void dp__device_free_unlock(void)
+{
+    pthread_mutex_unlock(&free_mu);
+}

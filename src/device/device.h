@@ -154,6 +154,17 @@ void dp__device_release(dp_device_t *dev, void *p, size_t bytes);
 /* Returns a block to the cache once the stream has run every queued command. */
 void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes);
 
+/* One process-wide mutex between a collective's grouped launch across
+ * devices and a backend's calls that wait for a whole device. NCCL's
+ * grouped launch (src/comm/nccl.c) holds it from ncclGroupStart to
+ * ncclGroupEnd, and the CUDA backend around every cudaFree, cudaHostAlloc
+ * and cudaFreeHost: such a call on another thread in the middle of the
+ * launch would wait for the GPUs whose NCCL kernels are already launched,
+ * which spin for the peers whose launch waits behind it, and both hang.
+ * PyTorch holds its CUDA free mutex the same way. */
+void dp__device_free_lock(void);
+void dp__device_free_unlock(void);
+
 /* A tensor whose memory the caller provides (a view). */
 dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
                              void *data);

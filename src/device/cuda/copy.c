@@ -7,6 +7,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A new pinned block of `size` bytes and its event, or false. Called
+ * without pinned_mu: cudaHostAlloc takes milliseconds (it maps and locks
+ * the pages) and the free mutex (device/device.h), and the worker's uploads and
+ * pinned_give would wait behind it on pinned_mu meanwhile. */
+static bool pinned_alloc(dp__cuda *cu, size_t size, void **p, cudaEvent_t *done)
+{
+    /* An event belongs to the device current when it is created, and
+     * pinned_give records it on this device's stream: from the front end
+     * (upload_fresh), whose current device is whichever GPU it touched
+     * last, the event would belong to another GPU on a machine with
+     * several and cudaEventRecord would fail. So this GPU is made current
+     * here, and the caller's device given back after. */
+    dp__cuda_scope scope;
+    bool ok = false;
+    *p = NULL;
+    *done = NULL;
+    if (dp__cuda_scope_enter(&scope, dp__cuda_current(), cu->ordinal) == 0) {
+        ok = dp__cuda_host_alloc_locked(p, size, cudaHostAllocPortable) == cudaSuccess &&
+             cudaEventCreateWithFlags(done, cudaEventDisableTiming) == cudaSuccess;
+        dp__cuda_scope_leave(&scope);
+    }
+    if (!ok) {
+        if (*p)
+            dp__cuda_free_host_locked(*p);
+        *p = NULL;
+        *done = NULL;
+        (void)cudaGetLastError(); /* out of pinned memory: pageable copies instead */
+    }
+    return ok;
+}
+
 /* A free pinned block of at least `bytes`, held for the caller, or NULL
  * (all held or busy, or out of pinned memory: the caller copies from
  * pageable memory instead). Never waits for the GPU. */
@@ -26,35 +57,28 @@ static dp__cuda_pinned *pinned_take(dp__cuda *cu, size_t bytes)
         if (b->bytes >= bytes && cudaEventQuery(b->done) == cudaSuccess)
             pick = b;
     }
-    if (!pick && empty) {
-        /* An event belongs to the device current when it is created, and
-         * pinned_give records it on this device's stream: from the front end
-         * (upload_fresh), whose current device is whichever GPU it touched
-         * last, the event would belong to another GPU on a machine with
-         * several and cudaEventRecord would fail. So this GPU is made
-         * current here, and the caller's device restored after. */
-        int current = cu->ordinal;
-        (void)cudaGetDevice(&current);
-        bool switched = current != cu->ordinal && cudaSetDevice(cu->ordinal) == cudaSuccess;
-        size_t size = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
-        if (cudaHostAlloc(&empty->p, size, cudaHostAllocPortable) == cudaSuccess &&
-            cudaEventCreateWithFlags(&empty->done, cudaEventDisableTiming) == cudaSuccess) {
-            empty->bytes = size;
-            pick = empty;
-        } else {
-            if (empty->p)
-                cudaFreeHost(empty->p);
-            empty->p = NULL;
-            empty->done = NULL;
-        }
-        if (switched)
-            cudaSetDevice(current);
-    }
     (void)cudaGetLastError(); /* a busy event's cudaErrorNotReady */
     if (pick)
         pick->held = true;
+    else if (empty)
+        empty->held = true; /* reserved: no other thread fills this slot */
     pthread_mutex_unlock(&cu->pinned_mu);
-    return pick;
+    if (pick || !empty)
+        return pick;
+    size_t size = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+    void *p;
+    cudaEvent_t done;
+    bool ok = pinned_alloc(cu, size, &p, &done);
+    pthread_mutex_lock(&cu->pinned_mu);
+    if (ok) {
+        empty->p = p;
+        empty->done = done;
+        empty->bytes = size;
+    } else {
+        empty->held = false;
+    }
+    pthread_mutex_unlock(&cu->pinned_mu);
+    return ok ? empty : NULL;
 }
 
 /* Worker: the block's copy has been issued; it is reusable once it ran. */

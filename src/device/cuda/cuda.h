@@ -20,6 +20,7 @@
 #define DP_DEVICE_CUDA_H
 
 #include "core/internal.h"
+#include "device/cuda/cuda_host.h"
 #include "device/cuda/cuda_kernels.h"
 #include "device/device.h"
 
@@ -72,8 +73,10 @@ typedef struct dp__cuda_pinned {
 typedef struct dp__cuda_conv_algo dp__cuda_conv_algo;
 
 typedef struct dp__cuda {
-    int ordinal;    /* the CUDA device of this logical device */
-    uint64_t peers; /* bit p: this GPU's kernels may access cuda:p (peer access on) */
+    int ordinal; /* the CUDA device of this logical device */
+    /* The worker could not make its GPU current (worker_init): every
+     * command fails with this rather than run on another GPU. */
+    cudaError_t worker_err;
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
@@ -105,10 +108,20 @@ int dp__cuda_launched(cudaError_t err, const char *what);
 /* A cuDNN descriptor of a 4-D tensor in its layout (NCHW or NHWC strides). */
 int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t);
 /* Whether kernels on `reader`'s GPU may read `owner`'s memory (both CUDA
- * devices): the same GPU, or one with peer access enabled at open. */
+ * devices): the same GPU, or one with peer access enabled (peer access is
+ * enabled between the GPUs this process has open, when the second of a
+ * pair opens). */
 bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner);
-/* Whether TF32 is allowed in convolutions now (dp_set_tf32). */
-bool dp__cuda_tf32(void);
+/* The current-device functions in use: the CUDA runtime's, or a test's
+ * (dp__cuda_current_override). */
+const dp__cuda_current_fns *dp__cuda_current(void);
+
+/* cudaFree, cudaHostAlloc and cudaFreeHost under the free mutex
+ * (device.h: they must not run while an NCCL group launch is half done).
+ * Every call of the backend goes through these. */
+cudaError_t dp__cuda_free_locked(void *p);
+cudaError_t dp__cuda_host_alloc_locked(void **p, size_t bytes, unsigned flags);
+cudaError_t dp__cuda_free_host_locked(void *p);
 
 /* copy.c: the table's copy entries (see device/device.h). */
 int dp__cuda_upload_fresh(dp_device_t *dev, void *dst, const void *src, size_t bytes);

@@ -36,12 +36,6 @@ bool dp_cuda_built(void)
 
 #ifdef DP_HAVE_CUDA
 
-bool dp__cuda_tf32(void);
-bool dp__cuda_tf32(void)
-{
-    return dp_tf32_allowed();
-}
-
 int dp_cuda_device_count(void)
 {
     int n = 0;

@@ -2,6 +2,7 @@
  * kernel file pushes through (copies: copy.c). */
 #include "device/cuda/cuda.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@ static int run_cmd(void *p, void *ctx)
     cuda_cmd *c = p;
     dp_device_t *dev = ctx;
     dp__cuda *cu = dev->impl;
+    if (cu->worker_err != cudaSuccess) {
+        DP_ERROR("%s: the worker cannot use its GPU: %s", dev->name,
+                 cudaGetErrorString(cu->worker_err));
+        return DP_EDEVICE;
+    }
     int rc = c->fn(c->args, ctx);
     /* A failed launch shows here at the latest; the sticky error of a
      * faulting kernel shows at the synchronization, which finishes the
@@ -84,7 +90,7 @@ int dp__cuda_scratch_try(dp__cuda *cu, size_t bytes, void **out)
         /* Commands already issued may still use the old buffer. */
         if (cu->scratch) {
             DP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
-            DP_CUDA_CHECK(cudaFree(cu->scratch));
+            DP_CUDA_CHECK(dp__cuda_free_locked(cu->scratch));
             cu->scratch = NULL;
             cu->scratch_bytes = 0;
         }
@@ -116,14 +122,65 @@ int dp__cuda_scratch(dp__cuda *cu, size_t bytes, void **out)
 
 int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t)
 {
-    int n = (int)t->shape[0], c = (int)t->shape[1], h = (int)t->shape[2], w = (int)t->shape[3];
-    if (t->nhwc)
-        DP_CUDNN_CHECK(
-            cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, n, c, h, w, h * w * c, 1, w * c, c));
-    else
-        DP_CUDNN_CHECK(
-            cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, n, c, h, w, c * h * w, h * w, w, 1));
+    /* In int64 with a check: c * h * w in int would wrap before cuDNN saw
+     * it. The callers that can split a batch along N (conv2d.c, pool2d.c)
+     * never get here with one this large. */
+    dp__cuda_dims m;
+    if (dp__cuda_dims_of(t->shape, t->nhwc, &m) < 0) {
+        DP_ERROR("cuDNN: a tensor of %lld x %lld x %lld x %lld elements exceeds cuDNN's int sizes "
+                 "(%d elements at most)",
+                 (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+                 (long long)t->shape[3], DP__CUDA_DESC_MAX_ELEMS);
+        return DP_EINVAL;
+    }
+    DP_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, m.n, m.c, m.h, m.w, m.sn, m.sc,
+                                                m.sh, m.sw));
     return 0;
+}
+
+/* ---- memory under the free mutex (device.h) ---------------------------------------------- */
+
+cudaError_t dp__cuda_free_locked(void *p)
+{
+    dp__device_free_lock();
+    cudaError_t e = cudaFree(p);
+    dp__device_free_unlock();
+    return e;
+}
+
+cudaError_t dp__cuda_host_alloc_locked(void **p, size_t bytes, unsigned flags)
+{
+    dp__device_free_lock();
+    cudaError_t e = cudaHostAlloc(p, bytes, flags);
+    dp__device_free_unlock();
+    return e;
+}
+
+cudaError_t dp__cuda_free_host_locked(void *p)
+{
+    dp__device_free_lock();
+    cudaError_t e = cudaFreeHost(p);
+    dp__device_free_unlock();
+    return e;
+}
+
+/* ---- the current device ------------------------------------------------------- */
+
+static int runtime_get(int *ordinal)
+{
+    return cudaGetDevice(ordinal) != cudaSuccess;
+}
+
+static int runtime_set(int ordinal)
+{
+    return cudaSetDevice(ordinal) != cudaSuccess;
+}
+
+static const dp__cuda_current_fns runtime_current = {runtime_get, runtime_set};
+
+const dp__cuda_current_fns *dp__cuda_current(void)
+{
+    return dp__cuda_current_override ? dp__cuda_current_override : &runtime_current;
 }
 
 /* ---- lifetime ----------------------------------------------------------------- */
@@ -131,33 +188,78 @@ int dp__cuda_tensor_desc(cudnnTensorDescriptor_t d, const dp__tdesc *t)
 static void worker_init(void *ctx)
 {
     dp_device_t *dev = ctx;
-    /* Every CUDA call of the worker is for this device's GPU. */
-    cudaSetDevice(dev->index);
+    dp__cuda *cu = dev->impl;
+    /* Every CUDA call of the worker is for this device's GPU; a worker that
+     * cannot make it current would issue on another one, so its commands
+     * fail instead (run_cmd). */
+    cu->worker_err = cudaSetDevice(cu->ordinal);
+    if (cu->worker_err != cudaSuccess) {
+        (void)cudaGetLastError();
+        DP_ERROR("%s: the worker cannot make its GPU current: %s", dev->name,
+                 cudaGetErrorString(cu->worker_err));
+    }
 }
 
-/* Lets this GPU's kernels read and write every other GPU's memory (the
- * naive and ring allreduce add another device's buffer into their own) and
- * returns the peers for which that worked, bit p for cuda:p. A pair without
- * peer access is not fatal here: NCCL and copies do without it, and the
- * allreduce refuses to run kernels across it (dp__cuda_kernel_can_read). */
-static uint64_t enable_peer_access(int ordinal)
+/* Peer access lets one GPU's kernels read and write another's memory (the
+ * naive and ring allreduce add another device's buffer into their own).
+ * It is enabled between the GPUs this process opens, and only those:
+ * enabling it towards a GPU creates a context there (hundreds of MB), and
+ * under MPI, one process per GPU, every rank would hold a context on every
+ * GPU of the machine, which fails in exclusive-process mode. A pair is
+ * enabled both ways when its second GPU opens, and stays enabled (as the
+ * contexts stay) until the process ends. A pair without peer access is not
+ * fatal: NCCL and copies do without it, and the allreduce refuses to run
+ * kernels across it (dp__cuda_kernel_can_read). */
+#define MAX_PEERS 64
+static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
+static int peers_open[MAX_PEERS];                 /* logical devices open on cuda:p */
+static _Atomic uint64_t peers_enabled[MAX_PEERS]; /* bit q of [p]: cuda:p may access cuda:q */
+
+/* With `from` current: lets cuda:from access cuda:to where the hardware can. */
+static void enable_peer(int from, int to)
 {
-    int count = 0;
-    uint64_t peers = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess)
-        return 0;
-    for (int peer = 0; peer < count && peer < 64; peer++) {
-        int can = 0;
-        if (peer == ordinal || cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess || !can)
-            continue;
-        cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-        if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
-            peers |= (uint64_t)1 << peer;
-        else
-            DP_WARN("cuda:%d: peer access to cuda:%d: %s", ordinal, peer, cudaGetErrorString(e));
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || !can) {
+        (void)cudaGetLastError();
+        return;
     }
+    cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+    if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
+        atomic_fetch_or(&peers_enabled[from], (uint64_t)1 << to);
+    else
+        DP_WARN("cuda:%d: peer access to cuda:%d: %s", from, to, cudaGetErrorString(e));
     (void)cudaGetLastError(); /* "already enabled" is not an error here */
-    return peers;
+}
+
+/* With cuda:ordinal current: counts it open, and the first time, enables
+ * peer access between it and every other GPU open now. cuda:ordinal is
+ * current again on return. */
+static void peers_open_gpu(int ordinal)
+{
+    if (ordinal >= MAX_PEERS)
+        return;
+    pthread_mutex_lock(&peers_mu);
+    if (peers_open[ordinal]++ == 0) {
+        for (int p = 0; p < MAX_PEERS; p++) {
+            if (p == ordinal || peers_open[p] == 0)
+                continue;
+            enable_peer(ordinal, p);
+            if (cudaSetDevice(p) == cudaSuccess) {
+                enable_peer(p, ordinal);
+                cudaSetDevice(ordinal);
+            }
+        }
+    }
+    pthread_mutex_unlock(&peers_mu);
+}
+
+static void peers_close_gpu(int ordinal)
+{
+    if (ordinal >= MAX_PEERS)
+        return;
+    pthread_mutex_lock(&peers_mu);
+    peers_open[ordinal]--;
+    pthread_mutex_unlock(&peers_mu);
 }
 
 bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owner)
@@ -165,19 +267,20 @@ bool dp__cuda_kernel_can_read(const dp_device_t *reader, const dp_device_t *owne
     const dp__cuda *r = reader->impl, *o = owner->impl;
     if (r->ordinal == o->ordinal)
         return true;
-    return o->ordinal < 64 && (r->peers >> o->ordinal & 1) != 0;
+    return r->ordinal < MAX_PEERS && o->ordinal < MAX_PEERS &&
+           (atomic_load(&peers_enabled[r->ordinal]) >> o->ordinal & 1) != 0;
 }
 
 static void release_handles(dp__cuda *cu)
 {
     for (int i = 0; i < DP__CUDA_PINNED_BLOCKS; i++) {
         if (cu->pinned[i].p)
-            cudaFreeHost(cu->pinned[i].p);
+            dp__cuda_free_host_locked(cu->pinned[i].p);
         if (cu->pinned[i].done)
             cudaEventDestroy(cu->pinned[i].done);
     }
     if (cu->scratch)
-        cudaFree(cu->scratch);
+        dp__cuda_free_locked(cu->scratch);
     if (cu->cudnn)
         cudnnDestroy(cu->cudnn);
     if (cu->cublas)
@@ -188,6 +291,9 @@ static void release_handles(dp__cuda *cu)
     dp__free(cu);
 }
 
+/* Open, close, alloc and free run on the front end's thread, whose current
+ * device is the caller's: each makes its GPU current for its own calls
+ * (dp__cuda_scope) and gives the caller's back on every path. */
 static int cuda_open(dp_device_t *dev)
 {
     int count = dp_cuda_device_count();
@@ -202,14 +308,18 @@ static int cuda_open(dp_device_t *dev)
     pthread_mutex_init(&cu->pinned_mu, NULL);
     cu->ordinal = dev->index;
     int rc = DP_EDEVICE;
-    cudaError_t e = cudaSetDevice(cu->ordinal);
-    if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+    dp__cuda_scope scope;
+    if (dp__cuda_scope_enter(&scope, dp__cuda_current(), cu->ordinal) != 0) {
+        (void)cudaGetLastError();
+        DP_ERROR("%s: cannot make the GPU current", dev->name);
+        release_handles(cu); /* nothing switched: nothing to give back */
+        return DP_EDEVICE;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         DP_ERROR("%s: cannot create a CUDA stream: %s", dev->name, cudaGetErrorString(e));
         goto fail;
     }
-    cu->peers = enable_peer_access(cu->ordinal);
     if (cublasCreate(&cu->cublas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(cu->cublas, cu->stream) != CUBLAS_STATUS_SUCCESS ||
         /* Full float32 matrix products, as PyTorch by default. */
@@ -228,9 +338,12 @@ static int cuda_open(dp_device_t *dev)
         dev->impl = NULL;
         goto fail;
     }
+    peers_open_gpu(cu->ordinal);
+    dp__cuda_scope_leave(&scope);
     return 0;
 fail:
     release_handles(cu);
+    dp__cuda_scope_leave(&scope);
     return rc;
 }
 
@@ -239,10 +352,13 @@ static void cuda_close(dp_device_t *dev)
     dp__cuda *cu = dev->impl;
     dp__stream_log_profile(dev->stream);
     dp__stream_close(dev->stream);
-    cudaSetDevice(cu->ordinal);
-    cudaStreamSynchronize(cu->stream);
+    dp__cuda_scope scope;
+    if (dp__cuda_scope_enter(&scope, dp__cuda_current(), cu->ordinal) == 0)
+        cudaStreamSynchronize(cu->stream);
+    peers_close_gpu(cu->ordinal);
     dp__cuda_conv_cache_free(cu);
     release_handles(cu);
+    dp__cuda_scope_leave(&scope);
     dev->impl = NULL;
 }
 
@@ -253,20 +369,32 @@ static void cuda_close(dp_device_t *dev)
 static void *cuda_alloc(dp_device_t *dev, size_t bytes)
 {
     void *p = NULL;
-    cudaSetDevice(dev->index);
+    dp__cuda_scope scope;
+    if (dp__cuda_scope_enter(&scope, dp__cuda_current(), dev->index) != 0) {
+        (void)cudaGetLastError();
+        DP_WARN("%s: cannot make the GPU current to allocate %zu bytes", dev->name, bytes);
+        return NULL;
+    }
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         DP_WARN("%s: cudaMalloc(%zu): %s", dev->name, bytes, cudaGetErrorString(e));
-        return NULL;
+        p = NULL;
     }
+    dp__cuda_scope_leave(&scope);
     return p;
 }
 
 static void cuda_free(dp_device_t *dev, void *p)
 {
-    cudaSetDevice(dev->index);
-    cudaFree(p);
+    dp__cuda_scope scope;
+    if (dp__cuda_scope_enter(&scope, dp__cuda_current(), dev->index) != 0) {
+        (void)cudaGetLastError();
+        DP_WARN("%s: cannot make the GPU current to free a block", dev->name);
+        return;
+    }
+    dp__cuda_free_locked(p);
+    dp__cuda_scope_leave(&scope);
 }
 
 /* ---- fill --------------------------------------------------------------------- */

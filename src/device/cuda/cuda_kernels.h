@@ -53,9 +53,11 @@ cudaError_t dp__cuda_relayout_launch(const dp__relayout_args *a, cudaStream_t st
 /* y (rows x cols) += b (cols). */
 cudaError_t dp__cuda_bias_add_launch(float *y, const float *b, int64_t rows, int64_t cols,
                                      cudaStream_t stream);
-/* db (cols) = sum over rows of dy (rows x cols), rows summed in order. */
+/* db (cols) = sum over rows of dy (rows x cols), or db += that sum where
+ * `accumulate` (the slices of a batch after the first), in the fixed order
+ * of dp__cuda_bias_grad_host (cuda_host.h). */
 cudaError_t dp__cuda_bias_grad_launch(const float *dy, float *db, int64_t rows, int64_t cols,
-                                      cudaStream_t stream);
+                                      int accumulate, cudaStream_t stream);
 
 /* dropout.cu (src/device/cpu/dropout.c) */
 cudaError_t dp__cuda_dropout_launch(const dp__dropout_args *a, cudaStream_t stream);

@@ -47,8 +47,8 @@ static int run_bias_grad(void *p, void *ctx)
 {
     dp__bias_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
-    return dp__cuda_launched(dp__cuda_bias_grad_launch(a->dy, a->b, a->rows, a->cols, cu->stream),
-                             "bias_grad");
+    return dp__cuda_launched(
+        dp__cuda_bias_grad_launch(a->dy, a->b, a->rows, a->cols, 0, cu->stream), "bias_grad");
 }
 
 int dp__cuda_bias_grad(dp_device_t *dev, const dp__bias_args *a)

@@ -94,16 +94,34 @@ static int run_backward(void *p, void *ctx)
     return rc;
 }
 
+/* cuDNN's descriptors take int sizes: a batch whose tensors reach 2^31
+ * elements is pooled in slices along N that fit, one command each (the
+ * samples are independent). */
+static int push_slices(dp_device_t *dev, dp__cmd_fn run, const char *name, const dp__pool2d_args *a)
+{
+    int64_t n = a->x.shape[0], rows = dp__cuda_pool_rows_per_slice(a);
+    if (rows == 0) {
+        DP_ERROR("%s: one sample of the pooling exceeds cuDNN's int sizes (%d elements a tensor)",
+                 dev->name, DP__CUDA_DESC_MAX_ELEMS);
+        return DP_EINVAL;
+    }
+    for (int64_t n0 = 0; n0 < n; n0 += rows) {
+        dp__pool2d_args s = dp__cuda_pool_rows(a, n0, n - n0 < rows ? n - n0 : rows);
+        DP_TRY(dp__cuda_push_named(dev, run, name, &s, sizeof s));
+    }
+    return 0;
+}
+
 int dp__cuda_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a)
 {
     if (dp__numel(4, a->y.shape) == 0)
         return 0;
-    return dp__cuda_push(dev, run_forward, a, sizeof *a);
+    return push_slices(dev, run_forward, __FILE__ ":run_forward", a);
 }
 
 int dp__cuda_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a)
 {
     if (dp__numel(4, a->x.shape) == 0)
         return 0;
-    return dp__cuda_push(dev, run_backward, a, sizeof *a);
+    return push_slices(dev, run_backward, __FILE__ ":run_backward", a);
 }
