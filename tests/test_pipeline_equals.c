@@ -133,6 +133,9 @@ static double max_rel_diff(const float *a, const float *b, int64_t n)
 {
     double diff = 0, scale = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) /* fmax would drop it */
+            fail_msg("value %lld is %g vs %g: not finite", (long long)i, (double)a[i],
+                     (double)b[i]);
         diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
         scale = fmax(scale, fabs((double)b[i]));
     }
