@@ -18,8 +18,10 @@ int example_dataparallel(const char *devices);
 /* d2l's allreduce check and the scatter of arange(20).reshape(4, 5). */
 int example_allreduce(const char *devices, const char *algo);
 /* d2l's from-scratch LeNet: get_params, split_batch, a loss and a backward
- * per device, allreduce, sgd; `steps` batches of 256 in file order. */
-int example_lenet_scratch(const char *devices, const char *algo, int steps);
+ * per device, allreduce, sgd; `steps` batches of 256 in file order. With
+ * `checkpoint` (NULL: none), device 0's weights are written there
+ * (safetensors), so that runs can be compared weight by weight. */
+int example_lenet_scratch(const char *devices, const char *algo, int steps, const char *checkpoint);
 /* MXNet's asynchronous engine: issuing vs waiting, wait_to_read vs waitall. */
 int example_async(int ops);
 /* Model parallelism: `model` in `stages` pipeline stages over `devices`,

@@ -53,7 +53,8 @@ static int train_batch(dp_tensor_t *X, dp_tensor_t *y, dp_model_t **replicas, dp
     return 0;
 }
 
-int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
+int example_lenet_scratch(const char *devices, const char *algo_name, int steps,
+                          const char *checkpoint)
 {
     enum { BATCH = 256 };
     dp_device_t *devs[DP_MAX_DEVICES];
@@ -107,6 +108,8 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
     }
     if (rc == 0)
         printf("after %d steps: loss %.6f, sum of |weights| %.6f\n", steps, loss / BATCH, checksum);
+    if (rc == 0 && checkpoint)
+        rc = dp_checkpoint_save(checkpoint, replicas[0], NULL, NULL);
     dp_tape_close(tape);
     for (int k = 0; k < n; k++) {
         dp_optimizer_close(sgd[k]);
@@ -121,7 +124,8 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps)
 #ifndef DP_EXAMPLE_NO_MAIN
 int main(int argc, char **argv)
 {
-    int rc = example_lenet_scratch(argc > 1 ? argv[1] : "2", argc > 2 ? argv[2] : "naive", 20);
+    int rc =
+        example_lenet_scratch(argc > 1 ? argv[1] : "2", argc > 2 ? argv[2] : "naive", 20, NULL);
     if (rc < 0)
         fprintf(stderr, "lenet_from_scratch: %s\n", dp_strerror(rc));
     return rc < 0;

@@ -95,7 +95,13 @@ fi
 
 # Checkpoints: truncated, corrupt, or of another model.
 ck=$dir/ck.safetensors
-"$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$ck" --progress never >/dev/null 2>&1
+# (Every check below is about the checkpoint this run makes: it must succeed.)
+if "$bin" train --data "$good" --batch-size 4 --epochs 1 --checkpoint "$ck" --progress never \
+     >"$dir/ok" 2>&1 && [[ -s $ck ]]; then
+  passes=$((passes + 1)); echo "ok   the run that writes the checkpoint: $(tail -n 1 "$dir/ok")"
+else
+  fails=$((fails + 1)); echo "FAIL the run that writes the checkpoint:"; sed 's/^/     /' "$dir/ok"
+fi
 size=$(stat -c %s "$ck")
 head -c $((size - 100)) "$ck" >"$dir/cut.safetensors"
 expect_error "truncated checkpoint" "cut.safetensors.*(truncated|ends|expected)" -- \
@@ -134,15 +140,42 @@ mkdir -p "$dir/cifar" && head -c 3072 /dev/zero >"$dir/cifar/data_batch_1.bin"
 expect_error "cifar10 short record" "$dir/cifar/data_batch_1.bin: truncated record" -- \
   "$bin" train --dataset cifar10 --data "$dir/cifar"
 
-# --help lists every flag with its default.
+# --help lists every flag with its default: each flag as a whole word at
+# the start of its entry (--init is not --init-normal), the entry's last
+# [...] the default below, and no entry that this list lacks.
 help=$("$bin" train --help)
-for flag in --model --devices --threads --batch-size --lr --momentum --weight-decay --epochs \
-            --seed --dataset --data --metrics --log-steps --plot --no-shuffle --limit-train --limit-test \
-            --progress --allreduce --sync-bn --checkpoint --resume --init \
-            --on-checkpoint-error --skip-nonfinite --deterministic --no-tf32 --bucket-mb \
-            --grad-compress --verbose --init-normal --init-xavier; do
-  if grep -q -- "$flag" <<<"$help"; then passes=$((passes + 1)); else
-    fails=$((fails + 1)); echo "FAIL train --help does not list $flag"; fi
+declare -A defaults=(
+  [--model]="lenet" [--devices]="1" [--allreduce]="nccl across GPUs, else ring"
+  [--threads]="0" [--batch-size]="256" [--lr]="0.2" [--momentum]="0" [--weight-decay]="0"
+  [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
+  [--init-xavier]="off" [--dataset]="fashion-mnist"
+  [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; mnist and cifar10: required"
+  [--metrics]="none" [--log-steps]="off" [--plot]="none" [--no-shuffle]="shuffle"
+  [--limit-train]="0" [--limit-test]="0" [--sync-bn]="off" [--bucket-mb]="25"
+  [--grad-compress]="none" [--pipeline]="off" [--stages]="balanced by FLOPs"
+  [--micro-batches]="1" [--schedule]="1f1b" [--verbose]="off"
+  [--checkpoint]="none; a stopped run writes dptrain-interrupted.safetensors"
+  [--resume]="none" [--init]="the seed's init" [--on-checkpoint-error]="stop"
+  [--skip-nonfinite]="stop" [--deterministic]="off" [--progress]="auto" [--precision]="fp32"
+  [--conv-algo]="auto; direct with --deterministic; the environment's DPTRAIN_CONV_ALGO where set"
+  [--no-tf32]="TF32 allowed")
+# entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
+# joined with single spaces.
+entry() {
+  awk -v f="$1" '/^  -/ { on = ($1 == f) } on' <<<"$help" | tr -s ' \n' '  ' | sed 's/ $//'
+}
+for flag in "${!defaults[@]}"; do
+  text=$(entry "$flag")
+  got=$(grep -o '\[[^][]*\]$' <<<"$text")
+  if [[ -n $text && $got == "[${defaults[$flag]}]" ]]; then passes=$((passes + 1)); else
+    fails=$((fails + 1))
+    echo "FAIL train --help: $flag: expected an entry ending [${defaults[$flag]}], got: ${text:-nothing}"
+  fi
+done
+for flag in $(grep -Eo '^  --[a-z0-9-]+' <<<"$help"); do
+  if [[ $flag != --help && -z ${defaults[$flag]+x} ]]; then
+    fails=$((fails + 1)); echo "FAIL train --help lists $flag, which this test does not check"
+  fi
 done
 
 echo "$passes passed, $fails failed"

@@ -218,6 +218,9 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
         assert_int_equal(st.bytes, (size_t)n * sizeof(float));
         const float *w = st.data;
         for (int64_t k = 0; k < n; k++) {
+            if (!isfinite(w[k])) /* fmax would drop it */
+                fail_msg("%s: '%s'[%lld] is %g", ck, dp_params_name(p, i), (long long)k,
+                         (double)w[k]);
             d = fmax(d, fabs((double)w[k] - init[k]));
             scale = fmax(scale, fabs((double)w[k]));
         }
@@ -246,13 +249,17 @@ double mu_max_param_diff(const char *a, const char *b)
         assert_int_equal(ta.bytes, tb.bytes);
         const float *x = ta.data, *y = tb.data;
         for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
+            if (!isfinite(x[k]) || !isfinite(y[k])) /* fmax would drop it */
+                fail_msg("tensor '%s'[%zu] is %g vs %g: not finite", ta.name, k, (double)x[k],
+                         (double)y[k]);
             d = fmax(d, fabs((double)x[k] - y[k]));
             scale = fmax(scale, fabs((double)y[k]));
         }
     }
     dp_safetensors_close(fa);
     dp_safetensors_close(fb);
-    return scale > 0 ? d / scale : 0;
+    /* All zeros in b: the difference itself, not 0. */
+    return scale > 0 ? d / scale : d;
 }
 
 pid_t mu_find_rank(pid_t parent, int rank)

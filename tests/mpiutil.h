@@ -94,13 +94,14 @@ int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
  * that dptrain draws for `model` with `seed` (the same dp_model_init_builtin a
  * one-process run uses): max |ck - init| / max |ck| over all its
  * parameters (not per tensor: the biases start at 0). A run that did not
- * train gives 0. */
+ * train gives 0. Fails the test on a weight that is not finite. */
 double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
 
 /* max |a - b| / max |b| over all the parameters of two checkpoints
  * together (the float tensors but the optimizer's "_state."), not per
  * tensor as tu_max_rel_diff: a bias that started at 0 and is still small
- * weighs as much as the largest weight. */
+ * weighs as much as the largest weight. max |a - b| where b is all zeros;
+ * fails the test on a value that is not finite in either. */
 double mu_max_param_diff(const char *a, const char *b);
 
 /* The pid of MPI rank `rank` among the children of `parent` (mpirun), or

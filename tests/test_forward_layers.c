@@ -252,11 +252,42 @@ static void test_resnet18(void **state)
     assert_int_equal(refused, 56 - 21); /* the 20 splits and row 0 may start */
 }
 
+/* The splits compare a model with itself: a Dropout(0.5) that copied in
+ * training would pass them. Its logits must differ from the same model's
+ * with Dropout(0) there, drawn from the same seed. */
+static void assert_dropout_acts(const dp_model_def *def)
+{
+    char text[sizeof seq_text];
+    memcpy(text, seq_text, sizeof text);
+    char *at = strstr(text, "Dropout(0.5)");
+    assert_non_null(at);
+    memcpy(at, "Dropout(0)  ", 12); /* the same length, spaces after ')' */
+    dp_model_def *copy;
+    assert_int_equal(dp_model_def_parse(&copy, text, "copy.txt", NULL), 0);
+    dp_model_t *half, *none;
+    assert_int_equal(dp_model_init(&half, def, cpu, SEED), 0);
+    assert_int_equal(dp_model_init(&none, copy, cpu, SEED), 0);
+    float images[N * 28 * 28], a[N * CLASSES], b[N * CLASSES];
+    make_images(images, N * 28 * 28);
+    int n = (int)(sizeof seq_ops / sizeof seq_ops[0]);
+    forward_pieces(half, images, NULL, 0, n, a);
+    forward_pieces(none, images, NULL, 0, n, b);
+    int differ = 0;
+    for (int i = 0; i < N * CLASSES; i++)
+        differ += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+    printf("Dropout(0.5) vs Dropout(0) in training: %d of %d logits differ\n", differ, N * CLASSES);
+    assert_int_equal(differ, N * CLASSES);
+    dp_model_close(half);
+    dp_model_close(none);
+    dp_model_def_free(copy);
+}
+
 static void test_sequential(void **state)
 {
     (void)state;
     dp_model_def *def;
     assert_int_equal(dp_model_def_parse(&def, seq_text, "split.txt", NULL), 0);
+    assert_dropout_acts(def);
     /* One op a module, in order. */
     dp_layer_summary *rows;
     int n;

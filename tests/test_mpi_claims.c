@@ -316,23 +316,25 @@ static void nan_caught_across_ranks(void **state)
  * down as well, by at least 0.1, reach a test accuracy of 0.3 (chance:
  * 0.1), and end its second epoch within 0.05 of float32's loss (measured
  * 0.004). (Not the accuracies against each other: leaving the plateau,
- * 500 test images swing by 0.1 between runs this close.) */
+ * 500 test images swing by 0.1 between runs this close.) Its weights must
+ * differ from float32's, and after 20 steps stay close to them. */
 static void bf16_gradients_train(void **state)
 {
     (void)state;
     mu_skip_without_mpi();
-    char log[256], ck[256], m[2][256];
+    char log[256], ck[2][256], m[2][256];
     snprintf(log, sizeof log, "%s", tu_tmp_path("log"));
-    snprintf(ck, sizeof ck, "%s", tu_tmp_path("ck.safetensors"));
     static const char *const compress[] = {"none", "bf16"};
     double loss[2][2], acc[2];
     for (int c = 0; c < 2; c++) {
         char name[32];
         snprintf(name, sizeof name, "%s.jsonl", compress[c]);
         snprintf(m[c], sizeof m[c], "%s", tu_tmp_path(name));
+        snprintf(name, sizeof name, "%s.safetensors", compress[c]);
+        snprintf(ck[c], sizeof ck[c], "%s", tu_tmp_path(name));
         const char *extra[] = {"--epochs",  "2", "--limit-train", "4096", "--grad-compress",
                                compress[c], NULL};
-        assert_int_equal(mu_run(2, "1", ck, m[c], extra, log), 0);
+        assert_int_equal(mu_run(2, "1", ck[c], m[c], extra, log), 0);
         for (int e = 0; e < 2; e++)
             loss[c][e] = mu_json_nth(m[c], "train_loss", e);
         acc[c] = mu_json_nth(m[c], "test_acc", 1);
@@ -343,6 +345,21 @@ static void bf16_gradients_train(void **state)
     mu_assert_at_most(loss[1][1], loss[1][0] - 0.1);
     assert_true(acc[1] >= 0.3);
     tu_assert_close(loss[1][1], loss[0][1], 0, 0.05);
+    /* An ignored --grad-compress would be float32 itself: the same bits. */
+    double d = mu_max_param_diff(ck[1], ck[0]);
+    printf("bf16 vs float32 gradients after 2 epochs: max |difference| / max |param| = %.3g\n", d);
+    assert_true(d > 0);
+    /* The README's figure: after the common run's 20 steps (on the plateau,
+     * where the two have not yet drifted apart) the weights are within
+     * 2.9e-3 of float32's, bounded here as test_mpi bounds it over TCP. */
+    for (int c = 0; c < 2; c++) {
+        const char *extra[] = {"--grad-compress", compress[c], NULL};
+        assert_int_equal(mu_run(2, "1", ck[c], NULL, extra, log), 0);
+    }
+    d = mu_max_param_diff(ck[1], ck[0]);
+    printf("bf16 vs float32 gradients after 20 steps: max |difference| / max |param| = %.3g\n", d);
+    assert_true(d > 0);
+    mu_assert_at_most(d, 1e-2);
 }
 
 /* The lines of the kernel table that rank `rank` printed with --verbose

@@ -133,6 +133,9 @@ static double max_rel_diff(const float *a, const float *b, int64_t n)
 {
     double diff = 0, scale = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) /* fmax would drop it */
+            fail_msg("value %lld is %g vs %g: not finite", (long long)i, (double)a[i],
+                     (double)b[i]);
         diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
         scale = fmax(scale, fabs((double)b[i]));
     }
@@ -163,11 +166,39 @@ static void assert_like(const result *ref, const run *r, bool identical)
     free_result(&got);
 }
 
+/* Every parameter tensor of the one-device run moved from its initial
+ * values (train's seed, 7): one that got no gradient would stay equal on
+ * both sides of every comparison here. */
+static void assert_every_tensor_moved(const dp_model_def *def, const result *ref)
+{
+    dp_device_t *dev;
+    tu_open_cpu_devices(&dev, 1);
+    dp_model_t *m;
+    assert_int_equal(dp_model_init(&m, def, dev, 7), 0);
+    dp_params_t *P = dp_model_params(m);
+    assert_int_equal(dp_params_numel(P), ref->nparams);
+    float *init = malloc((size_t)ref->nparams * sizeof *init);
+    assert_int_equal(dp_params_get_all(P, init), 0);
+    for (int i = 0, off = 0; i < dp_params_count(P); i++) {
+        int n = (int)dp_tensor_numel(dp_params_get(P, i)), moved = 0;
+        for (int k = off; k < off + n; k++)
+            moved += ref->params[k] != init[k];
+        if (moved == 0)
+            fail_msg("%s: parameter '%s' never moved in %d steps", def->name, dp_params_name(P, i),
+                     20);
+        off += n;
+    }
+    free(init);
+    dp_model_close(m);
+    dp_devices_close(&dev, 1);
+}
+
 /* Every stage count, micro-batch count and schedule against one device. */
 static void equal_to_one_device(const dp_model_def *def, const int64_t *chw)
 {
     run one = {.def = def, .chw = {chw[0], chw[1], chw[2]}, .ndev = 1, .steps = 20, .batch = 24};
     result ref = train(&one);
+    assert_every_tensor_moved(def, &ref);
     static const int ms[3] = {1, 2, 4};
     for (int K = 2; K <= 3; K++) {
         for (int i = 0; i < 3; i++) {

@@ -71,7 +71,8 @@ float *tu_lenet_initial_params(uint64_t seed, int64_t numel);
  * every tensor is byte-identical, then prints "N tensors identical". */
 void tu_assert_same_tensors(const char *a, const char *b);
 /* max |a - b| / max |b| over the float tensors of two checkpoints, taken
- * per tensor; the largest. */
+ * per tensor (max |a - b| where b's tensor is all zeros); the largest.
+ * Fails the test on a value that is not finite in either. */
 double tu_max_rel_diff(const char *a, const char *b);
 
 /* "Intel(R) Xeon(R) Processor (avx2 avx512f avx512_bf16 amx_bf16)": the

@@ -69,6 +69,7 @@ struct cli_demo_options {
     int schedule;
     int64_t batch;
     const char *plot;
+    const char *checkpoint; /* scratch: device 0's weights to this file (NULL: none) */
 };
 /* dptrain demo's name and flags into *o, the same way; an unknown name is
  * an error here, so the command only dispatches. */

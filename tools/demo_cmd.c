@@ -38,6 +38,8 @@ static const char usage_demo[] =
     "  --batch-size B       batch of random 1x28x28 images, for pipeline [32]\n"
     "  --plot FILE          pipeline: also draw the timeline as a Gantt chart\n"
     "                       to FILE.png or FILE.svg [none]\n"
+    "  --checkpoint FILE    scratch: write device 0's weights to FILE\n"
+    "                       (safetensors) after the steps [none]\n"
     "  -h, --help           show this help\n";
 
 int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *help)
@@ -66,9 +68,10 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
             *help = true;
             return 0;
         }
-        static const char *const with_value[] = {
-            "--devices",  "--allreduce",     "--ops",      "--steps",      "--model",
-            "--pipeline", "--micro-batches", "--schedule", "--batch-size", "--plot"};
+        static const char *const with_value[] = {"--devices",       "--allreduce", "--ops",
+                                                 "--steps",         "--model",     "--pipeline",
+                                                 "--micro-batches", "--schedule",  "--batch-size",
+                                                 "--plot",          "--checkpoint"};
         const char *v;
         if (cli_option_value("demo", with_value, sizeof with_value / sizeof *with_value, argc, argv,
                              &i, &v))
@@ -105,6 +108,8 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
             if (cli_check_plot_path(f, v))
                 return 2;
             o.plot = v;
+        } else if (strcmp(f, "--checkpoint") == 0) {
+            o.checkpoint = v;
         } else if (cli_parse_i64(f, v, 1, 100000000, &o.ops)) {
             return 2;
         }
@@ -144,6 +149,8 @@ int cmd_demo(int argc, char **argv)
      * written is refused before them. */
     if (o.plot && dp_check_output_file(o.plot, "plot") < 0)
         return 1;
+    if (o.checkpoint && dp_check_output_file(o.checkpoint, "checkpoint") < 0)
+        return 1;
     /* cli_demo_parse accepted the name: it is one of these five. */
     int rc;
     if (strcmp(o.name, "dataparallel") == 0)
@@ -156,6 +163,6 @@ int cmd_demo(int argc, char **argv)
         rc = example_pipeline(o.model, o.devices, (int)o.pipeline, (int)o.micro_batches, o.schedule,
                               o.batch, (int)o.steps, o.plot);
     else
-        rc = example_lenet_scratch(o.devices, o.algo, (int)o.steps);
+        rc = example_lenet_scratch(o.devices, o.algo, (int)o.steps, o.checkpoint);
     return rc < 0 ? cli_fail(rc) : 0;
 }

@@ -23,11 +23,12 @@ int example_allreduce(const char *devices, const char *algo)
     return DP_ENOTSUP;
 }
 
-int example_lenet_scratch(const char *devices, const char *algo, int steps)
+int example_lenet_scratch(const char *devices, const char *algo, int steps, const char *checkpoint)
 {
     (void)devices;
     (void)algo;
     (void)steps;
+    (void)checkpoint;
     return DP_ENOTSUP;
 }
 
