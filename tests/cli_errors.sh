@@ -146,7 +146,7 @@ expect_error "cifar10 short record" "$dir/cifar/data_batch_1.bin: truncated reco
 help=$("$bin" train --help)
 declare -A defaults=(
   [--model]="lenet" [--devices]="1" [--allreduce]="nccl across GPUs, else ring"
-  [--threads]="0" [--batch-size]="256" [--lr]="0.2" [--momentum]="0" [--weight-decay]="0"
+  [--threads]="0" [--batch-size]="256" [--lr]="0.2" [--momentum]="0" [--weight-decay]="0; adamw: 0.01"
   [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
   [--init-xavier]="off" [--dataset]="fashion-mnist"
   [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; mnist and cifar10: required"
@@ -158,7 +158,12 @@ declare -A defaults=(
   [--resume]="none" [--init]="the seed's init" [--on-checkpoint-error]="stop"
   [--skip-nonfinite]="stop" [--deterministic]="off" [--progress]="auto" [--precision]="fp32"
   [--conv-algo]="auto; direct with --deterministic; the environment's DPTRAIN_CONV_ALGO where set"
-  [--no-tf32]="TF32 allowed")
+  [--no-tf32]="TF32 allowed"
+  [--optimizer]="sgd" [--nesterov]="off" [--betas]="0.9,0.999" [--eps]="1e-8"
+  [--clip-grad-norm]="off" [--label-smoothing]="0" [--lr-schedule]="constant" [--lr-step]="1"
+  [--lr-milestones]="none" [--lr-gamma]="0.1" [--lr-min]="0" [--warmup-steps]="0"
+  [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
+  [--pct-start]="0.3")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
 # joined with single spaces.
 entry() {
