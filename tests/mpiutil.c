@@ -320,3 +320,28 @@ bool mu_gone(pid_t pid, double seconds)
     }
     return false;
 }
+
+int mu_assert_same_non_float(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
+    int n = 0;
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        if (ta.dtype == DP_ST_F32)
+            continue;
+        if (dp_safetensors_find(fb, ta.name, &tb) != 0)
+            fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
+        assert_int_equal(ta.dtype, tb.dtype);
+        assert_int_equal(ta.bytes, tb.bytes);
+        if (memcmp(ta.data, tb.data, ta.bytes) != 0)
+            fail_msg("tensor '%s' differs between %s and %s", ta.name, a, b);
+        n++;
+    }
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+    return n;
+}

@@ -104,6 +104,11 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
  * fails the test on a value that is not finite in either. */
 double mu_max_param_diff(const char *a, const char *b);
 
+/* Fails unless the tensors of two checkpoints that are not float32 (batch
+ * norm's I64 num_batches_tracked, which the float differences above pass
+ * over) hold the same bytes; returns how many there are. */
+int mu_assert_same_non_float(const char *a, const char *b);
+
 /* The pid of MPI rank `rank` among the children of `parent` (mpirun), or
  * -1. */
 pid_t mu_find_rank(pid_t parent, int rank);

@@ -26,9 +26,10 @@ int setup(void **state)
  * are compared bit for bit), then `extra`. */
 pid_t start(const char *const *extra, const child_opts *c)
 {
-    const char *args[64] = {
-        dptrain,  "train", "--limit-test", "256",   "--batch-size",  "64",  "--threads", "1",
-        "--seed", "7",     "--progress",   "never", "--limit-train", "2048", "--conv-algo", "direct"};
+    const char *args[64] = {dptrain,         "train", "--limit-test", "256",
+                            "--batch-size",  "64",    "--threads",    "1",
+                            "--seed",        "7",     "--progress",   "never",
+                            "--limit-train", "2048",  "--conv-algo",  "direct"};
     int n = 16;
     for (int i = 0; extra[i]; i++)
         args[n++] = extra[i];
@@ -111,6 +112,29 @@ void copy_file(const char *from, const char *to)
         assert_int_equal(fwrite(buf, 1, n, out), n);
     fclose(in);
     assert_int_equal(fclose(out), 0);
+}
+
+void assert_same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    assert_non_null(fa);
+    assert_non_null(fb);
+    long long at = 0;
+    int ca, cb;
+    do {
+        ca = getc(fa);
+        cb = getc(fb);
+        if (ca != cb) {
+            fclose(fa);
+            fclose(fb);
+            fail_msg("%s and %s differ at byte %lld%s", a, b, at,
+                     ca == EOF || cb == EOF ? " (one ends there)" : "");
+        }
+        at++;
+    } while (ca != EOF);
+    fclose(fa);
+    fclose(fb);
+    printf("%s: the same %lld bytes as %s\n", a, at - 1, b);
 }
 
 /* `dptrain eval` accepts the checkpoint. */

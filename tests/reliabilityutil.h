@@ -36,6 +36,9 @@ void assert_has(const char *text, const char *want);
 /* The checkpoint's "dptrain.epochs_done", or -1 if it has none. */
 int epochs_done(const char *path);
 void copy_file(const char *from, const char *to);
+/* Fails unless the two files hold the same bytes (says where they first
+ * differ). */
+void assert_same_file(const char *a, const char *b);
 /* `dptrain eval` accepts the checkpoint. */
 void assert_loadable(const char *path);
 

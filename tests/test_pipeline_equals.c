@@ -148,8 +148,9 @@ static void free_result(result *r)
     free(r->buffers);
 }
 
-/* Trains r and checks its weights against ref's: within 2e-5 of the largest
- * weight, and identical when `identical`. */
+/* Trains r and checks its weights against ref's: identical when
+ * `identical`, else within 5e-7 of the largest weight, as the README says
+ * (measured: 3.9e-7 for the nn.Sequential file, 8.9e-8 for LeNet). */
 static void assert_like(const result *ref, const run *r, bool identical)
 {
     result got = train(r);
@@ -162,7 +163,8 @@ static void assert_like(const result *ref, const run *r, bool identical)
                   ref->loss);
     if (identical)
         assert_memory_equal(got.params, ref->params, (size_t)ref->nparams * sizeof *ref->params);
-    assert_true(d < 2e-5);
+    else if (!(d <= 5e-7))
+        fail_msg("largest difference %.3g of the largest weight, more than 5e-7", d);
     free_result(&got);
 }
 
@@ -255,7 +257,8 @@ static void hybrid_equals_one_device(void **state)
 }
 
 /* Batch norm, one micro-batch: weights, running statistics and
- * num_batches_tracked as on one device. */
+ * num_batches_tracked as on one device, bit for bit (the same sums in the
+ * same order). */
 static void resnet18_equals_one_device(void **state)
 {
     (void)state;
@@ -275,8 +278,9 @@ static void resnet18_equals_one_device(void **state)
                   "batches tracked %lld vs %lld\n",
                   (long long)ref.nparams, dp_, (long long)ref.nbuffers, db,
                   (long long)got.batches_tracked, (long long)ref.batches_tracked);
-    assert_true(dp_ < 1e-5);
-    assert_true(db < 1e-5);
+    assert_int_equal(got.nbuffers, ref.nbuffers);
+    assert_memory_equal(got.params, ref.params, (size_t)ref.nparams * sizeof *ref.params);
+    assert_memory_equal(got.buffers, ref.buffers, (size_t)ref.nbuffers * sizeof *ref.buffers);
     assert_int_equal(got.batches_tracked, ref.batches_tracked);
     free_result(&got);
     free_result(&ref);

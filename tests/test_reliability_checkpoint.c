@@ -4,7 +4,8 @@
  *   leaves the previous one loadable; --on-checkpoint-error says whether
  *   the run stops or goes on;
  * - --deterministic runs repeat bit for bit, also when one is killed
- *   (SIGKILL, at a random moment) and resumed from its last checkpoint. */
+ *   (SIGKILL, at a random moment after its first checkpoint) and resumed
+ *   from its last checkpoint. */
 #include "reliabilityutil.h"
 
 #include "dp/dp.h"
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,17 +118,29 @@ static int unmount_teardown(void **state)
     return tu_teardown_tmp(state);
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
 /* --deterministic: two runs give the same bits; a run killed with SIGKILL
- * at a random moment and resumed from whatever checkpoint it left gives
- * them too. */
+ * at a random moment after its first checkpoint and resumed from whatever
+ * checkpoint it left gives them too. The kill waits for that checkpoint
+ * (killed before it, the run would only start again and prove nothing
+ * about resume), and must land before the run ends. The resumed run's
+ * metrics hold only the epochs after the checkpoint: one retrained from
+ * the seed would end with the same bits. */
 static void kill_at_random_deterministic(void **state)
 {
     (void)state;
     NEED_DATA();
-    char whole[512], again[512], killed[512];
+    char whole[512], again[512], killed[512], metrics[512];
     tmp_path(whole, "whole.safetensors");
     tmp_path(again, "again.safetensors");
     tmp_path(killed, "killed.safetensors");
+    tmp_path(metrics, "resumed.jsonl");
     const char *common[] = {"--epochs",        "4",           "--lr",      "0.05",
                             "--momentum",      "0.9",         "--devices", "2",
                             "--deterministic", "--checkpoint"};
@@ -138,12 +152,11 @@ static void kill_at_random_deterministic(void **state)
     const char *a[] = ARGS(whole, );
     assert_int_equal(run(a, NULL), 0);
     /* The second run, with warm caches, times the run to kill. */
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const char *b[] = ARGS(again, );
     assert_int_equal(run(b, NULL), 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double seconds = seconds_since(&t0);
     printf("two --deterministic runs: ");
     tu_assert_same_tensors(whole, again);
 
@@ -152,29 +165,40 @@ static void kill_at_random_deterministic(void **state)
     if (env_seed)
         seed = (unsigned)strtoul(env_seed, NULL, 10);
     srand(seed);
-    double at = seconds * (0.05 + 0.75 * (double)rand() / RAND_MAX);
-    printf("killing after %.2f s of a %.2f s run (DP_TEST_KILL_SEED=%u)\n", at, seconds, seed);
     const char *c[] = ARGS(killed, );
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     pid_t pid = start(c, NULL);
+    struct stat st;
+    while (stat(killed, &st) != 0) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            fail_msg("the run ended before its first checkpoint");
+        if (seconds_since(&t0) > 120) {
+            kill(pid, SIGKILL);
+            fail_msg("no checkpoint after 120 s");
+        }
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    /* About 3 of the 4 epochs are left: the kill lands within the first
+     * three quarters of what the timed run says they take. */
+    double first = seconds_since(&t0), left = seconds - first;
+    double at = left > 0 ? left * 0.75 * (double)rand() / RAND_MAX : 0;
+    printf("first checkpoint after %.2f s of a %.2f s run; killing %.2f s later "
+           "(DP_TEST_KILL_SEED=%u)\n",
+           first, seconds, at, seed);
     struct timespec d = {(time_t)at, (long)((at - (double)(time_t)at) * 1e9)};
     nanosleep(&d, NULL);
     kill(pid, SIGKILL);
     int status = wait_exit(pid);
-    struct stat st;
-    if (stat(killed, &st) == 0) {
-        int done = epochs_done(killed);
-        printf("%s with %d epoch(s) checkpointed; resuming\n",
-               status == 128 + SIGKILL ? "killed" : "finished before the kill", done);
-        if (done < 4) {
-            const char *r[] = ARGS(killed, "--resume", killed, );
-            assert_int_equal(run(r, NULL), 0);
-        }
-    } else {
-        assert_int_equal(status, 128 + SIGKILL);
-        printf("killed before the first checkpoint; starting again\n");
-        assert_int_equal(run(c, NULL), 0);
-    }
+    if (status != 128 + SIGKILL)
+        fail_msg("the run ended (status %d) before the kill: nothing was resumed", status);
+    int done = epochs_done(killed);
+    printf("killed with %d epoch(s) checkpointed; resuming\n", done);
+    assert_true(done >= 1 && done < 4);
+    const char *r[] = ARGS(killed, "--resume", killed, "--metrics", metrics, );
+    assert_int_equal(run(r, NULL), 0);
     assert_int_equal(epochs_done(killed), 4);
+    tu_assert_metrics_epochs(metrics, done + 1, 4);
     tu_assert_same_tensors(whole, killed);
 #undef ARGS
 }

@@ -87,7 +87,9 @@ static void sgd_skips_nonfinite_gradient(void **state)
 }
 
 /* 2048 samples in batches of 64: 32 steps an epoch. Step 40 is epoch 2's
- * batch 7; the checkpoint of epoch 1 must survive unchanged. */
+ * batch 7; the checkpoint of epoch 1, which the poisoned run resumed from,
+ * must survive byte for byte (rewritten at the stop, it could still say
+ * epoch 1 and load). */
 static void injected_nan_stops(void **state)
 {
     (void)state;
@@ -100,7 +102,7 @@ static void injected_nan_stops(void **state)
     assert_int_equal(run(one, NULL), 0);
     copy_file(ck, kept);
 
-    const char *a[] = {"--epochs", "3", "--checkpoint", ck, NULL};
+    const char *a[] = {"--epochs", "3", "--checkpoint", ck, "--resume", ck, NULL};
     child_opts c = {.err_path = err, .env = "DP_INJECT_NAN=40:W2"};
     assert_int_equal(run(a, &c), 1);
     const char *text = slurp(err);
@@ -109,12 +111,18 @@ static void injected_nan_stops(void **state)
     assert_has(text, "stopped without applying it; the last checkpoint (");
     assert_has(text, "nan.safetensors, epoch 1) is intact");
     assert_int_equal(epochs_done(ck), 1);
+    assert_same_file(ck, kept);
     assert_loadable(ck);
 
-    /* Resumed without the injection, it goes on from epoch 1 to the end. */
-    const char *b[] = {"--epochs", "3", "--checkpoint", ck, "--resume", ck, NULL};
+    /* Resumed without the injection, it goes on from epoch 1 to the end:
+     * epochs 2 and 3. */
+    char metrics[512];
+    tmp_path(metrics, "resumed.jsonl");
+    const char *b[] = {"--epochs", "3",         "--checkpoint", ck,  "--resume",
+                       ck,         "--metrics", metrics,        NULL};
     assert_int_equal(run(b, NULL), 0);
     assert_int_equal(epochs_done(ck), 3);
+    tu_assert_metrics_epochs(metrics, 2, 3);
 
     /* A realistic one: an lr so large that the weights overflow. */
     const char *d[] = {"--epochs", "1", "--lr", "1e6", NULL};

@@ -71,6 +71,34 @@ static const char *meta(const char *path, const char *key, char *buf, size_t siz
     return buf;
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits (up to 120 s) until the metrics file `path` has a line that holds
+ * `want`: with "{\"step\": 3," the run is past its start and training
+ * (the step lines reach the file with the epoch's line, at its end); with
+ * "{\"epoch\": 1," epoch 1 has ended and its checkpoint is being written. */
+static void wait_for_line(const char *path, const char *want)
+{
+    for (int i = 0; i < 12000; i++) {
+        FILE *f = fopen(path, "r");
+        char line[512];
+        bool seen = false;
+        while (f && !seen && fgets(line, sizeof line, f))
+            seen = strstr(line, want) != NULL;
+        if (f)
+            fclose(f);
+        if (seen)
+            return;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    fail_msg("%s never showed '%s'", path, want);
+}
+
 static void kill_and_resume(void **state)
 {
     (void)state;
@@ -98,35 +126,70 @@ static void kill_and_resume(void **state)
     printf("killed after %s epoch(s) were checkpointed\n", done);
     assert_true(strcmp(done, "1") == 0 || strcmp(done, "2") == 0);
 
-    const char *c[] = {"--checkpoint", killed, "--resume", killed, NULL};
+    /* Retrained from the seed, the run would end with the same bits: its
+     * metrics must hold only the epochs after the checkpoint. */
+    char metrics[256];
+    snprintf(metrics, sizeof metrics, "%s/resumed.jsonl", dir);
+    int from = atoi(done) + 1;
+    const char *c[] = {"--checkpoint", killed, "--resume", killed, "--metrics", metrics, NULL};
     assert_int_equal(wait_exit(start_train(c)), 0);
     assert_string_equal(meta(killed, "dptrain.epochs_done", buf, sizeof buf), "3");
+    tu_assert_metrics_epochs(metrics, from, 3);
     tu_assert_same_tensors(whole, killed);
+    remove(metrics);
 
     /* SIGTERM: the run finishes its step, saves itself (mid-epoch, with the
-     * batch to go on from) and exits 143; resumed, it ends where an
-     * uninterrupted run does. */
-    char stopped[256];
+     * batch to go on from), says so and exits 143 itself (a run that did
+     * not handle the signal would die by it, and waitpid says which); resumed,
+     * it trains only the rest of its epoch and those after, and ends where
+     * an uninterrupted run does. The signal is sent once epoch 1's metrics
+     * line is out, so the stop comes after a step of epoch 2 (or, on a
+     * loaded machine, 3): at a batch > 0. */
+    char stopped[256], stop_metrics[256], err[256];
     snprintf(stopped, sizeof stopped, "%s/stopped.safetensors", dir);
-    const char *e[] = {"--checkpoint", stopped, NULL};
+    snprintf(stop_metrics, sizeof stop_metrics, "%s/stop_metrics.jsonl", dir);
+    snprintf(err, sizeof err, "%s/stderr.log", dir);
+    const char *e[] = {"--checkpoint", stopped, "--metrics", stop_metrics, NULL};
+    child_stderr = err;
     pid = start_train(e);
-    nanosleep(&(struct timespec){0, 700000000}, NULL);
+    child_stderr = NULL;
+    wait_for_line(stop_metrics, "{\"epoch\": 1,");
     assert_int_equal(kill(pid, SIGTERM), 0);
-    assert_int_equal(wait_exit(pid), 143);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status))
+        fail_msg("SIGTERM: the run died by signal %d instead of saving and exiting 143",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    assert_int_equal(WEXITSTATUS(status), 143);
+    FILE *f = fopen(err, "r");
+    assert_non_null(f);
+    char line[1024] = "";
+    char *said = fgets(line, sizeof line, f);
+    fclose(f);
+    assert_non_null(said);
+    printf("SIGTERM: exit 143, said: %s", line);
+    assert_non_null(strstr(line, "dptrain: stopped by SIGTERM before epoch "));
+    assert_non_null(strstr(line, stopped));
     char batch[64];
-    printf("SIGTERM: stopped before epoch %d batch %s\n",
-           atoi(meta(stopped, "dptrain.epochs_done", buf, sizeof buf)) + 1,
-           meta(stopped, "dptrain.batch", batch, sizeof batch));
-    const char *g[] = {"--checkpoint", stopped, "--resume", stopped, NULL};
+    from = atoi(meta(stopped, "dptrain.epochs_done", buf, sizeof buf)) + 1;
+    int at = atoi(meta(stopped, "dptrain.batch", batch, sizeof batch));
+    printf("SIGTERM: stopped before epoch %d batch %d of 32\n", from, at);
+    assert_true(from == 2 || from == 3);
+    assert_true(at > 0 && at <= 32); /* 2048 samples in batches of 64 */
+    const char *g[] = {"--checkpoint", stopped, "--resume", stopped, "--metrics", metrics, NULL};
     assert_int_equal(wait_exit(start_train(g)), 0);
+    tu_assert_metrics_epochs(metrics, from, 3);
     tu_assert_same_tensors(whole, stopped);
     remove(stopped);
+    remove(stop_metrics);
+    remove(err);
+    remove(metrics);
 
     /* Resuming a finished run asks for more epochs; a corrupt file is an
      * error naming it. */
     const char *d[] = {"--resume", killed, NULL};
     assert_int_equal(wait_exit(start_train(d)), 1);
-    FILE *f = fopen(killed, "r+b");
+    f = fopen(killed, "r+b");
     assert_non_null(f);
     fseek(f, 8 + 10, SEEK_SET);
     fputs("@@@@", f);
@@ -137,32 +200,6 @@ static void kill_and_resume(void **state)
     remove(killed);
     remove(dir);
     free(dir);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Waits (up to 120 s) until the metrics file `path` shows step 3: the run
- * is past its start and training. */
-static void wait_for_steps(const char *path)
-{
-    for (int i = 0; i < 12000; i++) {
-        FILE *f = fopen(path, "r");
-        char line[512];
-        bool seen = false;
-        while (f && !seen && fgets(line, sizeof line, f))
-            seen = strstr(line, "{\"step\": 3,") != NULL;
-        if (f)
-            fclose(f);
-        if (seen)
-            return;
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
-    fail_msg("%s never showed step 3", path);
 }
 
 /* Ctrl-C, as the README says: the first SIGINT lets the step finish, saves
@@ -182,7 +219,7 @@ static void sigint_saves_then_second_ends(void **state)
     const char *a[] = {"--checkpoint", ck, "--metrics", steps, "--log-steps", NULL};
     child_stderr = log;
     pid_t pid = start_train(a);
-    wait_for_steps(steps);
+    wait_for_line(steps, "{\"step\": 3,");
     assert_int_equal(kill(pid, SIGINT), 0);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -210,7 +247,7 @@ static void sigint_saves_then_second_ends(void **state)
     const char *big[] = {"--checkpoint", ck,     "--metrics", steps, "--log-steps",
                          "--batch-size", "1024", NULL};
     pid = start_train(big);
-    wait_for_steps(steps);
+    wait_for_line(steps, "{\"step\": 3,");
     double t0 = now();
     assert_int_equal(kill(pid, SIGINT), 0);
     nanosleep(&(struct timespec){0, 20000000}, NULL);

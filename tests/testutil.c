@@ -351,3 +351,29 @@ const char *tu_cpu_name(void)
              have[0] ? have : "no avx2", isa ? "; DNNL_MAX_CPU_ISA=" : "", isa ? isa : "", "");
     return name;
 }
+
+void tu_assert_metrics_epochs(const char *path, int first, int last)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read the metrics file %s", path);
+    static char line[1 << 16];
+    int want = first;
+    while (fgets(line, sizeof line, f)) {
+        int epoch;
+        if (sscanf(line, "{\"epoch\": %d,", &epoch) != 1)
+            continue; /* a --log-steps line */
+        if (epoch != want) {
+            fclose(f);
+            fail_msg("%s holds epoch %d where epoch %d was expected (epochs %d to %d)", path, epoch,
+                     want, first, last);
+        }
+        want++;
+    }
+    fclose(f);
+    if (want == first)
+        fail_msg("%s holds no epoch line (epochs %d to %d expected)", path, first, last);
+    if (want != last + 1)
+        fail_msg("%s holds epochs %d to %d, not %d to %d", path, first, want - 1, first, last);
+    printf("%s: epochs %d to %d only\n", path, first, last);
+}

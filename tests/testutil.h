@@ -74,6 +74,12 @@ void tu_assert_same_tensors(const char *a, const char *b);
  * per tensor (max |a - b| where b's tensor is all zeros); the largest.
  * Fails the test on a value that is not finite in either. */
 double tu_max_rel_diff(const char *a, const char *b);
+/* Fails unless the --metrics file `path` holds the epoch lines of epochs
+ * first..last, in order, and no other: a resumed run writes only the
+ * epochs it trained, so a --resume that retrained from the start (and
+ * ended with the same weights) fails here. --log-steps lines are passed
+ * over. */
+void tu_assert_metrics_epochs(const char *path, int first, int last);
 
 /* "Intel(R) Xeon(R) Processor (avx2 avx512f avx512_bf16 amx_bf16)": the
  * CPU's model name and which of those instruction sets it has (and
