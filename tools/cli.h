@@ -53,7 +53,7 @@ int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *hel
 
 struct dp_eval_options;
 /* dptrain eval's flags into *o, the same way. */
-int cli_eval_parse(int argc, char **argv, struct dp_eval_options *o, bool *help);
+int cli_eval_parse(int argc, char **argv, struct dp_eval_options *o, bool *help, bool *confusion);
 
 /* dptrain demo NAME [options]: which demonstration, with what. */
 struct cli_demo_options {

@@ -1,4 +1,5 @@
-/* dptrain eval: the test accuracy of a checkpoint's weights. */
+/* dptrain eval: the test accuracy (and loss, top-5 accuracy, confusion
+ * matrix) of a checkpoint's weights. */
 #include "cli.h"
 
 #include "dp/dp.h"
@@ -11,7 +12,8 @@ static const char usage_eval[] =
     "\n"
     "Evaluates the weights in FILE (a dptrain checkpoint, or a PyTorch state dict\n"
     "saved as safetensors) on a dataset's test set (Fashion-MNIST by default)\n"
-    "and prints 'test acc: A' with four decimals.\n"
+    "and prints 'test acc: A' with four decimals, then the test loss (and the\n"
+    "top-5 accuracy with more than 5 classes).\n"
     "\n"
     "options (default in brackets):\n"
     "  --checkpoint FILE    the weights (required)\n"
@@ -25,17 +27,24 @@ static const char usage_eval[] =
     "                       cifar10: required]\n"
     "  --limit-test N       use the first N test samples, 0 = all [0]\n"
     "  --precision P        fp32, bf16 or bf16-reference, as dptrain train [fp32]\n"
+    "  --confusion          also print the confusion matrix (rows: the label,\n"
+    "                       columns: the prediction) and each class's accuracy [off]\n"
     "  -h, --help           show this help\n";
 
-int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
+int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help, bool *confusion)
 {
     dp_eval_options o = {0};
     *help = false;
+    *confusion = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
             *help = true;
             return 0;
+        }
+        if (strcmp(f, "--confusion") == 0) {
+            *confusion = true;
+            continue;
         }
         static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
                                                  "--threads",    "--batch-size", "--data",
@@ -83,23 +92,51 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help)
     return 0;
 }
 
+/* The confusion matrix, a row per label and a column per prediction, then
+ * each class's accuracy (its diagonal over its row). */
+static void print_confusion(const dp_eval_result *r)
+{
+    int k = r->classes;
+    printf("confusion matrix (rows: label, columns: predicted)\n      ");
+    for (int j = 0; j < k; j++)
+        printf(" %6d", j);
+    printf("  class acc\n");
+    for (int i = 0; i < k; i++) {
+        int64_t row = 0;
+        printf("%6d", i);
+        for (int j = 0; j < k; j++) {
+            printf(" %6lld", (long long)r->confusion[i * k + j]);
+            row += r->confusion[i * k + j];
+        }
+        printf("  %.4f\n", row ? (double)r->confusion[i * k + i] / (double)row : 0.0);
+    }
+}
+
 int cmd_eval(int argc, char **argv)
 {
     dp_eval_options o;
-    bool help;
-    int status = cli_eval_parse(argc, argv, &o, &help);
+    bool help, confusion;
+    int status = cli_eval_parse(argc, argv, &o, &help, &confusion);
     if (status != 0)
         return status;
     if (help) {
         fputs(usage_eval, stdout);
         return 0;
     }
-    double acc;
-    char devices[256];
-    int rc = dp_evaluate(&o, &acc, devices, sizeof devices);
-    if (rc < 0)
+    dp_eval_result r;
+    int rc = dp_evaluate_detailed(&o, &r);
+    if (rc < 0) {
+        dp_eval_result_free(&r);
         return cli_fail(rc);
-    if (dp_dist_rank() == 0)
-        printf("test acc: %.4f\n", acc);
+    }
+    if (dp_dist_rank() == 0) {
+        printf("test acc: %.4f\n", r.test_acc);
+        printf("test loss: %.4f\n", r.test_loss);
+        if (r.classes > 5)
+            printf("test top-5 acc: %.4f\n", r.test_top5);
+        if (confusion)
+            print_confusion(&r);
+    }
+    dp_eval_result_free(&r);
     return 0;
 }

@@ -93,6 +93,11 @@ static const char usage_train_rest[] =
     "                       PyTorch's state_dict names) after every epoch, and on\n"
     "                       SIGINT/SIGTERM after the current step [none; a\n"
     "                       stopped run writes dptrain-interrupted.safetensors]\n"
+    "  --save-best FILE     also keep the checkpoint of the best test accuracy so\n"
+    "                       far in FILE, written after each epoch that beats it\n"
+    "                       [none]\n"
+    "  --early-stop N       end the run after N epochs without a better test\n"
+    "                       accuracy [off]\n"
     "  --resume FILE        go on from a checkpoint: same weights, momentum, seed\n"
     "                       and data order as if never stopped [none]\n"
     "  --init FILE          start from the weights in FILE (a checkpoint or a\n"
@@ -183,7 +188,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--checkpoint",  "--resume",      "--init",          "--on-checkpoint-error",
             "--dataset",     "--init-normal", "--bucket-mb",     "--grad-compress",
             "--pipeline",    "--stages",      "--micro-batches", "--schedule",
-            "--precision",   "--conv-algo"};
+            "--precision",   "--conv-algo",   "--save-best",     "--early-stop"};
         const char *with_value[sizeof own / sizeof *own + 32];
         size_t nv = 0;
         for (size_t k = 0; k < sizeof own / sizeof *own; k++)
@@ -249,6 +254,11 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             o.checkpoint_path = v;
         } else if (strcmp(f, "--resume") == 0) {
             o.resume_path = v;
+        } else if (strcmp(f, "--save-best") == 0) {
+            o.save_best_path = v;
+        } else if (strcmp(f, "--early-stop") == 0) {
+            if (!(rc = cli_parse_i64(f, v, 1, DP_MAX_EPOCHS, &n)))
+                o.early_stop = (int)n;
         } else if (strcmp(f, "--init") == 0) {
             o.init_path = v;
         } else if (strcmp(f, "--allreduce") == 0) {
@@ -376,6 +386,12 @@ int cmd_train(int argc, char **argv)
         printf("stage %d (layers %d-%d): %lld parameters (%.2f MB), activations at most %.2f MB\n",
                k, r.stage_first[k], r.stage_first[k + 1] - 1, (long long)r.stage_params[k],
                (double)r.stage_params[k] * 4 / 1e6, (double)r.stage_activation_bytes[k] / 1e6);
+    if (dp_dist_rank() == 0 && r.early_stopped)
+        printf("stopped early after epoch %d: no better test accuracy for %d epochs\n",
+               r.epochs_done, o.early_stop);
+    if (dp_dist_rank() == 0 && (o.save_best_path || o.early_stop))
+        printf("best test acc: %.4f after epoch %d%s%s\n", r.best_test_acc, r.best_epoch,
+               o.save_best_path ? ", kept in " : "", o.save_best_path ? o.save_best_path : "");
     if (dp_dist_rank() == 0)
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", r.test_acc, r.sec_per_epoch, r.devices);
     return 0;

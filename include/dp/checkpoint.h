@@ -38,6 +38,8 @@ typedef struct dp_checkpoint_state {
     char devices[256];    /* of each history entry (they share one string) */
     char precision[16];   /* the run's dp_precision_name, for the record ("" none) */
     char lr_schedule[96]; /* the run's learning-rate schedule, for the record ("" none) */
+    double best_acc;      /* the best test accuracy so far and its epoch (0: none) */
+    int best_epoch;
     /* dp_conv_choices_save's lines when convolutions were measured
      * (DP_CONV_ALGO_AUTO), so that a resumed run runs the same kernels;
      * "" when none. */

@@ -6,7 +6,7 @@
  *   for each batch b (on the host):
  *       dp_executor_forward_backward(ex, &b, loss, correct); // gradients in the replicas
  *       dp_executor_step(ex, 1.0f / b.n);                     // summed, then applied
- *   dp_executor_evaluate(ex, &test_batch, correct);
+ *   dp_executor_evaluate(ex, &test_batch, counts, loss);
  *   dp_executor_close(ex);                                    // closes dp or pipe too
  *
  * Data parallelism (dp/parallel.h: each replica on its own rows, as
@@ -36,8 +36,10 @@ typedef struct dp_executor_ops {
      * summed loss, *correct += its right answers. */
     int (*forward_backward)(void *self, const dp_host_batch *b, dp_tensor_t *loss,
                             dp_tensor_t *correct);
-    /* *correct (1 float on the first device) += the right answers of b. */
-    int (*evaluate)(void *self, const dp_host_batch *b, dp_tensor_t *correct);
+    /* On the first device: *counts (2 + K * K floats: right answers, top-5
+     * right answers, confusion matrix, dp_eval_counts_accumulate's) and
+     * *loss (1 float, or NULL: the summed cross-entropy) += batch b's. */
+    int (*evaluate)(void *self, const dp_host_batch *b, dp_tensor_t *counts, dp_tensor_t *loss);
     void (*close)(void *self); /* may be NULL: the caller keeps self */
 } dp_executor_ops;
 
@@ -60,8 +62,11 @@ int dp_executor_forward_backward(dp_executor_t *e, const dp_host_batch *b, dp_te
 /* Once the gradients are ready: summed over the replicas (and ranks) and
  * applied to every replica alike: p -= lr * grad_sum * grad_scale. */
 int dp_executor_step(dp_executor_t *e, float grad_scale);
-/* *correct += the right answers of batch b, with the model in eval mode. */
-int dp_executor_evaluate(dp_executor_t *e, const dp_host_batch *b, dp_tensor_t *correct);
+/* Batch b with the model in eval mode: *counts += its right answers, top-5
+ * right answers and confusion matrix, *loss (may be NULL) += its summed
+ * loss (the ops' evaluate above). */
+int dp_executor_evaluate(dp_executor_t *e, const dp_host_batch *b, dp_tensor_t *counts,
+                         dp_tensor_t *loss);
 /* The replicas, their optimizers and buffers: what a checkpoint saves and
  * loads (replica 0's), and the communication figures. */
 dp_data_parallel_t *dp_executor_replicas(dp_executor_t *e);

@@ -181,6 +181,13 @@ int dp_cross_entropy_smoothed(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor
 /* correct (1) += number of rows of logits (N, K) whose argmax is the label.
  * Not differentiable; `correct` is a float tensor the caller owns. */
 int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_t *labels);
+/* What evaluation counts, into one float tensor of 2 + K * K entries on the
+ * logits' device (K classes): [0] += rows whose argmax is the label, [1] +=
+ * rows whose label is among the 5 largest logits (torch.topk's top-5
+ * accuracy: fewer than 5 logits above the label's), [2 + y K + p] += 1 for
+ * each row of label y predicted p (the confusion matrix). Not
+ * differentiable. */
+int dp_eval_counts_accumulate(dp_tensor_t *counts, dp_tensor_t *logits, dp_tensor_t *labels);
 
 /* SyncBatchNorm: the replicas of one batch norm layer share a group, and in
  * training the batch statistics (and the sums the backward needs) are those

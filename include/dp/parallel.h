@@ -147,9 +147,12 @@ typedef struct dp_host_batch {
  * gathered batch bit for bit; the loss differs in the order of its sum. */
 int dp_data_parallel_forward_backward(dp_data_parallel_t *dp, const dp_host_batch *b,
                                       dp_tensor_t *loss, dp_tensor_t *correct);
-/* The same split for evaluation (no tape records): *correct (1 float, on
- * devs[0]) += the right answers of the batch. */
-int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp_tensor_t *correct);
+/* The same split for evaluation (no tape records), on devs[0]: *counts
+ * (2 + K * K floats for K classes, dp_eval_counts_accumulate's) += the
+ * batch's right answers, top-5 right answers and confusion matrix, and
+ * *loss (1 float; may be NULL) += its summed cross-entropy (no smoothing). */
+int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp_tensor_t *counts,
+                              dp_tensor_t *loss);
 /* Replica k's summed loss of the last dp_data_parallel_forward_backward
  * (1 float on replica k's device, valid until the next), or NULL. */
 dp_tensor_t *dp_data_parallel_replica_loss(dp_data_parallel_t *dp, int k);

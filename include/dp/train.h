@@ -24,6 +24,15 @@ extern "C" {
 struct dp_dataset;
 struct dp_model_def;
 
+/* What on_step sees of a step (read-only). */
+typedef struct dp_step_view {
+    int64_t step;  /* the run's update count, from 1 */
+    int epoch;     /* from 1 */
+    int64_t batch; /* within the epoch, from 0 */
+    double loss;   /* mean loss of the step's batch */
+    double lr;     /* the learning rate its update used */
+} dp_step_view;
+
 typedef struct dp_train_options {
     const char *model;   /* "lenet" */
     const char *devices; /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
@@ -48,6 +57,21 @@ typedef struct dp_train_options {
      * warmup_epochs > 0 sets warmup_steps to that many epochs' batches. */
     dp_lr_schedule lr_schedule;
     double warmup_epochs;
+    /* The checkpoint of the best test accuracy so far, written (atomically,
+     * as checkpoint_path) after each epoch that beats it; NULL: none. With
+     * early_stop N > 0 the run ends after N epochs without a better test
+     * accuracy (dp_train_result.early_stopped). */
+    const char *save_best_path;
+    int early_stop;
+    /* Called on the thread that calls dp_train: on_step once a step's loss
+     * is known (a step or so after it was issued; under mpirun, on rank 0's
+     * loss at the end of the epoch), on_epoch after each epoch's figures.
+     * Either may return true to stop the run after the current step, as a
+     * stop request does (a checkpoint is written; dp_train returns
+     * DP_EINTR). NULL: none. */
+    bool (*on_step)(const dp_step_view *step, void *user);
+    bool (*on_epoch)(const dp_epoch_stats *epoch, void *user);
+    void *callback_user;
     int epochs; /* 1 to DP_MAX_EPOCHS */
     uint64_t seed;
     const char *dataset;  /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
@@ -140,6 +164,11 @@ typedef struct dp_train_result {
     int pipeline_stages;
     int stage_first[65]; /* stage k: layers stage_first[k] .. stage_first[k + 1] - 1 */
     int64_t stage_params[64], stage_activation_bytes[64];
+    /* save_best_path: the best test accuracy and its epoch (from 1); with
+     * early_stop, whether the run ended for want of a better one. */
+    double best_test_acc;
+    int best_epoch;
+    bool early_stopped;
 } dp_train_result;
 
 /* Trains; returns 0, a negative DP_E* code, or DP_EINTR after
@@ -174,6 +203,24 @@ typedef struct dp_eval_options {
 } dp_eval_options;
 
 int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size);
+
+/* Everything an evaluation counts. */
+typedef struct dp_eval_result {
+    double test_acc;  /* fraction with the argmax on the label */
+    double test_loss; /* mean cross-entropy per sample (no label smoothing) */
+    double test_top5; /* fraction with the label among the 5 largest logits; 0 with 5
+                         classes or fewer */
+    int64_t samples;
+    int classes;
+    /* classes x classes counts, [label * classes + predicted] (malloc'd;
+     * dp_eval_result_free frees it). */
+    int64_t *confusion;
+    char devices[320];
+} dp_eval_result;
+
+/* dp_evaluate with every figure. */
+int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r);
+void dp_eval_result_free(dp_eval_result *r);
 
 #ifdef __cplusplus
 }

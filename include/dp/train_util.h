@@ -21,6 +21,9 @@ typedef struct dp_epoch_stats {
     double train_loss;         /* mean cross-entropy per sample */
     double train_acc;          /* fraction correct on the training batches */
     double test_acc;           /* fraction correct on the test set */
+    double test_loss;          /* mean cross-entropy per test sample; 0: not measured */
+    double test_top5;          /* fraction with the label among the 5 largest logits,
+                                  with more than 5 classes; 0: not measured */
     double epoch_seconds;      /* training time only, as the seed's Timer */
     double samples_per_second; /* training samples / epoch_seconds */
     const char *devices;       /* "[cpu:0, cpu:1]" */

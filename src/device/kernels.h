@@ -167,11 +167,16 @@ typedef struct dp__xent_args {
     float smoothing;
 } dp__xent_args;
 
-/* correct[0] += number of rows whose argmax equals the label (as float). */
+/* correct[0] += number of rows whose argmax (the first of equal maxima)
+ * equals the label (as float); where given, top5[0] += rows whose label
+ * has fewer than 5 logits above its own, and confusion[label * k + argmax]
+ * += 1 for each row (k x k floats). */
 typedef struct dp__accuracy_args {
     const float *logits;
     const int32_t *labels;
     float *correct;
+    float *top5;      /* NULL: not counted */
+    float *confusion; /* NULL: not counted */
     int64_t n, k;
 } dp__accuracy_args;
 

@@ -2,7 +2,8 @@
  * for logits (N, K) and int32 labels (N); with label smoothing eps the
  * target is (1 - eps) on y_i plus eps / K on every class, as
  * CrossEntropyLoss(label_smoothing=eps); backward writes dlogits (=).
- * accuracy: correct (1) += count of rows whose argmax is the label. */
+ * accuracy: correct (1) += count of rows whose argmax is the label;
+ * eval_counts: the same, the top-5 count and the confusion matrix. */
 #include "ops/op.h"
 
 typedef struct xent_node {
@@ -95,5 +96,30 @@ int dp_accuracy_accumulate(dp_tensor_t *correct, dp_tensor_t *logits, dp_tensor_
                            .k = logits->shape[1]};
     DP_TRY(logits->dev->ops->accuracy(logits->dev, &a));
     dp__tensor_written(correct);
+    return 0;
+}
+
+int dp_eval_counts_accumulate(dp_tensor_t *counts, dp_tensor_t *logits, dp_tensor_t *labels)
+{
+    DP_TRY(check_labels("eval_counts", logits, labels));
+    DP_TRY(dp__as_f32(&logits));
+    int64_t k = logits->shape[1];
+    if (!counts || counts->dtype != DP_F32 || dp__numel(counts->ndim, counts->shape) != 2 + k * k ||
+        counts->dev != logits->dev) {
+        DP_ERROR("eval_counts: the counters must be %lld floats (2 + K^2 for K = %lld classes) "
+                 "on the logits' device",
+                 (long long)(2 + k * k), (long long)k);
+        return DP_EINVAL;
+    }
+    float *c = counts->data;
+    dp__accuracy_args a = {.logits = logits->data,
+                           .labels = labels->data,
+                           .correct = c,
+                           .top5 = c + 1,
+                           .confusion = c + 2,
+                           .n = logits->shape[0],
+                           .k = k};
+    DP_TRY(logits->dev->ops->accuracy(logits->dev, &a));
+    dp__tensor_written(counts);
     return 0;
 }

@@ -26,6 +26,7 @@ struct dp_data_parallel {
      * their copies on device 0. */
     dp_tape_t *train_tapes[DP_MAX_DEVICES], *eval_tapes[DP_MAX_DEVICES], *sums;
     dp_tensor_t *loss_acc[DP_MAX_DEVICES], *correct_acc[DP_MAX_DEVICES];
+    dp_tensor_t *counts_acc[DP_MAX_DEVICES]; /* evaluation's counts, sized on first use */
 };
 
 /* Releases what the steps made (data_parallel_step.c). */

@@ -33,6 +33,7 @@ void dp__data_parallel_close_steps(dp_data_parallel_t *dp)
         dp_tape_close(dp->eval_tapes[k]);
         dp_tensor_free(dp->loss_acc[k]);
         dp_tensor_free(dp->correct_acc[k]);
+        dp_tensor_free(dp->counts_acc[k]);
     }
     dp_tape_close(dp->sums);
 }
@@ -149,9 +150,21 @@ int dp_data_parallel_forward_backward(dp_data_parallel_t *dp, const dp_host_batc
     return rc;
 }
 
-int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp_tensor_t *correct)
+/* Replica k's evaluation counters, of the size of `counts`. */
+static int counts_for(dp_data_parallel_t *dp, int k, const dp_tensor_t *counts)
 {
-    DP_TRY(check_batch(dp, b, NULL, correct));
+    int64_t n = dp_tensor_numel(counts);
+    if (dp->counts_acc[k] && dp_tensor_numel(dp->counts_acc[k]) == n)
+        return 0;
+    dp_tensor_free(dp->counts_acc[k]);
+    dp->counts_acc[k] = NULL;
+    return dp_tensor_new(&dp->counts_acc[k], dp->devs[k], DP_F32, 1, &n);
+}
+
+int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp_tensor_t *counts,
+                              dp_tensor_t *loss)
+{
+    DP_TRY(check_batch(dp, b, loss, counts));
     DP_TRY(make_step_state(dp));
     int64_t sizes[DP_MAX_DEVICES];
     int count = b->n > 0 ? dp_chunk_sizes(b->n, dp->n, sizes) : 0;
@@ -164,13 +177,24 @@ int dp_data_parallel_evaluate(dp_data_parallel_t *dp, const dp_host_batch *b, dp
         if (rc == 0)
             rc = forward(dp, k, b, r, count, false, &c[k]);
         if (rc == 0)
-            rc = dp_tensor_fill(dp->correct_acc[k], 0.0f);
+            rc = counts_for(dp, k, counts);
         if (rc == 0)
-            rc = dp_accuracy_accumulate(dp->correct_acc[k], c[k].logits, c[k].labels);
+            rc = dp_tensor_fill(dp->counts_acc[k], 0.0f);
+        if (rc == 0)
+            rc = dp_eval_counts_accumulate(dp->counts_acc[k], c[k].logits, c[k].labels);
+        dp_tensor_t *lk;
+        if (rc == 0 && loss)
+            rc = dp_cross_entropy(&lk, c[k].logits, c[k].labels, DP_REDUCE_SUM);
+        if (rc == 0 && loss)
+            rc = dp_tensor_fill(dp->loss_acc[k], 0.0f);
+        if (rc == 0 && loss)
+            rc = dp_accumulate(dp->loss_acc[k], lk);
         dp_tape_end(dp->eval_tapes[k]);
     }
     if (rc == 0)
-        rc = sum_on_first(dp, dp->correct_acc, count, correct);
+        rc = sum_on_first(dp, dp->counts_acc, count, counts);
+    if (rc == 0 && loss)
+        rc = sum_on_first(dp, dp->loss_acc, count, loss);
     for (int k = 0; k < count; k++)
         dp_tape_reset(dp->eval_tapes[k]);
     free_chunks(c, count);

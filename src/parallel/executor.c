@@ -59,9 +59,10 @@ int dp_executor_step(dp_executor_t *e, float grad_scale)
     return dp_data_parallel_step(e->replicas, grad_scale);
 }
 
-int dp_executor_evaluate(dp_executor_t *e, const dp_host_batch *b, dp_tensor_t *correct)
+int dp_executor_evaluate(dp_executor_t *e, const dp_host_batch *b, dp_tensor_t *counts,
+                         dp_tensor_t *loss)
 {
-    return b->n == 0 ? 0 : e->ops->evaluate(e->self, b, correct);
+    return b->n == 0 ? 0 : e->ops->evaluate(e->self, b, counts, loss);
 }
 
 dp_data_parallel_t *dp_executor_replicas(dp_executor_t *e)
@@ -77,9 +78,9 @@ static int dp_forward_backward(void *self, const dp_host_batch *b, dp_tensor_t *
     return dp_data_parallel_forward_backward(self, b, loss, correct);
 }
 
-static int dp_evaluate(void *self, const dp_host_batch *b, dp_tensor_t *correct)
+static int dp_evaluate(void *self, const dp_host_batch *b, dp_tensor_t *counts, dp_tensor_t *loss)
 {
-    return dp_data_parallel_evaluate(self, b, correct);
+    return dp_data_parallel_evaluate(self, b, counts, loss);
 }
 
 static void dp_close(void *self)
@@ -111,9 +112,9 @@ static int pipe_forward_backward(void *self, const dp_host_batch *b, dp_tensor_t
 
 /* Every device holds the whole model: evaluation splits the batch over
  * them as data parallelism does. */
-static int pipe_evaluate(void *self, const dp_host_batch *b, dp_tensor_t *correct)
+static int pipe_evaluate(void *self, const dp_host_batch *b, dp_tensor_t *counts, dp_tensor_t *loss)
 {
-    return dp_data_parallel_evaluate(dp_pipeline_data_parallel(self), b, correct);
+    return dp_data_parallel_evaluate(dp_pipeline_data_parallel(self), b, counts, loss);
 }
 
 static void pipe_close(void *self)

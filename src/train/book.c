@@ -21,7 +21,19 @@ struct dp__train_book {
     char stopped_path[512]; /* set when a stop request ended the run */
     int stopped_epoch;
     int64_t stopped_batch;
+    bool early_stopped;  /* early_stop epochs passed without a better test accuracy */
+    bool stop_requested; /* by a callback of the options */
 };
+
+void dp__book_request_stop(dp__train_book *b)
+{
+    b->stop_requested = true;
+}
+
+bool dp__book_stop_requested(const dp__train_book *b)
+{
+    return b->stop_requested;
+}
 
 int dp__book_open(dp__train_book **out, const dp__trainer *t)
 {
@@ -237,11 +249,42 @@ static int checkpoint_epoch(dp__trainer *t, int epochs_done)
     return rc;
 }
 
+/* save_best_path: the checkpoint of a better test accuracy; early_stop:
+ * whether enough epochs have passed without one. */
+static int keep_best(dp__trainer *t, int epochs_done)
+{
+    const dp_train_options *o = t->o;
+    dp__train_book *b = t->book;
+    dp_checkpoint_state *ck = b->ck;
+    double acc = ck->history[epochs_done - 1].test_acc;
+    if (ck->best_epoch == 0 || acc > ck->best_acc) {
+        ck->best_acc = acc;
+        ck->best_epoch = epochs_done;
+        if (o->save_best_path && t->rank == 0)
+            DP_TRY(save_checkpoint(t, o->save_best_path, epochs_done, 0, 0, 0, 0));
+    }
+    if (o->early_stop > 0 && epochs_done - ck->best_epoch >= o->early_stop && t->rank == 0)
+        DP_INFO("early stop after epoch %d: no better test accuracy for %d epochs (the best, "
+                "%.4f, after epoch %d)",
+                epochs_done, o->early_stop, ck->best_acc, ck->best_epoch);
+    b->early_stopped = o->early_stop > 0 && epochs_done - ck->best_epoch >= o->early_stop;
+    return 0;
+}
+
+bool dp__book_early_stopped(const dp__train_book *b, double *best_acc, int *best_epoch)
+{
+    *best_acc = b->ck->best_acc;
+    *best_epoch = b->ck->best_epoch;
+    return b->early_stopped;
+}
+
 int dp__book_end_epoch(dp__trainer *t, int epochs_done)
 {
     const dp_train_options *o = t->o;
     dp__train_book *b = t->book;
     b->ck->nhistory = epochs_done;
+    /* Before the checkpoint, which records the best so far. */
+    DP_TRY(keep_best(t, epochs_done));
     if (b->metrics)
         DP_TRY(dp_metrics_write_epoch(b->metrics, &b->ck->history[epochs_done - 1]));
     if (o->plot_path && t->rank == 0)

@@ -95,8 +95,8 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                      .bytes = (size_t)numel * sizeof *hv[i]};
     }
     char vals[9][96];
-    const char *meta[2 * 20];
-    char steps[32];
+    const char *meta[2 * 24];
+    char steps[32], best[64];
     int nmeta = 0;
     meta[nmeta++] = "format";
     meta[nmeta++] = "pt";
@@ -138,6 +138,11 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         if (st->lr_schedule[0]) {
             meta[nmeta++] = "dptrain.lr_schedule";
             meta[nmeta++] = st->lr_schedule;
+        }
+        if (st->best_epoch > 0) {
+            snprintf(best, sizeof best, "%.17g %d", st->best_acc, st->best_epoch);
+            meta[nmeta++] = "dptrain.best";
+            meta[nmeta++] = best;
         }
     }
     if (rc == 0 && optim) {
@@ -410,6 +415,16 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         rc = DP_EFORMAT;
     }
     const char *schedule = dp_safetensors_meta(f, "dptrain.lr_schedule");
+    const char *best = dp_safetensors_meta(f, "dptrain.best");
+    if (rc == 0 && best &&
+        (sscanf(best, "%lf %d", &st->best_acc, &st->best_epoch) != 2 ||
+         !(st->best_acc >= 0 && st->best_acc <= 1) || st->best_epoch < 1 ||
+         st->best_epoch > st->epochs_done)) {
+        DP_ERROR("%s: metadata 'dptrain.best' is %s: expected an accuracy in [0, 1] and an "
+                 "epoch of those done",
+                 path, best);
+        rc = DP_EFORMAT;
+    }
     if (rc == 0) {
         snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
         snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");

@@ -8,21 +8,28 @@
 
 #include <math.h>
 
-/* Metrics of the steps [*logged, upto) (rank 0; across ranks a step's
- * loss is known at the end of the epoch only). */
+/* The steps [*logged, upto), whose losses are known: their metrics
+ * (rank 0; across ranks a step's loss is known at the end of the epoch
+ * only) and the on_step callback, which may ask the run to stop. */
 static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto, bool last)
 {
     const dp_train_options *o = t->o;
-    dp_metrics_t *m = dp__book_metrics(t->book);
+    dp_metrics_t *m = o->log_steps ? dp__book_metrics(t->book) : NULL;
     dp_loader_t *loader = dp__data_loader(t->data, true);
     int64_t batches = dp_loader_num_batches(loader), samples = dp_loader_num_samples(loader);
-    for (; m && o->log_steps && *logged < upto; (*logged)++) {
+    for (; (m || o->on_step) && *logged < upto; (*logged)++) {
         int64_t i = *logged;
         int64_t n =
             last && i == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
-        DP_TRY(dp_metrics_write_step(m, epoch * batches + i + 1, epoch + 1,
-                                     dp__steps_loss(t->steps, i) / (double)n,
-                                     dp__steps_lr(t->steps, i)));
+        dp_step_view v = {.step = epoch * batches + i + 1,
+                          .epoch = epoch + 1,
+                          .batch = i,
+                          .loss = dp__steps_loss(t->steps, i) / (double)n,
+                          .lr = dp__steps_lr(t->steps, i)};
+        if (m)
+            DP_TRY(dp_metrics_write_step(m, v.step, v.epoch, v.loss, v.lr));
+        if (o->on_step && t->rank == 0 && o->on_step(&v, o->callback_user))
+            dp__book_request_stop(t->book);
     }
     return 0;
 }
@@ -128,7 +135,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     double seconds = dp_time_seconds() - start;
     DP_TRY(dp__steps_check(t, epoch, &checked, first + issued, &skipped));
     dp_progress_done(dp__book_progress(t->book));
-    if (t->ranks > 1 && o->log_steps)
+    if (t->ranks > 1 && (o->log_steps || o->on_step))
         DP_TRY(dp__steps_sum_losses(t->steps, logged, first + issued));
     DP_TRY(log_steps(t, epoch, &logged, first + issued, true));
     float sums[2] = {0, 0};
@@ -136,7 +143,12 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     DP_TRY(dp_dist_sum_f32(sums, 2));
     fill_stats(t, s, epoch, issued, seconds, sums, comm0, &cs0);
     s->skipped_steps = skipped;
-    int rc = dp__train_evaluate(t, dp__steps_correct(t->steps), &s->test_acc);
+    dp_eval_result er = {0};
+    int rc = dp__train_evaluate(t, &er);
+    s->test_acc = er.test_acc;
+    s->test_loss = er.test_loss;
+    s->test_top5 = er.test_top5;
+    dp_eval_result_free(&er);
     s->peak_rss_mb = dp_peak_rss_mb();
     s->rss_mb = dp_rss_mb();
     return rc;

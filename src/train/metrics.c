@@ -164,6 +164,10 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
     put_number(f, "train_loss", "%.6f", s->train_loss);
     put_number(f, "train_acc", "%.4f", s->train_acc);
     put_number(f, "test_acc", "%.4f", s->test_acc);
+    if (s->test_loss > 0)
+        put_number(f, "test_loss", "%.6f", s->test_loss);
+    if (s->test_top5 > 0)
+        put_number(f, "test_top5", "%.4f", s->test_top5);
     put_number(f, "epoch_seconds", "%.3f", s->epoch_seconds);
     put_number(f, "samples_per_second", "%.1f", s->samples_per_second);
     put_devices(f, s->devices);

@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct dp__train_net {
@@ -19,6 +20,7 @@ struct dp__train_net {
     dp_param_spec *init_specs;
     dp_executor_t *exec;
     dp_pipeline_t *pipe; /* the executor's, with --pipeline; else NULL */
+    int64_t classes;     /* the model's outputs per sample */
 };
 
 /* --deterministic: the CPU device is reproducible as it is (trainer.c);
@@ -93,6 +95,25 @@ static int definition(dp__train_net *n, const dp_train_options *o, const int64_t
     return 0;
 }
 
+/* The size of the model's output per sample (its last layer's, from the
+ * summary that runs on the meta device: no memory, no kernels). */
+static int count_classes(dp__train_net *n, const dp_model_def *def, const int64_t *chw)
+{
+    dp_layer_summary *rows;
+    int nrows;
+    DP_TRY(dp_model_summary(def, chw, &rows, &nrows));
+    n->classes = 1;
+    for (int d = 1; nrows > 0 && d < rows[nrows - 1].ndim; d++)
+        n->classes *= rows[nrows - 1].shape[d];
+    free(rows);
+    if (nrows == 0 || n->classes < 1 || n->classes > 65536) {
+        DP_ERROR("the model %s gives %lld outputs per sample: a classifier needs 1 to 65536",
+                 def->name, (long long)n->classes);
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
 int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
 {
     const dp_train_options *o = t->o;
@@ -144,7 +165,7 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
     }
     if (o->verbose && t->rank == 0)
         log_buckets(n);
-    return 0;
+    return count_classes(n, def, chw);
 }
 
 void dp__net_close(dp__train_net *n)
@@ -197,4 +218,9 @@ dp_data_parallel_t *dp__net_replicas(const dp__train_net *n)
 dp_pipeline_t *dp__net_pipeline(const dp__train_net *n)
 {
     return n->pipe;
+}
+
+int64_t dp__net_classes(const dp__train_net *n)
+{
+    return n->classes;
 }

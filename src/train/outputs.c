@@ -52,5 +52,7 @@ int dp__train_check_outputs(const dp_train_options *o)
         DP_TRY(dp_check_output_file(o->metrics_path, "metrics file"));
     if (o->plot_path)
         DP_TRY(dp_check_output_file(o->plot_path, "plot"));
+    if (o->save_best_path)
+        DP_TRY(dp_safetensors_check_writable(o->save_best_path));
     return 0;
 }

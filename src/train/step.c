@@ -221,11 +221,6 @@ int dp__steps_read_sums(const dp__train_steps *s, float sums[2])
     return dp_tensor_to_host(s->correct, &sums[1], sizeof(float));
 }
 
-dp_tensor_t *dp__steps_correct(const dp__train_steps *s)
-{
-    return s->correct;
-}
-
 int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, int64_t *skipped)
 {
     const dp__train_steps *s = t->steps;

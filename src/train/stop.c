@@ -22,10 +22,10 @@ int dp_train_stop_signal(void)
 
 int dp__train_should_stop(const dp__trainer *t, bool *stop)
 {
-    *stop = stop_signal != 0;
+    *stop = stop_signal != 0 || dp__book_stop_requested(t->book);
     if (t->ranks > 1)
         DP_TRY(dp_dist_any(*stop, stop));
-    if (*stop && !stop_signal)
-        stop_signal = SIGTERM; /* another rank's signal */
+    if (*stop && !stop_signal && !dp__book_stop_requested(t->book))
+        stop_signal = SIGTERM; /* another rank's signal or callback */
     return 0;
 }

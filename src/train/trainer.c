@@ -195,6 +195,12 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         result->train_loss = s->train_loss;
         result->train_acc = s->train_acc;
         result->sec_per_epoch = total / (e + 1 - first);
+        result->early_stopped =
+            dp__book_early_stopped(t.book, &result->best_test_acc, &result->best_epoch);
+        if (rc == 0 && o->on_epoch && o->on_epoch(s, o->callback_user))
+            rc = dp__book_save_stopped(&t, e + 1, 0, 0);
+        if (result->early_stopped)
+            break;
     }
     if (t.net) {
         snprintf(result->devices, sizeof result->devices, "%s", dp__net_where(t.net));
@@ -233,10 +239,11 @@ static int model_name(const dp_eval_options *o, char *model, size_t size)
     return 0;
 }
 
-int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
+int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
 {
     /* A built-in name or a model file's path. */
     char model[4096];
+    memset(r, 0, sizeof *r);
     if (!o->checkpoint) {
         DP_ERROR("evaluate: no checkpoint given");
         return DP_EINVAL;
@@ -256,8 +263,6 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     to.precision = o->precision;
     to.init_path = o->checkpoint; /* the weights, loaded before the replicas copy them */
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
-    dp_tensor_t *correct = NULL;
-    int64_t one = 1;
     int rc = dp__net_open(&t.net, &t);
     if (rc == 0)
         rc = dp__prec_open(&t.prec, &t);
@@ -269,13 +274,19 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     if (rc == 0)
         rc = dp__net_build(t.net, &t, dp__data_chw(t.data));
     if (rc == 0)
-        rc = dp_tensor_new(&correct, dp__net_device(t.net, 0), DP_F32, 1, &one);
-    if (rc == 0)
-        rc = dp__train_evaluate(&t, correct, test_acc);
-    if (devices)
-        snprintf(devices, devices_size, "%s", t.net ? dp__net_devices_str(t.net) : "");
-    dp_waitall();
-    dp_tensor_free(correct);
+        rc = dp__train_evaluate(&t, r);
+    snprintf(r->devices, sizeof r->devices, "%s", t.net ? dp__net_devices_str(t.net) : "");
     teardown(&t);
+    return rc;
+}
+
+int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
+{
+    dp_eval_result r;
+    int rc = dp_evaluate_detailed(o, &r);
+    *test_acc = r.test_acc;
+    if (devices)
+        snprintf(devices, devices_size, "%s", r.devices);
+    dp_eval_result_free(&r);
     return rc;
 }

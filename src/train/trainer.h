@@ -51,9 +51,9 @@ const char *dp__train_model_name(const dp_train_options *o);
 
 /* epoch.c: one epoch of training and its test accuracy into *s. */
 int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);
-/* evaluate.c: test accuracy of the model as it is, over the test loader;
- * `correct` is a 1-float accumulator on the first device. */
-int dp__train_evaluate(dp__trainer *t, dp_tensor_t *correct, double *acc);
+/* evaluate.c: the model as it is over the test loader: accuracy, loss,
+ * top-5 accuracy, the confusion matrix (r->devices is left as it was). */
+int dp__train_evaluate(dp__trainer *t, dp_eval_result *r);
 
 /* ---- data.c ------------------------------------------------------------------ */
 
@@ -92,6 +92,8 @@ dp_executor_t *dp__net_executor(const dp__train_net *n);
 dp_data_parallel_t *dp__net_replicas(const dp__train_net *n);
 /* --pipeline's pipeline, or NULL. */
 dp_pipeline_t *dp__net_pipeline(const dp__train_net *n);
+/* The classes the model tells apart: its output's size per sample. */
+int64_t dp__net_classes(const dp__train_net *n);
 
 /* stages.c: --pipeline's checks (each bad combination a one-line error
  * naming the options) and its pipeline over the devices. */
@@ -144,8 +146,6 @@ int64_t dp__steps_rows(const dp__train_steps *s, int64_t i);
 int dp__steps_sum_losses(dp__train_steps *s, int64_t from, int64_t to);
 /* The epoch's summed loss and right answers on this rank (waits). */
 int dp__steps_read_sums(const dp__train_steps *s, float sums[2]);
-/* The right answers' accumulator on the first device (for evaluation). */
-dp_tensor_t *dp__steps_correct(const dp__train_steps *s);
 /* Reads the gradient checks of this epoch's steps [*checked, upto), which
  * have finished: a step whose summed gradient held a NaN or an Inf was not
  * applied; without skip_nonfinite the run stops there, naming the step and
@@ -170,6 +170,12 @@ void dp__book_take_resume_point(dp__trainer *t, int epoch, int64_t *first, doubl
 /* Epoch `epochs_done` has ended: its history entry is complete; writes
  * metrics, plot and checkpoint as the options ask. */
 int dp__book_end_epoch(dp__trainer *t, int epochs_done);
+/* A callback of the options asked the run to stop after its current step. */
+void dp__book_request_stop(dp__train_book *b);
+bool dp__book_stop_requested(const dp__train_book *b);
+/* Whether the run should end for want of a better test accuracy
+ * (early_stop), and the best so far with its epoch (0: none). */
+bool dp__book_early_stopped(const dp__train_book *b, double *best_acc, int *best_epoch);
 dp_metrics_t *dp__book_metrics(const dp__train_book *b);
 dp_progress_t *dp__book_progress(const dp__train_book *b);
 /* Closes the metrics file, reporting a failed write. */

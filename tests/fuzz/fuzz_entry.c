@@ -357,8 +357,8 @@ static int fz_cli_train(int argc, char **argv)
 static int fz_cli_eval(int argc, char **argv)
 {
     dp_eval_options o;
-    bool help;
-    int rc = cli_eval_parse(argc, argv, &o, &help);
+    bool help, confusion;
+    int rc = cli_eval_parse(argc, argv, &o, &help, &confusion);
     if (rc != 0 && rc != 2)
         return fz_bad("cli", "cli_eval_parse returned %d", rc);
     if (rc != 0 || help)

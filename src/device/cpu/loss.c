@@ -59,16 +59,27 @@ static int run_accuracy(void *p, void *ctx)
 {
     dp__accuracy_args *a = p;
     (void)ctx;
-    int64_t correct = 0;
+    int64_t correct = 0, top5 = 0;
     for (int64_t i = 0; i < a->n; i++) {
         const float *z = a->logits + i * a->k;
         int64_t best = 0;
         for (int64_t j = 1; j < a->k; j++)
             if (z[j] > z[best])
                 best = j;
-        correct += best == a->labels[i];
+        int32_t y = a->labels[i];
+        correct += best == y;
+        if (a->top5) {
+            int64_t above = 0;
+            for (int64_t j = 0; j < a->k; j++)
+                above += z[j] > z[y];
+            top5 += above < 5;
+        }
+        if (a->confusion)
+            a->confusion[(int64_t)y * a->k + best] += 1.0f;
     }
     a->correct[0] += (float)correct;
+    if (a->top5)
+        a->top5[0] += (float)top5;
     return 0;
 }
 

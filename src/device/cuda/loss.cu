@@ -64,27 +64,42 @@ __global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
 }
 
 __global__ void accuracy_kernel(const float *logits, const int32_t *labels, float *correct,
-                                int64_t n, int64_t k)
+                                float *top5, float *confusion, int64_t n, int64_t k)
 {
-    __shared__ long long part[kThreads];
-    long long count = 0;
+    __shared__ long long part[kThreads], part5[kThreads];
+    long long count = 0, count5 = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         const float *z = logits + i * k;
         int64_t best = 0;
         for (int64_t j = 1; j < k; j++)
             if (z[j] > z[best])
                 best = j;
-        count += best == labels[i];
+        int32_t y = labels[i];
+        count += best == y;
+        if (top5) {
+            int64_t above = 0;
+            for (int64_t j = 0; j < k; j++)
+                above += z[j] > z[y];
+            count5 += above < 5;
+        }
+        if (confusion)
+            atomicAdd(&confusion[(int64_t)y * k + best], 1.0f); // exact: counts < 2^24
     }
     part[threadIdx.x] = count;
+    part5[threadIdx.x] = count5;
     __syncthreads();
     for (int s = kThreads / 2; s > 0; s /= 2) {
-        if ((int)threadIdx.x < s)
+        if ((int)threadIdx.x < s) {
             part[threadIdx.x] += part[threadIdx.x + s];
+            part5[threadIdx.x] += part5[threadIdx.x + s];
+        }
         __syncthreads();
     }
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         correct[0] += (float)part[0];
+        if (top5)
+            top5[0] += (float)part5[0];
+    }
 }
 
 } // namespace
@@ -111,6 +126,7 @@ extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream
 
 extern "C" cudaError_t dp__cuda_accuracy_launch(const dp__accuracy_args *a, cudaStream_t stream)
 {
-    accuracy_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->correct, a->n, a->k);
+    accuracy_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->correct, a->top5,
+                                                a->confusion, a->n, a->k);
     return cudaGetLastError();
 }
