@@ -84,6 +84,14 @@ else
   else
     fail "train --pipeline 2"
   fi
+  # Planning the stages reads the model's shapes on the meta device, which
+  # must not take the run's bf16 precision.
+  if "$bin" train --devices 2 --pipeline 2 --precision bf16-reference "${small[@]}" \
+       >"$dir/out" 2>"$dir/err" && grep -q '^test acc: ' "$dir/out"; then
+    ok "train --pipeline 2 --precision bf16-reference"
+  else
+    fail "train --pipeline 2 --precision bf16-reference"
+  fi
 fi
 
 # The demo: a row per device, tasks as digits and letters, the idle share.

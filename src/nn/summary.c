@@ -103,9 +103,13 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     if (rc == 0)
         rc = dp_tape_init(&tape, true);
     if (rc == 0) {
+        /* Shapes do not depend on the thread's precision (a bf16 run asks
+         * for its summary too); the meta device runs float32 only. */
+        dp_precision precision = dp_set_precision(DP_PRECISION_FP32);
         dp_tape_begin(tape);
         rc = dp_model_forward(m, x, true, &y);
         dp_tape_end(tape);
+        dp_set_precision(precision);
     }
     if (rc == 0)
         rc = dp_device_sync(dev);
