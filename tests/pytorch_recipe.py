@@ -27,17 +27,17 @@ from pytorch_compat import DATA_DIR, LeNet  # noqa: E402
 from pytorch_compat_io import load, write_safetensors  # noqa: E402
 
 STEPS, BATCH = 20, 64
-CLIP, SMOOTHING, WARMUP, START = 0.5, 0.1, 5, 0.1
+CLIP, SMOOTHING, WARMUP, START = 0.25, 0.1, 5, 0.1
 
 OPTIMIZERS = {
     "sgd+nesterov+wd": (["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9", "--nesterov",
                          "--weight-decay", "5e-4"],
                         lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
                                                   weight_decay=5e-4)),
-    "adam": (["--optimizer", "adam", "--lr", "0.001", "--weight-decay", "1e-4"],
-             lambda p: torch.optim.Adam(p, lr=0.001, weight_decay=1e-4)),
-    "adamw": (["--optimizer", "adamw", "--lr", "0.001", "--betas", "0.85,0.99", "--eps", "1e-7"],
-              lambda p: torch.optim.AdamW(p, lr=0.001, betas=(0.85, 0.99), eps=1e-7,
+    "adam": (["--optimizer", "adam", "--lr", "0.0005", "--weight-decay", "1e-4"],
+             lambda p: torch.optim.Adam(p, lr=0.0005, weight_decay=1e-4)),
+    "adamw": (["--optimizer", "adamw", "--lr", "0.0005", "--betas", "0.85,0.99", "--eps", "1e-7"],
+              lambda p: torch.optim.AdamW(p, lr=0.0005, betas=(0.85, 0.99), eps=1e-7,
                                           weight_decay=0.01)),
 }
 
