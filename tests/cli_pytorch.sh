@@ -13,7 +13,7 @@
 # skipped; `make test-interop` installs torch and sets DP_REQUIRE_TORCH=1,
 # which turns a missing torch into a failure.
 #
-# And for a model file (examples/models/d2l_lenet.txt, d2l's LeNet as an
+# And for model files (examples/models/d2l_lenet.txt, d2l's LeNet as an
 # nn.Sequential body): a short `dptrain train --model FILE` run's checkpoint
 # loads strictly into nn.Sequential(*[eval("nn." + line) for line in lines]),
 # which gives the test accuracy `dptrain eval` prints (all 4 decimals) and
@@ -105,7 +105,7 @@ sequential_file() {
   local name=$1 file=$2 params=$3 lr=$4 min=$5 ckpt=$dir/$1.safetensors d p n
   if ! run "$dir/train.log" -- "$bin" train --model "$file" --epochs 1 --lr "$lr" \
        --limit-train 12800 --batch-size 64 --limit-test 1000 --checkpoint "$ckpt" \
-       --progress never || [[ ! -s $ckpt ]]; then
+       --progress never "${@:6}" || [[ ! -s $ckpt ]]; then
     fail "$name: train --model $file --checkpoint" "$dir/train.log"; return
   fi
   if ! run "$dir/d.log" -- "$bin" eval --model "$file" --checkpoint "$ckpt" --limit-test 1000; then
@@ -137,6 +137,10 @@ for model in ${CLI_PYTORCH_MODELS:-lenet resnet18 d2l_lenet}; do
       sequential_file "$model" "$examples/d2l_lenet.txt" 61706 0.9 0
       sed 's/Sigmoid()/ReLU()/' "$examples/d2l_lenet.txt" >"$dir/relu_lenet.txt"
       sequential_file "$model with ReLU" "$dir/relu_lenet.txt" 61706 0.1 0.5
+      # ReLU6, Hardswish, Hardsigmoid, GELU, SiLU, ELU and SELU: PyTorch's
+      # modules, computing what dptrain computes on the same weights.
+      sequential_file "$model with newer activations" "$examples/lenet_activations.txt" 69762 \
+        0.003 0.5 --optimizer adam
       continue ;;
     lenet)
       train_args=(--limit-train 2560 --batch-size 64 --limit-test 1000)

@@ -280,6 +280,29 @@ static int op_leaky_relu(dp_tensor_t **y, dp_tensor_t **l)
 
 static const op_case leaky_relu_case = {"leaky_relu", 1, {{4, {3, 4, 5, 6}, false}}, op_leaky_relu};
 
+/* Every activation of the same input, summed: one comparison covers each
+ * kind's forward and backward. */
+static int op_activations(dp_tensor_t **y, dp_tensor_t **l)
+{
+    static const float params[DP_ACT_COUNT][2] = {{-1, 2},        {0, 0}, {0.2f, 0.5f}, {0.7f, 0},
+                                                  {1.67f, 1.05f}, {0, 0}, {0, 0},       {0, 0}};
+    dp_tensor_t *sum = NULL;
+    for (int k = 0; k < DP_ACT_COUNT; k++) {
+        dp_tensor_t *a;
+        int rc = dp_activation(&a, l[0], (dp_activation_kind)k, params[k][0], params[k][1]);
+        if (rc == 0 && sum)
+            rc = dp_add(&a, a, sum);
+        if (rc < 0)
+            return rc;
+        sum = a;
+    }
+    *y = sum;
+    return 0;
+}
+
+static const op_case activations_case = {
+    "activations", 1, {{4, {3, 4, 5, 6}, false}}, op_activations};
+
 static void conv2d_matches_cpu(void **state)
 {
     (void)state;
@@ -329,11 +352,12 @@ static void linear_relu_add_loss_match_cpu(void **state)
     dp_set_tf32(true);
 }
 
-static void leaky_relu_matches_cpu(void **state)
+static void leaky_relu_and_activations_match_cpu(void **state)
 {
     (void)state;
     REQUIRE_GPU();
     compare_case(&leaky_relu_case, TOL_FORWARD, TOL_GRAD);
+    compare_case(&activations_case, TOL_FORWARD, TOL_GRAD);
 }
 
 /* A batch beyond 2^31 elements a tensor is convolved and pooled in slices
@@ -453,7 +477,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(pool2d_matches_cpu),
         cmocka_unit_test(batch_norm_and_adaptive_pool_match_cpu),
         cmocka_unit_test(linear_relu_add_loss_match_cpu),
-        cmocka_unit_test(leaky_relu_matches_cpu),
+        cmocka_unit_test(leaky_relu_and_activations_match_cpu),
         cmocka_unit_test(accuracy_and_fill_match_cpu),
         cmocka_unit_test(conv_and_pool_split_along_n_match_cpu),
         cmocka_unit_test(bias_grad_matches_its_host_order_and_cpu),

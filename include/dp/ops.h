@@ -125,6 +125,35 @@ int dp_tanh(dp_tensor_t **y, dp_tensor_t *x);
  * input is cast first. */
 int dp_leaky_relu(dp_tensor_t **y, dp_tensor_t *x, float negative_slope);
 
+/* The activations modern CNNs use, elementwise, as torch.nn.functional
+ * computes them (f32; a bf16 input is cast first): */
+typedef enum dp_activation_kind {
+    DP_ACT_HARDTANH = 0,    /* clamp(x, alpha, beta): hardtanh; ReLU6 is (0, 6) */
+    DP_ACT_HARDSWISH = 1,   /* x relu6(x + 3) / 6 */
+    DP_ACT_HARDSIGMOID = 2, /* clamp(alpha x + beta, 0, 1): PyTorch's 1/6, 1/2 */
+    DP_ACT_ELU = 3,         /* x > 0 ? x : alpha (exp(x) - 1) */
+    DP_ACT_SELU = 4,        /* beta elu(x, alpha): alpha 1.6732632, beta 1.0507010 */
+    DP_ACT_GELU = 5,        /* x Phi(x), Phi the normal CDF (erf) */
+    DP_ACT_GELU_TANH = 6,   /* GELU's tanh approximation (approximate='tanh') */
+    DP_ACT_SILU = 7,        /* x sigmoid(x) (swish) */
+} dp_activation_kind;
+enum { DP_ACT_COUNT = 8 };
+
+/* y = f(x) for f of `kind` with its parameters (unused ones ignored);
+ * the backward writes dx = dy f'(x) from the saved input (=). At a kink
+ * (hardtanh's bounds, hardswish's and hardsigmoid's ends) the derivative
+ * is PyTorch's. */
+int dp_activation(dp_tensor_t **y, dp_tensor_t *x, dp_activation_kind kind, float alpha,
+                  float beta);
+/* Shorthands with PyTorch's defaults, for nn.Sequential files. */
+int dp_relu6(dp_tensor_t **y, dp_tensor_t *x);
+int dp_hardswish(dp_tensor_t **y, dp_tensor_t *x);
+int dp_hardsigmoid(dp_tensor_t **y, dp_tensor_t *x);
+int dp_elu(dp_tensor_t **y, dp_tensor_t *x, float alpha);
+int dp_selu(dp_tensor_t **y, dp_tensor_t *x);
+int dp_gelu(dp_tensor_t **y, dp_tensor_t *x);
+int dp_silu(dp_tensor_t **y, dp_tensor_t *x);
+
 typedef struct dp_dropout_params {
     float prob;    /* of zeroing an element, in [0, 1] */
     bool training; /* else the identity */

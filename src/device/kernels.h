@@ -99,6 +99,17 @@ typedef struct dp__eltwise_args {
     dp_dtype dtype;
 } dp__eltwise_args;
 
+/* The activations of ops.h's dp_activation_kind over n f32 values (any
+ * shape and layout: elementwise), with their parameters alpha and beta.
+ * Forward: out = f(x); backward: out = dy * f'(x), from the saved input. */
+typedef struct dp__activation_args {
+    int kind; /* dp_activation_kind */
+    const float *x, *dy;
+    float *out;
+    int64_t n;
+    float alpha, beta;
+} dp__activation_args;
+
 /* Inverted dropout of x (N, ...) into y, same shape and layout:
  *   y = keep ? x * scale : 0,  keep = bits(g, i) >= threshold
  * where g = sample_offset + n is the global index of sample n of the batch,

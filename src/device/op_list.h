@@ -76,6 +76,7 @@
     X(scatter,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(gather,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(leaky_relu,            dp__eltwise_args,        FB,     ALL,     ELEMENTS)                  \
+    X(activation,            dp__activation_args,     FB,     ALL,     ELEMENTS)                  \
     /* a new op: one line above this one */
 /* clang-format on */
 

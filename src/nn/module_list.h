@@ -46,6 +46,13 @@
     X(Flatten, 0, DP__ARGS("start_dim", "end_dim"), .bind = bind_flatten, .op = dp_flatten)        \
     X(Dropout, 0, DP__ARGS("p", "inplace"), .bind = bind_dropout, .forward = forward_dropout)      \
     X(LeakyReLU, 0, DP__ARGS("negative_slope", "inplace"), DP__OP_NUMBER(dp_leaky_relu, 0.01))    \
+    X(ReLU6, 0, DP__ARGS("inplace"), .op = dp_relu6)                                               \
+    X(Hardswish, 0, DP__ARGS("inplace"), .op = dp_hardswish)                                       \
+    X(Hardsigmoid, 0, DP__ARGS("inplace"), .op = dp_hardsigmoid)                                   \
+    X(ELU, 0, DP__ARGS("alpha", "inplace"), DP__OP_NUMBER(dp_elu, 1.0))                            \
+    X(SELU, 0, DP__ARGS("inplace"), .op = dp_selu)                                                 \
+    X(GELU, 0, DP__NO_ARGS, .op = dp_gelu)                                                         \
+    X(SiLU, 0, DP__ARGS("inplace"), .op = dp_silu)                                                 \
     /* a new module: one line above this one */
 /* clang-format on */
 
