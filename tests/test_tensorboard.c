@@ -1,9 +1,12 @@
-/* TensorBoard event files (src/io/tensorboard.c): the
+/* TensorBoard event files (src/io/tensorboard.c, src/train/board.c): the
  * CRC32C that ISA-L computes against the standard check values, the
  * TFRecord framing and the Event encoding byte for byte against what
  * TensorBoard's own Python writer made of the same events, the file a
  * writer leaves (every record's lengths and CRCs, each Event read back by
- * protobuf-c) and the directory check. */
+ * protobuf-c), the directory check, and a run's events against its
+ * --metrics file: every step's loss and lr, every epoch's figures, and
+ * the START event of a resumed run. tests/cli_tensorboard.sh reads the
+ * files with TensorBoard's EventAccumulator. */
 #include "testutil.h"
 
 #include "dp/dp.h"
@@ -225,6 +228,115 @@ static void check_dir_leaves_nothing(void **state)
     printf("refused: %s\n", dp_last_error());
 }
 
+/* The value of `tag` at `step` among ev[0..n), NAN if none; *count gets
+ * how many there are. */
+static double scalar_at(DpTb__Event **ev, int n, const char *tag, int64_t step, int *count)
+{
+    double v = NAN;
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i]->what_case != DP_TB__EVENT__WHAT_SUMMARY || ev[i]->step != step)
+            continue;
+        for (size_t k = 0; k < ev[i]->summary->n_value; k++) {
+            if (strcmp(ev[i]->summary->value[k]->tag, tag) == 0) {
+                v = ev[i]->summary->value[k]->simple_value;
+                (*count)++;
+            }
+        }
+    }
+    return v;
+}
+
+/* Every step line and epoch line of `metrics` against the events. */
+static void compare_with_metrics(const char *metrics, DpTb__Event **ev, int n, int64_t batches,
+                                 int *steps, int *epochs)
+{
+    FILE *f = fopen(metrics, "r");
+    assert_non_null(f);
+    char line[4096];
+    int c;
+    *steps = *epochs = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long step;
+        int epoch;
+        double loss, lr, train_loss, train_acc, test_acc;
+        if (sscanf(line, "{\"step\": %lld, \"epoch\": %d, \"loss\": %lf, \"lr\": %lf", &step,
+                   &epoch, &loss, &lr) == 4) {
+            /* Near ln 10 in these first steps: the mean over the batch's
+             * rows, 24 in each epoch's last. */
+            if (!(loss > 2.0 && loss < 2.6))
+                fail_msg("step %lld: loss %g, not near ln 10 = 2.303", step, loss);
+            tu_assert_close(scalar_at(ev, n, "train/loss", step, &c), loss, 1e-6, 1e-6);
+            assert_int_equal(c, 1);
+            tu_assert_close(scalar_at(ev, n, "train/lr", step, &c), lr, 1e-7, 0);
+            assert_int_equal(c, 1);
+            (*steps)++;
+        } else if (sscanf(line,
+                          "{\"epoch\": %d, \"train_loss\": %lf, \"train_acc\": %lf, "
+                          "\"test_acc\": %lf",
+                          &epoch, &train_loss, &train_acc, &test_acc) == 4) {
+            step = epoch * batches;
+            tu_assert_close(scalar_at(ev, n, "train/epoch_loss", step, &c), train_loss, 1e-6, 1e-6);
+            tu_assert_close(scalar_at(ev, n, "train/epoch_accuracy", step, &c), train_acc, 0, 1e-4);
+            tu_assert_close(scalar_at(ev, n, "test/accuracy", step, &c), test_acc, 0, 1e-4);
+            assert_true(scalar_at(ev, n, "train/samples_per_second", step, &c) > 0);
+            assert_int_equal(c, 1);
+            (*epochs)++;
+        }
+    }
+    fclose(f);
+}
+
+static void run_writes_every_step(void **state)
+{
+    (void)state;
+    if (!tu_have_fashion_mnist())
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    char dir[512], metrics[512], ck[512];
+    snprintf(dir, sizeof dir, "%s/tb", tu_tmp);
+    snprintf(metrics, sizeof metrics, "%s/m.jsonl", tu_tmp);
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", tu_tmp);
+    dp_train_options o;
+    dp_train_options_default(&o);
+    o.limit_train = 600; /* 10 batches of 64, the last of 24 */
+    o.limit_test = 200;
+    o.batch_size = 64;
+    o.lr = 0.05f;
+    o.lr_schedule.kind = DP_LR_COSINE;
+    o.epochs = 1;
+    o.devices = "2";
+    o.threads = 1;
+    o.metrics_path = metrics;
+    o.log_steps = true;
+    o.checkpoint_path = ck;
+    o.tensorboard_dir = dir;
+    dp_train_result r;
+    assert_int_equal(dp_train(&o, &r), 0);
+    /* One more epoch from the checkpoint: a second file, which starts by
+     * telling TensorBoard to forget steps from 11 on. */
+    o.epochs = 2;
+    o.resume_path = ck;
+    assert_int_equal(dp_train(&o, &r), 0);
+    char names[4][512];
+    assert_int_equal(event_files(dir, names), 2);
+    DpTb__Event *ev[128];
+    int n0 = read_events(names[0], ev, 128);
+    int n = n0 + read_events(names[1], ev + n0, 128 - n0);
+    assert_int_equal(ev[n0]->what_case, DP_TB__EVENT__WHAT_FILE_VERSION);
+    assert_int_equal(ev[n0 + 1]->what_case, DP_TB__EVENT__WHAT_SESSION_LOG);
+    assert_int_equal(ev[n0 + 1]->session_log->status, DP_TB__SESSION_LOG__SESSION_STATUS__START);
+    assert_int_equal(ev[n0 + 1]->step, 11);
+    int steps, epochs;
+    compare_with_metrics(metrics, ev, n, 10, &steps, &epochs);
+    printf("%d events in 2 files: every one of %d steps and %d epochs as in --metrics\n", n, steps,
+           epochs);
+    assert_int_equal(steps, 20);
+    assert_int_equal(epochs, 2);
+    /* 2 file versions, a START, 20 steps and 2 epochs: nothing else. */
+    assert_int_equal(n, 25);
+    free_events(ev, n);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +345,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(encodes_as_tensorboard_does),
         cmocka_unit_test_setup_teardown(writer_leaves_whole_records, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(check_dir_leaves_nothing, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(run_writes_every_step, tu_setup_tmp, tu_teardown_tmp),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }
