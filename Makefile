@@ -50,11 +50,15 @@ test: build
 # libopenblas0-pthread (without it torch runs the reference BLAS), then runs
 # tests/cli_pytorch.sh (checkpoints both ways) and tests/cli_pytorch_recipe.sh
 # (optimizers, schedules, clipping, label smoothing step by step), where a
-# missing torch is a failure, not a skip.
+# missing torch is a failure, not a skip; and tests/cli_tensorboard.sh, which
+# reads --tensorboard's files with TensorBoard's EventAccumulator (PyPI's
+# tensorboard, in a venv it makes under the build folder).
 test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
+	@scripts/install-deps.sh python3-venv
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \

@@ -5,9 +5,9 @@
 # dptrain.pc is written at install time, from dptrain.pc.in, so that its
 # prefix is the one given to `cmake --install --prefix`, not the configured
 # one. Its Libs.private and Requires.private are what a static link of
-# libdptrain.a needs besides: zlib and PLplot through their own .pc files,
-# oneDNN, OpenMP's runtime, pthreads and libm, and the MPI and CUDA libraries
-# only when this build has them.
+# libdptrain.a needs besides: zlib, PLplot, protobuf-c and ISA-L through
+# their own .pc files, oneDNN, OpenMP's runtime, pthreads and libm, and the
+# MPI and CUDA libraries only when this build has them.
 
 install(TARGETS dp dp_static dptrain LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -58,7 +58,7 @@ install(CODE "
   set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
   set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
-  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot\")
+  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot libprotobuf-c libisal\")
   set(DP_PC_LIBS_PRIVATE \"${dp_pc_libs_private}\")
   set(DP_PC_SANITIZE \"${dp_pc_sanitize}\")
   configure_file(\"${CMAKE_SOURCE_DIR}/dptrain.pc.in\" \"${CMAKE_BINARY_DIR}/dptrain.pc\" @ONLY)

@@ -163,7 +163,8 @@ declare -A defaults=(
   [--clip-grad-norm]="off" [--label-smoothing]="0" [--lr-schedule]="constant" [--lr-step]="1"
   [--lr-milestones]="none" [--lr-gamma]="0.1" [--lr-min]="0" [--warmup-steps]="0"
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
-  [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off")
+  [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
+  [--tensorboard]="none")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
 # joined with single spaces.
 entry() {

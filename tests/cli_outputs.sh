@@ -2,7 +2,8 @@
 # Outputs that cannot be written fail the run before its first step: a
 # checkpoint naming a directory, under /proc, or whose temporary file
 # (NAME.tmp.PID) is longer than NAME_MAX; a plot or metrics file in a
-# missing directory or naming a directory. Each ends in under 2 seconds with
+# missing directory or naming a directory; a TensorBoard directory that is
+# a file, under a file or under /proc. Each ends in under 2 seconds with
 # one line naming the path and the reason, and a metrics file given beside
 # it (opened at the end of the setup, written with every step) is never
 # created: no step ran.
@@ -47,8 +48,9 @@ expect_refused() {
 # The same run with good outputs trains and writes them all.
 out=$dir/out.d; mkdir -p "$out"
 if "${train[@]}" --checkpoint "$out/ck.safetensors" --metrics "$out/m.jsonl" --log-steps \
-     --plot "$out/p.png" >"$dir/ok" 2>&1 && [[ -s $out/ck.safetensors && -s $out/p.png ]] &&
-   grep -q '"step"' "$out/m.jsonl" && [[ -z $(ls "$out" | grep tmp) ]]; then
+     --plot "$out/p.png" --tensorboard "$out/tb/run1" >"$dir/ok" 2>&1 &&
+   [[ -s $out/ck.safetensors && -s $out/p.png ]] && grep -q '"step"' "$out/m.jsonl" &&
+   [[ -z $(ls "$out" | grep tmp) && $(ls "$out/tb/run1") == events.out.tfevents.* ]]; then
   passes=$((passes + 1)); echo "ok   good outputs are written: $(ls "$out" | tr '\n' ' ')"
 else
   fails=$((fails + 1)); echo "FAIL good outputs: $(cat "$dir/ok"; ls "$out")"
@@ -76,9 +78,21 @@ expect_refused "metrics is a directory" "cannot write the metrics file $dir/a_di
   "$ck" -- --metrics "$dir/a_directory" --checkpoint "$ck"
 expect_refused "metrics under /proc" "cannot write the metrics file /proc/dptrain-m.jsonl: " "$ck" -- \
   --metrics /proc/dptrain-m.jsonl --checkpoint "$ck"
+echo x >"$dir/a_file"
+expect_refused "tensorboard directory is a file" \
+  "cannot write TensorBoard events in $dir/a_file: it is not a directory" "$m" -- \
+  --tensorboard "$dir/a_file" --metrics "$m" --log-steps
+expect_refused "tensorboard directory under a file" \
+  "cannot write TensorBoard events in $dir/a_file/tb: cannot make $dir/a_file/tb: Not a directory" \
+  "$m" -- --tensorboard "$dir/a_file/tb" --metrics "$m" --log-steps
+expect_refused "tensorboard under /proc" "cannot write TensorBoard events in /proc/dptrain-tb: " \
+  "$m" -- --tensorboard /proc/dptrain-tb --metrics "$m" --log-steps
+# A missing TensorBoard directory is made for the check and removed again
+# (this run is refused after the checks, for its device).
+"${train[@]}" --tensorboard "$dir/tb_new/run" --devices gpu:0 >/dev/null 2>&1
 
 # The checks leave nothing behind: no temporary file, no empty output.
-left=$(ls "$dir" | grep -Ev '^(data|out\.d|a_directory|plot_dir\.png|out|err|ok)$')
+left=$(ls "$dir" | grep -Ev '^(data|out\.d|a_directory|plot_dir\.png|a_file|out|err|ok)$')
 if [[ -z $left ]]; then passes=$((passes + 1)); echo "ok   the checks left no file behind"
 else fails=$((fails + 1)); echo "FAIL left behind: $left"; fi
 

@@ -1,5 +1,6 @@
 /* Shared by the command-line tool's commands. Each command is one file:
- * train_cmd.c, eval_cmd.c, model_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
+ * train_cmd.c (with train_recipe.c and train_tensorboard.c), eval_cmd.c, model_cmd.c,
+ * demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
  * cli.c parses values. */
 #ifndef DP_TOOLS_CLI_H
 #define DP_TOOLS_CLI_H
@@ -47,6 +48,10 @@ extern const char cli_train_recipe_help[];
 extern const char *const cli_train_recipe_flags[];
 int cli_train_recipe_flag(const char *f, const char *v, struct dp_train_options *o);
 int cli_train_recipe_check(struct dp_train_options *o, bool wd_given);
+/* train_tensorboard.c: --tensorboard, the same way (no check together). */
+extern const char cli_train_tensorboard_help[];
+extern const char *const cli_train_tensorboard_flags[];
+int cli_train_tensorboard_flag(const char *f, const char *v, struct dp_train_options *o);
 /* dptrain train's flags into *o (defaults first). Returns 0, with *help set
  * for -h/--help, or 2 after printing the one-line error. */
 int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);

@@ -137,6 +137,14 @@ typedef struct dp_train_options {
      * by rank 0 under mpirun, and recorded in checkpoints, which a resumed
      * run follows) or DP_CONV_ALGO_WINOGRAD. */
     int conv_algo;
+    /* TensorBoard (SummaryWriter(log_dir)): rank 0 writes an event file
+     * into this directory, made if missing: "train/loss" and "train/lr" at
+     * every step, "train/epoch_loss", "train/epoch_accuracy",
+     * "train/samples_per_second" and "test/accuracy" at each epoch's last
+     * step (steps counted from 1 over the run, as --log-steps counts
+     * them). Each record is written as it is made, and synced to the disk
+     * at each epoch's end. NULL: none. */
+    const char *tensorboard_dir;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the

@@ -8,19 +8,29 @@
 
 #include <math.h>
 
-/* The steps [*logged, upto), whose losses are known: their metrics
- * (rank 0; across ranks a step's loss is known at the end of the epoch
- * only) and the on_step callback, which may ask the run to stop. */
-static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto, bool last)
+/* Whether the steps' losses are wanted as they become known: the metrics
+ * file's step lines, TensorBoard, the on_step callback. The same on every
+ * rank (across ranks the losses are summed first, by all of them). */
+static bool steps_wanted(const dp_train_options *o)
+{
+    return (o->metrics_path && o->log_steps) || o->tensorboard_dir || o->on_step;
+}
+
+/* The steps [*logged, upto), whose losses are known (rank 0; across ranks
+ * a step's loss is known at the end of the epoch only): their metrics,
+ * TensorBoard events and on_step callback, which may ask the run to stop.
+ * The loss is the mean over the batch's rows, fewer in the epoch's last
+ * batch. */
+static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto)
 {
     const dp_train_options *o = t->o;
     dp_metrics_t *m = o->log_steps ? dp__book_metrics(t->book) : NULL;
+    bool board = dp__board_on(t->board);
     dp_loader_t *loader = dp__data_loader(t->data, true);
     int64_t batches = dp_loader_num_batches(loader), samples = dp_loader_num_samples(loader);
-    for (; (m || o->on_step) && *logged < upto; (*logged)++) {
+    for (; (m || board || o->on_step) && *logged < upto; (*logged)++) {
         int64_t i = *logged;
-        int64_t n =
-            last && i == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
+        int64_t n = i == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
         dp_step_view v = {.step = epoch * batches + i + 1,
                           .epoch = epoch + 1,
                           .batch = i,
@@ -28,6 +38,7 @@ static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto, b
                           .lr = dp__steps_lr(t->steps, i)};
         if (m)
             DP_TRY(dp_metrics_write_step(m, v.step, v.epoch, v.loss, v.lr));
+        DP_TRY(dp__board_step(t->board, v.step, v.loss, v.lr));
         if (o->on_step && t->rank == 0 && o->on_step(&v, o->callback_user))
             dp__book_request_stop(t->book);
     }
@@ -107,6 +118,11 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
             /* A bad step among those in flight stops the run unsaved. */
             DP_TRY(dp_waitall());
             DP_TRY(dp__steps_check(t, epoch, &checked, b.index + 1, &skipped));
+            /* The steps up to the stop are logged: the resumed run goes
+             * on after them. */
+            if (t->ranks > 1 && steps_wanted(o))
+                DP_TRY(dp__steps_sum_losses(t->steps, logged, b.index + 1));
+            DP_TRY(log_steps(t, epoch, &logged, b.index + 1));
             return dp__book_save_stopped(t, epoch, b.index + 1, dp_time_seconds() - start);
         }
         for (int k = 0; k < ndev; k++)
@@ -126,7 +142,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
                                    (double)DP_MAX(dp__steps_rows(t->steps, done), 1),
                                seen / el);
             if (t->ranks == 1)
-                DP_TRY(log_steps(t, epoch, &logged, done + 1, false));
+                DP_TRY(log_steps(t, epoch, &logged, done + 1));
         }
     }
     if (more < 0)
@@ -135,9 +151,9 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     double seconds = dp_time_seconds() - start;
     DP_TRY(dp__steps_check(t, epoch, &checked, first + issued, &skipped));
     dp_progress_done(dp__book_progress(t->book));
-    if (t->ranks > 1 && (o->log_steps || o->on_step))
+    if (t->ranks > 1 && steps_wanted(o))
         DP_TRY(dp__steps_sum_losses(t->steps, logged, first + issued));
-    DP_TRY(log_steps(t, epoch, &logged, first + issued, true));
+    DP_TRY(log_steps(t, epoch, &logged, first + issued));
     float sums[2] = {0, 0};
     DP_TRY(dp__steps_read_sums(t->steps, sums));
     DP_TRY(dp_dist_sum_f32(sums, 2));

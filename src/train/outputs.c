@@ -1,13 +1,15 @@
 /* The files a run writes, checked before its first step: a checkpoint, a
- * metrics file or a plot that cannot be written fails the run at once with
- * one line naming the path and why, not after an epoch of work. Each check
- * does what the write will do: it creates the file (the checkpoint's
- * temporary file) where it will be written, and removes what it created. */
+ * metrics file, a plot or a TensorBoard directory that cannot be written
+ * fails the run at once with one line naming the path and why, not after
+ * an epoch of work. Each check does what the write will do: it creates the
+ * file (the checkpoint's temporary file, a TensorBoard directory and a file
+ * in it) where it will be written, and removes what it created. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
 #include "dp/safetensors.h"
 #include "dp/train_util.h"
+#include "io/tensorboard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,5 +56,7 @@ int dp__train_check_outputs(const dp_train_options *o)
         DP_TRY(dp_check_output_file(o->plot_path, "plot"));
     if (o->save_best_path)
         DP_TRY(dp_safetensors_check_writable(o->save_best_path));
+    if (o->tensorboard_dir)
+        DP_TRY(dp__tb_check_dir(o->tensorboard_dir));
     return 0;
 }

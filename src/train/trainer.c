@@ -34,7 +34,7 @@
  *
  * The loop lives in files named for their jobs, sharing train/trainer.h:
  * this one opens and closes a run's parts (data.c, net.c, precision.c,
- * step.c, book.c) and drives its epochs; epoch.c runs an epoch,
+ * step.c, book.c, board.c) and drives its epochs; epoch.c runs an epoch,
  * evaluate.c measures test accuracy, ranks.c and stop.c keep the ranks of
  * mpirun in step. */
 #include "train/trainer.h"
@@ -133,12 +133,14 @@ static int setup(dp__trainer *t)
         DP_TRY(dp__book_resume(t));
     DP_TRY(dp__prec_tune(t->prec, t));
     DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
-    return dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true)));
+    DP_TRY(dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true))));
+    return dp__board_open(&t->board, t);
 }
 
 static void teardown(dp__trainer *t)
 {
     dp_waitall();
+    dp__board_close(t->board);
     dp__book_close(t->book);
     dp__steps_close(t->steps);
     dp__data_close(t->data);
@@ -189,7 +191,9 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
         if (rc < 0)
             break;
         total += s->epoch_seconds;
-        rc = dp__book_end_epoch(&t, e + 1);
+        rc = dp__board_epoch(t.board, dp__steps_done(t.steps), s);
+        if (rc == 0)
+            rc = dp__book_end_epoch(&t, e + 1);
         result->epochs_done = e + 1;
         result->test_acc = s->test_acc;
         result->train_loss = s->train_loss;
@@ -216,6 +220,10 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     }
     if (rc == 0)
         rc = dp__book_finish(t.book);
+    int board_rc = dp__board_close(t.board);
+    t.board = NULL;
+    if (rc == 0)
+        rc = board_rc;
     teardown(&t);
     return rc;
 }

@@ -13,6 +13,7 @@
  *                                 gradient checks, the epoch's sums
  *   book.c       dp__train_book   the run's record: its epochs, checkpoints,
  *                                 metrics file, progress bar, where it stopped
+ *   board.c      dp__train_board  the TensorBoard event file (--tensorboard)
  *
  * dp__trainer holds the options, the rank and the parts; trainer.c sets
  * its fields once, before the first step, and the others only read them. */
@@ -33,6 +34,7 @@ typedef struct dp__train_net dp__train_net;
 typedef struct dp__train_prec dp__train_prec;
 typedef struct dp__train_steps dp__train_steps;
 typedef struct dp__train_book dp__train_book;
+typedef struct dp__train_board dp__train_board;
 
 typedef struct dp__trainer {
     const dp_train_options *o;
@@ -42,6 +44,7 @@ typedef struct dp__trainer {
     dp__train_prec *prec;
     dp__train_steps *steps;
     dp__train_book *book;
+    dp__train_board *board;
 } dp__trainer;
 
 /* The name of the model a run trains: its definition's, or the option's. */
@@ -189,6 +192,22 @@ int dp__book_save_stopped(dp__trainer *t, int epoch, int64_t next, double second
 /* Where a stopped run's checkpoint went, and its epoch and next batch. */
 const char *dp__book_stopped(const dp__train_book *b, int *epoch, int64_t *batch);
 
+/* ---- board.c ----------------------------------------------------------------- */
+
+/* Rank 0's TensorBoard event file in the options' directory (nothing on
+ * other ranks or without one); opened once the run knows its first step,
+ * so that a resumed run tells TensorBoard to forget the steps after its
+ * checkpoint (dp__tb_start). */
+int dp__board_open(dp__train_board **out, const dp__trainer *t);
+/* Syncs and closes, reporting a failed write; NULL is fine. */
+int dp__board_close(dp__train_board *b);
+/* Whether this rank writes events. */
+bool dp__board_on(const dp__train_board *b);
+/* Step `step`'s mean loss and learning rate. */
+int dp__board_step(dp__train_board *b, int64_t step, double loss, double lr);
+/* The epoch's figures at its last step, `step`; syncs the file. */
+int dp__board_epoch(dp__train_board *b, int64_t step, const dp_epoch_stats *s);
+
 /* ---- ranks.c, stop.c, outputs.c: no state of their own -------------------- */
 
 /* Under mpirun, which rows of n are this rank's: [*first, *first + return). */
@@ -198,8 +217,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t);
 /* Whether to stop after the step just issued: a stop was requested in this
  * process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
-/* The checkpoint (and its temporary file), the metrics file and the plot
- * can be written, checked before the first step. */
+/* The checkpoint (and its temporary file), the metrics file, the plot and
+ * the TensorBoard directory can be written, checked before the first step. */
 int dp__train_check_outputs(const dp_train_options *o);
 
 #endif

@@ -9,6 +9,7 @@
 #include "../../tools/model_cmd.c"
 #include "../../tools/train_cmd.c"
 #include "../../tools/train_recipe.c"
+#include "../../tools/train_tensorboard.c"
 
 int example_dataparallel(const char *devices)
 {
