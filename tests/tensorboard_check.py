@@ -31,7 +31,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 STEP_TAGS = ["train/loss", "train/lr"]
 EPOCH_TAGS = ["train/epoch_loss", "train/epoch_accuracy", "train/samples_per_second",
-              "test/accuracy"]
+              "test/accuracy", "test/loss", "test/top5_accuracy"]
 BIN = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="cli_tensorboard.")
 results = {"passed": 0, "failed": 0}
@@ -99,6 +99,7 @@ def compare(name, d, batches, steps_of=None, rtol=1e-6):
         s = e * batches
         want = {"train/epoch_loss": (m["train_loss"], 1e-6), "test/accuracy": (m["test_acc"], 1e-4),
                 "train/epoch_accuracy": (m["train_acc"], 1e-4),
+                "test/loss": (m["test_loss"], 1e-6), "test/top5_accuracy": (m["test_top5"], 1e-4),
                 "train/samples_per_second": (m["samples_per_second"], 0.1)}
         for t, (v, tol) in want.items():
             if abs(got[t].get(s, float("nan")) - v) > tol + 1e-6 * abs(v):

@@ -279,6 +279,8 @@ static void compare_with_metrics(const char *metrics, DpTb__Event **ev, int n, i
             tu_assert_close(scalar_at(ev, n, "train/epoch_loss", step, &c), train_loss, 1e-6, 1e-6);
             tu_assert_close(scalar_at(ev, n, "train/epoch_accuracy", step, &c), train_acc, 0, 1e-4);
             tu_assert_close(scalar_at(ev, n, "test/accuracy", step, &c), test_acc, 0, 1e-4);
+            assert_true(scalar_at(ev, n, "test/loss", step, &c) > 0 && c == 1);
+            assert_true(scalar_at(ev, n, "test/top5_accuracy", step, &c) >= test_acc && c == 1);
             assert_true(scalar_at(ev, n, "train/samples_per_second", step, &c) > 0);
             assert_int_equal(c, 1);
             (*epochs)++;

@@ -59,10 +59,12 @@ int dp__board_epoch(dp__train_board *b, int64_t step, const dp_epoch_stats *s)
 {
     if (!dp__board_on(b))
         return 0;
-    static const char *const tags[] = {"train/epoch_loss", "train/epoch_accuracy",
-                                       "train/samples_per_second", "test/accuracy"};
+    static const char *const tags[] = {
+        "train/epoch_loss", "train/epoch_accuracy", "train/samples_per_second", "test/accuracy",
+        "test/loss",        "test/top5_accuracy"};
     const float values[] = {(float)s->train_loss, (float)s->train_acc, (float)s->samples_per_second,
-                            (float)s->test_acc};
-    DP_TRY(dp__tb_scalars(b->writer, step, 4, tags, values));
+                            (float)s->test_acc,   (float)s->test_loss, (float)s->test_top5};
+    /* Top-5 accuracy where there are more than 5 classes (else 0: left out). */
+    DP_TRY(dp__tb_scalars(b->writer, step, s->test_top5 > 0 ? 6 : 5, tags, values));
     return dp__tb_sync(b->writer);
 }
