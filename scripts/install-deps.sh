@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config python3 zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
-          libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 "$@")
+          libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 libpng-dev
+          libjpeg62-turbo-dev "$@")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct dp__train_net {
@@ -93,11 +94,39 @@ static int definition(dp__train_net *n, const dp_train_options *o, const int64_t
     return 0;
 }
 
+/* A model with fewer outputs than the data have classes would fail at the
+ * first batch holding a label past them: say so before any step, from its
+ * summary on the meta device (a program's own definition is not run there:
+ * its forward may read values). */
+static int check_outputs(const dp_train_options *o, const dp_model_def *def, const int64_t *chw,
+                         int classes)
+{
+    if (classes <= 0 || o->model_def)
+        return 0;
+    dp_layer_summary *rows;
+    int nrows;
+    /* The meta device runs float32 only: the summary is of shapes. */
+    dp_precision was = dp_set_precision(DP_PRECISION_FP32);
+    int rc = dp_model_summary(def, chw, &rows, &nrows);
+    dp_set_precision(was);
+    DP_TRY(rc);
+    int64_t outputs = nrows > 0 && rows[nrows - 1].ndim == 2 ? rows[nrows - 1].shape[1] : 0;
+    free(rows);
+    if (outputs > 0 && outputs < classes) {
+        DP_ERROR("the data have %d classes but the model %s gives %lld outputs: give a model "
+                 "whose last layer has %d (a model file ending in Linear(..., %d))",
+                 classes, def->name, (long long)outputs, classes, classes);
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
 int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
 {
     const dp_train_options *o = t->o;
     const dp_model_def *def;
     DP_TRY(definition(n, o, chw, &def));
+    DP_TRY(check_outputs(o, def, chw, dp__data_classes(t->data)));
     DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, n->model));
