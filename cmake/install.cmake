@@ -58,7 +58,7 @@ install(CODE "
   set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
   set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
-  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot libprotobuf-c libisal\")
+  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot libpng libjpeg libprotobuf-c libisal\")
   set(DP_PC_LIBS_PRIVATE \"${dp_pc_libs_private}\")
   set(DP_PC_SANITIZE \"${dp_pc_sanitize}\")
   configure_file(\"${CMAKE_SOURCE_DIR}/dptrain.pc.in\" \"${CMAKE_BINARY_DIR}/dptrain.pc\" @ONLY)

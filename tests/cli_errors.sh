@@ -149,7 +149,7 @@ declare -A defaults=(
   [--threads]="0" [--batch-size]="256" [--lr]="0.2" [--momentum]="0" [--weight-decay]="0; adamw: 0.01"
   [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
   [--init-xavier]="off" [--dataset]="fashion-mnist"
-  [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; mnist and cifar10: required"
+  [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required"
   [--metrics]="none" [--log-steps]="off" [--plot]="none" [--no-shuffle]="shuffle"
   [--limit-train]="0" [--limit-test]="0" [--sync-bn]="off" [--bucket-mb]="25"
   [--grad-compress]="none" [--pipeline]="off" [--stages]="balanced by FLOPs"
@@ -164,7 +164,7 @@ declare -A defaults=(
   [--lr-milestones]="none" [--lr-gamma]="0.1" [--lr-min]="0" [--warmup-steps]="0"
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
-  [--tensorboard]="none")
+  [--tensorboard]="none" [--channels]="the first image's")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
 # joined with single spaces.
 entry() {

@@ -12,6 +12,7 @@
 #include "fuzz/cli_sources.c"
 #include "fuzz/fuzz_data_entry.c"
 #include "fuzz/fuzz_entry.c"
+#include "fuzz/fuzz_image_entry.c"
 #include "fuzz/fuzz_model_entry.c"
 #include "fuzz/fuzz_parse_entry.c"
 #include "fuzz/fuzz_table.c"
@@ -138,13 +139,15 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate(test_target, "devices"),
         cmocka_unit_test_prestate(test_target, "stages"),
         cmocka_unit_test_prestate(test_target, "model_build"),
+        cmocka_unit_test_prestate(test_target, "npy"),
+        cmocka_unit_test_prestate(test_target, "image"),
         /* clang-format on */
     };
     /* Every target of fuzz_table.c has its test here (each test's name is
      * looked up there, so none is unknown). */
     if (fuzz_target_count() != sizeof tests / sizeof *tests) {
-        fprintf(stderr, "fuzz_table.c knows %zu targets, this test runs %zu\n",
-                fuzz_target_count(), sizeof tests / sizeof *tests);
+        fprintf(stderr, "fuzz_table.c knows %zu targets, this test runs %zu\n", fuzz_target_count(),
+                sizeof tests / sizeof *tests);
         return 1;
     }
     int failed = tu_run(argc, argv, tests, NULL, NULL);

@@ -74,7 +74,8 @@ int cli_parse_dataset(const char *flag, const char *s, const char **out)
             return 0;
         }
     }
-    return cli_bad_value(flag, s, "unknown dataset (known: fashion-mnist, mnist, cifar10)");
+    return cli_bad_value(flag, s,
+                         "unknown dataset (known: fashion-mnist, mnist, cifar10, folder, npy)");
 }
 
 int cli_option_value(const char *command, const char *const *names, size_t n, int argc, char **argv,
@@ -131,6 +132,7 @@ static const struct cli_option_name {
     {"the model name", "--model"},
     {"the dataset", "--dataset"},
     {"the data directory", "--data"},
+    {"the channel count", "--channels"},
     {"deterministic mode", "--deterministic"},
     {"checkpoint path", "--checkpoint"},
     {"skipping non-finite steps", "--skip-nonfinite"},

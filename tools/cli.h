@@ -1,6 +1,6 @@
 /* Shared by the command-line tool's commands. Each command is one file:
- * train_cmd.c (with train_recipe.c and train_tensorboard.c), eval_cmd.c, model_cmd.c,
- * demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
+ * train_cmd.c (with train_recipe.c, train_tensorboard.c and train_data.c), eval_cmd.c,
+ * predict_cmd.c, model_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
  * cli.c parses values. */
 #ifndef DP_TOOLS_CLI_H
 #define DP_TOOLS_CLI_H
@@ -52,6 +52,10 @@ int cli_train_recipe_check(struct dp_train_options *o, bool wd_given);
 extern const char cli_train_tensorboard_help[];
 extern const char *const cli_train_tensorboard_flags[];
 int cli_train_tensorboard_flag(const char *f, const char *v, struct dp_train_options *o);
+/* train_data.c: --channels, the same way as the recipe's flags. */
+extern const char cli_train_data_help[];
+extern const char *const cli_train_data_flags[];
+int cli_train_data_flag(const char *f, const char *v, struct dp_train_options *o);
 /* dptrain train's flags into *o (defaults first). Returns 0, with *help set
  * for -h/--help, or 2 after printing the one-line error. */
 int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);
@@ -85,5 +89,11 @@ int cmd_demo(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+
+struct dp_predict_options;
+/* dptrain predict's flags and images into *o, the same way; *topk gets
+ * --topk (0: not given). */
+int cli_predict_parse(int argc, char **argv, struct dp_predict_options *o, int *topk, bool *help);
 
 #endif

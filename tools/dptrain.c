@@ -14,8 +14,10 @@ static const char usage_main[] =
     "Trains convolutional networks data-parallel across devices.\n"
     "\n"
     "commands:\n"
-    "  train     train a model on Fashion-MNIST, MNIST or CIFAR-10 (train --help)\n"
+    "  train     train a model on Fashion-MNIST, MNIST, CIFAR-10, a folder of\n"
+    "            images or .npy files (train --help)\n"
     "  eval      test accuracy of a checkpoint's weights\n"
+    "  predict   classify PNG or JPEG images (or a .npy batch) with a checkpoint\n"
     "  model     a model's layers, parameters and FLOPs (dptrain model lenet)\n"
     "  devices   list the devices, and with --bench measure them\n"
     "  demo      the seeds' demonstrations: dataparallel, allreduce, async,\n"
@@ -50,6 +52,8 @@ static int run_command(int argc, char **argv)
         return cmd_train(argc - 2, argv + 2);
     if (strcmp(argv[1], "eval") == 0)
         return cmd_eval(argc - 2, argv + 2);
+    if (strcmp(argv[1], "predict") == 0)
+        return cmd_predict(argc - 2, argv + 2);
     if (strcmp(argv[1], "demo") == 0)
         return cmd_demo(argc - 2, argv + 2);
     if (strcmp(argv[1], "devices") == 0)

@@ -1,4 +1,5 @@
-/* dptrain train: the seed's train() on Fashion-MNIST, MNIST or CIFAR-10. */
+/* dptrain train: the seed's train() on Fashion-MNIST, MNIST, CIFAR-10 or
+ * your own data (a folder of images, .npy files). */
 #include "cli.h"
 
 #include "dp/dp.h"
@@ -59,11 +60,14 @@ static const char usage_train_rest[] =
     "  --init-xavier        draw the weights Xavier-uniform, as d2l's LeNet\n"
     "                       chapter does [off]\n"
     "  --dataset NAME       fashion-mnist, mnist (the four IDX files, gzipped\n"
-    "                       or not) or cifar10 (the binary version's .bin\n"
-    "                       files) [fashion-mnist]\n"
+    "                       or not), cifar10 (the binary version's .bin\n"
+    "                       files), folder (DIR/train/CLASS/*.png|*.jpg and\n"
+    "                       DIR/test/CLASS/*, as torchvision's ImageFolder)\n"
+    "                       or npy (DIR/train/images.npy, labels.npy and\n"
+    "                       DIR/test/...) [fashion-mnist]\n"
     "  --data DIR           directory with the dataset's files [fashion-mnist:\n"
-    "                       /usr/share/datasets/fashion-mnist; mnist and\n"
-    "                       cifar10: required]\n"
+    "                       /usr/share/datasets/fashion-mnist; the others:\n"
+    "                       required]\n"
     "  --metrics FILE       write one JSON object per epoch to FILE [none]\n"
     "  --log-steps          with --metrics, also one JSON object per step [off]\n"
     "  --plot FILE          draw the curves to FILE.png or FILE.svg [none]\n"
@@ -197,12 +201,16 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             with_value[nv++] = cli_train_recipe_flags[k];
         for (size_t k = 0; cli_train_tensorboard_flags[k]; k++)
             with_value[nv++] = cli_train_tensorboard_flags[k];
+        for (size_t k = 0; cli_train_data_flags[k]; k++)
+            with_value[nv++] = cli_train_data_flags[k];
         const char *v;
         if (cli_option_value("train", with_value, nv, argc, argv, &i, &v))
             return 2;
         int recipe = cli_train_recipe_flag(f, v, &o);
         if (recipe < 0)
             recipe = cli_train_tensorboard_flag(f, v, &o);
+        if (recipe < 0)
+            recipe = cli_train_data_flag(f, v, &o);
         if (recipe >= 0) {
             if (recipe)
                 return recipe;
@@ -368,6 +376,7 @@ int cmd_train(int argc, char **argv)
         fputs(usage_train, stdout);
         fputs(cli_train_recipe_help, stdout);
         fputs(cli_train_tensorboard_help, stdout);
+        fputs(cli_train_data_help, stdout);
         fputs(usage_train_rest, stdout);
         return 0;
     }

@@ -44,6 +44,12 @@ typedef struct dp_checkpoint_state {
      * (DP_CONV_ALGO_AUTO), so that a resumed run runs the same kernels;
      * "" when none. */
     char conv_algos[16384];
+    /* What the run's data say, for `dptrain predict`: the samples' shape
+     * (C, H, W) as "dptrain.input" ("1,28,28"; zeros: not written) and the
+     * class names as "dptrain.classes", a JSON array (["dark","light"];
+     * NULL: not written). Loading leaves them zero. */
+    int64_t input_chw[3];
+    const char *classes;
 } dp_checkpoint_state;
 
 /* Writes the model (parameters, buffers), the optimizer state (optim may be NULL)
@@ -64,6 +70,11 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
 /* The model a dptrain checkpoint was written for, into buf; DP_ENOENT when
  * the file has no such metadata (a plain state dict). */
 int dp_checkpoint_model(const char *path, char *buf, size_t size);
+
+/* The metadata value of `key` ("dptrain.classes") in a checkpoint, as a
+ * string *value to free(); DP_ENOENT, with no message, when the file has
+ * no such key. */
+int dp_checkpoint_meta(const char *path, const char *key, char **value);
 
 #ifdef __cplusplus
 }

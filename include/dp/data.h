@@ -1,5 +1,6 @@
-/* dp/data.h - IDX files, Fashion-MNIST, MNIST, CIFAR-10, datasets a program
- * fills itself, and the prefetching batch loader. */
+/* dp/data.h - IDX files, Fashion-MNIST, MNIST, CIFAR-10, folders of PNG and
+ * JPEG images (torchvision's ImageFolder), NumPy's .npy files, datasets a
+ * program fills itself, and the prefetching batch loader. */
 #ifndef DP_DATA_H
 #define DP_DATA_H
 
@@ -13,11 +14,11 @@ extern "C" {
 
 /* One IDX file in memory (http://yann.lecun.com/exdb/mnist/ format). */
 typedef struct dp_idx {
-    uint8_t type;       /* element type code: 0x08 unsigned byte is the only one read */
-    int ndims;          /* 1..4 */
-    int64_t dims[4];    /* big-endian sizes from the header */
-    uint8_t *data;      /* dims[0] * ... * dims[ndims-1] bytes */
-    size_t size;        /* bytes in data */
+    uint8_t type;    /* element type code: 0x08 unsigned byte is the only one read */
+    int ndims;       /* 1..4 */
+    int64_t dims[4]; /* big-endian sizes from the header */
+    uint8_t *data;   /* dims[0] * ... * dims[ndims-1] bytes */
+    size_t size;     /* bytes in data */
 } dp_idx;
 
 /* Reads an IDX file, gzip-compressed or plain (told apart by the gzip magic).
@@ -27,13 +28,23 @@ typedef struct dp_idx {
 int dp_idx_read(const char *path, dp_idx *out);
 void dp_idx_close(dp_idx *idx);
 
-/* Images with labels. Pixels are floats, in [0, 1] for the file formats. */
+/* Images with labels. Pixels are floats, in [0, 1] for the file formats,
+ * held either as floats (`images`) or as bytes (`pixels`, scaled by 1/255
+ * as each batch is gathered: a quarter of the memory), never both. */
 typedef struct dp_dataset {
     int64_t n;       /* samples */
     int channels;    /* 1 for the IDX sets, 3 for CIFAR-10; 0 is read as 1 */
     int rows, cols;  /* 28 x 28 for (Fashion-)MNIST, 32 x 32 for CIFAR-10 */
-    float *images;   /* [n, channels, rows, cols] */
+    float *images;   /* [n, channels, rows, cols], or NULL when `pixels` holds them */
     int32_t *labels; /* [n], 0..9 for the file formats */
+    /* The images as bytes [n, channels, rows, cols] (image folders, .npy
+     * files of uint8), else NULL. */
+    uint8_t *pixels;
+    /* The labels are below `classes` (0: not known); class_names[0..classes)
+     * name them where the data does (a folder's class directories), else
+     * class_names is NULL. */
+    int classes;
+    char **class_names;
 } dp_dataset;
 
 /* Where Debian's dataset-fashion-mnist package puts the files. */
@@ -67,18 +78,100 @@ int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, i
                            const float *images, const uint8_t *bytes, const int32_t *labels,
                            int classes);
 
+/* ---- images, image folders, .npy files ----------------------------------- */
+
+/* One decoded image: pixels [channels, rows, cols], one byte each. */
+typedef struct dp_image {
+    int channels; /* 1 (grayscale) or 3 (RGB) */
+    int rows, cols;
+    uint8_t *pixels;
+} dp_image;
+
+/* The largest side and pixel count an image may have (a small file can
+ * declare a huge image: it is refused before anything is allocated). */
+#define DP_IMAGE_MAX_SIDE 16384
+#define DP_IMAGE_MAX_PIXELS ((int64_t)1 << 26)
+
+/* Decodes a PNG (libpng) or a JPEG (libjpeg-turbo), told apart by their
+ * first bytes, from buf[0..len), `name` naming it in messages. channels 1
+ * or 3 converts as PIL's convert("L") and convert("RGB") do (luma
+ * L = (19595 R + 38470 G + 7471 B + 32768) >> 16; gray copied to R, G, B;
+ * alpha dropped; 16-bit samples cut to their high byte); 0 keeps the file's:
+ * 1 for gray (with or without alpha), else 3. Errors, one line starting
+ * with `name`: DP_EFORMAT (neither format, a damaged or truncated file: a
+ * JPEG's "premature end" too, which libjpeg would fill with gray),
+ * DP_EINVAL (larger than DP_IMAGE_MAX_SIDE or DP_IMAGE_MAX_PIXELS). */
+int dp_image_decode(const void *buf, size_t len, const char *name, int channels, dp_image *out);
+/* dp_image_decode of the file at `path` (DP_ENOENT, DP_EIO as the file
+ * says). */
+int dp_image_read(const char *path, int channels, dp_image *out);
+void dp_image_close(dp_image *img);
+
+/* One split of a folder of images as torchvision's ImageFolder reads it:
+ * DIR/train/CLASS/... or DIR/test/CLASS/..., the classes the directories
+ * sorted by name (label k is the k-th), in each the .png, .jpg and .jpeg
+ * files (any case) of it and its subdirectories in sorted(os.walk())'s
+ * order; other files are passed over. Every image is decoded up front
+ * into `pixels` (bytes: n x channels x rows x cols of memory), with
+ * `channels` 1 or 3 (0: the first image's, as dp_image_decode). Every
+ * image must have the first one's size: one of another size is refused
+ * (DP_EINVAL), not resized, with both sizes. Errors name the file or
+ * directory: an empty class directory, no class directory, a file that
+ * does not decode. */
+int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *out);
+
+/* A NumPy array file (.npy, format versions 1.0, 2.0 and 3.0), read by
+ * its own rules: the magic, the header dict with exactly 'descr',
+ * 'fortran_order' and 'shape', C order only, and exactly the bytes the
+ * shape asks for after the header. */
+typedef enum dp_npy_dtype {
+    DP_NPY_U8 = 0,  /* '|u1' */
+    DP_NPY_I32 = 1, /* '<i4' */
+    DP_NPY_I64 = 2, /* '<i8' */
+    DP_NPY_F32 = 3, /* '<f4' */
+} dp_npy_dtype;
+#define DP_NPY_MAX_DIMS 8
+typedef struct dp_npy {
+    dp_npy_dtype dtype;
+    int ndim; /* 0 to DP_NPY_MAX_DIMS */
+    int64_t shape[DP_NPY_MAX_DIMS];
+    void *data;  /* the elements, little-endian as the file has them */
+    size_t size; /* bytes in data */
+} dp_npy;
+/* Errors, one line naming the file and what is wrong: DP_ENOENT, DP_EIO,
+ * DP_EFORMAT (a bad magic, version or header; a dtype other than the four
+ * above; Fortran order; bytes after the data), DP_ETRUNC (fewer bytes than
+ * the shape needs). */
+int dp_npy_read(const char *path, dp_npy *out);
+void dp_npy_close(dp_npy *a);
+
+/* One split of a dataset of .npy files: DIR/train/images.npy and
+ * DIR/train/labels.npy, or DIR/test/..., as np.save writes them: images
+ * uint8 (scaled by 1/255, held as bytes) or float32 (as they are) of shape
+ * (N, H, W) or (N, C, H, W), labels int64, int32 or uint8 of shape (N,),
+ * each from 0 to 2^20 - 1. */
+int dp_npy_dataset_load(const char *dir, bool train, dp_dataset *out);
+
 /* The datasets dp_dataset_load knows, NULL-terminated: "fashion-mnist"
- * (the default), "mnist", "cifar10". */
+ * (the default), "mnist", "cifar10", "folder" (dp_image_folder_load, with
+ * the first image's channels) and "npy" (dp_npy_dataset_load). */
 const char *const *dp_dataset_names(void);
 /* One split of dataset `name` (NULL: fashion-mnist) from `dir` (NULL: where
  * the dataset has a default, else an error). */
 int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *out);
 /* The dataset's channels, reading 0 as 1. */
 int dp_dataset_channels(const dp_dataset *ds);
+/* Samples [first, first + count) as floats into out (count x channels x
+ * rows x cols), from `images` or `pixels`. */
+void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *out);
 void dp_dataset_close(dp_dataset *ds);
 
 /* The ten class names, as d2l's get_fashion_mnist_labels. */
 const char *dp_fashion_mnist_label(int label);
+/* The class names of a built-in dataset (classes[0..10)): Fashion-MNIST's,
+ * CIFAR-10's ("airplane", ..., "truck"), MNIST's "0".."9"; NULL for
+ * another name. */
+const char *const *dp_dataset_builtin_classes(const char *name);
 
 /* ---- loader -------------------------------------------------------------
  * Shuffles with a seed (a new permutation each epoch, a pure function of
@@ -90,8 +183,8 @@ typedef struct dp_loader_options {
     int64_t batch_size; /* > 0 */
     bool shuffle;       /* false: file order */
     uint64_t seed;
-    int64_t limit;      /* use the first `limit` samples; 0 = all */
-    int prefetch;       /* batches prepared ahead; 0 = default (2) */
+    int64_t limit; /* use the first `limit` samples; 0 = all */
+    int prefetch;  /* batches prepared ahead; 0 = default (2) */
 } dp_loader_options;
 
 typedef struct dp_batch {

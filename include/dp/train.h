@@ -145,6 +145,12 @@ typedef struct dp_train_options {
      * them). Each record is written as it is made, and synced to the disk
      * at each epoch's end. NULL: none. */
     const char *tensorboard_dir;
+    /* Your own data: dataset "folder" (dp_image_folder_load) reads its
+     * images with `channels` 1 (grayscale) or 3 (RGB), converted as PIL's
+     * convert does; 0 takes the first training image's. Checkpoints record
+     * the samples' shape and the class names (the folder's class
+     * directories; the built-in datasets' names) for dp_predict. */
+    int channels;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the
@@ -229,6 +235,41 @@ typedef struct dp_eval_result {
 /* dp_evaluate with every figure. */
 int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r);
 void dp_eval_result_free(dp_eval_result *r);
+/* Classifies images with a checkpoint's model: the inputs are PNG or JPEG
+ * files (decoded as the checkpoint's samples, dptrain.input: its channels,
+ * and its size, or else refused naming the file and both sizes), or one
+ * .npy file of a batch (N, H, W) or (N, C, H, W), uint8 (scaled by 1/255)
+ * or float32. Without dptrain.input in the checkpoint (a plain state
+ * dict) the first image's shape is taken. Data parallel over the devices,
+ * each rank of mpirun taking its chunk; every rank gets every
+ * probability. */
+typedef struct dp_predict_options {
+    const char *checkpoint;
+    const char *model; /* NULL: the model the checkpoint names */
+    const struct dp_model_def *model_def;
+    const char *devices; /* NULL: "1" */
+    int threads;
+    const char *const *inputs; /* ninputs image files, or one .npy */
+    int ninputs;
+    int64_t batch_size; /* 0 = 256 */
+} dp_predict_options;
+
+typedef struct dp_predictions {
+    int64_t n;    /* images */
+    int outputs;  /* the model's outputs (classes) per image */
+    float *probs; /* [n, outputs]: softmax of each image's logits */
+    char **names; /* [n]: each image's file, or "FILE.npy[i]" */
+    /* The checkpoint's class names (dptrain.classes): class_names[k] names
+     * output k for k < classes; 0 and NULL when it has none. */
+    int classes;
+    char **class_names;
+} dp_predictions;
+
+int dp_predict(const dp_predict_options *o, dp_predictions *out);
+void dp_predictions_close(dp_predictions *p);
+/* The k most probable outputs of image i, most probable first (ties: the
+ * lower output first), into idx[0..k); k is cut to the outputs. Returns k. */
+int dp_predictions_topk(const dp_predictions *p, int64_t i, int k, int *idx);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* Datasets as one type: the buffers every reader fills, a program's own
- * arrays (dp_dataset_from_memory), and loading a dataset by name. */
+ * arrays (dp_dataset_from_memory), loading a dataset by name, and the
+ * samples as floats whichever way they are held. */
 #include "data/dataset.h"
 
 #include "core/internal.h"
@@ -35,6 +36,12 @@ int dp__data_require_dir(const char *dir, const char *name, const char *where_to
 
 int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols, const char *what)
 {
+    return dp__dataset_alloc_as(ds, n, channels, rows, cols, false, what);
+}
+
+int dp__dataset_alloc_as(dp_dataset *ds, int64_t n, int channels, int rows, int cols, bool bytes,
+                         const char *what)
+{
     memset(ds, 0, sizeof *ds);
     if (n < 0 || channels <= 0 || rows <= 0 || cols <= 0) {
         DP_ERROR("%s: bad size: %lld samples of [%d, %d, %d]", what, (long long)n, channels, rows,
@@ -51,9 +58,12 @@ int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int col
         return DP_EINVAL;
     }
     size_t count = (size_t)DP_MAX(n, 1);
-    ds->images = dp__calloc(count * (size_t)per, sizeof(float));
+    if (bytes)
+        ds->pixels = dp__calloc(count * (size_t)per, 1);
+    else
+        ds->images = dp__calloc(count * (size_t)per, sizeof(float));
     ds->labels = dp__calloc(count, sizeof(int32_t));
-    if (!ds->images || !ds->labels) {
+    if (!(ds->images || ds->pixels) || !ds->labels) {
         dp_dataset_close(ds);
         DP_ERROR("%s: out of memory for %lld samples of [%d, %d, %d]", what, (long long)n, channels,
                  rows, cols);
@@ -100,11 +110,27 @@ int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, i
             ds.images[i] = (float)bytes[i] / 255.0f;
     }
     memcpy(ds.labels, labels, (size_t)n * sizeof(int32_t));
+    ds.classes = classes;
     *out = ds;
     return 0;
 }
 
-static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10", NULL};
+static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10",
+                                            "folder",        "npy",   NULL};
+
+static const char *const cifar10_classes[] = {"airplane", "automobile", "bird",  "cat",  "deer",
+                                              "dog",      "frog",       "horse", "ship", "truck"};
+static const char *const digit_classes[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+const char *const *dp_dataset_builtin_classes(const char *name)
+{
+    if (!name || strcmp(name, "fashion-mnist") == 0)
+        return dp__fashion_mnist_names();
+    if (strcmp(name, "mnist") == 0)
+        return digit_classes;
+    if (strcmp(name, "cifar10") == 0)
+        return cifar10_classes;
+    return NULL;
+}
 
 const char *const *dp_dataset_names(void)
 {
@@ -115,14 +141,25 @@ int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *o
 {
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
+    int rc;
     if (!name || strcmp(name, "fashion-mnist") == 0)
-        return dp_fashion_mnist_load(dir, train, out);
-    if (strcmp(name, "mnist") == 0)
-        return dp_mnist_load(dir, train, out);
-    if (strcmp(name, "cifar10") == 0)
-        return dp_cifar10_load(dir, train, out);
-    DP_ERROR("the dataset %s is unknown (known: fashion-mnist, mnist, cifar10)", name);
-    return DP_EINVAL;
+        rc = dp_fashion_mnist_load(dir, train, out);
+    else if (strcmp(name, "mnist") == 0)
+        rc = dp_mnist_load(dir, train, out);
+    else if (strcmp(name, "cifar10") == 0)
+        rc = dp_cifar10_load(dir, train, out);
+    else if (strcmp(name, "folder") == 0)
+        return dp_image_folder_load(dir, train, 0, out);
+    else if (strcmp(name, "npy") == 0)
+        return dp_npy_dataset_load(dir, train, out);
+    else {
+        DP_ERROR("the dataset %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy)",
+                 name);
+        return DP_EINVAL;
+    }
+    if (rc == 0)
+        out->classes = 10; /* the readers check that every label is below 10 */
+    return rc;
 }
 
 int dp_dataset_channels(const dp_dataset *ds)
@@ -131,10 +168,27 @@ int dp_dataset_channels(const dp_dataset *ds)
     return ds->channels > 0 ? ds->channels : 1;
 }
 
+void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *out)
+{
+    DP_ASSERT(ds && out && first >= 0 && count >= 0 && first + count <= ds->n);
+    size_t per = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
+    size_t begin = (size_t)first * per, len = (size_t)count * per;
+    if (!ds->pixels) {
+        memcpy(out, ds->images + begin, len * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < len; i++)
+        out[i] = (float)ds->pixels[begin + i] / 255.0f;
+}
+
 void dp_dataset_close(dp_dataset *ds)
 {
     if (!ds)
         return;
+    for (int k = 0; ds->class_names && k < ds->classes; k++)
+        dp__free(ds->class_names[k]);
+    dp__free(ds->class_names);
+    dp__free(ds->pixels);
     dp__free(ds->images);
     dp__free(ds->labels);
     memset(ds, 0, sizeof *ds);

@@ -23,6 +23,11 @@ int dp__data_require_dir(const char *dir, const char *name, const char *where_to
  * fit in memory), with `what` naming the data in the message. */
 int dp__dataset_alloc(dp_dataset *ds, int64_t n, int channels, int rows, int cols,
                       const char *what);
+/* The same, the images as bytes (ds->pixels) when `bytes`. */
+int dp__dataset_alloc_as(dp_dataset *ds, int64_t n, int channels, int rows, int cols, bool bytes,
+                         const char *what);
+/* Fashion-MNIST's ten class names, in label order. */
+const char *const *dp__fashion_mnist_names(void);
 
 /* An IDX file opened with its header read and checked (sizes within the
  * reader's cap), its data not yet: a caller that holds several files to

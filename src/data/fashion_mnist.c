@@ -19,6 +19,11 @@ const char *dp_fashion_mnist_label(int label)
     return label_names[label];
 }
 
+const char *const *dp__fashion_mnist_names(void)
+{
+    return label_names;
+}
+
 int dp_fashion_mnist_load(const char *dir, bool train, dp_dataset *out)
 {
     return dp__idx_dataset_load(dir ? dir : DP_FASHION_MNIST_DIR, train, NULL, out);

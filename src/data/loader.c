@@ -64,11 +64,9 @@ static void fill_slot(const dp_loader_t *l, loader_slot *s, int64_t b)
 {
     int64_t begin = b * l->batch_size;
     int64_t count = DP_MIN(l->batch_size, l->n - begin);
-    size_t row_bytes = l->sample_floats * sizeof(float);
     for (int64_t i = 0; i < count; i++) {
         int64_t id = l->perm[begin + i];
-        memcpy(s->x + (size_t)i * l->sample_floats, l->ds->images + (size_t)id * l->sample_floats,
-               row_bytes);
+        dp_dataset_get(l->ds, id, 1, s->x + (size_t)i * l->sample_floats);
         s->y[i] = l->ds->labels[id];
     }
     s->n = count;
@@ -133,7 +131,7 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
         return DP_EINVAL;
     }
     if (ds->n < 0 || ds->channels < 0 || ds->rows < 0 || ds->cols < 0 ||
-        (ds->n > 0 && (!ds->images || !ds->labels))) {
+        (ds->n > 0 && ((!ds->images && !ds->pixels) || !ds->labels))) {
         DP_ERROR("loader: dataset is not loaded (n %lld, channels %d, rows %d, cols %d)",
                  (long long)ds->n, ds->channels, ds->rows, ds->cols);
         return DP_EINVAL;

@@ -171,6 +171,7 @@ static int save_checkpoint(dp__trainer *t, const char *path, int epochs_done, in
     ck->weight_decay = o->weight_decay;
     snprintf(ck->devices, sizeof ck->devices, "%s", dp__net_devices_str(t->net));
     dp__prec_record(t, ck);
+    dp__data_record(t, ck);
     dp__steps_schedule_str(t->steps, ck->lr_schedule, sizeof ck->lr_schedule);
     DP_TRY(dp_checkpoint_save(path, dp__net_model(t->net),
                               dp_data_parallel_optimizer(dp__net_replicas(t->net), 0), ck));

@@ -94,8 +94,8 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                      .data = hv[i],
                                      .bytes = (size_t)numel * sizeof *hv[i]};
     }
-    char vals[9][96];
-    const char *meta[2 * 24];
+    char vals[9][96], input[96];
+    const char *meta[2 * 28];
     char steps[32], best[64];
     int nmeta = 0;
     meta[nmeta++] = "format";
@@ -143,6 +143,16 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
             snprintf(best, sizeof best, "%.17g %d", st->best_acc, st->best_epoch);
             meta[nmeta++] = "dptrain.best";
             meta[nmeta++] = best;
+        }
+        if (st->input_chw[0] > 0) {
+            snprintf(input, sizeof input, "%" PRId64 ",%" PRId64 ",%" PRId64, st->input_chw[0],
+                     st->input_chw[1], st->input_chw[2]);
+            meta[nmeta++] = "dptrain.input";
+            meta[nmeta++] = input;
+        }
+        if (st->classes) {
+            meta[nmeta++] = "dptrain.classes";
+            meta[nmeta++] = st->classes;
         }
     }
     if (rc == 0 && optim) {
@@ -446,6 +456,19 @@ int dp_checkpoint_model(const char *path, char *buf, size_t size)
     int rc = model ? 0 : DP_ENOENT;
     if (model)
         snprintf(buf, size, "%s", model);
+    dp_safetensors_close(f);
+    return rc;
+}
+
+int dp_checkpoint_meta(const char *path, const char *key, char **value)
+{
+    *value = NULL;
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    const char *v = dp_safetensors_meta(f, key);
+    int rc = v ? 0 : DP_ENOENT;
+    if (v && !(*value = dp__strdup(v)))
+        rc = DP_ENOMEM;
     dp_safetensors_close(f);
     return rc;
 }

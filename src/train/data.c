@@ -1,16 +1,122 @@
 /* The run's data: the training and test sets (the options' own, or loaded
- * from the dataset's files), their loaders, and the samples' shape, which
- * the model is built for. */
+ * from the dataset's files), their loaders, the samples' shape, which the
+ * model is built for, and their classes (what checkpoints record of them
+ * for predict). */
 #include "train/trainer.h"
 
 #include "core/internal.h"
+#include "io/json.h"
+
+#include <string.h>
 
 struct dp__train_data {
     dp_dataset train, test;                 /* loaded from files (empty when given) */
     const dp_dataset *train_set, *test_set; /* what the run uses: those, or the options' */
     int64_t chw[3];                         /* (channels, rows, cols) of every sample */
+    int classes;                            /* labels are below it; 0: not known */
+    char *classes_json;                     /* their names as a JSON array, or NULL */
     dp_loader_t *train_loader, *test_loader;
 };
+
+/* A folder's test classes must be its training classes, or label k would
+ * mean two things (ImageFolder numbers each split's directories alone). */
+static int check_same_classes(const dp_train_options *o, const dp_dataset *train,
+                              const dp_dataset *test)
+{
+    for (int k = 0; k < DP_MAX(train->classes, test->classes); k++) {
+        const char *a = k < train->classes ? train->class_names[k] : NULL;
+        const char *b = k < test->classes ? test->class_names[k] : NULL;
+        if (!a || !b || strcmp(a, b) != 0) {
+            DP_ERROR("%s/test: class %d is %s%s%s, in %s/train it is %s%s%s: the class "
+                     "directories of train and test must be the same",
+                     o->data_dir, k, b ? "'" : "", b ? b : "missing", b ? "'" : "", o->data_dir,
+                     a ? "'" : "", a ? a : "missing", a ? "'" : "");
+            return DP_EINVAL;
+        }
+    }
+    return 0;
+}
+
+typedef struct json_buf {
+    char *s;
+    size_t n, cap;
+    bool failed;
+} json_buf;
+
+static void json_put(void *ctx, const char *bytes, size_t n)
+{
+    json_buf *b = ctx;
+    if (b->failed)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = DP_MAX(2 * b->cap, b->n + n + 64);
+        char *s = dp__malloc(cap);
+        if (!s) {
+            b->failed = true;
+            return;
+        }
+        if (b->n)
+            memcpy(s, b->s, b->n);
+        dp__free(b->s);
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, bytes, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+/* ["name", ...] of names[0..n) (a class name that is not UTF-8 cannot be
+ * one: refused, naming it). */
+static int classes_json(const char *const *names, int n, const char *where, char **out)
+{
+    json_buf b = {0};
+    json_put(&b, "[", 1);
+    for (int k = 0; k < n; k++) {
+        if (!dp__utf8_valid(names[k])) {
+            DP_ERROR("%s: the class name '%s' is not UTF-8: rename its directory", where, names[k]);
+            dp__free(b.s);
+            return DP_EINVAL;
+        }
+        if (k)
+            json_put(&b, ",", 1);
+        dp__json_string(names[k], strlen(names[k]), json_put, &b);
+    }
+    json_put(&b, "]", 1);
+    if (b.failed) {
+        dp__free(b.s);
+        return DP_ENOMEM;
+    }
+    *out = b.s;
+    return 0;
+}
+
+/* The classes' count and names, from the folder's directories, the
+ * built-in dataset's list, or a set's own count. */
+static int take_classes(dp__train_data *d, const dp_train_options *o)
+{
+    const dp_dataset *ds = d->train_set ? d->train_set : d->test_set;
+    d->classes = DP_MAX(ds->classes, d->test_set->classes);
+    if (ds->class_names)
+        return classes_json((const char *const *)ds->class_names, ds->classes, o->data_dir,
+                            &d->classes_json);
+    const char *const *builtin = o->test_set ? NULL : dp_dataset_builtin_classes(o->dataset);
+    if (builtin)
+        return classes_json(builtin, 10, "dataset", &d->classes_json);
+    return 0;
+}
+
+/* One split of the options' dataset: a folder's with `channels`. */
+static int load_split(const dp_train_options *o, bool train, int channels, dp_dataset *out)
+{
+    if (o->dataset && strcmp(o->dataset, "folder") == 0)
+        return dp_image_folder_load(o->data_dir, train, channels, out);
+    if (channels && channels != 1 && channels != 3) {
+        DP_ERROR("the channel count %d: 1 or 3", channels);
+        return DP_EINVAL;
+    }
+    return dp_dataset_load(o->dataset, o->data_dir, train, out);
+}
 
 /* Sample shape [channels, rows, cols] of ds, for messages. */
 static const char *sample_shape_str(const dp_dataset *ds, char *buf, size_t size)
@@ -30,13 +136,23 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
         d->train_set = o->train_set;
         d->test_set = o->test_set;
     } else {
-        if (train_too) {
-            DP_TRY(dp_dataset_load(o->dataset, o->data_dir, true, &d->train));
-            d->train_set = &d->train;
+        if (o->channels && !(o->dataset && strcmp(o->dataset, "folder") == 0)) {
+            DP_ERROR("the channel count is for the dataset folder; %s has its own",
+                     o->dataset ? o->dataset : "fashion-mnist");
+            return DP_EINVAL;
         }
-        DP_TRY(dp_dataset_load(o->dataset, o->data_dir, false, &d->test));
+        int channels = o->channels;
+        if (train_too) {
+            DP_TRY(load_split(o, true, channels, &d->train));
+            d->train_set = &d->train;
+            channels = dp_dataset_channels(&d->train); /* the test images are read alike */
+        }
+        DP_TRY(load_split(o, false, channels, &d->test));
         d->test_set = &d->test;
+        if (train_too && d->train.class_names)
+            DP_TRY(check_same_classes(o, &d->train, &d->test));
     }
+    DP_TRY(take_classes(d, o));
     const dp_dataset *ds = train_too ? d->train_set : d->test_set;
     d->chw[0] = dp_dataset_channels(ds);
     d->chw[1] = ds->rows;
@@ -81,7 +197,19 @@ void dp__data_close(dp__train_data *d)
     dp_loader_close(d->test_loader);
     dp_dataset_close(&d->train);
     dp_dataset_close(&d->test);
+    dp__free(d->classes_json);
     dp__free(d);
+}
+
+int dp__data_classes(const dp__train_data *d)
+{
+    return d ? d->classes : 0;
+}
+
+void dp__data_record(const dp__trainer *t, dp_checkpoint_state *ck)
+{
+    memcpy(ck->input_chw, t->data->chw, sizeof ck->input_chw);
+    ck->classes = t->data->classes_json;
 }
 
 const int64_t *dp__data_chw(const dp__train_data *d)

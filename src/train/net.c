@@ -95,13 +95,23 @@ static int definition(dp__train_net *n, const dp_train_options *o, const int64_t
     return 0;
 }
 
-/* The size of the model's output per sample (its last layer's, from the
- * summary that runs on the meta device: no memory, no kernels). */
-static int count_classes(dp__train_net *n, const dp_model_def *def, const int64_t *chw)
+/* The model's outputs per sample (its last layer's, from its summary on
+ * the meta device: no memory, no kernels), the classes evaluation counts;
+ * a model with fewer outputs than the data have classes would fail at the
+ * first batch holding a label past them, so it is refused before any step.
+ * A program's own definition may read values in its forward, which the
+ * meta device has none of: where its summary fails, the data's classes. */
+static int count_classes(dp__train_net *n, const dp_train_options *o, const dp_model_def *def,
+                         const int64_t *chw, int classes)
 {
     dp_layer_summary *rows;
     int nrows;
-    DP_TRY(dp_model_summary(def, chw, &rows, &nrows));
+    int rc = dp_model_summary(def, chw, &rows, &nrows);
+    if (rc < 0 && o->model_def && classes > 0) {
+        n->classes = classes; /* the summary's error was logged; the run goes on */
+        return 0;
+    }
+    DP_TRY(rc);
     n->classes = 1;
     for (int d = 1; nrows > 0 && d < rows[nrows - 1].ndim; d++)
         n->classes *= rows[nrows - 1].shape[d];
@@ -109,6 +119,12 @@ static int count_classes(dp__train_net *n, const dp_model_def *def, const int64_
     if (nrows == 0 || n->classes < 1 || n->classes > 65536) {
         DP_ERROR("the model %s gives %lld outputs per sample: a classifier needs 1 to 65536",
                  def->name, (long long)n->classes);
+        return DP_EINVAL;
+    }
+    if (!o->model_def && classes > 0 && n->classes < classes) {
+        DP_ERROR("the data have %d classes but the model %s gives %lld outputs: give a model "
+                 "whose last layer has %d (a model file ending in Linear(..., %d))",
+                 classes, def->name, (long long)n->classes, classes, classes);
         return DP_EINVAL;
     }
     return 0;
@@ -119,6 +135,7 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
     const dp_train_options *o = t->o;
     const dp_model_def *def;
     DP_TRY(definition(n, o, chw, &def));
+    DP_TRY(count_classes(n, o, def, chw, dp__data_classes(t->data)));
     DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->seed));
     if (o->init_path)
         DP_TRY(dp_checkpoint_load_weights(o->init_path, n->model));
@@ -165,7 +182,7 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
     }
     if (o->verbose && t->rank == 0)
         log_buckets(n);
-    return count_classes(n, def, chw);
+    return 0;
 }
 
 void dp__net_close(dp__train_net *n)

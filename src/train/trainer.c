@@ -228,20 +228,21 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     return rc;
 }
 
-/* The model dp_evaluate names: its definition's, the option's, or the one
- * the checkpoint says it holds. */
-static int model_name(const dp_eval_options *o, char *model, size_t size)
+/* The model dp_evaluate and dp_predict name: its definition's, the
+ * option's, or the one the checkpoint says it holds. */
+static int model_name(const dp_model_def *def, const char *given, const char *checkpoint,
+                      char *model, size_t size)
 {
-    const char *named = o->model_def ? o->model_def->name : o->model;
+    const char *named = def ? def->name : given;
     if (named) {
         if (strlen(named) >= size) {
-            DP_ERROR("evaluate: the model name is longer than %zu characters", size - 1);
+            DP_ERROR("the model name is longer than %zu characters", size - 1);
             return DP_EINVAL;
         }
         snprintf(model, size, "%s", named);
-    } else if (dp_checkpoint_model(o->checkpoint, model, size) < 0) {
+    } else if (dp_checkpoint_model(checkpoint, model, size) < 0) {
         if (dp_last_error()[0] == '\0')
-            DP_ERROR("%s does not say which model it holds: give the model name", o->checkpoint);
+            DP_ERROR("%s does not say which model it holds: give the model name", checkpoint);
         return DP_EINVAL;
     }
     return 0;
@@ -256,7 +257,7 @@ int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
         DP_ERROR("evaluate: no checkpoint given");
         return DP_EINVAL;
     }
-    DP_TRY(model_name(o, model, sizeof model));
+    DP_TRY(model_name(o->model_def, o->model, o->checkpoint, model, sizeof model));
     dp_train_options to;
     dp_train_options_default(&to);
     to.model = model;
@@ -296,5 +297,41 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     if (devices)
         snprintf(devices, devices_size, "%s", r.devices);
     dp_eval_result_free(&r);
+    return rc;
+}
+
+int dp_predict(const dp_predict_options *o, dp_predictions *out)
+{
+    memset(out, 0, sizeof *out);
+    char model[4096];
+    if (!o->checkpoint) {
+        DP_ERROR("predict: no checkpoint given");
+        return DP_EINVAL;
+    }
+    DP_TRY(model_name(o->model_def, o->model, o->checkpoint, model, sizeof model));
+    dp_train_options to;
+    dp_train_options_default(&to);
+    to.model = model;
+    to.model_def = o->model_def;
+    to.devices = o->devices ? o->devices : "1";
+    to.threads = o->threads;
+    to.init_path = o->checkpoint;
+    dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
+    float *x = NULL;
+    int64_t chw[3];
+    int rc = dp__predict_inputs(o, out, &x, chw);
+    if (rc == 0)
+        rc = dp__net_open(&t.net, &t);
+    if (rc == 0)
+        rc = dp__prec_open(&t.prec, &t);
+    if (rc == 0)
+        rc = dp__net_build(t.net, &t, chw);
+    if (rc == 0)
+        rc = dp__train_predict(&t, x, chw, o->batch_size > 0 ? o->batch_size : 256, out);
+    dp_waitall();
+    dp__free(x);
+    teardown(&t);
+    if (rc < 0)
+        dp_predictions_close(out);
     return rc;
 }

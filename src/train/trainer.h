@@ -58,6 +58,14 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);
  * top-5 accuracy, the confusion matrix (r->devices is left as it was). */
 int dp__train_evaluate(dp__trainer *t, dp_eval_result *r);
 
+/* predict.c: dp_predict's inputs as the checkpoint's samples (x: [n, chw]
+ * floats, dp__malloc'd; chw from the checkpoint, else the first image),
+ * the names and the class names into out; then the softmax of every
+ * input's logits, each rank computing its chunk in batches of `batch`. */
+int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3]);
+int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_t batch,
+                      dp_predictions *out);
+
 /* ---- data.c ------------------------------------------------------------------ */
 
 /* The test set (and with `train_too` the training set too): the options'
@@ -71,6 +79,11 @@ void dp__data_close(dp__train_data *d);
 /* (channels, rows, cols) of every sample. */
 const int64_t *dp__data_chw(const dp__train_data *d);
 const dp_dataset *dp__data_train_set(const dp__train_data *d);
+/* The labels are below this (0: not known; d may be NULL). */
+int dp__data_classes(const dp__train_data *d);
+/* What a checkpoint records of the data: the samples' shape, the class
+ * names. */
+void dp__data_record(const dp__trainer *t, dp_checkpoint_state *ck);
 dp_loader_t *dp__data_loader(const dp__train_data *d, bool train);
 /* This rank's rows of loader batch b as the executor takes them, with
  * dropout's key (seed, step). */

@@ -7,7 +7,9 @@
 #include "../../tools/demo_cmd.c"
 #include "../../tools/eval_cmd.c"
 #include "../../tools/model_cmd.c"
+#include "../../tools/predict_cmd.c"
 #include "../../tools/train_cmd.c"
+#include "../../tools/train_data.c"
 #include "../../tools/train_recipe.c"
 #include "../../tools/train_tensorboard.c"
 

@@ -368,6 +368,25 @@ static int fz_cli_eval(int argc, char **argv)
     return 0;
 }
 
+static int fz_cli_predict(int argc, char **argv)
+{
+    dp_predict_options o;
+    int topk;
+    bool help;
+    int rc = cli_predict_parse(argc, argv, &o, &topk, &help);
+    if (rc != 0 && rc != 2)
+        return fz_bad("cli", "cli_predict_parse returned %d", rc);
+    if (rc != 0 || help)
+        return 0;
+    if (!o.checkpoint || o.ninputs < 1 || o.threads < 0 || o.threads > 1024 || topk < 0 ||
+        topk > 1000 || o.batch_size < 0)
+        return fz_bad("cli", "predict options accepted out of range");
+    for (int i = 0; i < o.ninputs; i++)
+        if (!o.inputs[i] || (o.inputs[i][0] == '-' && o.inputs[i][1] != '\0'))
+            return fz_bad("cli", "predict took the flag %s for an image", o.inputs[i]);
+    return 0;
+}
+
 static int fz_cli_demo(int argc, char **argv)
 {
     struct cli_demo_options o;
@@ -413,6 +432,8 @@ int fuzz_cli_input(const uint8_t *data, size_t size)
         result = fz_cli_eval(argc - 1, argv + 1);
     else if (strcmp(argv[0], "demo") == 0)
         result = fz_cli_demo(argc - 1, argv + 1);
+    else if (strcmp(argv[0], "predict") == 0)
+        result = fz_cli_predict(argc - 1, argv + 1);
     free(buf);
     return result;
 }

@@ -30,8 +30,8 @@
  *                SGD momentum buffer) into a model on cpu:0: the tutorial's
  *                Linear(5, 2) if the file names it, else LeNet.
  *   cli          a command line, one argument per line: the command (train,
- *                eval or demo) then its options, through cli_<cmd>_parse
- *                (parsing only; nothing runs).
+ *                eval, predict or demo) then its options, through
+ *                cli_<cmd>_parse (parsing only; nothing runs).
  *   model        the text of a model file, parsed (fuzz_model_entry.c).
  *
  * and, in fuzz_data_entry.c and fuzz_parse_entry.c:
@@ -62,7 +62,16 @@
  *   model_build  the text of a model file, parsed and built as `dptrain
  *                model` builds it (dp_model_summary on the meta device): a
  *                table whose parameters add up to the definition's, at most
- *                DP_MAX_PARAMS, or one error naming the file. */
+ *                DP_MAX_PARAMS, or one error naming the file.
+ *
+ * and, in fuzz_image_entry.c:
+ *   npy          a .npy file through dp_npy_read: read, its data the shape's
+ *                bytes and the file's last ones; or one error naming it.
+ *   image        byte 0 picks the channels (value % 3: as the file, 1, 3),
+ *                the rest is a PNG or JPEG for dp_image_decode: that many
+ *                channels of a size within DP_IMAGE_MAX_SIDE and
+ *                DP_IMAGE_MAX_PIXELS, the same size with the other channel
+ *                count; or one error naming the input. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
@@ -85,6 +94,8 @@ int fuzz_model_cli_input(const uint8_t *data, size_t size);
 int fuzz_devices_input(const uint8_t *data, size_t size);
 int fuzz_stages_input(const uint8_t *data, size_t size);
 int fuzz_model_build_input(const uint8_t *data, size_t size);
+int fuzz_npy_input(const uint8_t *data, size_t size);
+int fuzz_image_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);

@@ -20,6 +20,8 @@ static const struct {
     {"devices", fuzz_devices_input},
     {"stages", fuzz_stages_input},
     {"model_build", fuzz_model_build_input},
+    {"npy", fuzz_npy_input},
+    {"image", fuzz_image_input},
 };
 
 size_t fuzz_target_count(void)

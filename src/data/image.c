@@ -1,0 +1,304 @@
+/* PNG (libpng) and JPEG (libjpeg-turbo) decoding into dp_image, with the
+ * channel conversions of PIL's convert("L") and convert("RGB"), so that
+ * an image reads here as torchvision's ImageFolder (PIL) reads it.
+ *
+ * Both libraries report a bad file by a callback that must not return:
+ * it records the library's message and longjmps back to the decoder,
+ * which frees what it allocated (the buffers it touches after setjmp are
+ * volatile) and logs one line naming the file. A JPEG's warnings (corrupt
+ * data, premature end of file, which libjpeg would paper over with gray)
+ * are errors here, as a truncated file is for PIL. The size is checked
+ * against DP_IMAGE_MAX_SIDE and DP_IMAGE_MAX_PIXELS from the header,
+ * before the pixels are allocated. */
+#include "data/dataset.h"
+
+#include "core/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdio.h> /* before jpeglib.h, which uses FILE */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <png.h>
+
+/* Files larger than this are not images we train on. */
+#define IMAGE_MAX_FILE ((size_t)256 << 20)
+
+/* ---- size checks and the conversion to [channels, rows, cols] ------------ */
+
+static int check_size(const char *name, int64_t width, int64_t height)
+{
+    if (width < 1 || height < 1 || width > DP_IMAGE_MAX_SIDE || height > DP_IMAGE_MAX_SIDE ||
+        width * height > DP_IMAGE_MAX_PIXELS) {
+        DP_ERROR("%s: %lldx%lld pixels: images of at most %dx%d and %lld pixels are read", name,
+                 (long long)width, (long long)height, DP_IMAGE_MAX_SIDE, DP_IMAGE_MAX_SIDE,
+                 (long long)DP_IMAGE_MAX_PIXELS);
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
+/* Interleaved rows x cols x have (1 or 3) bytes into out's planes, with
+ * `want` channels (0: have). */
+static int to_planes(const uint8_t *hwc, int rows, int cols, int have, int want, dp_image *out)
+{
+    want = want ? want : have;
+    size_t plane = (size_t)rows * (size_t)cols;
+    out->pixels = dp__malloc(plane * (size_t)want);
+    if (!out->pixels)
+        return DP_ENOMEM;
+    out->channels = want;
+    out->rows = rows;
+    out->cols = cols;
+    for (size_t i = 0; i < plane; i++) {
+        const uint8_t *p = hwc + i * (size_t)have;
+        if (want == have) {
+            for (int c = 0; c < want; c++)
+                out->pixels[(size_t)c * plane + i] = p[c];
+        } else if (want == 3) { /* gray to RGB: copied */
+            for (int c = 0; c < 3; c++)
+                out->pixels[(size_t)c * plane + i] = p[0];
+        } else { /* RGB to gray: PIL's ITU-R 601-2 luma, in its fixed point */
+            uint32_t l = (uint32_t)p[0] * 19595 + (uint32_t)p[1] * 38470 + (uint32_t)p[2] * 7471;
+            out->pixels[i] = (uint8_t)((l + 0x8000) >> 16);
+        }
+    }
+    return 0;
+}
+
+/* ---- PNG ------------------------------------------------------------------ */
+
+typedef struct png_src {
+    const uint8_t *p;
+    size_t n, pos;
+    char msg[256];
+} png_src;
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n)
+{
+    png_src *s = png_get_io_ptr(png);
+    if (n > s->n - s->pos)
+        png_error(png, "the file ends early (truncated)");
+    memcpy(out, s->p + s->pos, n);
+    s->pos += n;
+}
+
+static void png_on_error(png_structp png, png_const_charp msg)
+{
+    png_src *s = png_get_error_ptr(png);
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg; /* ancillary trouble (a bad iCCP, a tEXt): PIL reads on too */
+}
+
+static int decode_png(const uint8_t *buf, size_t len, const char *name, int channels, dp_image *out)
+{
+    png_src src = {.p = buf, .n = len};
+    png_structp png =
+        png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return DP_ENOMEM;
+    }
+    uint8_t *volatile hwc = NULL;
+    png_bytep *volatile rowp = NULL;
+    volatile int rc = 0;
+    if (setjmp(png_jmpbuf(png))) {
+        if (rc == 0) {
+            DP_ERROR("%s: not a readable PNG: %s", name, src.msg);
+            rc = DP_EFORMAT;
+        }
+        goto done;
+    }
+    png_set_user_limits(png, DP_IMAGE_MAX_SIDE, DP_IMAGE_MAX_SIDE);
+    png_set_chunk_malloc_max(png, (png_alloc_size_t)64 << 20);
+    png_set_read_fn(png, &src, png_read_mem);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if ((rc = check_size(name, w, h)) < 0)
+        goto done;
+    /* As PIL's convert: palettes and low bit depths to 8-bit gray or RGB,
+     * 16 bits to their high byte, transparency dropped. */
+    png_set_expand(png);
+    png_set_strip_16(png);
+    png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    int have = png_get_channels(png, info);
+    size_t rowbytes = png_get_rowbytes(png, info);
+    if ((have != 1 && have != 3) || rowbytes != (size_t)w * (size_t)have) {
+        DP_ERROR("%s: not a readable PNG: %d channels of %zu bytes a row after conversion", name,
+                 have, rowbytes);
+        rc = DP_EFORMAT;
+        goto done;
+    }
+    hwc = dp__malloc((size_t)h * rowbytes);
+    rowp = dp__malloc((size_t)h * sizeof *rowp);
+    if (!hwc || !rowp) {
+        rc = DP_ENOMEM;
+        goto done;
+    }
+    for (png_uint_32 y = 0; y < h; y++)
+        rowp[y] = hwc + (size_t)y * rowbytes;
+    png_read_image(png, rowp);
+    png_read_end(png, NULL);
+    rc = to_planes(hwc, (int)h, (int)w, have, channels, out);
+done:
+    png_destroy_read_struct(&png, &info, NULL);
+    dp__free(rowp);
+    dp__free(hwc);
+    return rc;
+}
+
+/* ---- JPEG ----------------------------------------------------------------- */
+
+typedef struct jpeg_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_err;
+
+static void jpeg_on_error(j_common_ptr c)
+{
+    jpeg_err *e = (jpeg_err *)c->err;
+    c->err->format_message(c, e->msg);
+    longjmp(e->jump, 1);
+}
+
+/* Level -1 is a warning: the data are corrupt or cut short. */
+static void jpeg_on_message(j_common_ptr c, int level)
+{
+    if (level < 0)
+        jpeg_on_error(c);
+}
+
+static int decode_jpeg(const uint8_t *buf, size_t len, const char *name, int channels,
+                       dp_image *out)
+{
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err err;
+    memset(&err, 0, sizeof err);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = jpeg_on_error;
+    err.pub.emit_message = jpeg_on_message;
+    uint8_t *volatile hwc = NULL;
+    volatile int rc = 0;
+    if (setjmp(err.jump)) {
+        if (rc == 0) {
+            DP_ERROR("%s: not a readable JPEG: %s", name, err.msg);
+            rc = DP_EFORMAT;
+        }
+        goto done;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+        goto done;
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
+        rc = DP_EFORMAT;
+        goto done;
+    }
+    cinfo.out_color_space = cinfo.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    int have = cinfo.output_components;
+    size_t rowbytes = (size_t)cinfo.output_width * (size_t)have;
+    hwc = dp__malloc((size_t)cinfo.output_height * rowbytes);
+    if (!hwc) {
+        rc = DP_ENOMEM;
+        goto done;
+    }
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW row = hwc + (size_t)cinfo.output_scanline * rowbytes;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    rc = to_planes(hwc, (int)cinfo.output_height, (int)cinfo.output_width, have, channels, out);
+done:
+    jpeg_destroy_decompress(&cinfo);
+    dp__free(hwc);
+    return rc;
+}
+
+/* ---- by content ----------------------------------------------------------- */
+
+int dp_image_decode(const void *buf, size_t len, const char *name, int channels, dp_image *out)
+{
+    DP_ASSERT(out && name && (buf || len == 0));
+    memset(out, 0, sizeof *out);
+    if (channels != 0 && channels != 1 && channels != 3) {
+        DP_ERROR("%s: %d channels: images are read with 1 (grayscale) or 3 (RGB)", name, channels);
+        return DP_EINVAL;
+    }
+    const uint8_t *p = buf;
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (len >= 8 && memcmp(p, png_sig, 8) == 0)
+        return decode_png(p, len, name, channels, out);
+    if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff)
+        return decode_jpeg(p, len, name, channels, out);
+    if (len == 0) {
+        DP_ERROR("%s: an empty file, not a PNG or JPEG image", name);
+        return DP_EFORMAT;
+    }
+    char first[16] = "";
+    for (size_t i = 0, at = 0; i < DP_MIN(len, 4); i++)
+        at += (size_t)snprintf(first + at, sizeof first - at, "%s%02x", i ? " " : "", p[i]);
+    DP_ERROR("%s: not a PNG or JPEG image (it starts with the bytes %s)", name, first);
+    return DP_EFORMAT;
+}
+
+int dp_image_read(const char *path, int channels, dp_image *out)
+{
+    DP_ASSERT(path && out);
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        DP_ERROR("%s: %s", path, e == ENOENT ? "no such file" : strerror(e));
+        return e == ENOENT ? DP_ENOENT : DP_EIO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > IMAGE_MAX_FILE) {
+        DP_ERROR("%s: not a regular file of at most %zu MiB", path, IMAGE_MAX_FILE >> 20);
+        close(fd);
+        return DP_EIO;
+    }
+    size_t n = (size_t)st.st_size, done = 0;
+    uint8_t *buf = dp__malloc(n ? n : 1);
+    int rc = buf ? 0 : DP_ENOMEM;
+    while (rc == 0 && done < n) {
+        ssize_t r = read(fd, buf + done, n - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            DP_ERROR("%s: read error: %s", path, r < 0 ? strerror(errno) : "the file shrank");
+            rc = DP_EIO;
+        } else {
+            done += (size_t)r;
+        }
+    }
+    close(fd);
+    if (rc == 0)
+        rc = dp_image_decode(buf, n, path, channels, out);
+    dp__free(buf);
+    return rc;
+}
+
+void dp_image_close(dp_image *img)
+{
+    if (!img)
+        return;
+    dp__free(img->pixels);
+    memset(img, 0, sizeof *img);
+}
