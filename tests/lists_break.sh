@@ -83,7 +83,8 @@ else
     fail "the renamed kernel file does not compile" "$b_obj"
   else
     # The library's own link command, with --no-undefined, into $tmp.
-    read -r -a cmd <<<"$(sed "s|-o [^ ]*|-o $tmp/lib.so|" "$link_file") -Wl,--no-undefined"
+    # The link line is shell words (CMake quotes some paths): let bash split it.
+    eval "cmd=($(sed "s|-o [^ ]*|-o $tmp/lib.so|" "$link_file") -Wl,--no-undefined)"
     c_out=$(cd "$build" && "${cmd[@]}" 2>&1); c_rc=$?
     for i in "${!cmd[@]}"; do [[ ${cmd[$i]} == "$obj" ]] && cmd[$i]=$tmp/brk3.o; done
     b_out=$(cd "$build" && "${cmd[@]}" 2>&1); b_rc=$?
