@@ -42,6 +42,11 @@ typedef struct dp_checkpoint_state {
      * (DP_CONV_ALGO_AUTO), so that a resumed run runs the same kernels;
      * "" when none. */
     char conv_algos[16384];
+    /* The run's augmentation and normalisation in the syntax of
+     * dp_augment_parse and dp_normalize_parse ("" none): dp_evaluate
+     * normalises the test set as the run did. */
+    char augment[32];
+    char normalize[512];
 } dp_checkpoint_state;
 
 /* Writes the model (parameters, buffers), the optimizer state (optim may be NULL)

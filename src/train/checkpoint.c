@@ -95,7 +95,7 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                      .bytes = (size_t)numel * sizeof *hv[i]};
     }
     char vals[9][96];
-    const char *meta[2 * 20];
+    const char *meta[2 * 24];
     char steps[32];
     int nmeta = 0;
     meta[nmeta++] = "format";
@@ -138,6 +138,14 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         if (st->lr_schedule[0]) {
             meta[nmeta++] = "dptrain.lr_schedule";
             meta[nmeta++] = st->lr_schedule;
+        }
+        if (st->augment[0]) {
+            meta[nmeta++] = "dptrain.augment";
+            meta[nmeta++] = st->augment;
+        }
+        if (st->normalize[0]) {
+            meta[nmeta++] = "dptrain.normalize";
+            meta[nmeta++] = st->normalize;
         }
     }
     if (rc == 0 && optim) {
@@ -410,7 +418,11 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         rc = DP_EFORMAT;
     }
     const char *schedule = dp_safetensors_meta(f, "dptrain.lr_schedule");
+    const char *augment = dp_safetensors_meta(f, "dptrain.augment");
+    const char *normalize = dp_safetensors_meta(f, "dptrain.normalize");
     if (rc == 0) {
+        snprintf(st->augment, sizeof st->augment, "%s", augment ? augment : "");
+        snprintf(st->normalize, sizeof st->normalize, "%s", normalize ? normalize : "");
         snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
         snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");
         snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");

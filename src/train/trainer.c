@@ -40,6 +40,7 @@
 #include "train/trainer.h"
 
 #include "core/internal.h"
+#include "dp/safetensors.h"
 
 #include <string.h>
 
@@ -233,6 +234,22 @@ static int model_name(const dp_eval_options *o, char *model, size_t size)
     return 0;
 }
 
+/* The normalisation the checkpoint's run trained with (none for a plain
+ * state dict), so that the test set is seen as that run saw it. */
+static int checkpoint_normalisation(const char *path, dp_augment_options *out)
+{
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    const char *v = dp_safetensors_meta(f, "dptrain.normalize");
+    int rc = 0;
+    if (v && dp_normalize_parse(v, out) < 0) {
+        DP_ERROR("%s: metadata 'dptrain.normalize' is '%s', not a normalisation", path, v);
+        rc = DP_EFORMAT;
+    }
+    dp_safetensors_close(f);
+    return rc;
+}
+
 int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size)
 {
     /* A built-in name or a model file's path. */
@@ -255,6 +272,7 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
     to.limit_test = o->limit_test;
     to.precision = o->precision;
     to.init_path = o->checkpoint; /* the weights, loaded before the replicas copy them */
+    DP_TRY(checkpoint_normalisation(o->checkpoint, &to.augment));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     dp_tensor_t *correct = NULL;
     int64_t one = 1;
