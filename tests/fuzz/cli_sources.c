@@ -8,6 +8,7 @@
 #include "../../tools/eval_cmd.c"
 #include "../../tools/model_cmd.c"
 #include "../../tools/train_cmd.c"
+#include "../../tools/train_augment.c"
 #include "../../tools/train_recipe.c"
 
 int example_dataparallel(const char *devices)
