@@ -55,6 +55,8 @@ test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
+	@scripts/install-deps.sh python3-torchvision
+	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \
