@@ -24,4 +24,11 @@ if [[ ! -f $lib ]]; then
   echo "FAIL: $lib is missing (the shared library is built next to dptrain)"
   exit 1
 fi
+# A sanitizer build's library needs its runtime loaded first, before
+# Python's own libraries; Python's allocations are not the library's leaks.
+runtimes=$(ldd "$lib" | awk '/lib(asan|ubsan|tsan)\.so/ { print $3 }' | tr '\n' ' ')
+if [[ -n ${runtimes// /} ]]; then
+  export LD_PRELOAD="$runtimes${LD_PRELOAD:+ $LD_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
 exec "$PY" "$(dirname "${BASH_SOURCE[0]}")/augment_torchvision.py" "$lib"
