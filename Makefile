@@ -59,6 +59,8 @@ test-interop: build
 	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
+	@scripts/install-deps.sh python3-torchvision
+	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \

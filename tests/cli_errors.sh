@@ -140,6 +140,16 @@ mkdir -p "$dir/cifar" && head -c 3072 /dev/zero >"$dir/cifar/data_batch_1.bin"
 expect_error "cifar10 short record" "$dir/cifar/data_batch_1.bin: truncated record" -- \
   "$bin" train --dataset cifar10 --data "$dir/cifar"
 
+# --augment and --normalize: their syntax, and a normalisation for another
+# number of channels than the data's, named by its flag.
+expect_error "bad --augment" "^dptrain: error: --augment crop:0,flip: expected crop:PAD" -- \
+  "$bin" train --augment crop:0,flip
+expect_error "bad --normalize" "^dptrain: error: --normalize 0.5,0: expected one mean per channel" -- \
+  "$bin" train --normalize 0.5,0
+expect_error "--normalize for 3 channels on 1" \
+  "^dptrain: error: --normalize: 3 means and standard deviations for samples of 1 channel" -- \
+  "$bin" train --data "$good" --batch-size 4 --epochs 1 --normalize 0.5,0.5,0.5,0.2,0.2,0.2
+
 # --help lists every flag with its default: each flag as a whole word at
 # the start of its entry (--init is not --init-normal), the entry's last
 # [...] the default below, and no entry that this list lacks.
@@ -164,7 +174,8 @@ declare -A defaults=(
   [--lr-milestones]="none" [--lr-gamma]="0.1" [--lr-min]="0" [--warmup-steps]="0"
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
-  [--tensorboard]="none" [--channels]="the first image's")
+  [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
+  [--normalize]="none")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
 # joined with single spaces.
 entry() {

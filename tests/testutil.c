@@ -169,6 +169,29 @@ double tu_max_rel_diff(const char *a, const char *b)
     return worst;
 }
 
+/* Sums |a - b|^2 and |b|^2 over the model's float tensors. */
+static void l2_sums(const dp_st_tensor *ta, const dp_st_tensor *tb, void *ctx)
+{
+    if (ta->dtype != DP_ST_F32 || strncmp(ta->name, "_state.", 7) == 0)
+        return;
+    const float *x = ta->data, *y = tb->data;
+    double *sums = ctx;
+    for (size_t k = 0; k < ta->bytes / sizeof(float); k++) {
+        if (!isfinite(x[k]) || !isfinite(y[k]))
+            fail_msg("tensor '%s'[%zu] is %g vs %g: not finite", ta->name, k, (double)x[k],
+                     (double)y[k]);
+        sums[0] += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+        sums[1] += (double)y[k] * y[k];
+    }
+}
+
+double tu_l2_rel_diff(const char *a, const char *b)
+{
+    double sums[2] = {0, 0};
+    each_tensor_pair(a, b, l2_sums, sums);
+    return sqrt(sums[0] / sums[1]);
+}
+
 static int tu_skips;
 
 void tu__note_skip(const char *test, const char *fmt, ...)

@@ -74,6 +74,9 @@ void tu_assert_same_tensors(const char *a, const char *b);
  * per tensor (max |a - b| where b's tensor is all zeros); the largest.
  * Fails the test on a value that is not finite in either. */
 double tu_max_rel_diff(const char *a, const char *b);
+/* ||a - b|| / ||b|| over the model's float tensors of two checkpoints (the
+ * "_state." ones aside), the weights taken as one vector. */
+double tu_l2_rel_diff(const char *a, const char *b);
 /* Fails unless the --metrics file `path` holds the epoch lines of epochs
  * first..last, in order, and no other: a resumed run writes only the
  * epochs it trained, so a --resume that retrained from the start (and

@@ -163,6 +163,9 @@ static const struct cli_option_name {
     {"the convolution algorithm", "--conv-algo"},
     {"dp_train_options.precision", "--precision"},
     {"dp_train_options.conv_algo", "--conv-algo"},
+    {"dp_train_options.augment", "--augment or --normalize"},
+    {"the augmentation", "--augment"},
+    {"the normalisation", "--normalize"},
 };
 
 const char *cli_with_flags(const char *msg, char *buf, size_t size)

@@ -56,6 +56,10 @@ int cli_train_tensorboard_flag(const char *f, const char *v, struct dp_train_opt
 extern const char cli_train_data_help[];
 extern const char *const cli_train_data_flags[];
 int cli_train_data_flag(const char *f, const char *v, struct dp_train_options *o);
+/* train_augment.c: --augment and --normalize, the same way. */
+extern const char cli_train_augment_help[];
+extern const char *const cli_train_augment_flags[];
+int cli_train_augment_flag(const char *f, const char *v, struct dp_train_options *o);
 /* dptrain train's flags into *o (defaults first). Returns 0, with *help set
  * for -h/--help, or 2 after printing the one-line error. */
 int cli_train_parse(int argc, char **argv, struct dp_train_options *o, bool *help);

@@ -203,6 +203,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             with_value[nv++] = cli_train_tensorboard_flags[k];
         for (size_t k = 0; cli_train_data_flags[k]; k++)
             with_value[nv++] = cli_train_data_flags[k];
+        for (size_t k = 0; cli_train_augment_flags[k]; k++)
+            with_value[nv++] = cli_train_augment_flags[k];
         const char *v;
         if (cli_option_value("train", with_value, nv, argc, argv, &i, &v))
             return 2;
@@ -211,6 +213,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             recipe = cli_train_tensorboard_flag(f, v, &o);
         if (recipe < 0)
             recipe = cli_train_data_flag(f, v, &o);
+        if (recipe < 0)
+            recipe = cli_train_augment_flag(f, v, &o);
         if (recipe >= 0) {
             if (recipe)
                 return recipe;
@@ -377,6 +381,7 @@ int cmd_train(int argc, char **argv)
         fputs(cli_train_recipe_help, stdout);
         fputs(cli_train_tensorboard_help, stdout);
         fputs(cli_train_data_help, stdout);
+        fputs(cli_train_augment_help, stdout);
         fputs(usage_train_rest, stdout);
         return 0;
     }

@@ -50,6 +50,11 @@ typedef struct dp_checkpoint_state {
      * NULL: not written). Loading leaves them zero. */
     int64_t input_chw[3];
     const char *classes;
+    /* The run's augmentation and normalisation in the syntax of
+     * dp_augment_parse and dp_normalize_parse ("" none): dp_evaluate
+     * normalises the test set as the run did. */
+    char augment[32];
+    char normalize[512];
 } dp_checkpoint_state;
 
 /* Writes the model (parameters, buffers), the optimizer state (optim may be NULL)

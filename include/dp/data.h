@@ -173,6 +173,69 @@ const char *dp_fashion_mnist_label(int label);
  * another name. */
 const char *const *dp_dataset_builtin_classes(const char *name);
 
+/* ---- augmentation and normalisation --------------------------------------
+ * What torchvision's transforms do to a training image, in their order:
+ * RandomCrop(size, padding=crop_pad) (zero padding, the output the input's
+ * size), RandomHorizontalFlip(p=0.5), Normalize(mean, std). The loader
+ * applies them on its thread, to each sample of a batch before the batch
+ * is split over ranks and devices. A sample's random draws are a pure
+ * function of (seed, epoch, the sample's index in the dataset): 1 device,
+ * N devices, N ranks and a resumed run see the same images, whatever the
+ * batch size or the loader's timing. */
+#define DP_AUGMENT_MAX_CHANNELS 16
+
+typedef struct dp_augment_options {
+    int crop_pad; /* RandomCrop's padding, 0 to DP_AUGMENT_MAX_PAD; 0: no crop */
+    bool flip;    /* RandomHorizontalFlip(p=0.5) */
+    /* Normalize: 0 for none; 1 for one mean and std for every channel (as
+     * Normalize((m,), (s,)) broadcasts); else one pair per channel. */
+    int norm_channels;
+    float mean[DP_AUGMENT_MAX_CHANNELS], std[DP_AUGMENT_MAX_CHANNELS];
+} dp_augment_options;
+
+#define DP_AUGMENT_MAX_PAD 1024
+
+/* One sample's draws: the crop's corner in the padded image (torchvision's
+ * i, j of crop(pad(img, crop_pad), top, left, rows, cols)), each in
+ * 0..2 * crop_pad, and whether it is flipped after the crop. */
+typedef struct dp_augment_draw {
+    int top, left;
+    bool flip;
+} dp_augment_draw;
+
+/* "crop:PAD", "flip" or both, comma-separated, in any order ("crop:4,flip");
+ * "none" for neither. Sets crop_pad and flip of *o only. DP_EINVAL (and *o
+ * unchanged) for anything else. */
+int dp_augment_parse(const char *spec, dp_augment_options *o);
+/* "M1,...,Mc,S1,...,Sc": c means, then c standard deviations (each > 0),
+ * torchvision's Normalize(mean, std) flattened: "0.2860,0.3530" for
+ * Fashion-MNIST, "0.4914,0.4822,0.4465,0.2470,0.2435,0.2616" for CIFAR-10;
+ * "none" for none. Sets the normalisation of *o only; DP_EINVAL (*o
+ * unchanged) otherwise. */
+int dp_normalize_parse(const char *spec, dp_augment_options *o);
+/* The options for samples of `channels` channels: DP_EINVAL, with a
+ * message, for a padding out of range, a std that is not above 0, or
+ * another count of means than 1 or `channels`. */
+int dp_augment_check(const dp_augment_options *o, int channels);
+/* Whether the options do anything; whether they draw anything. */
+bool dp_augment_any(const dp_augment_options *o);
+bool dp_augment_random(const dp_augment_options *o);
+/* The options back in the syntax of dp_augment_parse ("crop:4,flip",
+ * "none") and of dp_normalize_parse ("0.286,0.353", "none"), for records:
+ * parsed, each gives the same options. */
+const char *dp_augment_str(const dp_augment_options *o, char *buf, size_t size);
+const char *dp_normalize_str(const dp_augment_options *o, char *buf, size_t size);
+/* Sample `index`'s draws in epoch `epoch` of a run seeded with `seed`: from
+ * the counter-based RNG's stream (1 << 62) | epoch << 40 | index, top, left
+ * (with crop_pad), then the flip (with flip); all zero for what is off. */
+void dp_augment_draw_for(const dp_augment_options *o, uint64_t seed, int64_t epoch, int64_t index,
+                         dp_augment_draw *d);
+/* One sample [channels, rows, cols] from src to dst (not the same memory):
+ * cropped at d (NULL: not cropped or flipped), flipped as d says, then
+ * normalised, (x - mean) / std in float as Normalize's sub_ and div_. */
+void dp_augment_apply(const dp_augment_options *o, const dp_augment_draw *d, int channels, int rows,
+                      int cols, const float *src, float *dst);
+
 /* ---- loader -------------------------------------------------------------
  * Shuffles with a seed (a new permutation each epoch, a pure function of
  * seed and epoch), cuts batches (the last one partial), and prepares the next
@@ -185,6 +248,9 @@ typedef struct dp_loader_options {
     uint64_t seed;
     int64_t limit; /* use the first `limit` samples; 0 = all */
     int prefetch;  /* batches prepared ahead; 0 = default (2) */
+    /* Applied to every sample, the draws from `seed`, the epoch and the
+     * sample's index; zero: the samples as they are. */
+    dp_augment_options augment;
 } dp_loader_options;
 
 typedef struct dp_batch {

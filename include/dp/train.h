@@ -5,6 +5,7 @@
 #ifndef DP_TRAIN_H
 #define DP_TRAIN_H
 
+#include "dp/data.h"
 #include "dp/optim.h"
 #include "dp/train_util.h"
 
@@ -20,7 +21,7 @@ extern "C" {
  * "the device list", "the batch size", "the epoch count", "the allreduce
  * algorithm", "sync batch norm", "checkpoint path", "skipping non-finite
  * steps", "the checkpoint error policy", "deterministic mode", "the
- * dataset", "the data directory". */
+ * dataset", "the data directory", "the augmentation", "the normalisation". */
 struct dp_dataset;
 struct dp_model_def;
 
@@ -151,6 +152,14 @@ typedef struct dp_train_options {
      * the samples' shape and the class names (the folder's class
      * directories; the built-in datasets' names) for dp_predict. */
     int channels;
+    /* Augmentation and normalisation (dp/data.h): the training loader
+     * crops, flips and normalises every sample on its thread, before a
+     * batch is split over ranks and devices, each sample's draws from the
+     * run's seed, the epoch and its index; the test set is only normalised.
+     * Checkpoints record both (dptrain.augment, dptrain.normalize), and
+     * dp_evaluate normalises as its checkpoint says. Zero: the pixels as
+     * the dataset has them. */
+    dp_augment_options augment;
 } dp_train_options;
 
 /* What a run does when writing its checkpoint fails (disk full, EIO): the

@@ -12,11 +12,15 @@
  * `prefetch` batches prepared ahead of the one the caller holds.
  *
  * Locking: one mutex guards every field below marked (m). The thread reads
- * `perm` and writes a slot's buffers without the lock, but only while `busy`
- * is set; dp_loader_start_epoch clears `active`, waits for `busy` to drop and
- * only then rewrites `perm` and resets the ring, so the mutex orders every
- * access. The caller reads a slot it holds without the lock; the thread never
- * touches a held or ready slot. */
+ * `perm` and `epoch` and writes a slot's buffers without the lock, but only
+ * while `busy` is set; dp_loader_start_epoch clears `active`, waits for
+ * `busy` to drop and only then rewrites `perm` and `epoch` and resets the
+ * ring, so the mutex orders every access. The caller reads a slot it holds
+ * without the lock; the thread never touches a held or ready slot.
+ *
+ * Augmentation (augment.c) happens here too, as each sample is gathered:
+ * its draws depend on the seed, the epoch and the sample's index alone, so
+ * the order the thread fills batches in does not matter. */
 #include "dp/data.h"
 
 #include "core/internal.h"
@@ -41,7 +45,11 @@ struct dp_loader {
     size_t sample_floats; /* channels * rows * cols */
     bool shuffle;
     uint64_t seed;
-    int64_t *perm; /* [n]: sample ids in this epoch's order */
+    dp_augment_options augment;
+    bool transform, random; /* dp_augment_any, dp_augment_random */
+    int64_t epoch;          /* the current epoch, for the augmentation's draws */
+    int64_t *perm;          /* [n]: sample ids in this epoch's order */
+    float *scratch;         /* [sample_floats]: a sample before its augmentation */
     loader_slot *slots;
     int nslots;
 
@@ -59,15 +67,31 @@ struct dp_loader {
     int64_t next_consume;    /* (m) next batch dp_loader_next hands out */
 };
 
-/* Gathers batch `b` of the current permutation into `s`. */
+/* Gathers batch `b` of the current permutation into `s`, each sample
+ * augmented and normalised as the options say: here, on the loader's
+ * thread, before the batch is split, so every rank and device trains on
+ * the same images. */
 static void fill_slot(const dp_loader_t *l, loader_slot *s, int64_t b)
 {
     int64_t begin = b * l->batch_size;
     int64_t count = DP_MIN(l->batch_size, l->n - begin);
+    const dp_dataset *ds = l->ds;
     for (int64_t i = 0; i < count; i++) {
         int64_t id = l->perm[begin + i];
-        dp_dataset_get(l->ds, id, 1, s->x + (size_t)i * l->sample_floats);
-        s->y[i] = l->ds->labels[id];
+        float *dst = s->x + (size_t)i * l->sample_floats;
+        if (l->transform) {
+            /* The sample as floats (bytes scaled, dp_dataset_get), then
+             * cropped, flipped and normalised into the batch. */
+            dp_dataset_get(ds, id, 1, l->scratch);
+            dp_augment_draw d;
+            if (l->random)
+                dp_augment_draw_for(&l->augment, l->seed, l->epoch, id, &d);
+            dp_augment_apply(&l->augment, l->random ? &d : NULL, dp_dataset_channels(ds), ds->rows,
+                             ds->cols, l->scratch, dst);
+        } else {
+            dp_dataset_get(ds, id, 1, dst);
+        }
+        s->y[i] = ds->labels[id];
     }
     s->n = count;
     s->index = b;
@@ -110,6 +134,7 @@ static void free_loader(dp_loader_t *l)
     }
     dp__free(l->slots);
     dp__free(l->perm);
+    dp__free(l->scratch);
     dp__free(l);
 }
 
@@ -130,6 +155,8 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
         DP_ERROR("loader: prefetch must be 0 (default) or positive, got %d", opt->prefetch);
         return DP_EINVAL;
     }
+    if (dp_augment_check(&opt->augment, dp_dataset_channels(ds)) < 0)
+        return DP_EINVAL;
     if (ds->n < 0 || ds->channels < 0 || ds->rows < 0 || ds->cols < 0 ||
         (ds->n > 0 && ((!ds->images && !ds->pixels) || !ds->labels))) {
         DP_ERROR("loader: dataset is not loaded (n %lld, channels %d, rows %d, cols %d)",
@@ -147,12 +174,16 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
     l->sample_floats = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
     l->shuffle = opt->shuffle;
     l->seed = opt->seed;
+    l->augment = opt->augment;
+    l->transform = dp_augment_any(&opt->augment);
+    l->random = dp_augment_random(&opt->augment);
     l->nslots = (opt->prefetch > 0 ? opt->prefetch : DEFAULT_PREFETCH) + 1;
 
     size_t cap = (size_t)DP_MAX(DP_MIN(l->batch_size, l->n), 1);
     l->perm = dp__calloc((size_t)DP_MAX(l->n, 1), sizeof *l->perm);
     l->slots = dp__calloc((size_t)l->nslots, sizeof *l->slots);
-    if (!l->perm || !l->slots)
+    l->scratch = dp__malloc((size_t)DP_MAX(l->sample_floats, 1) * sizeof *l->scratch);
+    if (!l->perm || !l->slots || !l->scratch)
         goto nomem;
     for (int i = 0; i < l->nslots; i++) {
         if (l->sample_floats && cap > SIZE_MAX / sizeof(float) / l->sample_floats)
@@ -213,7 +244,9 @@ int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
         pthread_cond_wait(&l->ready_cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
 
-    /* The thread is idle until `active` is set again: `perm` is ours. */
+    /* The thread is idle until `active` is set again: `perm` and `epoch`
+     * are ours. */
+    l->epoch = epoch;
     for (int64_t i = 0; i < l->n; i++)
         l->perm[i] = i;
     if (l->shuffle) {

@@ -173,6 +173,11 @@ static int save_checkpoint(dp__trainer *t, const char *path, int epochs_done, in
     dp__prec_record(t, ck);
     dp__data_record(t, ck);
     dp__steps_schedule_str(t->steps, ck->lr_schedule, sizeof ck->lr_schedule);
+    ck->augment[0] = ck->normalize[0] = '\0';
+    if (dp_augment_random(&o->augment))
+        dp_augment_str(&o->augment, ck->augment, sizeof ck->augment);
+    if (o->augment.norm_channels > 0)
+        dp_normalize_str(&o->augment, ck->normalize, sizeof ck->normalize);
     DP_TRY(dp_checkpoint_save(path, dp__net_model(t->net),
                               dp_data_parallel_optimizer(dp__net_replicas(t->net), 0), ck));
     if (o->checkpoint_path && strcmp(path, o->checkpoint_path) == 0) {

@@ -95,7 +95,7 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                      .bytes = (size_t)numel * sizeof *hv[i]};
     }
     char vals[9][96], input[96];
-    const char *meta[2 * 28];
+    const char *meta[2 * 32];
     char steps[32], best[64];
     int nmeta = 0;
     meta[nmeta++] = "format";
@@ -153,6 +153,14 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         if (st->classes) {
             meta[nmeta++] = "dptrain.classes";
             meta[nmeta++] = st->classes;
+        }
+        if (st->augment[0]) {
+            meta[nmeta++] = "dptrain.augment";
+            meta[nmeta++] = st->augment;
+        }
+        if (st->normalize[0]) {
+            meta[nmeta++] = "dptrain.normalize";
+            meta[nmeta++] = st->normalize;
         }
     }
     if (rc == 0 && optim) {
@@ -435,7 +443,11 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                  path, best);
         rc = DP_EFORMAT;
     }
+    const char *augment = dp_safetensors_meta(f, "dptrain.augment");
+    const char *normalize = dp_safetensors_meta(f, "dptrain.normalize");
     if (rc == 0) {
+        snprintf(st->augment, sizeof st->augment, "%s", augment ? augment : "");
+        snprintf(st->normalize, sizeof st->normalize, "%s", normalize ? normalize : "");
         snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
         snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");
         snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");

@@ -180,12 +180,18 @@ int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_to
 int dp__data_open_loaders(dp__train_data *d, const dp_train_options *o, uint64_t seed,
                           bool train_too)
 {
-    dp_loader_options lo = {
-        .batch_size = o->batch_size, .shuffle = o->shuffle, .seed = seed, .limit = o->limit_train};
+    dp_loader_options lo = {.batch_size = o->batch_size,
+                            .shuffle = o->shuffle,
+                            .seed = seed,
+                            .limit = o->limit_train,
+                            .augment = o->augment};
     if (train_too)
         DP_TRY(dp_loader_init(&d->train_loader, d->train_set, &lo));
+    /* Evaluation sees the images as they are, normalised as in training. */
     lo.shuffle = false;
     lo.limit = o->limit_test;
+    lo.augment.crop_pad = 0;
+    lo.augment.flip = false;
     return dp_loader_init(&d->test_loader, d->test_set, &lo);
 }
 

@@ -7,6 +7,7 @@
 #include "train/trainer.h"
 
 #include "core/internal.h"
+#include "dp/safetensors.h"
 #include "io/json.h"
 
 #include <math.h>
@@ -187,6 +188,43 @@ static int read_images(const dp_predict_options *o, int64_t chw[3], dp_predictio
     return 0;
 }
 
+/* The normalisation the checkpoint's run trained with (none for a plain
+ * state dict), so that the test set is seen as that run saw it. */
+int dp__checkpoint_normalisation(const char *path, dp_augment_options *out)
+{
+    dp_safetensors_t *f;
+    DP_TRY(dp_safetensors_open(&f, path));
+    const char *v = dp_safetensors_meta(f, "dptrain.normalize");
+    int rc = 0;
+    if (v && dp_normalize_parse(v, out) < 0) {
+        DP_ERROR("%s: metadata 'dptrain.normalize' is '%s', not a normalisation", path, v);
+        rc = DP_EFORMAT;
+    }
+    dp_safetensors_close(f);
+    return rc;
+}
+
+/* The images as the checkpoint's run saw its test set: normalised as it
+ * says (dptrain.normalize), in place. */
+static int normalise(const char *checkpoint, const int64_t *chw, int64_t n, float *x)
+{
+    dp_augment_options a = {0};
+    DP_TRY(dp__checkpoint_normalisation(checkpoint, &a));
+    if (!dp_augment_any(&a))
+        return 0;
+    DP_TRY(dp_augment_check(&a, (int)chw[0]));
+    int64_t size = chw[0] * chw[1] * chw[2];
+    float *tmp = dp__malloc((size_t)size * sizeof *tmp);
+    if (!tmp)
+        return DP_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(tmp, x + i * size, (size_t)size * sizeof *tmp);
+        dp_augment_apply(&a, NULL, (int)chw[0], (int)chw[1], (int)chw[2], tmp, x + i * size);
+    }
+    dp__free(tmp);
+    return 0;
+}
+
 int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3])
 {
     *x = NULL;
@@ -196,9 +234,11 @@ int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float *
     }
     DP_TRY(read_classes(o->checkpoint, out));
     DP_TRY(read_input_shape(o->checkpoint, chw));
-    if (o->ninputs == 1 && is_npy(o->inputs[0]))
-        return read_npy(o->inputs[0], chw, out, x);
-    return read_images(o, chw, out, x);
+    int rc = o->ninputs == 1 && is_npy(o->inputs[0]) ? read_npy(o->inputs[0], chw, out, x)
+                                                     : read_images(o, chw, out, x);
+    if (rc < 0)
+        return rc;
+    return normalise(o->checkpoint, chw, out->n, *x);
 }
 
 /* The model's outputs per sample, from its summary on the meta device. */

@@ -37,6 +37,9 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
     const char *model = dp__train_model_name(o);
     const char *dataset = o->dataset ? o->dataset : "fashion-mnist";
     const char *stages = o->stages ? o->stages : "";
+    char augment[512], normalize[512];
+    dp_augment_str(&o->augment, augment, sizeof augment);
+    dp_normalize_str(&o->augment, normalize, sizeof normalize);
     const struct {
         const char *field;
         const void *value;
@@ -62,6 +65,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         {"dp_train_options.schedule", &o->schedule, sizeof o->schedule},
         {"dp_train_options.precision", &o->precision, sizeof o->precision},
         {"dp_train_options.conv_algo", &o->conv_algo, sizeof o->conv_algo},
+        {"dp_train_options.augment", augment, strlen(augment) + 1},
+        {"dp_train_options.augment", normalize, strlen(normalize) + 1},
     };
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
         uint64_t h = fnv1a(14695981039346656037ull, opts[i].value, opts[i].size);
@@ -69,12 +74,11 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         DP_TRY(dp_dist_gather_u64(h, all));
         for (int r = 1; r < t->ranks; r++) {
             if (all[r] != all[0]) {
-                DP_ERROR(
-                    "rank %d was started with another %s than rank 0 (the model, dataset, "
-                    "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits, "
-                    "sync batch norm, bucket size, gradient compression, pipeline, precision and "
-                    "convolution algorithm must be the same on every rank)",
-                    r, opts[i].field);
+                DP_ERROR("rank %d was started with another %s than rank 0 (the model, dataset, "
+                         "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits, "
+                         "sync batch norm, bucket size, gradient compression, pipeline, precision, "
+                         "convolution algorithm and augmentation must be the same on every rank)",
+                         r, opts[i].field);
                 return DP_EINVAL;
             }
         }

@@ -40,6 +40,7 @@
 #include "train/trainer.h"
 
 #include "core/internal.h"
+#include "dp/safetensors.h"
 
 #include <string.h>
 
@@ -271,6 +272,7 @@ int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
     to.limit_test = o->limit_test;
     to.precision = o->precision;
     to.init_path = o->checkpoint; /* the weights, loaded before the replicas copy them */
+    DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.augment));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     int rc = dp__net_open(&t.net, &t);
     if (rc == 0)

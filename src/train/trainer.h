@@ -63,6 +63,9 @@ int dp__train_evaluate(dp__trainer *t, dp_eval_result *r);
  * the names and the class names into out; then the softmax of every
  * input's logits, each rank computing its chunk in batches of `batch`. */
 int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3]);
+/* The normalisation a checkpoint's run trained with (dptrain.normalize;
+ * none for a plain state dict), into out's normalisation. */
+int dp__checkpoint_normalisation(const char *path, dp_augment_options *out);
 int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_t batch,
                       dp_predictions *out);
 

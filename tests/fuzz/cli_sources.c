@@ -10,6 +10,7 @@
 #include "../../tools/predict_cmd.c"
 #include "../../tools/train_cmd.c"
 #include "../../tools/train_data.c"
+#include "../../tools/train_augment.c"
 #include "../../tools/train_recipe.c"
 #include "../../tools/train_tensorboard.c"
 
