@@ -203,33 +203,6 @@ static void schedules_match_pytorch_forms(void **state)
     tu_assert_error_mentions("onecycle has its own warmup");
 }
 
-/* ||a - b|| / ||b|| over every model tensor of two checkpoints (the
- * "_state." ones aside), the weights taken as one vector. */
-static double l2_rel_diff(const char *a, const char *b)
-{
-    dp_safetensors_t *fa, *fb;
-    assert_int_equal(dp_safetensors_open(&fa, a), 0);
-    assert_int_equal(dp_safetensors_open(&fb, b), 0);
-    double diff = 0, norm = 0;
-    for (int i = 0; i < dp_safetensors_count(fa); i++) {
-        dp_st_tensor ta, tb;
-        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0)
-            continue;
-        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
-        assert_int_equal(ta.bytes, tb.bytes);
-        const float *x = ta.data, *y = tb.data;
-        for (size_t j = 0; j < ta.bytes / sizeof(float); j++) {
-            assert_true(isfinite(x[j]) && isfinite(y[j]));
-            diff += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
-            norm += (double)y[j] * y[j];
-        }
-    }
-    dp_safetensors_close(fa);
-    dp_safetensors_close(fb);
-    return sqrt(diff / norm);
-}
-
 /* AdamW, warmup and cosine, clipping, label smoothing: a whole run. */
 static void run(const char *devices, int epochs, dp_lr_schedule_kind kind, const char *ckpt,
                 const char *resume, dp_train_result *r)
@@ -274,7 +247,7 @@ static void adamw_runs_alike(void **state)
      * (m near 0) turns the summation order's rounding into a relative
      * error far above float's; the worst single element of LeNet's W1
      * ends about 1e-4 off, the vector 1e-6. */
-    double diff = l2_rel_diff(two, one), worst = tu_max_rel_diff(two, one);
+    double diff = tu_l2_rel_diff(two, one), worst = tu_max_rel_diff(two, one);
     printf("AdamW, warmup + cosine, clipping, label smoothing: 2 devices vs 1 after 20 updates: "
            "||difference|| / ||weights|| %.2e (limit 1e-5); the worst element's %.2e\n",
            diff, worst);

@@ -249,29 +249,40 @@ static int model_name(const dp_model_def *def, const char *given, const char *ch
     return 0;
 }
 
-int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
+/* The options of a run over a checkpoint's weights (evaluation,
+ * prediction): its model, devices and threads, the weights loaded before
+ * the replicas copy them. */
+static int checkpoint_run(const char *what, const char *checkpoint, const dp_model_def *def,
+                          const char *given, const char *devices, int threads, char *model,
+                          size_t size, dp_train_options *to)
 {
-    /* A built-in name or a model file's path. */
-    char model[4096];
-    memset(r, 0, sizeof *r);
-    if (!o->checkpoint) {
-        DP_ERROR("evaluate: no checkpoint given");
+    if (!checkpoint) {
+        DP_ERROR("%s: no checkpoint given", what);
         return DP_EINVAL;
     }
-    DP_TRY(model_name(o->model_def, o->model, o->checkpoint, model, sizeof model));
+    DP_TRY(model_name(def, given, checkpoint, model, size));
+    dp_train_options_default(to);
+    to->model = model;
+    to->model_def = def;
+    to->devices = devices ? devices : "1";
+    to->threads = threads;
+    to->init_path = checkpoint;
+    return 0;
+}
+
+int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
+{
+    char model[4096];
     dp_train_options to;
-    dp_train_options_default(&to);
-    to.model = model;
-    to.model_def = o->model_def;
-    to.devices = o->devices ? o->devices : "1";
-    to.threads = o->threads;
+    memset(r, 0, sizeof *r);
+    DP_TRY(checkpoint_run("evaluate", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
+                          model, sizeof model, &to));
     to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
     to.dataset = o->dataset;
     to.data_dir = o->data_dir;
     to.test_set = o->test_set;
     to.limit_test = o->limit_test;
     to.precision = o->precision;
-    to.init_path = o->checkpoint; /* the weights, loaded before the replicas copy them */
     DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.augment));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     int rc = dp__net_open(&t.net, &t);
@@ -304,20 +315,11 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
 
 int dp_predict(const dp_predict_options *o, dp_predictions *out)
 {
-    memset(out, 0, sizeof *out);
     char model[4096];
-    if (!o->checkpoint) {
-        DP_ERROR("predict: no checkpoint given");
-        return DP_EINVAL;
-    }
-    DP_TRY(model_name(o->model_def, o->model, o->checkpoint, model, sizeof model));
     dp_train_options to;
-    dp_train_options_default(&to);
-    to.model = model;
-    to.model_def = o->model_def;
-    to.devices = o->devices ? o->devices : "1";
-    to.threads = o->threads;
-    to.init_path = o->checkpoint;
+    memset(out, 0, sizeof *out);
+    DP_TRY(checkpoint_run("predict", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
+                          model, sizeof model, &to));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     float *x = NULL;
     int64_t chw[3];
