@@ -409,6 +409,7 @@ dp_tensor_t *in_layout(dp_tensor_t *x, dp_tensor_t *identity, bool nhwc)
 dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv2d_params *p,
                              dp_precision precision)
 {
+    bool sides = p->pad_top || p->pad_left || p->pad_bottom || p->pad_right;
     return (dp__conv_shape){.precision = precision,
                             .c = (int32_t)xs[1],
                             .h = (int32_t)xs[2],
@@ -418,22 +419,26 @@ dp__conv_shape gc_conv_shape(const int64_t *xs, const int64_t *ws, const dp_conv
                             .s = (int32_t)ws[3],
                             .stride_h = p->stride_h ? p->stride_h : 1,
                             .stride_w = p->stride_w ? p->stride_w : 1,
-                            .pad_h = p->pad_h,
-                            .pad_w = p->pad_w};
+                            .pad_h = sides ? p->pad_top : p->pad_h,
+                            .pad_w = sides ? p->pad_left : p->pad_w,
+                            .pad_bottom = sides ? p->pad_bottom : p->pad_h,
+                            .pad_right = sides ? p->pad_right : p->pad_w,
+                            .dilation_h = p->dilation_h ? p->dilation_h : 1,
+                            .dilation_w = p->dilation_w ? p->dilation_w : 1,
+                            .groups = p->groups ? p->groups : 1};
 }
 
 void gc_force_conv_impl(const dp__conv_shape *s, dp__conv_impl impl)
 {
-    char text[512];
+    char text[512], key[160];
     const char *prec = s->precision == DP_PRECISION_BF16 ? "bf16" : "f32";
     const char *name = dp__conv_impl_name(impl);
+    dp__conv_shape_str(key, sizeof key, s);
     snprintf(text, sizeof text,
              "%s %dx%dx%d k%d 1x1 s1x1 p0x0: forward=direct backward_data=direct "
              "backward_weights=direct\n"
-             "%s %dx%dx%d k%d %dx%d s%dx%d p%dx%d: forward=%s backward_data=%s "
-             "backward_weights=%s\n",
-             prec, s->c, s->h, s->w, s->c, prec, s->c, s->h, s->w, s->k, s->r, s->s, s->stride_h,
-             s->stride_w, s->pad_h, s->pad_w, name, name, name);
+             "%s: forward=%s backward_data=%s backward_weights=%s\n",
+             prec, s->c, s->h, s->w, s->c, key, name, name, name);
     dp_conv_choices_clear();
     OK(dp_conv_choices_load(text));
 }

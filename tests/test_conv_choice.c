@@ -23,7 +23,12 @@ static void choices_round_trip(void **state)
     dp_conv_choices_clear();
     const char *text = "bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct backward_data=blocked "
                        "backward_weights=gemm\n"
-                       "f32 20x13x13 k50 5x5 s1x1 p0x0: forward=blocked\n";
+                       "f32 20x13x13 k50 5x5 s1x1 p0x0: forward=blocked\n"
+                       /* padding per side, dilation and groups */
+                       "f32 32x14x14 k64 3x3 s2x2 p0x0x1x1 d2x2 g32: forward=direct "
+                       "backward_weights=blocked\n"
+                       "f32 8x9x9 k8 2x2 s1x1 p0x0x1x1: forward=gemm\n"
+                       "bf16 16x7x7 k16 3x3 s1x1 p1x1 g16: backward_data=direct\n";
     assert_int_equal(dp_conv_choices_load(text), 0);
     char *saved = dp_conv_choices_save();
     assert_non_null(saved);
@@ -44,6 +49,10 @@ static void choices_round_trip(void **state)
         "bf16 64x28 k64 3x3 s1x1 p1x1: forward=direct\n",
         "bf16 0x28x28 k64 3x3 s1x1 p1x1: forward=direct\n",
         "bf16 64x28x28 k64 3x3 s1x1 p1x1: sideways=direct\n",
+        "f32 32x14x14 k64 3x3 s2x2 p0x0x1x1 d2x2 g3: forward=direct\n",
+        "f32 32x14x14 k64 3x3 s2x2 p0x0x1 d2x2: forward=direct\n",
+        "f32 32x14x14 k64 3x3 s2x2 p1x1 d0x2: forward=direct\n",
+        "f32 32x14x14 k64 3x3 s2x2 p1x1 g32 d2x2: forward=direct\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char two[256];

@@ -196,6 +196,33 @@ static const op_case conv_lenet_case = {
     {{4, {8, 1, 28, 28}, false}, {4, {6, 1, 5, 5}, false}, {1, {6}, false}},
     op_conv_lenet};
 
+/* Groups, dilation and one-sided padding on an NCHW input (cuDNN's
+ * padded copy), a depthwise strided one, then a grouped transposed one. */
+static int op_conv_geometry(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_tensor_t *h, *d;
+    dp_conv2d_params pg = {
+        .groups = 2, .dilation_h = 2, .pad_top = 2, .pad_bottom = 1, .pad_right = 1, .relu = true};
+    dp_conv2d_params pd = {.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 6};
+    dp_conv_transpose2d_params pt = {
+        .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .output_padding_h = 1, .groups = 3};
+    int rc = dp_conv2d(&h, l[0], l[1], l[2], &pg);
+    if (rc == 0)
+        rc = dp_conv2d(&d, h, l[3], NULL, &pd);
+    return rc < 0 ? rc : dp_conv_transpose2d(y, d, l[4], l[5], &pt);
+}
+
+static const op_case conv_geometry_case = {
+    "conv2d groups, dilation, pads per side; conv_transpose2d",
+    6,
+    {{4, {3, 4, 9, 8}, false},
+     {4, {6, 2, 3, 2}, false},
+     {1, {6}, false},
+     {4, {6, 1, 3, 3}, false},
+     {4, {6, 2, 3, 3}, false},
+     {1, {6}, false}},
+    op_conv_geometry};
+
 /* Pooling after a convolution (NHWC) and on an NCHW input. */
 static int op_pool(dp_tensor_t **y, dp_tensor_t **l)
 {
@@ -310,6 +337,15 @@ static void conv2d_matches_cpu(void **state)
     dp_set_tf32(false);
     compare_case(&conv_case, TOL_FORWARD, TOL_GRAD);
     compare_case(&conv_lenet_case, TOL_FORWARD, TOL_GRAD);
+    dp_set_tf32(true);
+}
+
+static void conv_geometry_and_transpose_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    dp_set_tf32(false);
+    compare_case(&conv_geometry_case, TOL_FORWARD, TOL_GRAD);
     dp_set_tf32(true);
 }
 
@@ -474,6 +510,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv2d_matches_cpu),
         cmocka_unit_test(conv2d_tf32_matches_cpu),
+        cmocka_unit_test(conv_geometry_and_transpose_match_cpu),
         cmocka_unit_test(pool2d_matches_cpu),
         cmocka_unit_test(batch_norm_and_adaptive_pool_match_cpu),
         cmocka_unit_test(linear_relu_add_loss_match_cpu),

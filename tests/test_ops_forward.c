@@ -90,7 +90,8 @@ static void conv_forward_case(const conv_geom *g, bool bias, bool relu, uint64_t
           *wv = normal_array(&rng, count(4, ws), 0.5f);
     float *bv = normal_array(&rng, g->K, 0.5f);
     dp_tensor_t *x = upload(4, xs, xv), *w = upload(4, ws, wv), *b = upload(1, &g->K, bv);
-    dp_conv2d_params p = {g->sh, g->sw, g->ph, g->pw, relu};
+    dp_conv2d_params p = {
+        .stride_h = g->sh, .stride_w = g->sw, .pad_h = g->ph, .pad_w = g->pw, .relu = relu};
     dp_tape_t *tape;
     OK(dp_tape_init(&tape, false));
     dp_tape_begin(tape);
@@ -344,12 +345,8 @@ int main(int argc, char **argv)
     printf("forward values on cpu:0 with %d kernel thread(s)\n", gc_threads());
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
-        T(test_conv2d_forward),
-        T(test_pool2d_forward),
-        T(test_linear_forward),
-        T(test_eltwise_reshape_forward),
-        T(test_cross_entropy_forward),
-        T(test_accuracy_forward),
+        T(test_conv2d_forward),          T(test_pool2d_forward),        T(test_linear_forward),
+        T(test_eltwise_reshape_forward), T(test_cross_entropy_forward), T(test_accuracy_forward),
     };
 #undef T
     return tu_run(argc, argv, tests, NULL, NULL);

@@ -287,7 +287,9 @@ static const struct bad_file {
     {"Conv2d(1, 6, kernel_size=29)\nFlatten()\n", "line 1: "},
     {"Conv2d(1, 6, 5)\nMaxPool2d(25)\nFlatten()\n", "line 2: "},
     {"Flatten()\nLinear(784, 10)\nDropout(p=1.5)\n", "line 3: "},
-    {"Conv2d(1, 6, 3, dilation=2)\nFlatten()\nLinear(3456, 10)\n", "line 1: "},
+    {"Conv2d(1, 6, 3, groups=3)\nFlatten()\nLinear(3456, 10)\n", "line 1: "},
+    {"Conv2d(1, 6, 3, stride=2, padding='same')\nFlatten()\n", "line 1: "},
+    {"ConvTranspose2d(1, 6, 3, stride=2, output_padding=2)\nFlatten()\n", "line 1: "},
     {"Flatten()\nReLU()\n", "no module with parameters"},
 };
 
@@ -311,7 +313,9 @@ static const char *const bad_detail[] = {
     "a window of 29 does not fit an input of 28",
     "a window of 25 does not fit an input of 24",
     "Dropout's 'p' must be a number in [0, 1]",
-    "Conv2d's 'dilation' other than 1 is not supported",
+    "in_channels (1) and out_channels (6) must be divisible by groups (3)",
+    "padding='same' is not supported for strided convolutions",
+    "output_padding must be smaller than the stride",
     "",
 };
 

@@ -88,16 +88,51 @@ char *dp_conv_choices_save(void);
 int dp_conv_choices_load(const char *text);
 void dp_conv_choices_clear(void);
 
+/* A convolution's geometry, as PyTorch's nn.Conv2d and ONNX's Conv have it.
+ * Padding is either symmetric, pad_h rows above and below and pad_w
+ * columns left and right, or, when any of pad_top, pad_left, pad_bottom,
+ * pad_right is nonzero, those four (ONNX's pads [top, left, bottom, right],
+ * auto_pad SAME_UPPER/SAME_LOWER resolved), and pad_h and pad_w must then
+ * be 0. Zero-initialised fields give PyTorch's defaults. */
 typedef struct dp_conv2d_params {
     int stride_h, stride_w; /* 0 means 1 */
     int pad_h, pad_w;
-    bool relu; /* fuse a ReLU after the convolution */
+    bool relu;                  /* fuse a ReLU after the convolution */
+    int groups;                 /* 0 means 1; groups == C is depthwise */
+    int dilation_h, dilation_w; /* 0 means 1 (PyTorch's count, not oneDNN's) */
+    int pad_top, pad_left, pad_bottom, pad_right;
 } dp_conv2d_params;
 
-/* y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)) + b (K) [then ReLU];
- * b may be NULL. */
+/* y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C / groups, R, S)) + b (K)
+ * [then ReLU]; b may be NULL. C and K must be divisible by groups; output
+ * channel k sees input channels [g C / groups, (g + 1) C / groups) for its
+ * group g = k / (K / groups). With padding t, b (rows) and dilation d,
+ * P = (H + t + b - d (R - 1) - 1) / stride_h + 1, Q likewise. */
 int dp_conv2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
               const dp_conv2d_params *p);
+
+/* ConvTranspose2d's geometry: the convolution whose transpose it is (stride,
+ * padding in either of dp_conv2d_params's two forms, dilation, groups),
+ * and output_padding rows and columns added at the bottom and right of the
+ * output, each below the stride (PyTorch's output_padding; ONNX's, or the
+ * difference its output_shape implies). */
+typedef struct dp_conv_transpose2d_params {
+    int stride_h, stride_w; /* 0 means 1 */
+    int pad_h, pad_w;
+    int output_padding_h, output_padding_w;
+    int groups;                 /* 0 means 1 */
+    int dilation_h, dilation_w; /* 0 means 1 */
+    int pad_top, pad_left, pad_bottom, pad_right;
+} dp_conv_transpose2d_params;
+
+/* y (N, K, P, Q) = conv_transpose(x (N, C, H, W), w (C, K / groups, R, S))
+ * + b (K), as torch.nn.functional.conv_transpose2d: the gradient of
+ * dp_conv2d with respect to its input, for the convolution of y by w.
+ * P = (H - 1) stride_h - t - b + d (R - 1) + output_padding_h + 1, Q
+ * likewise. Backward: dx = conv(dy, w) written (=); dw, db accumulated as
+ * dp_conv2d's. float32 (a bf16 input is cast first); y is stored NHWC. */
+int dp_conv_transpose2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+                        const dp_conv_transpose2d_params *p);
 
 typedef struct dp_pool2d_params {
     int kernel_h, kernel_w;

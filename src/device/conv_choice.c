@@ -4,7 +4,12 @@
  *   bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct backward_data=direct backward_weights=gemm
  *
  * (precision, input C x H x W, output channels, kernel R x S, stride,
- * padding, then the passes chosen so far). */
+ * padding, then the passes chosen so far); a shape with padding that
+ * differs between the sides, dilation or groups says so before the colon:
+ *
+ *   f32 32x14x14 k32 3x3 s2x2 p0x0x1x1 d2x2 g32: forward=direct
+ *
+ * (dp__conv_shape_str). */
 #include "device/conv_choice.h"
 
 #include "core/internal.h"
@@ -100,23 +105,32 @@ int dp__conv_choice_find(const dp__conv_shape *s, dp__conv_pass pass)
     return impl;
 }
 
-static int shape_str(char *buf, size_t size, const dp__conv_shape *s)
+int dp__conv_shape_str(char *buf, size_t size, const dp__conv_shape *s)
 {
-    return snprintf(buf, size, "%s %dx%dx%d k%d %dx%d s%dx%d p%dx%d",
-                    s->precision == DP_PRECISION_BF16 ? "bf16" : "f32", s->c, s->h, s->w, s->k,
-                    s->r, s->s, s->stride_h, s->stride_w, s->pad_h, s->pad_w);
+    int n = snprintf(buf, size, "%s %dx%dx%d k%d %dx%d s%dx%d p%dx%d",
+                     s->precision == DP_PRECISION_BF16 ? "bf16" : "f32", s->c, s->h, s->w, s->k,
+                     s->r, s->s, s->stride_h, s->stride_w, s->pad_h, s->pad_w);
+    /* the lines of symmetric, undilated, ungrouped shapes keep the form
+     * that checkpoints written before these fields hold */
+    if (n >= 0 && (size_t)n < size && (s->pad_bottom != s->pad_h || s->pad_right != s->pad_w))
+        n += snprintf(buf + n, size - (size_t)n, "x%dx%d", s->pad_bottom, s->pad_right);
+    if (n >= 0 && (size_t)n < size && (s->dilation_h != 1 || s->dilation_w != 1))
+        n += snprintf(buf + n, size - (size_t)n, " d%dx%d", s->dilation_h, s->dilation_w);
+    if (n >= 0 && (size_t)n < size && s->groups != 1)
+        n += snprintf(buf + n, size - (size_t)n, " g%d", s->groups);
+    return n;
 }
 
 char *dp__conv_choices_text(void)
 {
     pthread_mutex_lock(&table_mu);
-    size_t cap = 128 * (ntable + 1), len = 0;
+    size_t cap = 160 * (ntable + 1), len = 0;
     char *text = malloc(cap);
     if (text) {
         text[0] = '\0';
         for (size_t i = 0; i < ntable; i++) {
-            char line[128];
-            int n = shape_str(line, sizeof line, &table[i].shape);
+            char line[160];
+            int n = dp__conv_shape_str(line, sizeof line, &table[i].shape);
             n += snprintf(line + n, sizeof line - (size_t)n, ":");
             for (int p = 0; p < DP__CONV_PASSES; p++)
                 if (table[i].impl[p] >= 0)
@@ -140,17 +154,41 @@ static int parse_line(const char *line, size_t len, choice *c)
     memset(c, 0, sizeof *c);
     memset(c->impl, -1, sizeof c->impl);
     dp__conv_shape *s = &c->shape;
-    int used = 0;
-    if (sscanf(buf, "%7s %dx%dx%d k%d %dx%d s%dx%d p%dx%d:%n", prec, &s->c, &s->h, &s->w, &s->k,
+    int used = 0, more = 0;
+    if (sscanf(buf, "%7s %dx%dx%d k%d %dx%d s%dx%d p%dx%d%n", prec, &s->c, &s->h, &s->w, &s->k,
                &s->r, &s->s, &s->stride_h, &s->stride_w, &s->pad_h, &s->pad_w, &used) != 11 ||
         used == 0)
         goto bad;
+    s->pad_bottom = s->pad_h;
+    s->pad_right = s->pad_w;
+    s->dilation_h = s->dilation_w = s->groups = 1;
+    /* the optional parts, in dp__conv_shape_str's order */
+    if (buf[used] == 'x') {
+        if (sscanf(buf + used, "x%dx%d%n", &s->pad_bottom, &s->pad_right, &more) != 2 || !more)
+            goto bad;
+        used += more, more = 0;
+    }
+    if (strncmp(buf + used, " d", 2) == 0) {
+        if (sscanf(buf + used, " d%dx%d%n", &s->dilation_h, &s->dilation_w, &more) != 2 || !more)
+            goto bad;
+        used += more, more = 0;
+    }
+    if (strncmp(buf + used, " g", 2) == 0) {
+        if (sscanf(buf + used, " g%d%n", &s->groups, &more) != 1 || !more)
+            goto bad;
+        used += more, more = 0;
+    }
+    if (buf[used] != ':')
+        goto bad;
+    used++;
     if (strcmp(prec, "bf16") == 0)
         s->precision = DP_PRECISION_BF16;
     else if (strcmp(prec, "f32") != 0)
         goto bad;
     if (s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->r < 1 || s->s < 1 || s->stride_h < 1 ||
-        s->stride_w < 1 || s->pad_h < 0 || s->pad_w < 0)
+        s->stride_w < 1 || s->pad_h < 0 || s->pad_w < 0 || s->pad_bottom < 0 || s->pad_right < 0 ||
+        s->dilation_h < 1 || s->dilation_w < 1 || s->groups < 1 || s->c % s->groups != 0 ||
+        s->k % s->groups != 0)
         goto bad;
     char *tok = strtok(buf + used, " ");
     for (; tok; tok = strtok(NULL, " ")) {

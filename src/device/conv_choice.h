@@ -8,6 +8,7 @@
 #define DP_DEVICE_CONV_CHOICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum dp__conv_pass {
@@ -31,7 +32,10 @@ typedef enum dp__conv_impl {
 const char *dp__conv_impl_name(dp__conv_impl impl);
 const char *dp__conv_pass_name(dp__conv_pass pass);
 
-/* A convolution without its batch size: x (C, H, W), w (K, C, R, S). */
+/* A convolution without its batch size: x (C, H, W), w (K, C / groups, R,
+ * S), padding pad_h above, pad_w left, pad_bottom and pad_right; dilation
+ * and groups at least 1 (kernels.h's dp__conv2d_args). Compared whole
+ * (memcmp): every field set. */
 typedef struct dp__conv_shape {
     /* the operands' precision (dp_precision): the table holds f32 and bf16
      * choices; the reference bf16 path, which always runs direct, appears
@@ -39,7 +43,14 @@ typedef struct dp__conv_shape {
     int32_t precision;
     int32_t c, h, w, k, r, s;
     int32_t stride_h, stride_w, pad_h, pad_w;
+    int32_t pad_bottom, pad_right, dilation_h, dilation_w, groups;
 } dp__conv_shape;
+
+/* The shape's key as the text has it: "f32 64x28x28 k64 3x3 s1x1 p1x1",
+ * with the padding as "p<top>x<left>x<bottom>x<right>" where the sides
+ * differ, then " d<h>x<w>" where the dilation is not 1 and " g<groups>"
+ * where the groups are not 1. Returns snprintf's count. */
+int dp__conv_shape_str(char *buf, size_t size, const dp__conv_shape *s);
 
 /* Fills *best with the fastest implementation of a pass; returns 0 or a
  * negative code. Called with the table locked. */

@@ -40,16 +40,28 @@ typedef struct dp__cast_args {
     dp_dtype src_dtype, dst_dtype;
 } dp__cast_args;
 
-/* Convolution, groups 1, no dilation.
- * x (N, C, H, W), w (K, C, R, S) in logical OIHW, b (K) or NULL,
- * y (N, K, P, Q) with P = (H + 2 pad_h - R) / stride_h + 1.
+/* Convolution.
+ * x (N, C, H, W), w (K, C / groups, R, S) in logical OIHW, b (K) or NULL,
+ * y (N, K, P, Q) with P = dp__conv_out(H, pad_h, pad_bottom, R,
+ * dilation_h, stride_h), Q likewise: padding pad_h (top) and pad_bottom
+ * rows, pad_w (left) and pad_right columns; dilation and groups at least 1
+ * (the op layer fills every field).
  * forward:          y = conv(x, w) + b, then relu if fuse_relu
  * backward_data:    dx = conv_transpose(dy, w)                 (written, =)
  * backward_weights: dw = corr(x, dy), db = sum dy              (written, =)
  * precision FP32: every tensor f32. BF16 and BF16_REFERENCE: x, y, dx, dy
  * bf16, w, b, dw, db f32 (w rounded to bf16 for the products); BF16 runs
  * native bf16 kernels, BF16_REFERENCE f32 kernels on the rounded operands.
- * algo: how the pass picks its implementation (device/conv_choice.h). */
+ * algo: how the pass picks its implementation (device/conv_choice.h).
+ *
+ * The transposed convolution (conv_transpose2d's kernels) takes the same
+ * struct for the convolution whose transpose it is, f32 only: x (N, C, H,
+ * W) its input, w (C, K / groups, R, S) (PyTorch's ConvTranspose2d
+ * weight), b (K), y (N, K, P, Q) with H = dp__conv_out(P, ...) (the output
+ * padding is in y's size);
+ * forward:          y = conv_transpose(x, w) + b
+ * backward_data:    dx = conv(dy, w)                           (written, =)
+ * backward_weights: dw = corr(dy, x), db = sum dy              (written, =) */
 typedef struct dp__conv2d_args {
     dp__tdesc x, w, b, y;
     dp__tdesc dx, dw, db, dy;
@@ -57,7 +69,17 @@ typedef struct dp__conv2d_args {
     bool fuse_relu;
     dp_precision precision;
     dp_conv_algo algo;
+    int pad_bottom, pad_right;
+    int dilation_h, dilation_w, groups;
 } dp__conv2d_args;
+
+/* The output size of a convolution over `in` with padding pad_begin and
+ * pad_end, a kernel of k taps spread by dilation, and stride. */
+static inline int64_t dp__conv_out(int64_t in, int pad_begin, int pad_end, int64_t k, int dilation,
+                                   int stride)
+{
+    return (in + pad_begin + pad_end - (int64_t)dilation * (k - 1) - 1) / stride + 1;
+}
 
 typedef enum dp__pool_kind { DP__POOL_AVG = 0, DP__POOL_MAX = 1 } dp__pool_kind;
 

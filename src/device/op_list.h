@@ -33,6 +33,9 @@
  *               CONV      two per multiply-add of a convolution: the
  *                         output's elements times C R S of the weight
  *                         (inputs[1]);
+ *               CONV_TRANSPOSE  two per multiply-add of a transposed
+ *                         convolution: the input's elements (inputs[0])
+ *                         times K R S / groups of the weight (inputs[1]);
  *               MATMUL    two per multiply-add of a matrix product: the
  *                         output's elements times the last dimension of
  *                         the input (inputs[0]);
@@ -77,6 +80,7 @@
     X(gather,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(leaky_relu,            dp__eltwise_args,        FB,     ALL,     ELEMENTS)                  \
     X(activation,            dp__activation_args,     FB,     ALL,     ELEMENTS)                  \
+    X(conv_transpose2d,      dp__conv2d_args,         FDW,    ALL,     CONV_TRANSPOSE)            \
     /* a new op: one line above this one */
 /* clang-format on */
 
@@ -121,6 +125,7 @@ typedef enum dp__op_cost {
     DP__COST_NONE,
     DP__COST_ELEMENTS,
     DP__COST_CONV,
+    DP__COST_CONV_TRANSPOSE,
     DP__COST_MATMUL,
 } dp__op_cost;
 

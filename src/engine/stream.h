@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes of arguments a command carries inline. */
-#define DP__CMD_ARGS_MAX 512
+/* Bytes of arguments a command carries inline: a convolution's
+ * (device/kernels.h's dp__conv2d_args, 496 bytes, with the CUDA backend's
+ * 16 of its own) is the largest. */
+#define DP__CMD_ARGS_MAX 576
 
 typedef struct dp__stream dp__stream;
 /* Runs on the worker; returns 0 or a negative DP_E* code. */

@@ -10,8 +10,8 @@
  *   required  how many of its first arguments must be given.
  *   args      PyTorch's constructor arguments, in order: DP__ARGS("p",
  *             "inplace"), DP__NO_ARGS, or an array of sequential_modules.c.
- *   ...       what it does, as fields of sequential_modules.c's
- *             module_info: .bind and .forward, functions of that file; or
+ *   ...       what it does, as fields of sequential_bind.h's
+ *             dp__seq_module_info: .bind and .forward, functions of that file; or
  *             .op, the op that makes y from x (dp_relu); or
  *             DP__OP_NUMBER(op, default), an op that makes y from x and
  *             the module's argument 0, a number (`default` when not given).
@@ -53,6 +53,8 @@
     X(SELU, 0, DP__ARGS("inplace"), .op = dp_selu)                                                 \
     X(GELU, 0, DP__NO_ARGS, .op = dp_gelu)                                                         \
     X(SiLU, 0, DP__ARGS("inplace"), .op = dp_silu)                                                 \
+    X(ConvTranspose2d, 3, conv_transpose_args,                                                     \
+      .bind = bind_conv_transpose, .forward = forward_conv_transpose)                              \
     /* a new module: one line above this one */
 /* clang-format on */
 

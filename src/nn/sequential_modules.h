@@ -24,6 +24,7 @@ typedef struct dp__seq_layer {
     int bn;      /* place among the batch norm layers (dp_model_bn_params) */
     int dropout; /* place among the dropout layers (the mask's key) */
     dp_conv2d_params conv;
+    dp_conv_transpose2d_params conv_transpose;
     dp_pool2d_params pool;
     int out_h, out_w;    /* AdaptiveAvgPool2d */
     float number;        /* its number argument: Dropout's p, an op_number's */

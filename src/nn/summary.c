@@ -23,8 +23,16 @@ static int64_t node_flops(const dp__node *node)
     switch (dp__op_cost_rule(node->op)) {
     case DP__COST_CONV:
         if (node->ninputs >= 2) {
-            const dp_tensor_t *w = node->inputs[1]; /* (K, C, R, S) */
+            const dp_tensor_t *w = node->inputs[1]; /* (K, C / groups, R, S) */
             return 2 * out * (dp_tensor_numel(w) / dp_tensor_dim(w, 0));
+        }
+        break;
+    case DP__COST_CONV_TRANSPOSE:
+        if (node->ninputs >= 2) {
+            /* each input element scatters into K / groups R S outputs */
+            const dp_tensor_t *x = node->inputs[0],
+                              *w = node->inputs[1]; /* (C, K / groups, R, S) */
+            return 2 * dp_tensor_numel(x) * (dp_tensor_numel(w) / dp_tensor_dim(w, 0));
         }
         break;
     case DP__COST_MATMUL:

@@ -1,6 +1,8 @@
-/* conv2d: y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)) + b (K),
- * optionally followed by a fused ReLU.
- * P = (H + 2 pad_h - R) / stride_h + 1, Q likewise.
+/* conv2d: y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C / groups, R, S))
+ * + b (K), optionally followed by a fused ReLU; strides, dilation, groups
+ * and padding symmetric or per side (dp/ops.h).
+ * P = (H + pad_top + pad_bottom - dilation_h (R - 1) - 1) / stride_h + 1,
+ * Q likewise.
  * Backward: dx written (=) when x needs it; dw, db accumulated into the
  * parameters' gradients (first use of a step writes, later uses add).
  * The output is stored NHWC, the layout oneDNN and cuDNN run fastest.
@@ -14,10 +16,58 @@
 #include <string.h>
 
 typedef struct conv_node {
-    dp_conv2d_params p;
+    dp__conv_geom geom;
+    bool relu;
     dp_precision precision;
     dp_conv_algo algo;
 } conv_node;
+_Static_assert(sizeof(conv_node) <= DP__NODE_PARAMS, "a convolution node fits a tape node");
+
+int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *g)
+{
+    bool sides = p->pad_top || p->pad_left || p->pad_bottom || p->pad_right;
+    if (p->stride_h < 0 || p->stride_w < 0 || p->pad_h < 0 || p->pad_w < 0 || p->pad_top < 0 ||
+        p->pad_left < 0 || p->pad_bottom < 0 || p->pad_right < 0) {
+        DP_ERROR("%s: negative stride or padding", op);
+        return DP_EINVAL;
+    }
+    if (p->dilation_h < 0 || p->dilation_w < 0 || p->groups < 0) {
+        DP_ERROR("%s: negative dilation (%d, %d) or groups (%d)", op, p->dilation_h, p->dilation_w,
+                 p->groups);
+        return DP_EINVAL;
+    }
+    if (sides && (p->pad_h || p->pad_w)) {
+        DP_ERROR("%s: padding given both ways (pad_h, pad_w %d, %d and per side %d, %d, %d, %d): "
+                 "the sides' padding needs pad_h = pad_w = 0",
+                 op, p->pad_h, p->pad_w, p->pad_top, p->pad_left, p->pad_bottom, p->pad_right);
+        return DP_EINVAL;
+    }
+    *g = (dp__conv_geom){
+        .stride_h = p->stride_h ? p->stride_h : 1,
+        .stride_w = p->stride_w ? p->stride_w : 1,
+        .pad_h = sides ? p->pad_top : p->pad_h,
+        .pad_w = sides ? p->pad_left : p->pad_w,
+        .pad_bottom = sides ? p->pad_bottom : p->pad_h,
+        .pad_right = sides ? p->pad_right : p->pad_w,
+        .dilation_h = p->dilation_h ? p->dilation_h : 1,
+        .dilation_w = p->dilation_w ? p->dilation_w : 1,
+        .groups = p->groups ? p->groups : 1,
+    };
+    return 0;
+}
+
+void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g)
+{
+    a->stride_h = g->stride_h;
+    a->stride_w = g->stride_w;
+    a->pad_h = g->pad_h;
+    a->pad_w = g->pad_w;
+    a->pad_bottom = g->pad_bottom;
+    a->pad_right = g->pad_right;
+    a->dilation_h = g->dilation_h;
+    a->dilation_w = g->dilation_w;
+    a->groups = g->groups;
+}
 
 static int conv2d_backward(dp__node *node)
 {
@@ -28,7 +78,7 @@ static int conv2d_backward(dp__node *node)
     dp_tensor_t *dy = y->ag->grad;
     /* Through the fused ReLU first. (An average pool right after it applies
      * the mask in its own backward pass and says so with grad_masked.) */
-    if (cn->p.relu)
+    if (cn->relu)
         DP_TRY(dp__relu_masked_grad(y, &dy));
     dp__conv2d_args a;
     memset(&a, 0, sizeof a);
@@ -36,10 +86,7 @@ static int conv2d_backward(dp__node *node)
     a.w = dp__desc(w);
     a.dy = dp__desc(dy);
     a.y = dp__desc(y);
-    a.stride_h = cn->p.stride_h;
-    a.stride_w = cn->p.stride_w;
-    a.pad_h = cn->p.pad_h;
-    a.pad_w = cn->p.pad_w;
+    dp__conv_geom_apply(&a, &cn->geom);
     a.precision = cn->precision;
     a.algo = cn->algo;
 
@@ -76,10 +123,8 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     const char *op = dp__op_name(DP__OP_conv2d);
     char xs[64], ws[64];
     dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
-    if (p.stride_h == 0)
-        p.stride_h = 1;
-    if (p.stride_w == 0)
-        p.stride_w = 1;
+    dp__conv_geom g;
+    DP_TRY(dp__conv_geometry(op, &p, &g));
     DP_TRY(dp__check_rank(op, "input", x, 4));
     DP_TRY(dp__check_rank(op, "weight", w, 4));
     if (b)
@@ -95,31 +140,35 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     /* the activations in the precision's type, as autocast casts them */
     DP_TRY(prec == DP_PRECISION_FP32 ? dp__as_f32(&x) : dp_cast(&x, x, DP_BF16));
     ts[0] = x;
-    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0) {
-        DP_ERROR("%s: negative stride or padding", op);
-        return DP_EINVAL;
-    }
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3];
-    if (w->shape[1] != C || (b && b->shape[0] != K) || H + 2 * p.pad_h < R || W + 2 * p.pad_w < S) {
-        DP_ERROR("%s: input %s does not fit weight %s", op, dp_tensor_shape_str(x, xs, sizeof xs),
-                 dp_tensor_shape_str(w, ws, sizeof ws));
+    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3], G = g.groups;
+    if (C % G != 0 || K % G != 0) {
+        DP_ERROR("%s: groups %lld must divide the input's %lld channels and the weight's %lld "
+                 "outputs",
+                 op, (long long)G, (long long)C, (long long)K);
         return DP_ESHAPE;
     }
-    int64_t shape[4] = {N, K, (H + 2 * p.pad_h - R) / p.stride_h + 1,
-                        (W + 2 * p.pad_w - S) / p.stride_w + 1};
+    /* the dilated kernel's extent must fit the padded input */
+    int64_t span_h = (int64_t)g.dilation_h * (R - 1) + 1;
+    int64_t span_w = (int64_t)g.dilation_w * (S - 1) + 1;
+    if (w->shape[1] * G != C || (b && b->shape[0] != K) || H + g.pad_h + g.pad_bottom < span_h ||
+        W + g.pad_w + g.pad_right < span_w) {
+        DP_ERROR("%s: input %s does not fit weight %s (groups %lld)", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws),
+                 (long long)G);
+        return DP_ESHAPE;
+    }
+    int64_t shape[4] = {N, K, dp__conv_out(H, g.pad_h, g.pad_bottom, R, g.dilation_h, g.stride_h),
+                        dp__conv_out(W, g.pad_w, g.pad_right, S, g.dilation_w, g.stride_w)};
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, 1));
     dp__conv2d_args a;
     memset(&a, 0, sizeof a);
+    dp__conv_geom_apply(&a, &g);
     a.x = dp__desc(x);
     a.w = dp__desc(w);
     a.b = dp__desc(b);
     a.y = dp__desc(y);
-    a.stride_h = p.stride_h;
-    a.stride_w = p.stride_w;
-    a.pad_h = p.pad_h;
-    a.pad_w = p.pad_w;
     a.fuse_relu = p.relu;
     a.precision = prec;
     a.algo = dp_get_conv_algo();
@@ -127,7 +176,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
         DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        conv_node cn = {p, prec, a.algo};
+        conv_node cn = {g, p.relu, prec, a.algo};
         dp__saved saved = {.relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(DP__OP_conv2d, conv2d_backward, ts, 3, y, &saved, &cn,
                                      sizeof cn));

@@ -23,4 +23,18 @@ int dp__precision_check(const char *op, dp_device_t *dev, dp_precision p);
  * no bf16 kernel, as autocast's float32 list). */
 int dp__as_f32(dp_tensor_t **x);
 
+/* A convolution's geometry with every default filled in: stride,
+ * padding above (pad_h), left (pad_w), below and right, dilation and
+ * groups, each at least 1 where the parameters' 0 means 1. */
+typedef struct dp__conv_geom {
+    int stride_h, stride_w, pad_h, pad_w, pad_bottom, pad_right;
+    int dilation_h, dilation_w, groups;
+} dp__conv_geom;
+/* g from p's fields, which it checks (one of the two ways of padding,
+ * nothing negative; DP_EINVAL logged under `op`). conv_transpose2d passes
+ * its own parameters' geometry through a dp_conv2d_params. */
+int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *g);
+/* The kernel arguments' geometry fields from g. */
+void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g);
+
 #endif

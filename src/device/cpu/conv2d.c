@@ -52,8 +52,28 @@ static dp__conv_shape shape_of(const dp__conv2d_args *a)
         .stride_w = a->stride_w,
         .pad_h = a->pad_h,
         .pad_w = a->pad_w,
+        .pad_bottom = a->pad_bottom,
+        .pad_right = a->pad_right,
+        .dilation_h = a->dilation_h,
+        .dilation_w = a->dilation_w,
+        .groups = a->groups,
     };
     return s;
+}
+
+/* Whether `impl` serves a's shape: oneDNN's Winograd has no groups and no
+ * dilation, and the im2col path runs one matrix product for all channels
+ * (no groups); the direct kernels serve every shape. The chooser offers
+ * only these, and a choice loaded for a shape they do not serve runs
+ * direct. */
+static bool serves(dp__conv_impl impl, const dp__conv2d_args *a)
+{
+    bool plain = a->groups == 1 && a->dilation_h == 1 && a->dilation_w == 1;
+    if (impl == DP__CONV_WINOGRAD)
+        return plain;
+    if (impl == DP__CONV_GEMM)
+        return a->groups == 1;
+    return true;
 }
 
 static int run_impl(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
@@ -92,6 +112,8 @@ static int measure(void *p, dp__conv_impl *best)
     int len = 0;
     *best = DP__CONV_DIRECT;
     for (int i = 0; i < ncand; i++) {
+        if (!serves(cand[i], m->a))
+            continue;
         double t0 = now();
         int rc = run_impl(m->dev, m->pass, cand[i], m->a);
         if (rc == DP_ENOTSUP)
@@ -112,9 +134,20 @@ static int measure(void *p, dp__conv_impl *best)
         }
     }
     dp__conv_shape s = shape_of(m->a);
-    DP_INFO("%s: convolution %s %dx%dx%d k%d %dx%d s%d p%d %s:%s: %s", m->dev->name,
+    /* the sides' padding, dilation and groups only where a shape has them */
+    char more[64] = "";
+    int n = 0;
+    if (s.pad_bottom != s.pad_h || s.pad_right != s.pad_w)
+        n += snprintf(more + n, sizeof more - (size_t)n, " p%dx%dx%dx%d", s.pad_h, s.pad_w,
+                      s.pad_bottom, s.pad_right);
+    if (s.dilation_h != 1 || s.dilation_w != 1)
+        n += snprintf(more + n, sizeof more - (size_t)n, " d%dx%d", s.dilation_h, s.dilation_w);
+    if (s.groups != 1)
+        snprintf(more + n, sizeof more - (size_t)n, " g%d", s.groups);
+    DP_INFO("%s: convolution %s %dx%dx%d k%d %dx%d s%d p%d%s %s:%s: %s", m->dev->name,
             s.precision == DP_PRECISION_BF16 ? "bf16" : "f32", s.c, s.h, s.w, s.k, s.r, s.s,
-            s.stride_h, s.pad_h, dp__conv_pass_name(m->pass), line, dp__conv_impl_name(*best));
+            s.stride_h, s.pad_h, more, dp__conv_pass_name(m->pass), line,
+            dp__conv_impl_name(*best));
     return 0;
 }
 
@@ -128,7 +161,9 @@ static int pick(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a, 
         return dp__conv_choose(&s, pass, measure, &m, impl);
     }
     case DP_CONV_ALGO_WINOGRAD:
-        *impl = a->precision == DP_PRECISION_FP32 ? DP__CONV_WINOGRAD : DP__CONV_DIRECT;
+        *impl = a->precision == DP_PRECISION_FP32 && serves(DP__CONV_WINOGRAD, a)
+                    ? DP__CONV_WINOGRAD
+                    : DP__CONV_DIRECT;
         return 0;
     default:
         *impl = DP__CONV_DIRECT;
@@ -183,6 +218,8 @@ static int run_pass(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args 
     }
     dp__conv_impl impl;
     DP_TRY(pick(dev, pass, a, &impl));
+    if (!serves(impl, a))
+        impl = DP__CONV_DIRECT;
     int rc = run_impl(dev, pass, impl, a);
     if (rc == DP_ENOTSUP && impl != DP__CONV_DIRECT) {
         /* A choice this CPU cannot run (Winograd on a CPU without AVX-512,

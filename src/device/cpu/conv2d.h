@@ -11,9 +11,13 @@
 int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
                         const dp__conv2d_args *a);
 
+/* Runs `pass` of a transposed convolution a (kernels.h) with oneDNN's
+ * direct deconvolution, f32. */
+int dp__cpu_deconv_onednn(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a);
+
 /* Runs `pass` of a as im2col and one oneDNN matrix product per chunk of
  * samples (in the activations' type, f32 accumulation); DP_ENOTSUP for
- * activations not in NHWC. */
+ * activations not in NHWC. Groups 1 only. */
 int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a);
 
 #endif

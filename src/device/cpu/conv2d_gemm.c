@@ -2,8 +2,9 @@
  * activations in NHWC, in their type (f32, or bf16 with f32 accumulation).
  * With M = chunk rows (samples x P x Q) and Kc = R S C:
  *
- *   Xc (M, Kc)     row (n, p, q) holds x[n, p*st - pad + r, q*st - pad + s, c]
- *                  at column (r S + s) C + c, 0 outside the image
+ *   Xc (M, Kc)     row (n, p, q) holds x[n, p*st - pad + r*dil, q*st - pad + s*dil, c]
+ *                  at column (r S + s) C + c, 0 outside the image (pad: the
+ *                  padding above or left; that below or right only sizes P, Q)
  *   Wk (K, Kc)     Wk[k][(r S + s) C + c] = w[k][c][r][s]: each filter's
  *                  taps reordered within its own row
  *   forward:          y (M, K) = Xc Wk^T + b, then ReLU: y's NHWC rows exactly
@@ -60,8 +61,8 @@ static int pass_matmul(dp__cpu *cpu, dp__conv_pass pass, const dp__conv2d_args *
 /* The geometry of one convolution. */
 typedef struct geom {
     int64_t N, C, H, W, K, R, S, P, Q, kc;
-    int sh, sw, ph, pw;
-    size_t esize; /* bytes per activation element */
+    int sh, sw, ph, pw, dh, dw; /* stride, padding above and left, dilation */
+    size_t esize;               /* bytes per activation element */
 } geom;
 
 static geom geom_of(const dp__conv2d_args *a)
@@ -76,9 +77,11 @@ static geom geom_of(const dp__conv2d_args *a)
               .sh = a->stride_h,
               .sw = a->stride_w,
               .ph = a->pad_h,
-              .pw = a->pad_w};
-    g.P = (g.H + 2 * g.ph - g.R) / g.sh + 1;
-    g.Q = (g.W + 2 * g.pw - g.S) / g.sw + 1;
+              .pw = a->pad_w,
+              .dh = a->dilation_h,
+              .dw = a->dilation_w};
+    g.P = dp__conv_out(g.H, a->pad_h, a->pad_bottom, g.R, g.dh, g.sh);
+    g.Q = dp__conv_out(g.W, a->pad_w, a->pad_right, g.S, g.dw, g.sw);
     g.kc = g.R * g.S * g.C;
     g.esize = dp_dtype_size(a->x.dtype);
     return g;
@@ -94,9 +97,9 @@ static void im2col(const geom *g, const char *x, char *col, int64_t n0, int64_t 
         int64_t n = n0 + row / (g->P * g->Q), p = row / g->Q % g->P, q = row % g->Q;
         char *dst = col + (size_t)row * (size_t)g->kc * g->esize;
         for (int64_t r = 0; r < g->R; r++) {
-            int64_t h = p * g->sh - g->ph + r;
+            int64_t h = p * g->sh - g->ph + r * g->dh;
             for (int64_t s = 0; s < g->S; s++, dst += cb) {
-                int64_t w = q * g->sw - g->pw + s;
+                int64_t w = q * g->sw - g->pw + s * g->dw;
                 if (h < 0 || h >= g->H || w < 0 || w >= g->W)
                     memset(dst, 0, cb);
                 else
@@ -120,9 +123,9 @@ static void col2im(const geom *g, const float *dcol, float *acc, void *dx, dp_dt
             for (int64_t q = 0; q < g->Q; q++) {
                 const float *src = dcol + (((n - n0) * g->P + p) * g->Q + q) * g->kc;
                 for (int64_t r = 0; r < g->R; r++) {
-                    int64_t h = p * g->sh - g->ph + r;
+                    int64_t h = p * g->sh - g->ph + r * g->dh;
                     for (int64_t s = 0; s < g->S; s++, src += g->C) {
-                        int64_t w = q * g->sw - g->pw + s;
+                        int64_t w = q * g->sw - g->pw + s * g->dw;
                         if (h < 0 || h >= g->H || w < 0 || w >= g->W)
                             continue;
                         float *d = a + ((h * g->W) + w) * g->C;
@@ -248,6 +251,9 @@ static int bias_grad(dp__cpu *cpu, const void *dy, dp_dtype dtype, int64_t rows,
 int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a)
 {
     dp__cpu *cpu = dev->impl;
+    /* One product over all channels: groups would need one per group, and
+     * the chooser never offers this path for them (conv2d.c's serves). */
+    DP_ASSERT(a->groups == 1);
     if (!a->x.nhwc && a->x.shape[1] != 1)
         return DP_ENOTSUP;
     geom g = geom_of(a);

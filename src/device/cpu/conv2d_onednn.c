@@ -1,7 +1,9 @@
 /* The oneDNN convolution implementations: direct with activations in NHWC,
  * direct in oneDNN's own (blocked) layout, and Winograd, each in f32 or
  * bf16 (bf16 activations, f32 weights rounded by the weight reorder, f32
- * weight gradients).
+ * weight gradients); groups and dilation where oneDNN has them (direct).
+ * The transposed convolution runs oneDNN's deconvolution here too: the
+ * same descriptors with x its input and y its output.
  *
  * Weights live in logical OIHW (K, C, R, S) f32 in the parameter buffer;
  * each call reorders them into the layout and type oneDNN chose (a few MiB
@@ -15,9 +17,11 @@
 
 typedef struct conv_key {
     int pass, impl, bf16;
+    int transposed; /* oneDNN's deconvolution (conv_transpose2d) */
     int x_nhwc, has_bias, relu;
-    int64_t x[4], w[4];
-    int stride_h, stride_w, pad_h, pad_w;
+    int64_t x[4], w[4], y[4];
+    int stride_h, stride_w, pad_h, pad_w, pad_bottom, pad_right;
+    int dilation_h, dilation_w, groups;
 } conv_key;
 
 /* A reorder between a tensor's own layout and the primitive's, with the
@@ -63,40 +67,93 @@ static void conv_prim_destroy(void *p)
  * those the primitive is asked for ("any" where oneDNN chooses). */
 typedef struct conv_mds {
     dnnl_memory_desc_t x_user, y_user, x, y, w_user, w, b;
-    dnnl_dims_t strides, pad_l, pad_r;
+    dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
 static void conv_mds_init(conv_mds *m, const conv_key *k)
 {
-    int64_t N = k->x[0], H = k->x[2], W = k->x[3];
-    int64_t K = k->w[0], R = k->w[2], S = k->w[3];
-    int64_t P = (H + 2 * k->pad_h - R) / k->stride_h + 1;
-    int64_t Q = (W + 2 * k->pad_w - S) / k->stride_w + 1;
+    int64_t N = k->x[0], C = k->x[1], H = k->x[2], W = k->x[3];
+    int64_t K = k->y[1], P = k->y[2], Q = k->y[3], R = k->w[2], S = k->w[3], G = k->groups;
     dnnl_data_type_t dt = k->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_dims_t xd = {N, k->x[1], H, W}, wd = {K, k->x[1], R, S}, bd = {K}, yd = {N, K, P, Q};
+    dnnl_dims_t xd = {N, C, H, W}, bd = {K}, yd = {N, K, P, Q};
+    /* The parameter's bytes as oneDNN's weights, (out, in, R, S) per group:
+     * a convolution's (K, C / G, R, S) is goihw; a transposed one's
+     * (C, K / G, R, S), PyTorch's, is giohw, its input channels outermost. */
+    dnnl_dims_t wd = {G, K / G, C / G, R, S};
+    dnnl_format_tag_t wtag = k->transposed ? dnnl_giohw : dnnl_goihw;
+    int wn = 5;
+    if (G == 1) { /* the same without the groups' dimension */
+        wn = 4;
+        memmove(wd, wd + 1, 4 * sizeof wd[0]);
+        wtag = k->transposed ? dnnl_iohw : dnnl_oihw;
+    }
     bool own = k->impl == DP__CONV_DIRECT;
     dnnl_memory_desc_init_by_tag(&m->x_user, 4, xd, dt, k->x_nhwc ? dnnl_acdb : dnnl_abcd);
     dnnl_memory_desc_init_by_tag(&m->y_user, 4, yd, dt, dnnl_acdb);
     dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dt,
                                  own ? (k->x_nhwc ? dnnl_acdb : dnnl_abcd) : dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dt, own ? dnnl_acdb : dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&m->w_user, 4, wd, dnnl_f32, dnnl_abcd);
+    dnnl_memory_desc_init_by_tag(&m->w_user, wn, wd, dnnl_f32, wtag);
     /* Weight gradients stay f32; forward weights take the pass's type. */
-    dnnl_memory_desc_init_by_tag(&m->w, 4, wd, k->pass == DP__CONV_BACKWARD_WEIGHTS ? dnnl_f32 : dt,
-                                 dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(
+        &m->w, wn, wd, k->pass == DP__CONV_BACKWARD_WEIGHTS ? dnnl_f32 : dt, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&m->b, 1, bd, dnnl_f32, dnnl_a);
     m->strides[0] = k->stride_h;
     m->strides[1] = k->stride_w;
+    m->dilates[0] = k->dilation_h - 1; /* oneDNN counts the taps' gaps */
+    m->dilates[1] = k->dilation_w - 1;
     m->pad_l[0] = k->pad_h;
     m->pad_l[1] = k->pad_w;
-    /* oneDNN wants the right padding that makes the output size exact. */
-    m->pad_r[0] = (P - 1) * k->stride_h + R - H - k->pad_h;
-    m->pad_r[1] = (Q - 1) * k->stride_w + S - W - k->pad_w;
+    /* oneDNN wants the right padding that makes the sizes exact: below the
+     * one asked where the stride leaves the last rows out, and, for a
+     * transposed convolution, the output padding taken off it (negative
+     * down to 1 - stride, which oneDNN takes). */
+    int64_t span_h = (R - 1) * k->dilation_h + 1, span_w = (S - 1) * k->dilation_w + 1;
+    if (k->transposed) {
+        m->pad_r[0] = (H - 1) * k->stride_h + span_h - P - k->pad_h;
+        m->pad_r[1] = (W - 1) * k->stride_w + span_w - Q - k->pad_w;
+    } else {
+        m->pad_r[0] = (P - 1) * k->stride_h + span_h - H - k->pad_h;
+        m->pad_r[1] = (Q - 1) * k->stride_w + span_w - W - k->pad_w;
+    }
 }
 
 static dnnl_alg_kind_t algorithm(const conv_key *k)
 {
+    if (k->transposed)
+        return dnnl_deconvolution_direct;
     return k->impl == DP__CONV_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
+}
+
+/* The operation descriptor of k's pass, a convolution or a deconvolution
+ * (the same arguments: oneDNN's src is x, its dst y, for both), from the
+ * memory descriptors x, w and y (the backward passes pass the layouts the
+ * forward chose). */
+static dnnl_status_t op_desc(const conv_key *k, const conv_mds *m, const dnnl_memory_desc_t *x,
+                             const dnnl_memory_desc_t *w, const dnnl_memory_desc_t *y,
+                             dnnl_convolution_desc_t *desc)
+{
+    const dnnl_memory_desc_t *b = k->has_bias ? &m->b : NULL;
+    dnnl_alg_kind_t alg = algorithm(k);
+    if (k->pass == DP__CONV_FORWARD && k->transposed)
+        return dnnl_dilated_deconvolution_forward_desc_init(desc, dnnl_forward_training, alg, x, w,
+                                                            b, y, m->strides, m->dilates, m->pad_l,
+                                                            m->pad_r);
+    if (k->pass == DP__CONV_FORWARD)
+        return dnnl_dilated_convolution_forward_desc_init(desc, dnnl_forward_training, alg, x, w, b,
+                                                          y, m->strides, m->dilates, m->pad_l,
+                                                          m->pad_r);
+    if (k->pass == DP__CONV_BACKWARD_DATA && k->transposed)
+        return dnnl_dilated_deconvolution_backward_data_desc_init(desc, alg, x, w, y, m->strides,
+                                                                  m->dilates, m->pad_l, m->pad_r);
+    if (k->pass == DP__CONV_BACKWARD_DATA)
+        return dnnl_dilated_convolution_backward_data_desc_init(desc, alg, x, w, y, m->strides,
+                                                                m->dilates, m->pad_l, m->pad_r);
+    if (k->transposed)
+        return dnnl_dilated_deconvolution_backward_weights_desc_init(
+            desc, alg, x, w, b, y, m->strides, m->dilates, m->pad_l, m->pad_r);
+    return dnnl_dilated_convolution_backward_weights_desc_init(desc, alg, x, w, b, y, m->strides,
+                                                               m->dilates, m->pad_l, m->pad_r);
 }
 
 /* The forward primitive descriptor (also the backward passes' hint), or a
@@ -107,9 +164,9 @@ static dnnl_status_t make_fwd_pd(dp__cpu *cpu, const conv_key *k, const conv_mds
     dnnl_convolution_desc_t desc;
     dnnl_memory_desc_t w = m->w;
     w.data_type = k->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_status_t st = dnnl_convolution_forward_desc_init(
-        &desc, dnnl_forward_training, algorithm(k), &m->x, &w, k->has_bias ? &m->b : NULL, &m->y,
-        m->strides, m->pad_l, m->pad_r);
+    conv_key fk = *k;
+    fk.pass = DP__CONV_FORWARD;
+    dnnl_status_t st = op_desc(&fk, m, &m->x, &w, &m->y, &desc);
     if (st != dnnl_success)
         return st;
     dnnl_primitive_attr_t attr = NULL;
@@ -189,13 +246,7 @@ static int build(dp__cpu *cpu, const conv_key *k, conv_prim **out)
         dnnl_memory_desc_t x = *dnnl_primitive_desc_query_md(fwd, dnnl_query_src_md, 0);
         dnnl_memory_desc_t y = *dnnl_primitive_desc_query_md(fwd, dnnl_query_dst_md, 0);
         dnnl_convolution_desc_t desc;
-        if (k->pass == DP__CONV_BACKWARD_DATA)
-            st = dnnl_convolution_backward_data_desc_init(&desc, algorithm(k), &x, &m.w, &y,
-                                                          m.strides, m.pad_l, m.pad_r);
-        else
-            st = dnnl_convolution_backward_weights_desc_init(&desc, algorithm(k), &x, &m.w,
-                                                             k->has_bias ? &m.b : NULL, &y,
-                                                             m.strides, m.pad_l, m.pad_r);
+        st = op_desc(k, &m, &x, &m.w, &y, &desc);
         if (st == dnnl_success)
             st = dnnl_primitive_desc_create(&pd, &desc, NULL, cpu->engine, fwd);
         dnnl_primitive_desc_destroy(fwd);
@@ -255,20 +306,27 @@ static void make_key(conv_key *k, dp__conv_pass pass, dp__conv_impl impl, const 
     k->relu = pass == DP__CONV_FORWARD && a->fuse_relu;
     memcpy(k->x, a->x.shape, sizeof k->x);
     memcpy(k->w, a->w.shape, sizeof k->w);
+    memcpy(k->y, (pass == DP__CONV_FORWARD ? &a->y : &a->dy)->shape, sizeof k->y);
     k->stride_h = a->stride_h;
     k->stride_w = a->stride_w;
     k->pad_h = a->pad_h;
     k->pad_w = a->pad_w;
+    k->pad_bottom = a->pad_bottom;
+    k->pad_right = a->pad_right;
+    k->dilation_h = a->dilation_h;
+    k->dilation_w = a->dilation_w;
+    k->groups = a->groups;
 }
 
 /* The primitive of (pass, impl) for a, made the first time; DP_ENOTSUP
  * (remembered, so it is asked once) when oneDNN has none. */
-static int lookup(dp__cpu *cpu, dp__conv_pass pass, dp__conv_impl impl, const dp__conv2d_args *a,
-                  conv_prim **out)
+static int lookup(dp__cpu *cpu, dp__conv_pass pass, dp__conv_impl impl, bool transposed,
+                  const dp__conv2d_args *a, conv_prim **out)
 {
     static conv_prim unsupported; /* the cache's mark for "none here" */
     conv_key k;
     make_key(&k, pass, impl, a);
+    k.transposed = transposed;
     conv_prim *c = dp__cpu_prim_find(cpu, &k, sizeof k);
     if (!c) {
         int rc = build(cpu, &k, &c);
@@ -285,12 +343,13 @@ static int lookup(dp__cpu *cpu, dp__conv_pass pass, dp__conv_impl impl, const dp
     return 0;
 }
 
-int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
-                        const dp__conv2d_args *a)
+/* Runs `pass` of a convolution, or of a transposed one, with oneDNN. */
+static int run(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl, bool transposed,
+               const dp__conv2d_args *a)
 {
     dp__cpu *cpu = dev->impl;
     conv_prim *c;
-    DP_TRY(lookup(cpu, pass, impl, a, &c));
+    DP_TRY(lookup(cpu, pass, impl, transposed, a, &c));
     bool fwd = pass == DP__CONV_FORWARD, bwd_w = pass == DP__CONV_BACKWARD_WEIGHTS;
     /* weights in: w (forward, backward-data); out: dw */
     dnnl_memory_t w = relayout_bind(cpu, &c->w, bwd_w ? a->dw.data : a->w.data);
@@ -333,4 +392,15 @@ int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl
     if (bwd_w)
         return relayout_run(cpu, &c->w, 0);
     return relayout_run(cpu, &c->b, 0);
+}
+
+int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
+                        const dp__conv2d_args *a)
+{
+    return run(dev, pass, impl, false, a);
+}
+
+int dp__cpu_deconv_onednn(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a)
+{
+    return run(dev, pass, DP__CONV_DIRECT, true, a);
 }

@@ -23,7 +23,7 @@
 /* Primitives are made once per shape and kept here. Only the worker thread
  * touches the cache. */
 typedef struct dp__cpu_prim {
-    unsigned char key[128];
+    unsigned char key[192]; /* a convolution's key is the largest */
     size_t key_size;
     void *value;
     void (*destroy)(void *value);

@@ -23,7 +23,13 @@
  * cuDNN's descriptors take int sizes: a batch whose activations reach
  * 2^31 elements is split along N into slices that fit, one command each
  * (the weight and bias gradients of the slices after the first add to the
- * first's). */
+ * first's).
+ *
+ * Groups and dilation are the convolution descriptor's; padding that
+ * differs between the sides, which it cannot hold, is added to a copy of
+ * the input (conv_pad.cu). The transposed convolution (conv_transpose2d.c)
+ * runs on these passes with the roles swapped: its forward is
+ * cudnnConvolutionBackwardData. */
 #include "device/cuda/conv_algos.h"
 
 #include <stdatomic.h>
@@ -63,10 +69,39 @@ typedef struct conv_call {
     const float *beta; /* backward weights: 1 where a slice adds to dw */
     dp__cuda_conv_descs d;
     dp__cuda_conv_algo *algo;
-    float *w, *x, *y; /* NHWC views: filters (K, R, S, C), input, output */
+    float *w, *x, *y; /* NHWC views: filters (K, R, S, C / groups), input, output */
     void *ws;
     size_t ws_bytes;
+    /* Padding that differs between the sides: cuDNN pads both sides alike,
+     * so x is a copy of the input moved down by top and right by left
+     * within key.x's size, zeros around (conv_pad.cu). */
+    bool padded;
+    int top, left;
 } conv_call;
+
+/* Copies the input into c's padded copy (to_padded), or the padded
+ * gradient's inside out to the tensor t. */
+static int pad_copy(dp__cuda *cu, const conv_call *c, const dp__tdesc *t, int to_padded)
+{
+    dp__cuda_conv_pad_args p = {.t = *t,
+                                .padded = c->x,
+                                .h2 = c->key.x[2],
+                                .w2 = c->key.x[3],
+                                .top = c->top,
+                                .left = c->left,
+                                .to_padded = to_padded};
+    p.t.nhwc = is_nhwc(t);
+    return dp__cuda_launched(dp__cuda_conv_pad_launch(&p, cu->stream), "conv2d padding");
+}
+
+/* The input side's copy into cuDNN's buffer, if it has one: padded, or
+ * rearranged into NHWC. */
+static int input_in(dp__cuda *cu, const conv_call *c, const dp__tdesc *t)
+{
+    if (c->x == t->data)
+        return 0;
+    return c->padded ? pad_copy(cu, c, t, 1) : relayout(cu, t->data, c->x, t->shape, 0);
+}
 
 /* The workspace candidate `algo` needs; a status of the not-supported
  * category (see not_supported) means the algorithm does not run for this
@@ -168,12 +203,22 @@ static int prepare(dp__cuda *cu, conv_call *c, int kind, const dp__cuda_conv_cmd
     memcpy(c->key.w, a->w.shape, sizeof c->key.w);
     c->key.stride_h = a->stride_h;
     c->key.stride_w = a->stride_w;
-    c->key.pad_h = a->pad_h;
-    c->key.pad_w = a->pad_w;
+    /* what both sides share stays cuDNN's padding; the rest is the copy's */
+    c->key.pad_h = a->pad_h < a->pad_bottom ? a->pad_h : a->pad_bottom;
+    c->key.pad_w = a->pad_w < a->pad_right ? a->pad_w : a->pad_right;
+    c->top = a->pad_h - c->key.pad_h;
+    c->left = a->pad_w - c->key.pad_w;
+    c->key.x[2] += a->pad_h + a->pad_bottom - 2 * c->key.pad_h;
+    c->key.x[3] += a->pad_w + a->pad_right - 2 * c->key.pad_w;
+    c->padded = c->key.x[2] != a->x.shape[2] || c->key.x[3] != a->x.shape[3];
+    c->key.dilation_h = a->dilation_h;
+    c->key.dilation_w = a->dilation_w;
+    c->key.groups = a->groups;
     DP_TRY(dp__cuda_conv_descs_init(&c->d, &c->key));
     DP_TRY(dp__cuda_conv_lookup(cu, &c->key, &c->d, &c->algo));
     size_t wb = align_up((size_t)dp__numel(4, wt->shape) * sizeof(float));
-    size_t xb = is_nhwc(xt) ? 0 : align_up((size_t)dp__numel(4, xt->shape) * sizeof(float));
+    size_t xb =
+        is_nhwc(xt) && !c->padded ? 0 : align_up((size_t)dp__numel(4, c->key.x) * sizeof(float));
     size_t yb = is_nhwc(yt) ? 0 : align_up((size_t)dp__numel(4, yt->shape) * sizeof(float));
     bool w_direct = wt->shape[1] == 1; /* (K, 1, R, S) is (K, R, S, 1) */
     if (w_direct)
@@ -230,8 +275,8 @@ static int run_forward(void *p, void *ctx)
     int rc = prepare(cu, &c, DP__CUDA_CONV_FWD, cmd, &a->x, &a->y, &a->w);
     if (rc == 0 && c.w != a->w.data)
         rc = relayout(cu, a->w.data, c.w, a->w.shape, 0);
-    if (rc == 0 && c.x != a->x.data)
-        rc = relayout(cu, a->x.data, c.x, a->x.shape, 0);
+    if (rc == 0)
+        rc = input_in(cu, &c, &a->x);
     if (rc == 0)
         rc = execute(cu, &c);
     int64_t rows = a->y.shape[0] * a->y.shape[2] * a->y.shape[3], K = a->y.shape[1];
@@ -264,7 +309,7 @@ static int run_backward_data(void *p, void *ctx)
     if (rc == 0)
         rc = execute(cu, &c);
     if (rc == 0 && c.x != a->dx.data)
-        rc = relayout(cu, c.x, a->dx.data, a->dx.shape, 1);
+        rc = c.padded ? pad_copy(cu, &c, &a->dx, 0) : relayout(cu, c.x, a->dx.data, a->dx.shape, 1);
     dp__cuda_conv_descs_destroy(&c.d);
     return rc;
 }
@@ -280,8 +325,8 @@ static int run_backward_weights(void *p, void *ctx)
      * that copy starts as the earlier slices' sum. */
     if (rc == 0 && cmd->accumulate && c.w != a->dw.data)
         rc = relayout(cu, a->dw.data, c.w, a->dw.shape, 0);
-    if (rc == 0 && c.x != a->x.data)
-        rc = relayout(cu, a->x.data, c.x, a->x.shape, 0);
+    if (rc == 0)
+        rc = input_in(cu, &c, &a->x);
     if (rc == 0 && c.y != a->dy.data)
         rc = relayout(cu, a->dy.data, c.y, a->dy.shape, 0);
     if (rc == 0)

@@ -41,18 +41,14 @@ void dp__cuda_conv_descs_destroy(dp__cuda_conv_descs *d)
         cudnnDestroyConvolutionDescriptor(d->conv);
 }
 
-static int64_t out_size(int64_t in, int pad, int64_t k, int stride)
-{
-    return (in + 2 * pad - k) / stride + 1;
-}
-
 int dp__cuda_conv_descs_init(dp__cuda_conv_descs *d, const dp__cuda_conv_key *k)
 {
     memset(d, 0, sizeof *d);
     /* The slices (conv2d.c's push_slices) fit cuDNN's int sizes; checked again here,
      * in int64, rather than cast blindly. */
-    int64_t y[4] = {k->x[0], k->w[0], out_size(k->x[2], k->pad_h, k->w[2], k->stride_h),
-                    out_size(k->x[3], k->pad_w, k->w[3], k->stride_w)};
+    int64_t y[4] = {k->x[0], k->w[0],
+                    dp__conv_out(k->x[2], k->pad_h, k->pad_h, k->w[2], k->dilation_h, k->stride_h),
+                    dp__conv_out(k->x[3], k->pad_w, k->pad_w, k->w[3], k->dilation_w, k->stride_w)};
     dp__cuda_dims xd, yd, wd;
     if (dp__cuda_dims_of(k->x, true, &xd) < 0 || dp__cuda_dims_of(y, true, &yd) < 0 ||
         dp__cuda_dims_of(k->w, true, &wd) < 0) {
@@ -73,9 +69,12 @@ int dp__cuda_conv_descs_init(dp__cuda_conv_descs *d, const dp__cuda_conv_key *k)
         cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, K, P, Q));
     DP_CUDNN_CHECK(
         cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, K, C, R, S));
+    /* the filter descriptor is (K, C / groups, R, S): the weight's own */
     DP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->conv, k->pad_h, k->pad_w, k->stride_h,
-                                                   k->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT));
+                                                   k->stride_w, k->dilation_h, k->dilation_w,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    if (k->groups > 1)
+        DP_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d->conv, k->groups));
     DP_CUDNN_CHECK(
         cudnnSetConvolutionMathType(d->conv, k->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     return 0;

@@ -13,10 +13,14 @@ enum { DP__CUDA_CONV_FWD, DP__CUDA_CONV_BWD_DATA, DP__CUDA_CONV_BWD_WEIGHTS, DP_
  * fallbacks rank_algos (conv_algos.c) appends. */
 #define DP__CUDA_CONV_MAX_CANDIDATES 12
 
+/* x is the input cuDNN sees: with padding that differs between the sides,
+ * the input with the difference added as zeros (conv2d.c), and pad_h,
+ * pad_w the padding left on both sides. */
 typedef struct dp__cuda_conv_key {
     int kind, tf32;
     int64_t x[4], w[4];
     int stride_h, stride_w, pad_h, pad_w;
+    int dilation_h, dilation_w, groups;
 } dp__cuda_conv_key;
 
 /* One cached choice (cuda.h names the type). */

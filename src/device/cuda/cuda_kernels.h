@@ -59,6 +59,19 @@ cudaError_t dp__cuda_bias_add_launch(float *y, const float *b, int64_t rows, int
 cudaError_t dp__cuda_bias_grad_launch(const float *dy, float *db, int64_t rows, int64_t cols,
                                       int accumulate, cudaStream_t stream);
 
+/* conv_pad.cu (cuDNN's one-sided padding, for conv2d.c): with to_padded,
+ * padded (N, H2, W2, C) NHWC = t (N, C, H, W, stored as t.nhwc says)
+ * placed at row `top` and column `left`, zeros around it; else t = that
+ * inside of padded (each element of t written, =). */
+typedef struct dp__cuda_conv_pad_args {
+    dp__tdesc t;
+    float *padded;
+    int64_t h2, w2;
+    int top, left;
+    int to_padded;
+} dp__cuda_conv_pad_args;
+cudaError_t dp__cuda_conv_pad_launch(const dp__cuda_conv_pad_args *a, cudaStream_t stream);
+
 /* dropout.cu (src/device/cpu/dropout.c) */
 cudaError_t dp__cuda_dropout_launch(const dp__dropout_args *a, cudaStream_t stream);
 

@@ -1,0 +1,35 @@
+/* The transposed convolution on the CPU: oneDNN's direct deconvolution for
+ * each pass (conv2d_onednn.c builds and caches its primitives beside the
+ * convolution's), float32, activations in NHWC (a user's NCHW input is
+ * taken as it is). No kernel choice: oneDNN has one implementation. */
+#include "device/cpu/conv2d.h"
+
+static int run_forward(void *p, void *ctx)
+{
+    return dp__cpu_deconv_onednn(ctx, DP__CONV_FORWARD, p);
+}
+
+static int run_backward_data(void *p, void *ctx)
+{
+    return dp__cpu_deconv_onednn(ctx, DP__CONV_BACKWARD_DATA, p);
+}
+
+static int run_backward_weights(void *p, void *ctx)
+{
+    return dp__cpu_deconv_onednn(ctx, DP__CONV_BACKWARD_WEIGHTS, p);
+}
+
+int dp__cpu_conv_transpose2d_forward(dp_device_t *dev, const dp__conv2d_args *a)
+{
+    return dp__cpu_push(dev, run_forward, a, sizeof *a);
+}
+
+int dp__cpu_conv_transpose2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a)
+{
+    return dp__cpu_push(dev, run_backward_data, a, sizeof *a);
+}
+
+int dp__cpu_conv_transpose2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a)
+{
+    return dp__cpu_push(dev, run_backward_weights, a, sizeof *a);
+}

@@ -1,0 +1,133 @@
+/* conv_transpose2d: y (N, K, P, Q) = conv_transpose(x (N, C, H, W),
+ * w (C, K / groups, R, S)) + b (K), as torch.nn.functional.conv_transpose2d:
+ * the adjoint of the convolution of y by w with the same stride, padding,
+ * dilation and groups, so that
+ *   P = (H - 1) stride_h - pad_top - pad_bottom + dilation_h (R - 1)
+ *       + output_padding_h + 1,
+ * Q likewise; the output padding (below the stride) only sizes y.
+ * Backward: dx = conv(dy, w) written (=) when x needs it; dw = corr(dy, x)
+ * and db = sum dy accumulated into the parameters' gradients. float32 only
+ * (a bf16 input is cast first, as autocast's float32 list); y is stored
+ * NHWC, as a convolution's output. */
+#include "ops/op.h"
+
+#include <string.h>
+
+typedef struct conv_transpose_node {
+    dp__conv_geom geom;
+} conv_transpose_node;
+
+static int conv_transpose2d_backward(dp__node *node)
+{
+    const conv_transpose_node *cn = (const conv_transpose_node *)node->params;
+    dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
+    dp_tensor_t *y = node->output;
+    dp_device_t *dev = x->dev;
+    dp__conv2d_args a;
+    memset(&a, 0, sizeof a);
+    dp__conv_geom_apply(&a, &cn->geom);
+    a.x = dp__desc(x);
+    a.w = dp__desc(w);
+    a.y = dp__desc(y);
+    a.dy = dp__desc(y->ag->grad);
+    a.precision = DP_PRECISION_FP32;
+    dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
+    DP_TRY(dp__grad_begin(w, &dw));
+    DP_TRY(dp__grad_begin(b, &db));
+    if (dw || db) {
+        /* dw and db come from one kernel, as conv2d's; scratch for the one
+         * that needs no gradient */
+        dp_tensor_t *scratch_db = NULL, *scratch_dw = NULL;
+        if (!db && b)
+            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
+        if (!dw)
+            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
+        a.dw = dp__desc(dw ? dw : scratch_dw);
+        a.db = dp__desc(db ? db : scratch_db);
+        DP_TRY(dev->ops->conv_transpose2d_backward_weights(dev, &a));
+        DP_TRY(dp__grad_end(w, dw));
+        DP_TRY(dp__grad_end(b, db));
+    }
+    DP_TRY(dp__grad_begin(x, &dx));
+    if (dx) {
+        a.dx = dp__desc(dx);
+        DP_TRY(dev->ops->conv_transpose2d_backward_data(dev, &a));
+        DP_TRY(dp__grad_end(x, dx));
+    }
+    return 0;
+}
+
+int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+                        const dp_conv_transpose2d_params *params)
+{
+    const char *op = dp__op_name(DP__OP_conv_transpose2d);
+    char xs[64], ws[64];
+    dp_conv_transpose2d_params p = params ? *params : (dp_conv_transpose2d_params){0};
+    dp_conv2d_params cp = {.stride_h = p.stride_h,
+                           .stride_w = p.stride_w,
+                           .pad_h = p.pad_h,
+                           .pad_w = p.pad_w,
+                           .groups = p.groups,
+                           .dilation_h = p.dilation_h,
+                           .dilation_w = p.dilation_w,
+                           .pad_top = p.pad_top,
+                           .pad_left = p.pad_left,
+                           .pad_bottom = p.pad_bottom,
+                           .pad_right = p.pad_right};
+    dp__conv_geom g;
+    DP_TRY(dp__conv_geometry(op, &cp, &g));
+    /* PyTorch takes output padding below the stride or the dilation; below
+     * the stride, the convolution of y gives back x's size exactly. */
+    if (p.output_padding_h < 0 || p.output_padding_w < 0 || p.output_padding_h >= g.stride_h ||
+        p.output_padding_w >= g.stride_w) {
+        DP_ERROR("%s: output padding (%d, %d) must be at least 0 and below the stride (%d, %d)", op,
+                 p.output_padding_h, p.output_padding_w, g.stride_h, g.stride_w);
+        return DP_EINVAL;
+    }
+    DP_TRY(dp__check_rank(op, "input", x, 4));
+    DP_TRY(dp__check_rank(op, "weight", w, 4));
+    if (b)
+        DP_TRY(dp__check_rank(op, "bias", b, 1));
+    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
+        DP_ERROR("%s: weight and bias must be float32", op);
+        return DP_EINVAL;
+    }
+    dp_tensor_t *ts[] = {x, w, b};
+    DP_TRY(dp__check_same_device(op, ts, 3));
+    DP_TRY(dp__as_f32(&x));
+    ts[0] = x;
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t G = g.groups, K = w->shape[1] * G, R = w->shape[2], S = w->shape[3];
+    int64_t P = (H - 1) * g.stride_h - g.pad_h - g.pad_bottom + (int64_t)g.dilation_h * (R - 1) +
+                p.output_padding_h + 1;
+    int64_t Q = (W - 1) * g.stride_w - g.pad_w - g.pad_right + (int64_t)g.dilation_w * (S - 1) +
+                p.output_padding_w + 1;
+    if (C % G != 0 || w->shape[0] != C || (b && b->shape[0] != K) || H < 1 || W < 1 || P < 1 ||
+        Q < 1) {
+        DP_ERROR("%s: input %s does not fit weight %s (groups %lld, output %lld x %lld)", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws),
+                 (long long)G, (long long)P, (long long)Q);
+        return DP_ESHAPE;
+    }
+    int64_t shape[4] = {N, K, P, Q};
+    dp_tensor_t *y;
+    DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, 1));
+    dp__conv2d_args a;
+    memset(&a, 0, sizeof a);
+    dp__conv_geom_apply(&a, &g);
+    a.x = dp__desc(x);
+    a.w = dp__desc(w);
+    a.b = dp__desc(b);
+    a.y = dp__desc(y);
+    a.precision = DP_PRECISION_FP32;
+    if (N > 0)
+        DP_TRY(x->dev->ops->conv_transpose2d_forward(x->dev, &a));
+    dp__tensor_written(y);
+    if (dp__tape_needs_grad(ts, 3)) {
+        conv_transpose_node cn = {g};
+        DP_TRY(dp__tape_record(DP__OP_conv_transpose2d, conv_transpose2d_backward, ts, 3, y, &cn,
+                               sizeof cn));
+    }
+    *out = y;
+    return 0;
+}
