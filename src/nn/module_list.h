@@ -53,6 +53,9 @@
     X(SELU, 0, DP__ARGS("inplace"), .op = dp_selu)                                                 \
     X(GELU, 0, DP__NO_ARGS, .op = dp_gelu)                                                         \
     X(SiLU, 0, DP__ARGS("inplace"), .op = dp_silu)                                                 \
+    X(PReLU, 0, DP__ARGS("num_parameters", "init"), .bind = bind_prelu, .forward = forward_prelu) \
+    X(Softmax, 0, DP__ARGS("dim"), .bind = bind_softmax, .op = dp_softmax)                        \
+    X(LogSoftmax, 0, DP__ARGS("dim"), .bind = bind_softmax, .op = dp_log_softmax)                 \
     /* a new module: one line above this one */
 /* clang-format on */
 
