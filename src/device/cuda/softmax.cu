@@ -1,8 +1,9 @@
 // Softmax and log-softmax over axis 1 on a GPU, as src/device/cpu/softmax.c:
 // one thread per row, a row being the C values of one sample and position
-// (stride HW in NCHW, contiguous in NHWC), each in three passes: the max,
-// the sum of exponentials, the outputs. Backward from the output likewise.
+// (stride HW in NCHW, contiguous in NHWC), through device/softmax_math.h's
+// formulas (the sum of exponentials in double). Backward from the output.
 #include "device/cuda/cuda_kernels.h"
+#include "device/softmax_math.h"
 
 #include "device/cuda/launch.cuh"
 
@@ -40,17 +41,7 @@ __global__ void forward_kernel(const float *x, float *y, rows r, bool log)
          t += (int64_t)gridDim.x * blockDim.x) {
         int64_t base, st;
         row_at(t, r, &base, &st);
-        float m = x[base];
-        for (int64_t c = 1; c < r.C; c++)
-            m = fmaxf(m, x[base + c * st]);
-        float sum = 0.0f;
-        for (int64_t c = 0; c < r.C; c++)
-            sum += expf(x[base + c * st] - m);
-        float lse = logf(sum);
-        for (int64_t c = 0; c < r.C; c++) {
-            float z = x[base + c * st] - m;
-            y[base + c * st] = log ? z - lse : expf(z) / sum;
-        }
+        dp__softmax_row(x + base, y + base, r.C, st, log);
     }
 }
 
@@ -60,13 +51,7 @@ __global__ void backward_kernel(const float *y, const float *dy, float *dx, rows
          t += (int64_t)gridDim.x * blockDim.x) {
         int64_t base, st;
         row_at(t, r, &base, &st);
-        float s = 0.0f;
-        for (int64_t c = 0; c < r.C; c++)
-            s += log ? dy[base + c * st] : dy[base + c * st] * y[base + c * st];
-        for (int64_t c = 0; c < r.C; c++) {
-            int64_t i = base + c * st;
-            dx[i] = log ? dy[i] - expf(y[i]) * s : y[i] * (dy[i] - s);
-        }
+        dp__softmax_row_backward(y + base, dy + base, dx + base, r.C, st, log);
     }
 }
 
