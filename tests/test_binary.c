@@ -176,8 +176,8 @@ static void test_other_shapes_refused(void **state)
         {{2, {5, 7}, false}, {2, {5, 1}, false}},
     };
     for (size_t i = 0; i < COUNTOF(pairs); i++) {
-        float *va = calloc((size_t)count(4, pairs[i][0].shape), sizeof(float));
-        float *vb = calloc((size_t)count(4, pairs[i][1].shape), sizeof(float));
+        float *va = calloc((size_t)count(pairs[i][0].ndim, pairs[i][0].shape), sizeof(float));
+        float *vb = calloc((size_t)count(pairs[i][1].ndim, pairs[i][1].shape), sizeof(float));
         dp_tensor_t *a = upload(pairs[i][0].ndim, pairs[i][0].shape, va);
         dp_tensor_t *b = upload(pairs[i][1].ndim, pairs[i][1].shape, vb), *y;
         assert_int_equal(dp_binary(&y, DP_BINARY_MUL, a, b), DP_ESHAPE);
