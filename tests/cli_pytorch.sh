@@ -141,6 +141,8 @@ for model in ${CLI_PYTORCH_MODELS:-lenet resnet18 d2l_lenet}; do
       # modules, computing what dptrain computes on the same weights.
       sequential_file "$model with newer activations" "$examples/lenet_activations.txt" 69762 \
         0.003 0.5 --optimizer adam
+      # PReLU's slopes as nn.PReLU's "N.weight", LogSoftmax at the end.
+      sequential_file "$model with PReLU" "$examples/lenet_prelu.txt" 61834 0.1 0.5
       continue ;;
     lenet)
       train_args=(--limit-train 2560 --batch-size 64 --limit-test 1000)

@@ -20,6 +20,8 @@ typedef enum dp_init {
     DP_INIT_NORMAL = 1,  /* N(0, scale^2): the seeds' weights, scale 0.01 */
     DP_INIT_UNIFORM = 2, /* U(-scale, scale): PyTorch's default biases, 1/sqrt(fan_in) */
     DP_INIT_ONES = 3,    /* batch norm's weight and running_var */
+    /* every element = scale: nn.PReLU's slopes (init=0.25) */
+    DP_INIT_CONSTANT = 4,
 } dp_init;
 
 typedef struct dp_param_spec {

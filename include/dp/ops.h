@@ -294,6 +294,62 @@ int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
  * pooling. Backward writes dx (=). */
 int dp_adaptive_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, int out_h, int out_w);
 
+/* ---- ops of graphs (ONNX's, as torch.onnx.export writes them) ----------- */
+
+/* y = x > 0 ? x : w[c] x over channel axis 1 of x (N, C, ...), 2 to 4
+ * dimensions, either layout, as torch.nn.PReLU: w (C) one slope per
+ * channel, or (1) one for all. Backward: dx written (=); dw accumulated
+ * into w's gradient (the sum of x dy over the channel where x <= 0).
+ * float32: a bf16 input is cast first. */
+int dp_prelu(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w);
+
+/* Softmax and log-softmax over axis 1 of x (N, C) or (N, C, H, W) (either
+ * layout) or (N, C, L), as F.softmax(x, dim=1) and F.log_softmax; the
+ * backward uses the output (=). float32: a bf16 input is cast first. */
+int dp_softmax(dp_tensor_t **y, dp_tensor_t *x);
+int dp_log_softmax(dp_tensor_t **y, dp_tensor_t *x);
+
+typedef enum dp_binary_op {
+    DP_BINARY_ADD = 0,
+    DP_BINARY_SUB = 1,
+    DP_BINARY_MUL = 2,
+    DP_BINARY_DIV = 3,
+} dp_binary_op;
+
+/* z = a op b, both of one shape, or either broadcast over the other as
+ * numpy aligns shapes from the right, where that takes one value per
+ * channel (axis 1: (1, C, 1, 1), (C, 1, 1), (1, C) or, for (N, C), (C)),
+ * one per sample and channel ((N, C, 1, 1)), or one element: ONNX's Add,
+ * Sub, Mul and Div as PyTorch exports them. z has the full operand's shape
+ * and layout. Backward: each operand's gradient (=), summed over the axes
+ * it was broadcast along. Other shapes: DP_ESHAPE. Add of one shape is
+ * dp_add; the others compute in float32 (bf16 operands are cast first). */
+int dp_binary(dp_tensor_t **z, dp_binary_op op, dp_tensor_t *a, dp_tensor_t *b);
+
+/* y = torch.cat(xs, 1): n >= 1 tensors (N, C_i, H, W), either layout each,
+ * or (N, C_i), alike but for axis 1. y is stored NHWC when any input is.
+ * Backward: each input gets its channels of y's gradient (=). Inputs of
+ * f32 and bf16 together are cast to f32. */
+int dp_concat(dp_tensor_t **y, dp_tensor_t *const *xs, int n);
+/* ys[0..n) = torch.split(x, sizes, 1): sizes[i] channels each (summing to
+ * x's), in x's layout and dtype. Backward: x's gradient is the pieces'
+ * gradients in their channels (zero where a piece got none). */
+int dp_split(dp_tensor_t **ys, dp_tensor_t *x, int n, const int64_t *sizes);
+
+/* y (N, C, 1, 1) = the max over (H, W) of x (N, C, H, W), as ONNX's
+ * GlobalMaxPool and nn.AdaptiveMaxPool2d(1); the gradient goes to each
+ * channel's argmax (the first of equal maxima). Global average pooling is
+ * dp_adaptive_avg_pool2d(y, x, 1, 1). */
+int dp_global_max_pool2d(dp_tensor_t **y, dp_tensor_t *x);
+
+/* y (N, M) = a (N, K) b (K, M), b float32 (a parameter or a constant), as
+ * ONNX's MatMul of 2-D operands: dp_linear(y, a, b, NULL,
+ * DP_WEIGHT_IN_OUT). */
+int dp_matmul(dp_tensor_t **y, dp_tensor_t *a, dp_tensor_t *b);
+/* y (M, N) = x (N, M) transposed (float32; a bf16 input is cast first);
+ * backward dx = dy transposed (=). */
+int dp_transpose(dp_tensor_t **y, dp_tensor_t *x);
+
 /* dst += src (same element count), enqueued; not recorded for autograd. */
 int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src);
 

@@ -338,4 +338,74 @@ typedef struct dp__adaptive_pool_args {
     const float *relu_mask;
 } dp__adaptive_pool_args;
 
+/* PReLU over channel axis 1 of x (N, C, ...), 2- to 4-D in either layout,
+ * f32: y = x > 0 ? x : w[c] x, w of nw = C slopes or one (nw = 1).
+ * forward: y; backward: dx = x > 0 ? dy : w[c] dy and dw[c] = sum over the
+ * elements of channel c (all of them when nw = 1) of (x > 0 ? 0 : x dy),
+ * both written (=). */
+typedef struct dp__prelu_args {
+    dp__tdesc x;
+    const float *w, *dy;
+    float *y, *dx, *dw;
+    int64_t nw;
+} dp__prelu_args;
+
+/* Softmax, or log-softmax when `log`, over axis 1 of x (N, C, ...) (the C
+ * values of one sample and position), 2- or 4-D in either layout, f32.
+ * forward: y from x; backward from y and dy: dx = y (dy - sum dy y), or
+ * for log dx = dy - exp(y) sum dy (written, =). */
+typedef struct dp__softmax_args {
+    dp__tdesc x;
+    const float *y_in, *dy;
+    float *y, *dx;
+    bool log;
+} dp__softmax_args;
+
+/* Binary ops, f32: y = a op b over the shape of x (N, C, H, W) (2-D: H = W
+ * = 1), stored in x's layout, where each operand is `full` (that shape and
+ * layout) or broadcast: one value per channel (C), per sample and channel
+ * (N x C) or one value in all. At least one operand is full.
+ * backward from a, b, y and dy: da and db (each NULL when not wanted) are
+ * the gradients, written (=), each reduced over its broadcast axes. */
+typedef enum dp__binary_op {
+    DP__BINARY_ADD = 0,
+    DP__BINARY_SUB = 1,
+    DP__BINARY_MUL = 2,
+    DP__BINARY_DIV = 3,
+} dp__binary_op;
+
+typedef enum dp__broadcast {
+    DP__BCAST_FULL = 0,
+    DP__BCAST_CHANNEL = 1,        /* (C): (1, C, 1, 1), (C, 1, 1), (1, C) */
+    DP__BCAST_SAMPLE_CHANNEL = 2, /* (N, C): (N, C, 1, 1) */
+    DP__BCAST_SCALAR = 3,         /* one element */
+} dp__broadcast;
+
+typedef struct dp__binary_args {
+    dp__binary_op op;
+    dp__broadcast a_bcast, b_bcast;
+    const float *a, *b, *y_in, *dy;
+    float *y, *da, *db;
+    int64_t N, C, HW;
+    int nhwc;
+} dp__binary_args;
+
+/* Channels [src_off, src_off + count) of src into channels [dst_off,
+ * dst_off + count) of dst: tensors (N, C, H, W) in either layout each, or
+ * (N, C), of one dtype (f32, or bf16 on devices with bf16), dst = the
+ * slice, or dst += it when `accumulate`. Concat and split, forward and
+ * backward. */
+typedef struct dp__channel_copy_args {
+    dp__tdesc src, dst;
+    int64_t src_off, dst_off, count;
+    bool accumulate;
+} dp__channel_copy_args;
+
+/* dst (cols x rows) = the transpose of src (rows x cols), row-major f32. */
+typedef struct dp__transpose_args {
+    const float *src;
+    float *dst;
+    int64_t rows, cols;
+} dp__transpose_args;
+
 #endif

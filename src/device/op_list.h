@@ -81,6 +81,14 @@
     X(leaky_relu,            dp__eltwise_args,        FB,     ALL,     ELEMENTS)                  \
     X(activation,            dp__activation_args,     FB,     ALL,     ELEMENTS)                  \
     X(conv_transpose2d,      dp__conv2d_args,         FDW,    ALL,     CONV_TRANSPOSE)            \
+    X(prelu,                 dp__prelu_args,          FB,     ALL,     ELEMENTS)                  \
+    X(softmax,               dp__softmax_args,        FB,     ALL,     ELEMENTS)                  \
+    X(log_softmax,           dp__softmax_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(binary,                dp__binary_args,         FB,     ALL,     ELEMENTS)                  \
+    X(channel_copy,          dp__channel_copy_args,   ONE,    ALL,     NONE)                      \
+    X(concat,                dp__channel_copy_args,   NONE,   NONE,    ELEMENTS)                  \
+    X(split,                 dp__channel_copy_args,   NONE,   NONE,    ELEMENTS)                  \
+    X(transpose,             dp__transpose_args,      ONE,    ALL,     ELEMENTS)                  \
     /* a new op: one line above this one */
 /* clang-format on */
 

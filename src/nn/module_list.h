@@ -55,6 +55,9 @@
     X(SiLU, 0, DP__ARGS("inplace"), .op = dp_silu)                                                 \
     X(ConvTranspose2d, 3, conv_transpose_args,                                                     \
       .bind = bind_conv_transpose, .forward = forward_conv_transpose)                              \
+    X(PReLU, 0, DP__ARGS("num_parameters", "init"), .bind = bind_prelu, .forward = forward_prelu) \
+    X(Softmax, 0, DP__ARGS("dim"), .bind = bind_softmax, .op = dp_softmax)                        \
+    X(LogSoftmax, 0, DP__ARGS("dim"), .bind = bind_softmax, .op = dp_log_softmax)                 \
     /* a new module: one line above this one */
 /* clang-format on */
 

@@ -178,6 +178,9 @@ int dp_params_init_random(dp_params_t *p, uint64_t seed)
             case DP_INIT_ONES:
                 v[j] = 1.0f;
                 break;
+            case DP_INIT_CONSTANT:
+                v[j] = scale;
+                break;
             default:
                 v[j] = 0.0f;
             }

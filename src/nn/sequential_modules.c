@@ -294,6 +294,33 @@ static int bind_dropout(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx,
     return 0;
 }
 
+/* nn.PReLU(num_parameters=1, init=0.25): one slope, or one per channel of
+ * the layer before; "N.weight" (num_parameters) as its state_dict. */
+static int bind_prelu(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    int64_t n;
+    float init;
+    DP_TRY(dp__seq_get_ints(b, 0, 1, 1, &n, NULL));
+    DP_TRY(dp__seq_get_float(b, 1, 0.25, -FLT_MAX, FLT_MAX, &init));
+    if (n != 1 && n != sh->c)
+        return dp__seq_bad(b, "%s expects %lld channels, the layer before gives %lld",
+                           b->call->source, (long long)n, (long long)sh->c);
+    l->weight = dp__seq_add_spec(s, false, idx, "weight", 1, &n, DP_INIT_CONSTANT, init);
+    return 0;
+}
+
+/* Softmax and LogSoftmax over the channels or features: dim=1 (or None,
+ * which PyTorch takes as 1 for these inputs, or the same axis counted from
+ * the end). */
+static int bind_softmax(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp__seq_shape *sh)
+{
+    int64_t from_end = dp__seq_is_images(sh) ? -3 : -1;
+    const dp__seq_arg *a = b->v[0];
+    bool ok = !a || (a->kind == DP__ARG_NUMBER && a->is_int &&
+                     (a->value == 1 || a->value == (double)from_end));
+    return dp__seq_only(b, 0, ok, dp__seq_is_images(sh) ? "1 (the channels)" : "1 (the features)");
+}
+
 /* The binding of a module without .bind, which runs op or op_number: its
  * number (op_number's argument 0) is any float, and "inplace" is read and
  * changes nothing (the op makes a new output either way). */
@@ -356,6 +383,12 @@ static int forward_batch_norm(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t
     dp_tensor_t *mean = dp_params_get(B, l->running_mean), *var = dp_params_get(B, l->running_var);
     return l->kind == DP__SEQ_BatchNorm2d ? dp_batch_norm2d(y, x, w, b, mean, var, &p)
                                           : dp_batch_norm1d(y, x, w, b, mean, var, &p);
+}
+
+static int forward_prelu(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,
+                         dp_tensor_t **y)
+{
+    return dp_prelu(y, x, param(m, l->weight));
 }
 
 static int forward_dropout(const dp__seq_layer *l, dp_model_t *m, dp_tensor_t *x, bool train,

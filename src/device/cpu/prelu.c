@@ -1,0 +1,95 @@
+/* PReLU (src/ops/prelu.c) on the CPU: oneDNN's prelu primitive, forward
+ * and backward (dx and the slopes' gradient together), over x seen as
+ * (N, C, rest) with the strides of its layout and the slopes as (1, C, 1),
+ * or (1, 1, 1) for one slope, which oneDNN broadcasts. */
+#include "device/cpu/cpu.h"
+
+#include <string.h>
+
+typedef struct prelu_key {
+    int backward, nhwc;
+    int64_t N, C, HW, nw;
+} prelu_key;
+
+/* The memory objects: X = src, W = weights, Y = dst (forward) or diff_dst
+ * (backward), DX = diff_src, DW = diff_weights. */
+enum { X, W, Y, DX, DW };
+
+static int prelu_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
+                    dnnl_memory_desc_t *mds, int *n)
+{
+    const prelu_key *k = key;
+    dnnl_dims_t dims = {k->N, k->C, k->HW}, wdims = {1, k->nw, 1};
+    dnnl_dims_t strides = {k->C * k->HW, k->nhwc ? 1 : k->HW, k->nhwc ? k->C : 1};
+    DP_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&mds[X], 3, dims, dnnl_f32, strides));
+    DP_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&mds[W], 3, wdims, dnnl_f32, dnnl_abc));
+    mds[Y] = mds[DX] = mds[X];
+    mds[DW] = mds[W];
+    *n = 5;
+    dnnl_prelu_desc_t fdesc, bdesc;
+    DP_DNNL_CHECK(dnnl_prelu_forward_desc_init(&fdesc, dnnl_forward_training, &mds[X], &mds[W]));
+    if (k->backward)
+        DP_DNNL_CHECK(dnnl_prelu_backward_desc_init(&bdesc, &mds[X], &mds[W], &mds[DX], &mds[DW]));
+    return dp__cpu_pass_pd(cpu, &fdesc, k->backward ? &bdesc : NULL, NULL, dnnl_f32, "prelu", pd);
+}
+
+static int run(const dp__prelu_args *a, dp_device_t *dev, int backward)
+{
+    dp__cpu *cpu = dev->impl;
+    prelu_key k;
+    memset(&k, 0, sizeof k);
+    k.backward = backward;
+    k.nhwc = a->x.nhwc;
+    k.N = a->x.shape[0];
+    k.C = a->x.shape[1];
+    k.HW = 1;
+    for (int d = 2; d < a->x.ndim; d++)
+        k.HW *= a->x.shape[d];
+    k.nw = a->nw;
+    if (k.N * k.C * k.HW == 0) { /* nothing to sum: the slopes' gradient is 0 */
+        if (backward)
+            memset(a->dw, 0, (size_t)a->nw * sizeof *a->dw);
+        return 0;
+    }
+    dp__cpu_primitive *c;
+    DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, prelu_pd, &c));
+    DP_ASSERT(c); /* f32 always has a primitive */
+    dnnl_memory_set_data_handle(c->mem[X], a->x.data);
+    dnnl_memory_set_data_handle(c->mem[W], (void *)a->w);
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, c->mem[X]}, {DNNL_ARG_WEIGHTS, c->mem[W]}};
+    int nargs = 3;
+    if (backward) {
+        dnnl_memory_set_data_handle(c->mem[Y], (void *)a->dy);
+        dnnl_memory_set_data_handle(c->mem[DX], a->dx);
+        dnnl_memory_set_data_handle(c->mem[DW], a->dw);
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->mem[Y]};
+        args[3] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->mem[DX]};
+        args[4] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, c->mem[DW]};
+        nargs = 5;
+    } else {
+        dnnl_memory_set_data_handle(c->mem[Y], a->y);
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[Y]};
+    }
+    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, nargs, args));
+    return 0;
+}
+
+static int run_forward(void *p, void *ctx)
+{
+    return run(p, ctx, 0);
+}
+
+static int run_backward(void *p, void *ctx)
+{
+    return run(p, ctx, 1);
+}
+
+int dp__cpu_prelu_forward(dp_device_t *dev, const dp__prelu_args *a)
+{
+    return dp__cpu_push(dev, run_forward, a, sizeof *a);
+}
+
+int dp__cpu_prelu_backward(dp_device_t *dev, const dp__prelu_args *a)
+{
+    return dp__cpu_push(dev, run_backward, a, sizeof *a);
+}

@@ -1,0 +1,86 @@
+// Softmax and log-softmax over axis 1 on a GPU, as src/device/cpu/softmax.c:
+// one thread per row, a row being the C values of one sample and position
+// (stride HW in NCHW, contiguous in NHWC), through device/softmax_math.h's
+// formulas (the sum of exponentials in double). Backward from the output.
+#include "device/cuda/cuda_kernels.h"
+#include "device/softmax_math.h"
+
+#include "device/cuda/launch.cuh"
+
+#include <cuda_runtime.h>
+
+namespace
+{
+
+constexpr int kThreads = 256;
+
+struct rows {
+    int64_t N, C, HW;
+    int nhwc;
+};
+
+rows rows_of(const dp__softmax_args *a)
+{
+    rows r = {a->x.shape[0], a->x.shape[1], 1, a->x.nhwc};
+    for (int d = 2; d < a->x.ndim; d++)
+        r.HW *= a->x.shape[d];
+    return r;
+}
+
+// Row t's first element and the stride between its C values.
+__device__ void row_at(int64_t t, rows r, int64_t *base, int64_t *stride)
+{
+    int64_t n = t / r.HW, h = t % r.HW;
+    *base = r.nhwc ? (n * r.HW + h) * r.C : n * r.C * r.HW + h;
+    *stride = r.nhwc ? 1 : r.HW;
+}
+
+__global__ void forward_kernel(const float *x, float *y, rows r, bool log)
+{
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < r.N * r.HW;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t base, st;
+        row_at(t, r, &base, &st);
+        dp__softmax_row(x + base, y + base, r.C, st, log);
+    }
+}
+
+__global__ void backward_kernel(const float *y, const float *dy, float *dx, rows r, bool log)
+{
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < r.N * r.HW;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t base, st;
+        row_at(t, r, &base, &st);
+        dp__softmax_row_backward(y + base, dy + base, dx + base, r.C, st, log);
+    }
+}
+
+cudaError_t launch_forward(const void *args, cudaStream_t stream)
+{
+    const dp__softmax_args *a = static_cast<const dp__softmax_args *>(args);
+    rows r = rows_of(a);
+    forward_kernel<<<dp_cuda::blocks_for(r.N * r.HW), kThreads, 0, stream>>>(
+        static_cast<const float *>(a->x.data), a->y, r, a->log);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_backward(const void *args, cudaStream_t stream)
+{
+    const dp__softmax_args *a = static_cast<const dp__softmax_args *>(args);
+    rows r = rows_of(a);
+    backward_kernel<<<dp_cuda::blocks_for(r.N * r.HW), kThreads, 0, stream>>>(a->y_in, a->dy, a->dx,
+                                                                              r, a->log);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int dp__cuda_softmax_forward(dp_device_t *dev, const dp__softmax_args *a)
+{
+    return dp__cuda_push_launch(dev, launch_forward, "softmax.cu:forward", a, sizeof *a);
+}
+
+extern "C" int dp__cuda_softmax_backward(dp_device_t *dev, const dp__softmax_args *a)
+{
+    return dp__cuda_push_launch(dev, launch_backward, "softmax.cu:backward", a, sizeof *a);
+}
