@@ -472,7 +472,8 @@ int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw)
 
 dp__onnx_graph *dp__onnx_graph_of(const dp_model_def *def)
 {
-    return def && def->forward == model_forward ? (dp__onnx_graph *)def : NULL;
+    /* def may be a model's copy: the graph is its user. */
+    return def && def->forward == model_forward ? (dp__onnx_graph *)def->user : NULL;
 }
 
 int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw)

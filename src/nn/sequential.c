@@ -72,7 +72,8 @@ static int forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logi
 
 const dp__seq *dp__seq_of(const dp_model_def *def)
 {
-    return def && def->forward == forward ? (const dp__seq *)def : NULL;
+    /* def may be a model's copy: the layers are its user. */
+    return def && def->forward == forward ? (const dp__seq *)def->user : NULL;
 }
 
 /* Strips a `#` comment and surrounding blanks in place; returns the start. */
