@@ -115,6 +115,8 @@ static double element(const Onnx__TensorProto *t, int64_t i)
 void dp__onnx_to_floats(const Onnx__TensorProto *t, float *out)
 {
     int64_t n = dp__onnx_numel(t);
+    if (n == 0)
+        return; /* no data, and maybe no buffer to copy from */
     if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && t->has_raw_data) {
         memcpy(out, t->raw_data.data, (size_t)n * 4); /* little-endian, as ONNX stores it */
         return;

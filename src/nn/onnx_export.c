@@ -154,7 +154,8 @@ static void b_init(builder *b, const char *name, int ndim, const int64_t *shape,
     if (!t || !dims || !raw)
         return;
     onnx__tensor_proto__init(t);
-    memcpy(dims, shape, (size_t)ndim * sizeof *dims);
+    if (ndim) /* a scalar has no shape */
+        memcpy(dims, shape, (size_t)ndim * sizeof *dims);
     memcpy(raw, v, (size_t)numel * 4);
     t->n_dims = (size_t)ndim;
     t->dims = dims;

@@ -130,7 +130,8 @@ void dp__onnx_graph_free(dp__onnx_graph *g)
 int dp__onnx_host_from_tensor(dp__onnx_host *h, const Onnx__TensorProto *t)
 {
     h->ndim = (int)t->n_dims;
-    memcpy(h->shape, t->dims, t->n_dims * sizeof *t->dims);
+    if (t->n_dims) /* a scalar has no dims array */
+        memcpy(h->shape, t->dims, t->n_dims * sizeof *t->dims);
     h->numel = dp__onnx_numel(t);
     h->is_float = dp__onnx_is_float(t);
     size_t n = (size_t)DP_MAX(h->numel, 1);
