@@ -27,6 +27,10 @@ static int find_ops(dp__onnx_graph *g)
         if (!n->op)
             return dp__onnx_node_error(g, n, "not supported (opset %lld); dptrain supports %s",
                                        (long long)g->opset, dp__onnx_op_names());
+        for (int k = 0; k < n->op->min_inputs; k++)
+            if (k >= n->nin || n->in[k] < 0)
+                return dp__onnx_node_error(g, n, "has %d inputs; it needs %d", n->nin,
+                                           n->op->min_inputs);
     }
     return 0;
 }

@@ -99,7 +99,7 @@ typedef struct dp__onnx_run {
     dp__onnx_slot *slots;
 } dp__onnx_run;
 
-/* One operator: its ONNX op type, which inputs it reads on the host (bit
+/* One operator: its ONNX op type, how many inputs it needs, which inputs it reads on the host (bit
  * i: input i must be a constant or a shape), which are batch norm's
  * running statistics (buffers), whether it computes on the host when all
  * its inputs are host values (fold), and its two functions: prep reads
@@ -107,6 +107,7 @@ typedef struct dp__onnx_run {
  * setting it cannot run), run makes its outputs. */
 typedef struct dp__onnx_op {
     const char *type;
+    int min_inputs; /* the inputs it cannot run without */
     unsigned host_inputs, buffer_inputs;
     int fold; /* 0: never; 1: when its inputs are host values; 2: always (Shape, Constant) */
     int (*prep)(const dp__onnx_graph *g, dp__onnx_node *n);
