@@ -52,7 +52,9 @@ test: build
 # (optimizers, schedules, clipping, label smoothing step by step), where a
 # missing torch is a failure, not a skip; and tests/cli_tensorboard.sh, which
 # reads --tensorboard's files with TensorBoard's EventAccumulator (PyPI's
-# tensorboard, in a venv it makes under the build folder).
+# tensorboard, in a venv it makes under the build folder); then every
+# pytorch-converted and pytorch-operator case of Debian's libonnx-testdata
+# through the ONNX loader (tests/test_onnx_conformance.c).
 test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
@@ -61,6 +63,8 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision
 	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
+	@scripts/install-deps.sh libonnx-testdata
+	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \
@@ -93,7 +97,7 @@ test-tsan: deps
 # `make test`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model \
-  idx_dataset cifar10_train model_cli devices stages model_build npy image
+  idx_dataset cifar10_train model_cli devices stages model_build npy image onnx
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -44,7 +44,7 @@ ALLOWED = {
     "device/cuda": ["core", "engine", "device"],
     "autograd": ["core", "engine", "device"],
     "ops": ["core", "engine", "device", "autograd"],
-    "nn": BELOW_NN + [],
+    "nn": BELOW_NN + ["io"],
     "optim": BELOW_NN + ["nn"],
     "comm": BELOW_NN + ["nn"],
     "parallel": BELOW_NN + ["nn", "optim", "comm"],

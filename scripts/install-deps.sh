@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config python3 zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
-          libprotobuf-c-dev protobuf-c-compiler libisal-dev
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev libisal-dev
           libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 libpng-dev
           libjpeg62-turbo-dev "$@")
 

@@ -14,6 +14,7 @@
 #include "fuzz/fuzz_entry.c"
 #include "fuzz/fuzz_image_entry.c"
 #include "fuzz/fuzz_model_entry.c"
+#include "fuzz/fuzz_onnx_entry.c"
 #include "fuzz/fuzz_parse_entry.c"
 #include "fuzz/fuzz_table.c"
 
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate(test_target, "model_build"),
         cmocka_unit_test_prestate(test_target, "npy"),
         cmocka_unit_test_prestate(test_target, "image"),
+        cmocka_unit_test_prestate(test_target, "onnx"),
         /* clang-format on */
     };
     /* Every target of fuzz_table.c has its test here (each test's name is

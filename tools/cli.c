@@ -32,7 +32,7 @@ int cli_check_model(const char *flag, const char *value)
         return 0;
     return cli_bad_value(flag, value,
                          "unknown model (known: lenet, resnet18, or a readable file of "
-                         "nn.Sequential modules)");
+                         "nn.Sequential modules or an ONNX model)");
 }
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)

@@ -1,6 +1,6 @@
 /* Shared by the command-line tool's commands. Each command is one file:
  * train_cmd.c (with train_recipe.c, train_tensorboard.c and train_data.c), eval_cmd.c,
- * predict_cmd.c, model_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
+ * predict_cmd.c, model_cmd.c, export_cmd.c, demo_cmd.c, devices_cmd.c; dptrain.c dispatches;
  * cli.c parses values. */
 #ifndef DP_TOOLS_CLI_H
 #define DP_TOOLS_CLI_H
@@ -94,6 +94,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 struct dp_predict_options;
 /* dptrain predict's flags and images into *o, the same way; *topk gets

@@ -19,6 +19,7 @@ static const char usage_main[] =
     "  eval      test accuracy of a checkpoint's weights\n"
     "  predict   classify PNG or JPEG images (or a .npy batch) with a checkpoint\n"
     "  model     a model's layers, parameters and FLOPs (dptrain model lenet)\n"
+    "  export    a checkpoint's model as an ONNX file\n"
     "  devices   list the devices, and with --bench measure them\n"
     "  demo      the seeds' demonstrations: dataparallel, allreduce, async,\n"
     "            scratch, pipeline\n"
@@ -60,6 +61,8 @@ static int run_command(int argc, char **argv)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(argv[1], "model") == 0)
         return cmd_model(argc - 2, argv + 2);
+    if (strcmp(argv[1], "export") == 0)
+        return cmd_export(argc - 2, argv + 2);
     fprintf(stderr, "dptrain: error: unknown command '%s' (see dptrain --help)\n", argv[1]);
     return 2;
 }

@@ -110,6 +110,10 @@ typedef struct dp_model_def {
      * cannot be split. */
     int (*forward_layers)(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
                           dp_tensor_t **y);
+    /* Optional starting values of the parameters and of the buffers (all
+     * of them, spec order, as dp_params_set takes them: an ONNX model's
+     * initializers) in place of the specs' draws. NULL: drawn. */
+    const float *param_values, *buffer_values;
 } dp_model_def;
 
 /* The most parameters one model may have: 2^30, 4 GiB of float32 weights
@@ -144,8 +148,9 @@ const char *const *dp_model_names(void);
  * (1, 28, 28). lenet takes any C and H, W >= 14; resnet18 any C; tutorial
  * takes (N, 5) whatever in_chw says. */
 int dp_model_builtin(const dp_model_def **out, const char *name, const int64_t *in_chw);
-/* A built-in name, or else the path of a file of nn.Sequential modules, one
- * a line (DESIGN: the nn.Sequential text parser), for inputs in_chw. */
+/* A built-in name, or else the path of an ONNX model (ending in ".onnx",
+ * dp_model_def_load_onnx) or of a file of nn.Sequential modules, one a line
+ * (DESIGN: the nn.Sequential text parser), for inputs in_chw. */
 int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const int64_t *in_chw);
 /* A definition from `text`, the body of an nn.Sequential: one module a
  * line in PyTorch's constructor syntax (`Conv2d(1, 6, kernel_size=5,
@@ -158,7 +163,28 @@ int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const 
  * it is left. */
 int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
                        const int64_t *in_chw);
+/* A definition from an ONNX model file (what torch.onnx.export writes, opsets
+ * 6 to 17): its nodes run in an order that respects their inputs, each as
+ * one call of the ops of dp/ops.h; its float initializers that nodes read
+ * as tensors are the parameters, named by the initializers' names (for
+ * torch.onnx.export, the module's state_dict keys) and starting from their
+ * values (param_values; dptrain train's --init-* draws them instead); batch
+ * norm's running statistics are buffers, trained as PyTorch's training mode
+ * does. One input, one output. A file that cannot be read, a node whose
+ * operator or settings dptrain does not run, a value no node gives, a
+ * cycle: DP_EFORMAT with one line naming the file (and the node). in_chw:
+ * the data's (C, H, W), checked against the graph's input (NULL: not
+ * checked). Free it with dp_model_def_free. dp_model_def_load reads a path
+ * ending in ".onnx" with it. */
+int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw);
 void dp_model_def_free(dp_model_def *def);
+/* Writes a model with its current weights as an ONNX file that ONNX Runtime
+ * runs, batch norm in inference mode, for a batch of any size: an ONNX
+ * model's own graph with its initializers replaced, or (opset 17) the graph
+ * of the built-in LeNet or of an nn.Sequential file's modules for inputs
+ * in_chw (NULL: 1x28x28). DP_ENOTSUP (logged) for a definition it has no
+ * graph for (resnet18, a program's own). */
+int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path);
 /* One row of a model's summary, as torchinfo.summary prints it: each op
  * of a forward of one sample, in order. */
 typedef struct dp_layer_summary {

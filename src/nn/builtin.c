@@ -6,6 +6,7 @@
 #include "nn/model.h"
 
 #include "core/internal.h"
+#include "nn/onnx_model.h"
 #include "nn/sequential.h"
 
 #include <pthread.h>
@@ -92,7 +93,7 @@ int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const 
         return dp_model_builtin(out, name_or_path, in_chw);
     if (!name_or_path || access(name_or_path, F_OK) != 0) {
         DP_ERROR("unknown model '%s': neither a built-in one (lenet, resnet18, tutorial) nor a "
-                 "file of nn.Sequential modules",
+                 "file of nn.Sequential modules or an ONNX model",
                  name_or_path ? name_or_path : "");
         return DP_EINVAL;
     }
@@ -101,7 +102,10 @@ int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const 
     loaded_def *l = dp__calloc(1, sizeof *l);
     if (!l)
         return DP_ENOMEM;
-    int rc = dp_sequential_load(&l->def, name_or_path, in_chw);
+    size_t len = strlen(name_or_path);
+    int rc = len > 5 && strcmp(name_or_path + len - 5, ".onnx") == 0
+                 ? dp_model_def_load_onnx(&l->def, name_or_path, in_chw)
+                 : dp_sequential_load(&l->def, name_or_path, in_chw);
     if (rc < 0) {
         dp__free(l);
         return rc;

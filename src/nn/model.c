@@ -51,11 +51,13 @@ static int create(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, b
     m->dev = dev;
     int rc = dp_params_init(&m->params, dev, def->params, def->nparams, true);
     if (rc == 0 && init)
-        rc = dp_params_init_random(m->params, seed);
+        rc = def->param_values ? dp_params_set(m->params, def->param_values)
+                               : dp_params_init_random(m->params, seed);
     if (rc == 0 && def->nbuffers > 0) {
         rc = dp_params_init(&m->buffers, dev, def->buffers, def->nbuffers, false);
         if (rc == 0 && init)
-            rc = dp_params_init_random(m->buffers, seed);
+            rc = def->buffer_values ? dp_params_set(m->buffers, def->buffer_values)
+                                    : dp_params_init_random(m->buffers, seed);
     }
     if (rc < 0) {
         dp_model_close(m);

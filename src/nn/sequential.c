@@ -4,6 +4,7 @@
 #include "nn/sequential.h"
 
 #include "core/internal.h"
+#include "nn/onnx_model.h"
 #include "nn/sequential_modules.h"
 
 #include <stdio.h>
@@ -25,8 +26,13 @@ static void free_seq(dp__seq *s)
 
 void dp_model_def_free(dp_model_def *def)
 {
-    /* def is the first member of the dp__seq that holds it. */
-    free_seq((dp__seq *)def);
+    /* def is the first member of the dp__seq (or the ONNX graph) that
+     * holds it. */
+    dp__onnx_graph *g = dp__onnx_graph_of(def);
+    if (g)
+        dp__onnx_graph_free(g);
+    else
+        free_seq((dp__seq *)def);
 }
 
 /* Modules before the first one with parameters record no op in a training
@@ -62,6 +68,12 @@ static int forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logi
 {
     const dp__seq *s = dp_model_user(m);
     return forward_layers(m, x, 0, s->nlayers - leading_modules(s) - 1, train, logits);
+}
+
+const dp__seq *dp__seq_of(const dp_model_def *def)
+{
+    /* def may be a model's copy: the layers are its user. */
+    return def && def->forward == forward ? (const dp__seq *)def->user : NULL;
 }
 
 /* Strips a `#` comment and surrounding blanks in place; returns the start. */

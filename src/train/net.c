@@ -91,6 +91,9 @@ static int definition(dp__train_net *n, const dp_train_options *o, const int64_t
     dp_param_specs_set_weight_init(n->init_specs, (*def)->nparams, o->weight_init, o->init_std);
     n->init_def = **def;
     n->init_def.params = n->init_specs;
+    /* Asked for, the draws replace a file's starting values (an ONNX
+     * model's initializers): every parameter is drawn by its spec. */
+    n->init_def.param_values = NULL;
     *def = &n->init_def;
     return 0;
 }

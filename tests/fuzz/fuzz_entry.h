@@ -71,7 +71,12 @@
  *                the rest is a PNG or JPEG for dp_image_decode: that many
  *                channels of a size within DP_IMAGE_MAX_SIDE and
  *                DP_IMAGE_MAX_PIXELS, the same size with the other channel
- *                count; or one error naming the input. */
+ *                count; or one error naming the input.
+ *
+ * and, in fuzz_onnx_entry.c:
+ *   onnx         an ONNX file through dp_model_def_load_onnx: a definition
+ *                with named parameters of 1 to 4 dimensions, summarised on
+ *                the meta device; or one error naming the file. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
@@ -96,6 +101,8 @@ int fuzz_stages_input(const uint8_t *data, size_t size);
 int fuzz_model_build_input(const uint8_t *data, size_t size);
 int fuzz_npy_input(const uint8_t *data, size_t size);
 int fuzz_image_input(const uint8_t *data, size_t size);
+/* onnx: an ONNX file (fuzz_onnx_entry.c). */
+int fuzz_onnx_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);

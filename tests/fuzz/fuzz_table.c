@@ -22,6 +22,7 @@ static const struct {
     {"model_build", fuzz_model_build_input},
     {"npy", fuzz_npy_input},
     {"image", fuzz_image_input},
+    {"onnx", fuzz_onnx_input},
 };
 
 size_t fuzz_target_count(void)

@@ -1,0 +1,175 @@
+/* ONNX graphs as model definitions: the graph read (io/onnx.h), its nodes
+ * sorted into an order that runs (onnx_model.c), each node one call of
+ * the public ops through the table of operators (onnx_ops.c), and the
+ * graph written back with trained weights (onnx_export.c). */
+#ifndef DP_NN_ONNX_MODEL_H
+#define DP_NN_ONNX_MODEL_H
+
+#include "dp/nn.h"
+#include "io/onnx.h"
+
+enum { DP__ONNX_MAX_IO = 8 };
+
+/* A value computed on the host, never on a device: the shapes and indices
+ * a graph computes from constants and from tensors' shapes (Shape, Gather,
+ * Unsqueeze, Concat of such), and Clip's bounds, Reshape's target. */
+typedef struct dp__onnx_host {
+    int ndim;
+    int64_t shape[DP__ONNX_MAX_RANK];
+    int64_t numel;
+    bool is_float;
+    float *f;   /* numel values when is_float */
+    int64_t *i; /* else */
+} dp__onnx_host;
+
+typedef enum dp__onnx_where {
+    DP__OV_INPUT,  /* a graph input: index among them */
+    DP__OV_PARAM,  /* a trained initializer: index among the parameters */
+    DP__OV_BUFFER, /* batch norm's running statistics: index among the buffers */
+    DP__OV_CONST,  /* an initializer or Constant read on the host: index among consts */
+    DP__OV_NODE,   /* a node's output */
+} dp__onnx_where;
+
+typedef struct dp__onnx_value {
+    const char *name;
+    dp__onnx_where where;
+    int index;
+    int producer; /* the node (DP__OV_NODE), else -1 */
+    bool host;    /* computed on the host (dp__onnx_host), else a device tensor */
+    int init;     /* its initializer in the graph, or -1 */
+} dp__onnx_value;
+
+struct dp__onnx_op;
+
+/* One node: its value indices (-1: an optional input left out) and the
+ * settings its operator read from its attributes at load. */
+typedef struct dp__onnx_node {
+    const Onnx__NodeProto *proto;
+    const struct dp__onnx_op *op;
+    int in[DP__ONNX_MAX_IO], nin;
+    int out[DP__ONNX_MAX_IO], nout;
+    int layer; /* its place among the batch norm or the dropout layers */
+    dp_conv2d_params conv;
+    dp_pool2d_params pool;
+    float a, b;   /* an activation's parameters, dropout's ratio, bn's eps and momentum */
+    int64_t axis; /* Flatten, Gather, Concat */
+    int64_t ints[DP__ONNX_MAX_RANK];
+    int nints; /* Unsqueeze's and Squeeze's axes, Shape's start and end */
+    int kind;  /* the dp_activation_kind, the weight layout, ... */
+} dp__onnx_node;
+
+typedef struct dp__onnx_graph {
+    dp_model_def def; /* first: dp_model_def_free finds the rest from it */
+    char *name;
+    Onnx__ModelProto *model; /* kept: the names point into it, export rewrites it */
+    int64_t opset;
+    dp__onnx_value *values;
+    int nvalues;
+    dp__onnx_node *nodes; /* in an order that runs */
+    int nnodes;
+    int inputs[DP__ONNX_MAX_IO], ninputs;   /* the graph's inputs, as values */
+    int outputs[DP__ONNX_MAX_IO], noutputs; /* and outputs */
+    dp_param_spec *params, *buffers;
+    int nparams, nbuffers;
+    int *param_init, *buffer_init; /* each one's initializer */
+    const char **bn_names;
+    char *bn_store; /* their text */
+    int nbn, ndropout;
+    dp__onnx_host *consts;
+    int nconsts;
+    float *init_values; /* the parameters' starting values, then the buffers' */
+    const float *buffer_values;
+    /* The first input's declared shape; -1 where it is symbolic. */
+    int in_rank;
+    int64_t in_shape[DP__ONNX_MAX_RANK];
+} dp__onnx_graph;
+
+/* What a node sees while it runs: each value's tensor or host value. */
+typedef struct dp__onnx_slot {
+    dp_tensor_t *t;
+    dp__onnx_host *h;
+    bool owned; /* h was made by this run */
+} dp__onnx_slot;
+
+typedef struct dp__onnx_run {
+    const dp__onnx_graph *g;
+    dp_model_t *m; /* NULL: no model (batch norm unsynced, dropout keyed by layer only) */
+    bool train;
+    dp_tensor_t *const *params, *const *buffers;
+    dp__onnx_slot *slots;
+} dp__onnx_run;
+
+/* One operator: its ONNX op type, how many inputs it needs, which inputs it reads on the host (bit
+ * i: input i must be a constant or a shape), which are batch norm's
+ * running statistics (buffers), whether it computes on the host when all
+ * its inputs are host values (fold), and its two functions: prep reads
+ * the node's attributes at load (a one-line error naming the node for a
+ * setting it cannot run), run makes its outputs. */
+typedef struct dp__onnx_op {
+    const char *type;
+    int min_inputs; /* the inputs it cannot run without */
+    unsigned host_inputs, buffer_inputs;
+    int fold; /* 0: never; 1: when its inputs are host values; 2: always (Shape, Constant) */
+    int (*prep)(const dp__onnx_graph *g, dp__onnx_node *n);
+    int (*run)(dp__onnx_run *r, const dp__onnx_node *n);
+} dp__onnx_op;
+
+/* The operator of `type`, or NULL (onnx_ops.c). */
+const dp__onnx_op *dp__onnx_find_op(const char *type);
+/* "Add, AveragePool, ...": the supported op types, for the refusal. */
+const char *dp__onnx_op_names(void);
+
+/* The node's name for messages: its name, or "#i" by its place. */
+const char *dp__onnx_node_name(const dp__onnx_graph *g, const dp__onnx_node *n, char *buf,
+                               size_t size);
+/* Logs "<file>: node 'NAME' (TYPE): <what>" and returns DP_EFORMAT. */
+int dp__onnx_node_error(const dp__onnx_graph *g, const dp__onnx_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Attribute `name` of the node, or NULL. */
+const Onnx__AttributeProto *dp__onnx_attr(const dp__onnx_node *n, const char *name);
+int64_t dp__onnx_attr_int(const dp__onnx_node *n, const char *name, int64_t dflt);
+float dp__onnx_attr_float(const dp__onnx_node *n, const char *name, float dflt);
+
+/* Binds the sorted nodes (onnx_bind.c): operators, places, roles, specs. */
+int dp__onnx_bind(dp__onnx_graph *g);
+/* A host value holding a tensor of the file (an initializer, a Constant). */
+int dp__onnx_host_from_tensor(dp__onnx_host *h, const Onnx__TensorProto *t);
+/* The operators computed on the host (onnx_fold.c): Constant, Shape,
+ * Gather, Unsqueeze, Squeeze, Concat, Cast, and Identity of either kind. */
+int dp__onnx_prep_constant(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_constant(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_shape(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_gather(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_unsqueeze(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_squeeze(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_concat(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_identity(dp__onnx_run *r, const dp__onnx_node *n);
+/* A new host value for output k of n, owned by the run: NULL when out of
+ * memory. */
+dp__onnx_host *dp__onnx_new_host(dp__onnx_run *r, const dp__onnx_node *n, int k, int ndim,
+                                 const int64_t *shape, bool is_float);
+
+/* Loads `path` for inputs in_chw (NULL: the graph's own shape). */
+int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw);
+/* The same from bytes (the fuzz target); `name` names the model. */
+int dp__onnx_load_bytes(dp__onnx_graph **out, const uint8_t *data, size_t size, const char *name,
+                        const int64_t *in_chw);
+void dp__onnx_graph_free(dp__onnx_graph *g);
+/* The graph behind a definition, or NULL when it is not an ONNX one. */
+dp__onnx_graph *dp__onnx_graph_of(const dp_model_def *def);
+
+/* Runs the graph on inputs[0..g->ninputs) with the parameters and buffers
+ * given (spec order); outputs[0..g->noutputs) get the outputs' tensors. A
+ * model's forward is this with its own; the conformance test calls it
+ * with tensors of its own. m may be NULL. */
+int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *const *params,
+                       dp_tensor_t *const *buffers, dp_tensor_t *const *inputs, bool train,
+                       dp_tensor_t **outputs);
+
+/* dp_model_export_onnx of an ONNX model (onnx_rewrite.c): its own graph,
+ * the initializers holding m's weights, batch norm in inference mode, any
+ * batch size. */
+int dp__onnx_export_graph(dp_model_t *m, const char *path);
+
+#endif
