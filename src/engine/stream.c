@@ -30,7 +30,7 @@ struct dp__stream {
     int error; /* sticky: first failure */
     void (*worker_init)(void *);
     void *ctx;
-    /* DP_PROFILE: seconds and calls per command name (worker only). */
+    /* DP_PROFILE: seconds and calls per command name (under mu). */
     int profile;
     struct prof {
         const char *name;
@@ -64,6 +64,12 @@ void dp__stream_log_profile(dp__stream *s)
     if (!s || !s->profile)
         return;
     pthread_mutex_lock(&s->mu);
+    /* The table is whole once every command pushed so far has run. */
+    while (s->completed < s->head) {
+        s->waiters++;
+        pthread_cond_wait(&s->done, &s->mu);
+        s->waiters--;
+    }
     qsort(s->prof, (size_t)s->nprof, sizeof s->prof[0], prof_cmp);
     double total = 0;
     for (int i = 0; i < s->nprof; i++)
@@ -93,9 +99,12 @@ static void *worker_main(void *arg)
         /* The slot is not reused until `completed` moves past it. */
         double t0 = s->profile ? dp_time_seconds() : 0;
         int rc = sl->fn(sl->args, s->ctx);
-        if (s->profile)
-            profile_add(s, sl->name, dp_time_seconds() - t0);
+        double seconds = s->profile ? dp_time_seconds() - t0 : 0;
         pthread_mutex_lock(&s->mu);
+        /* Under the lock: dp__stream_log_profile may read the table while
+         * commands still run (a device closing pushes one and logs). */
+        if (s->profile)
+            profile_add(s, sl->name, seconds);
         if (rc < 0 && s->error == 0)
             s->error = rc;
         s->completed++;

@@ -36,7 +36,8 @@ uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, c
 #define dp__stream_push(s, fn, args, size) dp__stream_push_named(s, fn, #fn, args, size)
 
 /* With DP_PROFILE=1 in the environment each stream times its commands by
- * name; this logs the table (at DP_LOG_INFO), slowest first. */
+ * name; this waits for the commands pushed so far and logs the table (at
+ * DP_LOG_INFO), slowest first. */
 void dp__stream_log_profile(dp__stream *s);
 /* Sequence number of the last command pushed (0: none). */
 uint64_t dp__stream_last(dp__stream *s);
