@@ -62,6 +62,8 @@ expect_error() {
 
 printf 'Conv2d(1, 6, kernel_size=5)\nFlatten()\nLinear(400, 10)\n' >"$dir/bad.txt"
 expect_error "unknown model" "unknown model" nosuchmodel
+expect_error "a model path that is not there says why" \
+  "nosuch/net.onnx: cannot read the model file: No such file or directory" nosuch/net.onnx
 expect_error "bad --input" "--input 3x32: expected CxHxW" lenet --input 3x32
 expect_error "lenet too small" "at least 1x14x14" lenet --input 1x8x8
 expect_error "shape mismatch names file and line" \

@@ -30,6 +30,13 @@ int cli_check_model(const char *flag, const char *value)
     /* The image models; "tutorial" is the DataParallel demo's. */
     if (strcmp(value, "lenet") == 0 || strcmp(value, "resnet18") == 0 || access(value, R_OK) == 0)
         return 0;
+    /* A path (a slash or an extension) that cannot be read says why, which
+     * "unknown model" would hide: a typo in a directory, a file not readable. */
+    if (strchr(value, '/') || strchr(value, '.')) {
+        char why[160];
+        snprintf(why, sizeof why, "cannot read the model file: %s", strerror(errno));
+        return cli_bad_value(flag, value, why);
+    }
     return cli_bad_value(flag, value,
                          "unknown model (known: lenet, resnet18, or a readable file of "
                          "nn.Sequential modules or an ONNX model)");
