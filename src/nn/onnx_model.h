@@ -51,6 +51,7 @@ typedef struct dp__onnx_node {
     int out[DP__ONNX_MAX_IO], nout;
     int layer; /* its place among the batch norm or the dropout layers */
     dp_conv2d_params conv;
+    dp_conv_transpose2d_params deconv;
     dp_pool2d_params pool;
     float a, b;   /* an activation's parameters, dropout's ratio, bn's eps and momentum */
     int64_t axis; /* Flatten, Gather, Concat */
