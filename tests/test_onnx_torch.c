@@ -30,6 +30,7 @@ static const char *const models[] = {
     "efficientnet_b0",
     "mobilenet_v3_small17",
     "prelu_train",
+    "gelu",
     "bn_cnn_train",
 };
 

@@ -17,6 +17,8 @@ static int find_ops(dp__onnx_graph *g)
 {
     for (int i = 0; i < g->nnodes; i++) {
         dp__onnx_node *n = &g->nodes[i];
+        if (n->op) /* a fused GELU's */
+            continue;
         const char *dom = n->proto->domain;
         if (dom && dom[0] && strcmp(dom, "ai.onnx") != 0)
             return dp__onnx_node_error(g, n,
@@ -270,6 +272,7 @@ static void alias_slope_unsqueezes(dp__onnx_graph *g)
 
 int dp__onnx_bind(dp__onnx_graph *g)
 {
+    dp__onnx_fuse_gelu(g);
     DP_TRY(find_ops(g));
     alias_identities(g);
     alias_slope_unsqueezes(g);

@@ -166,6 +166,32 @@ static const dp__onnx_op ops[] = {
 };
 /* clang-format on */
 
+/* nn.GELU's sub-graphs as onnx_fuse.c finds them: not in the table (no
+ * file names them), each the activation kind it stands for. */
+static int prep_gelu_exact(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    (void)g;
+    n->kind = DP_ACT_GELU;
+    return 0;
+}
+
+static int prep_gelu_tanh(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    (void)g;
+    n->kind = DP_ACT_GELU_TANH;
+    return 0;
+}
+
+static const dp__onnx_op gelu_ops[2] = {
+    {"Gelu", 1, 0, 0, 0, prep_gelu_exact, dp__onnx_run_act},
+    {"Gelu", 1, 0, 0, 0, prep_gelu_tanh, dp__onnx_run_act},
+};
+
+const dp__onnx_op *dp__onnx_gelu_op(bool tanh_form)
+{
+    return &gelu_ops[tanh_form];
+}
+
 const dp__onnx_op *dp__onnx_find_op(const char *type)
 {
     for (size_t i = 0; i < DP_COUNTOF(ops); i++)
