@@ -59,6 +59,10 @@ MODELS = {
                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, groups=2), nn.BatchNorm2d(16),
                          nn.ReLU(), nn.Dropout(0.3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                          nn.Linear(16, 10)), (2, 3, 16, 16), 13, "train"),
+    # AvgPool2d with padding: torch writes Pad -> AveragePool
+    "avgpool_pad": (seq(nn.Conv2d(3, 8, 3), nn.AvgPool2d(3, 1, 1), nn.ReLU(),
+                        nn.AvgPool2d(3, 2, 1), nn.Flatten(), nn.Linear(8 * 7 * 7, 10)),
+                    (2, 3, 16, 16), 13, "eval"),
     # nn.GELU's sub-graphs (Erf, and the tanh approximation's), one op each
     "gelu": (seq(nn.Conv2d(3, 8, 3), nn.GELU(), nn.Conv2d(8, 8, 3), nn.GELU(approximate="tanh"),
                  nn.Flatten(), nn.Linear(8 * 12 * 12, 10)), (2, 3, 16, 16), 13, "eval"),

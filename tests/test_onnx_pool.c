@@ -3,8 +3,9 @@
  * same values as dp_max_pool2d / dp_avg_pool2d called with the
  * parameters they stand for (ONNX's count_include_pad defaults to 0,
  * PyTorch's to True), gradients through the graph against finite
- * differences, torch.onnx.export's Pad of nothing before AveragePool
- * passing x on, and the settings refused naming the node. */
+ * differences, torch.onnx.export's Pad before AveragePool (of nothing:
+ * x passed on; of the pool's padding: that padding, counted), and the
+ * settings refused naming the node. */
 #include "onnxutil.h"
 
 #include "gradcheck.h"
@@ -16,15 +17,17 @@
 
 static const int64_t xs[4] = {2, 3, 8, 9};
 
-/* x -> [Pad of nothing ->] TYPE(k, s, pads p, ceil_mode, count_include_pad) -> y */
+/* x -> [Pad of pad_node rows and columns (-1: none) ->] TYPE(k, s, pads p, ceil_mode,
+ * count_include_pad) -> y */
 static void pool_graph(ou_model *m, const char *type, int k, int s, int p, int ceil_mode,
-                       int include_pad, bool pad_node)
+                       int include_pad, int pad_node)
 {
     ou_begin(m, 13);
     ou_input(m, "x", 4, (const int64_t[]){-1, 3, 8, 9});
     const char *in = "x";
-    if (pad_node) {
-        ou_constant_i64(m, "pads", 8, (const int64_t[]){0, 0, 0, 0, 0, 0, 0, 0});
+    if (pad_node >= 0) {
+        int64_t q = pad_node;
+        ou_constant_i64(m, "pads", 8, (const int64_t[]){0, 0, q, q, 0, 0, q, q});
         Onnx__NodeProto *n = ou_node(m, "Pad", "/pool/Pad", "x,pads", "xp");
         ou_attr_string(m, n, "mode", "constant");
         in = "xp";
@@ -49,8 +52,7 @@ static dp_tensor_t *input_x(void)
 }
 
 static void check_pool(const char *name, const char *type, int k, int s, int p, int ceil_mode,
-                       int include_pad, bool pad_node, dp_pool2d_params want_p, int64_t P,
-                       int64_t Q)
+                       int include_pad, int pad_node, dp_pool2d_params want_p, int64_t P, int64_t Q)
 {
     ou_model m;
     pool_graph(&m, type, k, s, p, ceil_mode, include_pad, pad_node);
@@ -95,34 +97,38 @@ static void check_pool(const char *name, const char *type, int k, int s, int p, 
 static void test_pool_ceil_and_pads(void **state)
 {
     (void)state;
-    check_pool("MaxPool k3 s2 ceil_mode 1", "MaxPool", 3, 2, 0, 1, -1, false,
+    check_pool("MaxPool k3 s2 ceil_mode 1", "MaxPool", 3, 2, 0, 1, -1, -1,
                POOL(3, 2, 0, true, false), 4, 4);
-    check_pool("AveragePool k3 s2 ceil_mode 1", "AveragePool", 3, 2, 0, 1, -1, false,
+    check_pool("AveragePool k3 s2 ceil_mode 1", "AveragePool", 3, 2, 0, 1, -1, -1,
                POOL(3, 2, 0, true, true), 4, 4);
-    check_pool("AveragePool k3 s2 p1 count_include_pad 0", "AveragePool", 3, 2, 1, 0, 0, false,
+    check_pool("AveragePool k3 s2 p1 count_include_pad 0", "AveragePool", 3, 2, 1, 0, 0, -1,
                POOL(3, 2, 1, false, true), 4, 5);
-    check_pool("AveragePool k3 s2 p1 count_include_pad 1", "AveragePool", 3, 2, 1, 0, 1, false,
+    check_pool("AveragePool k3 s2 p1 count_include_pad 1", "AveragePool", 3, 2, 1, 0, 1, -1,
                POOL(3, 2, 1, false, false), 4, 5);
-    check_pool("Pad of nothing, AveragePool k2 s2", "AveragePool", 2, 2, 0, 0, -1, true,
+    check_pool("Pad of nothing, AveragePool k2 s2", "AveragePool", 2, 2, 0, 0, -1, 0,
                POOL(2, 2, 0, false, false), 4, 4);
+    /* torch's AvgPool2d(3, 1, padding=1): Pad of 1 then the pool, which is
+     * the pool with pads 1 counted in the mean */
+    check_pool("Pad of 1, AveragePool k3 s1", "AveragePool", 3, 1, 0, 0, -1, 1,
+               POOL(3, 1, 1, false, false), 8, 9);
 }
 
 static void test_pool_refusals(void **state)
 {
     (void)state;
     ou_model m;
-    pool_graph(&m, "MaxPool", 3, 2, 0, 2, -1, false);
+    pool_graph(&m, "MaxPool", 3, 2, 0, 2, -1, -1);
     ou_refused(&m, "ceil2.onnx", WORDS("node '/pool/MaxPool' (MaxPool)", "ceil_mode 2"));
     /* Pads of 1 that count, and a ceil window past them: the op's refusal,
      * when the graph runs, naming the node. */
-    pool_graph(&m, "AveragePool", 3, 2, 1, 1, 1, false);
+    pool_graph(&m, "AveragePool", 3, 2, 1, 1, 1, -1);
     dp__onnx_graph *g = ou_load(&m, "ceilpad.onnx");
     dp_tensor_t *x = input_x();
     ou_run(g, gc_dev, &x, NULL, NULL,
            "node '/pool/AveragePool' (AveragePool): ceil_mode 1 with pads counted in the mean");
     dp__onnx_graph_free(g);
-    /* A Pad that pads something. */
-    pool_graph(&m, "AveragePool", 2, 2, 0, 0, -1, true);
+    /* A Pad of one column left only: no pool's padding. */
+    pool_graph(&m, "AveragePool", 2, 2, 0, 0, -1, 0);
     m.graph.node[0]->attribute[0]->t->int64_data[3] = 1;
     g = ou_load(&m, "pad.onnx");
     ou_run(g, gc_dev, &x, NULL, NULL,

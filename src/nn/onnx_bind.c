@@ -305,5 +305,6 @@ int dp__onnx_bind(dp__onnx_graph *g)
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].op->prep)
             DP_TRY(g->nodes[i].op->prep(g, &g->nodes[i]));
+    dp__onnx_fuse_pad_pool(g);
     return 0;
 }

@@ -7,7 +7,11 @@
  * (each product and sum in either order, the constants Constant nodes or
  * initializers of one value). The last Mul becomes the GELU, reading x;
  * the others run nothing. Only where each inner value is read by the next
- * node alone, so nothing else sees a value the fusion drops. */
+ * node alone, so nothing else sees a value the fusion drops.
+ *
+ * And nn.AvgPool2d(k, s, padding=p) (count_include_pad=True), which torch
+ * writes as Pad(x, p of zeros on H and W) -> AveragePool(pads 0): the
+ * pool of x with pads p, counted in the mean, is the same. */
 #include "nn/onnx_ops.h"
 
 #include "core/internal.h"
@@ -163,5 +167,62 @@ void dp__onnx_fuse_gelu(dp__onnx_graph *g)
         if (!n->op && n->proto->op_type && strcmp(n->proto->op_type, "Mul") == 0 && n->nin == 2 &&
             n->nout == 1)
             fuse_at(g, n);
+    }
+}
+
+/* v's values as int64 when it is a constant (an initializer or a Constant
+ * node's "value") of at most max of them; their count, or -1. */
+static int const_ints(dp__onnx_graph *g, int v, int64_t *out, int max)
+{
+    const Onnx__TensorProto *t = NULL;
+    if (v < 0)
+        return -1;
+    if (g->values[v].init >= 0) {
+        t = g->model->graph->initializer[g->values[v].init];
+    } else {
+        dp__onnx_node *p = producer(g, v);
+        const Onnx__AttributeProto *a =
+            p && p->op && strcmp(p->op->type, "Constant") == 0 ? dp__onnx_attr(p, "value") : NULL;
+        t = a ? a->t : NULL;
+    }
+    if (!t || dp__onnx_numel(t) > max)
+        return -1;
+    dp__onnx_to_int64s(t, out);
+    return (int)dp__onnx_numel(t);
+}
+
+void dp__onnx_fuse_pad_pool(dp__onnx_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        dp__onnx_node *pad = &g->nodes[i];
+        if (!pad->op || strcmp(pad->op->type, "Pad") != 0 || pad->nout != 1 || pad->out[0] < 0)
+            continue;
+        int64_t p[8];
+        const Onnx__AttributeProto *a = g->opset < 11 ? dp__onnx_attr(pad, "pads") : NULL;
+        int np = a ? (int)a->n_ints : const_ints(g, pad->nin > 1 ? pad->in[1] : -1, p, 8);
+        for (int k = 0; a && k < np && k < 8; k++)
+            p[k] = a->ints[k];
+        float value = g->opset < 11 ? dp__onnx_attr_float(pad, "value", 0.0f) : 0.0f;
+        bool zero = g->opset < 11 ? value == 0.0f
+                                  : pad->nin < 3 || pad->in[2] < 0 || is_const(g, pad->in[2], 0.0);
+        /* pads [N, C, top, left, N, C, bottom, right]: the rows and columns
+         * alike on both sides */
+        if (np != 8 || !zero || p[0] || p[1] || p[4] || p[5] || p[2] != p[6] || p[3] != p[7] ||
+            readers(g, pad->out[0]) != 1)
+            continue;
+        dp__onnx_node *pool = NULL;
+        for (int j = 0; j < g->nnodes && !pool; j++)
+            if (g->nodes[j].op && strcmp(g->nodes[j].op->type, "AveragePool") == 0 &&
+                g->nodes[j].nin >= 1 && g->nodes[j].in[0] == pad->out[0])
+                pool = &g->nodes[j];
+        dp_pool2d_params *pp = pool ? &pool->pool : NULL;
+        if (!pp || pp->pad_h || pp->pad_w || pp->ceil_mode || 2 * p[2] > pp->kernel_h ||
+            2 * p[3] > pp->kernel_w)
+            continue;
+        pp->pad_h = (int)p[2];
+        pp->pad_w = (int)p[3];
+        pp->exclude_pad = false; /* the padded zeros count */
+        pool->in[0] = pad->in[0];
+        drop(pad, dp__onnx_find_op("Identity"));
     }
 }

@@ -124,6 +124,9 @@ const dp__onnx_op *dp__onnx_gelu_op(bool tanh_form);
 /* nn.GELU's sub-graphs become one GELU node each (onnx_fuse.c), before
  * the other nodes' operators are found. */
 void dp__onnx_fuse_gelu(dp__onnx_graph *g);
+/* torch's Pad of zeros before an AveragePool becomes the pool's padding
+ * (onnx_fuse.c), after the nodes' attributes are read. */
+void dp__onnx_fuse_pad_pool(dp__onnx_graph *g);
 /* "Add, AveragePool, ...": the supported op types, for the refusal. */
 const char *dp__onnx_op_names(void);
 
