@@ -8,7 +8,8 @@
 #include "dp/nn.h"
 #include "io/onnx.h"
 
-enum { DP__ONNX_MAX_IO = 8 };
+/* 64: DenseNet-201 concatenates 49 feature maps in one node. */
+enum { DP__ONNX_MAX_IO = 64 };
 
 /* A value computed on the host, never on a device: the shapes and indices
  * a graph computes from constants and from tensors' shapes (Shape, Gather,
@@ -50,6 +51,7 @@ typedef struct dp__onnx_node {
     int out[DP__ONNX_MAX_IO], nout;
     int layer; /* its place among the batch norm or the dropout layers */
     dp_conv2d_params conv;
+    dp_conv_transpose2d_params deconv;
     dp_pool2d_params pool;
     float a, b;   /* an activation's parameters, dropout's ratio, bn's eps and momentum */
     int64_t axis; /* Flatten, Gather, Concat */
@@ -116,6 +118,15 @@ typedef struct dp__onnx_op {
 
 /* The operator of `type`, or NULL (onnx_ops.c). */
 const dp__onnx_op *dp__onnx_find_op(const char *type);
+/* The GELU that nn.GELU's exported sub-graph stands for (onnx_fuse.c),
+ * exact or its tanh approximation. */
+const dp__onnx_op *dp__onnx_gelu_op(bool tanh_form);
+/* nn.GELU's sub-graphs become one GELU node each (onnx_fuse.c), before
+ * the other nodes' operators are found. */
+void dp__onnx_fuse_gelu(dp__onnx_graph *g);
+/* torch's Pad of zeros before an AveragePool becomes the pool's padding
+ * (onnx_fuse.c), after the nodes' attributes are read. */
+void dp__onnx_fuse_pad_pool(dp__onnx_graph *g);
 /* "Add, AveragePool, ...": the supported op types, for the refusal. */
 const char *dp__onnx_op_names(void);
 
@@ -135,7 +146,7 @@ int dp__onnx_bind(dp__onnx_graph *g);
 /* A host value holding a tensor of the file (an initializer, a Constant). */
 int dp__onnx_host_from_tensor(dp__onnx_host *h, const Onnx__TensorProto *t);
 /* The operators computed on the host (onnx_fold.c): Constant, Shape,
- * Gather, Unsqueeze, Squeeze, Concat, Cast, and Identity of either kind. */
+ * Gather, Unsqueeze, Squeeze, Concat, Cast. */
 int dp__onnx_prep_constant(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_constant(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_shape(dp__onnx_run *r, const dp__onnx_node *n);
@@ -144,7 +155,6 @@ int dp__onnx_run_unsqueeze(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_squeeze(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_concat(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n);
-int dp__onnx_run_identity(dp__onnx_run *r, const dp__onnx_node *n);
 /* A new host value for output k of n, owned by the run: NULL when out of
  * memory. */
 dp__onnx_host *dp__onnx_new_host(dp__onnx_run *r, const dp__onnx_node *n, int k, int ndim,
