@@ -1,8 +1,12 @@
 /* Helpers of the ONNX tests (onnxutil.h). */
 #include "onnxutil.h"
 
-#include "core/rng_mix.h"
+#include "gradcheck.h"
 
+#include "core/rng_mix.h"
+#include "nn/onnx_model.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,24 +233,69 @@ const char ou_test_net_text[] = "Conv2d(1, 4, 3, padding=1)\n"
                                 "Flatten()\n"
                                 "Linear(64, 3)\n";
 
-static void fill(uint64_t seed, float *v, int n, float scale, float offset)
+void ou_fill(uint64_t seed, float *v, int64_t n, float scale, float offset)
 {
-    for (int i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++)
         v[i] = offset +
                scale * (float)((int)(dp__mix64(seed * 1000 + (uint64_t)i) % 2001) - 1000) / 1000.0f;
+}
+
+Onnx__NodeProto *ou_constant(ou_model *m, const char *out, int ndim, const int64_t *dims,
+                             const float *v)
+{
+    Onnx__NodeProto *n = ou_node(m, "Constant", out, "", out);
+    Onnx__AttributeProto *a = attr(m, n, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    size_t count = 1;
+    a->t = ou_alloc(m, sizeof *a->t);
+    onnx__tensor_proto__init(a->t);
+    a->t->n_dims = (size_t)ndim;
+    a->t->dims = ou_alloc(m, (size_t)ndim * sizeof *dims);
+    for (int d = 0; d < ndim; d++)
+        count *= (size_t)(a->t->dims[d] = dims[d]);
+    a->t->has_data_type = 1;
+    a->t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    a->t->n_float_data = count;
+    a->t->float_data = ou_alloc(m, count * sizeof *v);
+    memcpy(a->t->float_data, v, count * sizeof *v);
+    return n;
+}
+
+Onnx__NodeProto *ou_constant_i64(ou_model *m, const char *out, int n, const int64_t *v)
+{
+    Onnx__NodeProto *node = ou_node(m, "Constant", out, "", out);
+    Onnx__AttributeProto *a = attr(m, node, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = ou_alloc(m, sizeof *a->t);
+    onnx__tensor_proto__init(a->t);
+    a->t->n_dims = 1;
+    a->t->dims = ou_alloc(m, sizeof *a->t->dims);
+    a->t->dims[0] = n;
+    a->t->has_data_type = 1;
+    a->t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    a->t->n_int64_data = (size_t)n;
+    a->t->int64_data = ou_alloc(m, (size_t)n * sizeof *v);
+    memcpy(a->t->int64_data, v, (size_t)n * sizeof *v);
+    return node;
+}
+
+void ou_attr_string(ou_model *m, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a = attr(m, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    a->has_s = 1;
+    a->s.len = strlen(v);
+    a->s.data = (uint8_t *)ou_str(m, v, a->s.len);
 }
 
 void ou_test_net(ou_model *m, uint64_t seed, bool flatten_as_shape_chain)
 {
     float w0[36], b0[4], g1[4], b1[4], rm[4], rv[4], w5[192], b5[3];
-    fill(seed + 1, w0, 36, 0.5f, 0);
-    fill(seed + 2, b0, 4, 0.1f, 0);
-    fill(seed + 3, g1, 4, 0.2f, 1);
-    fill(seed + 4, b1, 4, 0.1f, 0);
-    fill(seed + 5, rm, 4, 0.1f, 0);
-    fill(seed + 6, rv, 4, 0.2f, 1);
-    fill(seed + 7, w5, 192, 0.2f, 0);
-    fill(seed + 8, b5, 3, 0.1f, 0);
+    ou_fill(seed + 1, w0, 36, 0.5f, 0);
+    ou_fill(seed + 2, b0, 4, 0.1f, 0);
+    ou_fill(seed + 3, g1, 4, 0.2f, 1);
+    ou_fill(seed + 4, b1, 4, 0.1f, 0);
+    ou_fill(seed + 5, rm, 4, 0.1f, 0);
+    ou_fill(seed + 6, rv, 4, 0.2f, 1);
+    ou_fill(seed + 7, w5, 192, 0.2f, 0);
+    ou_fill(seed + 8, b5, 3, 0.1f, 0);
     ou_begin(m, 17);
     ou_input(m, "input", 4, (const int64_t[]){-1, 1, 8, 8});
     ou_init(m, "0.weight", 4, (const int64_t[]){4, 1, 3, 3}, w0);
@@ -305,4 +354,145 @@ void ou_capture(void)
     ou_errors = 0;
     ou_last_error[0] = '\0';
     dp_log_set(capture, NULL);
+}
+
+struct dp__onnx_graph *ou_load(ou_model *m, const char *name)
+{
+    size_t n;
+    uint8_t *bytes = ou_pack(m, &n);
+    ou_free(m);
+    dp__onnx_graph *g = NULL;
+    ou_capture();
+    int rc = dp__onnx_load_bytes(&g, bytes, n, name, NULL);
+    dp_log_set(NULL, NULL);
+    free(bytes);
+    if (rc < 0)
+        fail_msg("%s: refused: %s", name, ou_last_error);
+    return g;
+}
+
+void ou_refused(ou_model *m, const char *name, const char *const *words)
+{
+    size_t n;
+    uint8_t *bytes = ou_pack(m, &n);
+    ou_free(m);
+    dp__onnx_graph *g = NULL;
+    ou_capture();
+    int rc = dp__onnx_load_bytes(&g, bytes, n, name, NULL);
+    dp_log_set(NULL, NULL);
+    free(bytes);
+    printf("%s\n", ou_last_error);
+    if (rc == 0) {
+        dp__onnx_graph_free(g);
+        fail_msg("%s: loaded; it should be refused", name);
+    }
+    assert_int_equal(ou_errors, 1);
+    assert_null(strchr(ou_last_error, '\n'));
+    assert_int_equal(strncmp(ou_last_error, name, strlen(name)), 0);
+    for (int i = 0; words[i]; i++)
+        if (!strstr(ou_last_error, words[i]))
+            fail_msg("'%s' is not in: %s", words[i], ou_last_error);
+}
+
+void ou_tensors(const dp__onnx_graph *g, dp_device_t *dev, dp_tensor_t **params,
+                dp_tensor_t **buffers)
+{
+    const float *v = g->init_values;
+    for (int i = 0; i < g->nparams + g->nbuffers; i++) {
+        const dp_param_spec *s = i < g->nparams ? &g->params[i] : &g->buffers[i - g->nparams];
+        dp_tensor_t **t = i < g->nparams ? &params[i] : &buffers[i - g->nparams];
+        OK(dp_tensor_from_host(t, dev, DP_F32, s->ndim, s->shape, v));
+        v += dp_tensor_numel(*t);
+    }
+}
+
+void ou_free_tensors(dp_tensor_t **t, int n)
+{
+    for (int i = 0; i < n; i++)
+        dp_tensor_free(t[i]);
+}
+
+float *ou_run(const dp__onnx_graph *g, dp_device_t *dev, dp_tensor_t *const *xs, int64_t *n,
+              int64_t *shape, const char *error)
+{
+    enum { MAX = 64 };
+    dp_tensor_t *params[MAX] = {0}, *buffers[MAX] = {0}, *outs[DP__ONNX_MAX_IO] = {0};
+    assert_true(g->nparams <= MAX && g->nbuffers <= MAX);
+    ou_tensors(g, dev, params, buffers);
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, false));
+    dp_tape_begin(tape);
+    ou_capture();
+    int rc = dp__onnx_run_graph(g, NULL, params, buffers, xs, false, outs);
+    dp_log_set(NULL, NULL);
+    float *v = NULL;
+    if (error) {
+        printf("%s\n", ou_last_error);
+        assert_true(rc < 0);
+        assert_int_equal(ou_errors, 1);
+        assert_null(strchr(ou_last_error, '\n'));
+        if (!strstr(ou_last_error, error))
+            fail_msg("'%s' is not in: %s", error, ou_last_error);
+    } else {
+        if (rc < 0)
+            fail_msg("the graph did not run: %s", ou_last_error);
+        *n = dp_tensor_numel(outs[0]);
+        for (int d = 0; shape && d < 4; d++)
+            shape[d] = d < dp_tensor_ndim(outs[0]) ? dp_tensor_dim(outs[0], d) : 0;
+        v = malloc((size_t)(*n ? *n : 1) * sizeof *v);
+        assert_non_null(v);
+        OK(dp_tensor_to_host(outs[0], v, (size_t)*n * sizeof *v));
+    }
+    dp_tape_end(tape);
+    dp_tape_reset(tape);
+    dp_tape_close(tape);
+    ou_free_tensors(params, g->nparams);
+    ou_free_tensors(buffers, g->nbuffers);
+    return v;
+}
+
+/* gc_run's build: the graph on in[0] with in[1..] as its parameters. */
+static int build_graph(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
+{
+    const dp__onnx_graph *g = ctx;
+    dp_tensor_t *outs[DP__ONNX_MAX_IO];
+    int rc = dp__onnx_run_graph(g, NULL, in + 1, NULL, in, false, outs);
+    *out = rc == 0 ? outs[0] : NULL;
+    return rc;
+}
+
+void ou_gradcheck(const dp__onnx_graph *g, const char *name, int ndim, const int64_t *xs,
+                  uint64_t seed, bool kink)
+{
+    assert_true(g->nparams + 1 <= GC_MAX_IN && g->nbuffers == 0 && g->ninputs == 1);
+    /* A piecewise linear graph may kink anywhere (a clamp's bounds, not only
+     * 0): steps of 1e-3 cross few of them, and retry closer where they do. */
+    gc_problem p = {.name = name,
+                    .build = build_graph,
+                    .ctx = g,
+                    .kink = kink,
+                    .eps = kink ? 1e-3 : 0,
+                    .seed = seed};
+    int64_t numel = count(ndim, xs);
+    float *x = malloc((size_t)numel * sizeof *x);
+    ou_fill(seed, x, numel, 1.0f, 0.0f);
+    p.in[p.nin++] = input("x", ndim, xs, x, true);
+    const float *v = g->init_values;
+    for (int i = 0; i < g->nparams; i++) {
+        const dp_param_spec *s = &g->params[i];
+        int64_t k = count(s->ndim, s->shape);
+        float *w = malloc((size_t)k * sizeof *w);
+        memcpy(w, v, (size_t)k * sizeof *w);
+        v += k;
+        p.in[p.nin++] = input(s->name, s->ndim, s->shape, w, true);
+    }
+    gc_run(&p);
+}
+
+double ou_max_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
 }

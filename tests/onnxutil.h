@@ -1,6 +1,7 @@
-/* Helpers of the ONNX tests (test_onnx.c, test_onnx_bad.c): ONNX files made
- * with protobuf-c's own messages (the code generated from libonnx-dev's
- * onnx.proto), node by node, and the group fixture. */
+/* Helpers of the ONNX tests (test_onnx*.c): ONNX files made with
+ * protobuf-c's own messages (the code generated from libonnx-dev's
+ * onnx.proto), node by node, the group fixture, and graphs loaded, run
+ * and checked by finite differences. */
 #ifndef DP_TESTS_ONNXUTIL_H
 #define DP_TESTS_ONNXUTIL_H
 
@@ -48,9 +49,47 @@ void ou_test_net(ou_model *m, uint64_t seed, bool flatten_as_shape_chain);
 /* Its nn.Sequential text. */
 extern const char ou_test_net_text[];
 
+/* v[0..n) = offset + scale * u, u drawn in [-1, 1] from `seed`. */
+void ou_fill(uint64_t seed, float *v, int64_t n, float scale, float offset);
+/* A float Constant node `out` of shape dims[0..ndim) holding v. */
+Onnx__NodeProto *ou_constant(ou_model *m, const char *out, int ndim, const int64_t *dims,
+                             const float *v);
+/* An int64 Constant node `out` (1-D, n values). */
+Onnx__NodeProto *ou_constant_i64(ou_model *m, const char *out, int n, const int64_t *v);
+void ou_attr_string(ou_model *m, Onnx__NodeProto *n, const char *name, const char *v);
+
 /* The errors the library logs, counted, the last kept whole. */
 extern char ou_last_error[1024];
 extern int ou_errors;
 void ou_capture(void);
+
+struct dp__onnx_graph;
+/* m's graph loaded (m freed), as a model file of that name would be;
+ * fails the test when it is refused. */
+struct dp__onnx_graph *ou_load(ou_model *m, const char *name);
+/* m refused at load (m freed): one error line, starting with the name and
+ * holding each of words[0..] (NULL-ended); it is printed. */
+void ou_refused(ou_model *m, const char *name, const char *const *words);
+/* The graph's parameters and buffers as tensors on dev holding their
+ * starting values (spec order), freed by ou_free_tensors. */
+void ou_tensors(const struct dp__onnx_graph *g, dp_device_t *dev, dp_tensor_t **params,
+                dp_tensor_t **buffers);
+void ou_free_tensors(dp_tensor_t **t, int n);
+/* Runs g in eval mode (no tape recording) on inputs xs[0..g->ninputs) and
+ * returns output 0's values (malloc'd, logical order), its element count
+ * in *n and its shape in shape[0..4) (may be NULL). With `error`, the run
+ * must fail instead, logging one line that holds it; NULL is returned. */
+float *ou_run(const struct dp__onnx_graph *g, dp_device_t *dev, dp_tensor_t *const *xs, int64_t *n,
+              int64_t *shape, const char *error);
+/* Finite differences through the graph: input 0 of shape xs[0..ndim)
+ * drawn from seed, and every parameter from its initializer, each
+ * perturbed (gradcheck.c's gc_run on gc_dev, which must be open). kink:
+ * the graph is piecewise linear (ReLU, max, clamp). */
+void ou_gradcheck(const struct dp__onnx_graph *g, const char *name, int ndim, const int64_t *xs,
+                  uint64_t seed, bool kink);
+/* max |a - b| over n values. */
+double ou_max_diff(const float *a, const float *b, int64_t n);
+
+#define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 #endif

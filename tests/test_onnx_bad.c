@@ -1,9 +1,10 @@
 /* Bad ONNX files, each refused with one line that names the file (and the
  * node where there is one) and says what is wrong, never a crash: cut
  * short, not protobuf, an empty file, an opset dptrain does not read, an
- * operator it does not run, a node setting to come, a value no node gives
- * (a missing initializer), a cycle, a tensor claiming 2^31 elements in a
- * small file, and an initializer whose data live in an external file. The
+ * operator it does not run, a node setting it does not run (a 3-D
+ * window), a value no node gives (a missing initializer), a cycle, a
+ * tensor claiming 2^31 elements in a small file, and an initializer whose
+ * data live in an external file. The
  * same through `dptrain model`: one line on stderr and exit 1. */
 #include "onnxutil.h"
 
@@ -51,8 +52,6 @@ static void refused_model(const char *file, ou_model *m, const char *const *word
     free(bytes);
     ou_free(m);
 }
-
-#define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void test_truncated(void **state)
 {
@@ -105,8 +104,9 @@ static void test_setting_to_come(void **state)
     (void)state;
     ou_model m;
     ou_test_net(&m, 1, false);
-    ou_attr_int(&m, m.graph.node[0], "group", 2);
-    refused_model("groups.onnx", &m, WORDS("node '/0/Conv' (Conv)", "group 2"));
+    ou_attr_ints(&m, m.graph.node[0], "strides", 3, (const int64_t[]){1, 1, 1});
+    refused_model("conv3d.onnx", &m,
+                  WORDS("node '/0/Conv' (Conv)", "strides has 3 values, not 2", "2-D ops only"));
 }
 
 static void test_missing_initializer(void **state)

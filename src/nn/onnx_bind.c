@@ -210,9 +210,34 @@ static int number_layers(dp__onnx_graph *g)
     return 0;
 }
 
+/* Identity: each reader of its output reads its input instead (a graph
+ * output too), and the node keeps no input of its own, so that the value
+ * it passes is placed by what reads it: torch.onnx.export shares one
+ * initializer among convolutions through Identity nodes, which must then
+ * read it as a parameter. In the nodes' order, a chain of them resolves
+ * to its first input. */
+static void alias_identities(dp__onnx_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        dp__onnx_node *n = &g->nodes[i];
+        if (strcmp(n->op->type, "Identity") != 0 || n->nout < 1 || n->out[0] < 0)
+            continue;
+        int from = n->out[0], to = n->in[0];
+        for (int j = i + 1; j < g->nnodes; j++)
+            for (int k = 0; k < g->nodes[j].nin; k++)
+                if (g->nodes[j].in[k] == from)
+                    g->nodes[j].in[k] = to;
+        for (int k = 0; k < g->noutputs; k++)
+            if (g->outputs[k] == from)
+                g->outputs[k] = to;
+        n->nin = n->nout = 0;
+    }
+}
+
 int dp__onnx_bind(dp__onnx_graph *g)
 {
     DP_TRY(find_ops(g));
+    alias_identities(g);
     size_t ninit = g->model->graph->n_initializer;
     int *role = dp__calloc(DP_MAX(ninit, 1), sizeof *role);
     if (!role)

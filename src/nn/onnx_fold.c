@@ -3,7 +3,7 @@
  * (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as torch.onnx.export
  * writes x.view(x.size(0), -1)). They read no tensor's values, only its
  * shape, so they cost nothing on a device and the same graph runs any
- * batch size; Identity passes either kind through. */
+ * batch size. */
 #include "nn/onnx_model.h"
 
 #include "core/internal.h"
@@ -248,14 +248,5 @@ int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n)
         return n->out[0] < 0 ? 0 : DP_ENOMEM;
     for (int64_t i = 0; i < x->numel; i++)
         set(h, i, get(x, i));
-    return 0;
-}
-
-int dp__onnx_run_identity(dp__onnx_run *r, const dp__onnx_node *n)
-{
-    if (n->out[0] >= 0) {
-        r->slots[n->out[0]].t = r->slots[n->in[0]].t;
-        r->slots[n->out[0]].h = r->slots[n->in[0]].h; /* borrowed: not owned */
-    }
     return 0;
 }

@@ -135,7 +135,7 @@ int dp__onnx_bind(dp__onnx_graph *g);
 /* A host value holding a tensor of the file (an initializer, a Constant). */
 int dp__onnx_host_from_tensor(dp__onnx_host *h, const Onnx__TensorProto *t);
 /* The operators computed on the host (onnx_fold.c): Constant, Shape,
- * Gather, Unsqueeze, Squeeze, Concat, Cast, and Identity of either kind. */
+ * Gather, Unsqueeze, Squeeze, Concat, Cast. */
 int dp__onnx_prep_constant(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_constant(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_shape(dp__onnx_run *r, const dp__onnx_node *n);
@@ -144,7 +144,6 @@ int dp__onnx_run_unsqueeze(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_squeeze(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_concat(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n);
-int dp__onnx_run_identity(dp__onnx_run *r, const dp__onnx_node *n);
 /* A new host value for output k of n, owned by the run: NULL when out of
  * memory. */
 dp__onnx_host *dp__onnx_new_host(dp__onnx_run *r, const dp__onnx_node *n, int k, int ndim,
