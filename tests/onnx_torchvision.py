@@ -14,8 +14,8 @@ constant folding:
            1e-4 relative (largest |difference| over largest |output|);
            for nets with dropout, also the export with torchvision's p;
   train    the same in training mode (batch statistics), dropout p=0;
-  steps    5 SGD steps (lr 0.001, momentum 0.9, batch 16, the batches in
-           file order) of `dptrain train --model NET.onnx --dataset npy`:
+  steps    5 SGD steps (lr 0.001, MobileNetV2's 1e-4, momentum 0.9,
+           batch 16, the batches in file order) of `dptrain train --model NET.onnx --dataset npy`:
            each step's loss (--metrics --log-steps) equals
            torch.optim.SGD's on the module within 1e-3 relative;
   load     dptrain's checkpoint after those steps loads into a new
@@ -48,11 +48,12 @@ import onnx_torchvision_nets as nets  # noqa: E402
 from onnx_interop_util import OUT_TOL, CommandError, Report, rel_diff, run  # noqa: E402
 from pytorch_compat_io import read_safetensors  # noqa: E402
 
-# lr 0.001: at lr 0.01 ResNet-18's third step already parts PyTorch in
-# float32 from PyTorch in float64 by 6e-4 (the fifth by 4.5e-2), so no
-# float32 implementation could be held to 1e-3; at 0.001 they agree to 3e-7.
+# The learning rate is each net's (onnx_torchvision_nets.NETS): at lr 0.01
+# ResNet-18's third step already parts PyTorch in float32 from PyTorch in
+# float64 by 6e-4 (the fifth by 4.5e-2), so no float32 implementation could
+# be held to 1e-3; at 0.001 they agree to 3e-7.
 BATCH, STEPS, TEST = 16, 5, 256
-LR, MOMENTUM = 0.001, 0.9
+MOMENTUM = 0.9
 LOSS_TOL = 1e-3
 STATE_PREFIX = "_state."
 
@@ -79,10 +80,10 @@ def param_count(ctx, onnx_path, chw):
             rows)
 
 
-def torch_steps(m, x, y, dtype=torch.float32):
+def torch_steps(m, x, y, lr, dtype=torch.float32):
     m = copy.deepcopy(m).to(dtype).train()
     x = x.to(dtype)
-    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=MOMENTUM)
     losses = []
     for s in range(STEPS):
         loss = F.cross_entropy(m(x[s * BATCH:(s + 1) * BATCH]), y[s * BATCH:(s + 1) * BATCH])
@@ -93,12 +94,12 @@ def torch_steps(m, x, y, dtype=torch.float32):
     return m, losses
 
 
-def dptrain_steps(ctx, onnx_path, data_dir, ckpt):
+def dptrain_steps(ctx, onnx_path, data_dir, ckpt, lr):
     metrics = os.path.join(ctx.dir, "m.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     run([ctx.dptrain, "train", "--model", onnx_path, "--dataset", "npy", "--data", data_dir,
-         "--no-shuffle", "--batch-size", BATCH, "--epochs", 1, "--lr", LR, "--momentum",
+         "--no-shuffle", "--batch-size", BATCH, "--epochs", 1, "--lr", lr, "--momentum",
          MOMENTUM, "--devices", 1, "--conv-algo", "direct", "--progress", "never", "--metrics",
          metrics, "--log-steps", "--checkpoint", ckpt])
     return [json.loads(line)["loss"] for line in open(metrics) if '"step"' in line]
@@ -147,16 +148,17 @@ def check_net(ctx, rep, name):
     xt, yt = nets.data(chw, TEST, seed=4)
     nets.save_split(data_dir, "train", xs, ys)
     nets.save_split(data_dir, "test", xt, yt)
-    trained, want_l = torch_steps(mt, xs, ys)
+    lr = nets.NETS[name][2]
+    trained, want_l = torch_steps(mt, xs, ys, lr)
     # How far rounding alone moves the losses: PyTorch in float64.
-    _, exact_l = torch_steps(mt, xs, ys, torch.float64)
+    _, exact_l = torch_steps(mt, xs, ys, lr, torch.float64)
     spread = max(abs(a - b) / abs(b) for a, b in zip(want_l, exact_l))
     ckpt = os.path.join(ctx.dir, f"{name}.safetensors")
-    got_l = dptrain_steps(ctx, path, data_dir, ckpt)
+    got_l = dptrain_steps(ctx, path, data_dir, ckpt, lr)
     worst = max((abs(a - b) / abs(b) for a, b in zip(got_l, want_l)), default=float("inf"))
     pairs = ", ".join(f"{a:.5f}/{b:.5f}" for a, b in zip(got_l, want_l))
-    rep.check(len(got_l) == STEPS and worst <= LOSS_TOL and want_l[-1] < want_l[0],
-              f"{name}: {STEPS} SGD steps (lr {LR}, momentum {MOMENTUM}, batch {BATCH}), loss "
+    rep.check(len(got_l) == STEPS and worst <= LOSS_TOL,
+              f"{name}: {STEPS} SGD steps (lr {lr:g}, momentum {MOMENTUM}, batch {BATCH}), loss "
               f"dptrain/PyTorch {pairs}: largest relative difference {worst:.1e} (limit "
               f"{LOSS_TOL:.0e}; PyTorch float32 against float64: {spread:.1e})")
 
@@ -172,15 +174,18 @@ def check_net(ctx, rep, name):
     tracked = sorted({int(v) for k, v in state.items() if k.endswith("num_batches_tracked")})
     wd = max(rel_diff(state[k].numpy(), v.numpy()) for k, v in trained.state_dict().items()
              if v.dtype == torch.float32)
+    # The steps moved the weights (by far more than the two frameworks part).
+    moved = max(rel_diff(mt.state_dict()[k].numpy(), v.numpy())
+                for k, v in trained.state_dict().items() if v.dtype == torch.float32)
     logits = os.path.join(ctx.dir, f"{name}_logits.npy")
     run([ctx.dptrain, "predict", "--checkpoint", ckpt, "--model", path, "--logits", logits,
          os.path.join(data_dir, "test", "images.npy")])
     d = rel_diff(np.load(logits), torch_out(fresh, xt, False))
-    rep.check(tracked == [STEPS] and d <= OUT_TOL,
+    rep.check(tracked == [STEPS] and d <= OUT_TOL and moved > 10 * wd,
               f"{name}: checkpoint loads strictly ({len(state)} tensors, num_batches_tracked "
               f"{tracked}); its eval outputs on {TEST} test samples equal dptrain predict "
               f"--logits' within {d:.1e} (limit {OUT_TOL:.0e}); the weights are PyTorch's "
-              f"own 5 steps' within {wd:.1e}")
+              f"own 5 steps' within {wd:.1e}, which moved them by up to {moved:.1e}")
     ctx.trained[name] = (path, ckpt, data_dir, logits)
 
 
