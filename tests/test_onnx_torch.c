@@ -22,6 +22,9 @@ static const char *const models[] = {
     "mobilenet_v2",
     "resnet18",
     "regnet_x_400mf",
+    "squeezenet1_0",
+    "squeezenet1_1",
+    "densenet121",
     "bn_cnn_train",
 };
 

@@ -138,13 +138,23 @@ typedef struct dp_pool2d_params {
     int kernel_h, kernel_w;
     int stride_h, stride_w; /* 0 means the kernel size, as PyTorch */
     int pad_h, pad_w;
+    /* PyTorch's ceil_mode=True: P rounds up instead (a last window may hang
+     * past the padding, as long as it starts inside the input or the left
+     * padding); the part past the padding is never counted in a mean. */
+    bool ceil_mode;
+    /* PyTorch's count_include_pad=False: a mean divides by the window's
+     * cells inside the input only. */
+    bool exclude_pad;
 } dp_pool2d_params;
 
 /* y (N, C, P, Q): mean (padding counted, as PyTorch's default
  * count_include_pad=True: the divisor is kernel_h kernel_w) or max (padded
  * cells never win) over each window of x (N, C, H, W),
- * P = floor((H + 2 pad_h - kernel_h) / stride_h) + 1, Q likewise. Padding
- * above half the kernel is rejected (DP_EINVAL), as PyTorch does. */
+ * P = floor((H + 2 pad_h - kernel_h) / stride_h) + 1, Q likewise (ceil with
+ * ceil_mode). Padding above half the kernel is rejected (DP_EINVAL), as
+ * PyTorch does; so is a mean counting padding (exclude_pad false, pad_h or
+ * pad_w not 0) whose last ceil_mode window hangs past the padding, whose
+ * divisor neither oneDNN nor cuDNN computes. */
 int dp_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
 int dp_max_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
 

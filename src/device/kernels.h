@@ -81,11 +81,20 @@ static inline int64_t dp__conv_out(int64_t in, int pad_begin, int pad_end, int64
     return (in + pad_begin + pad_end - (int64_t)dilation * (k - 1) - 1) / stride + 1;
 }
 
-typedef enum dp__pool_kind { DP__POOL_AVG = 0, DP__POOL_MAX = 1 } dp__pool_kind;
+/* AVG_EXCLUDE: the divisor is the window's cells inside x (PyTorch's
+ * count_include_pad=False, and any mean whose only padding is a ceil_mode
+ * window's overhang). */
+typedef enum dp__pool_kind {
+    DP__POOL_AVG = 0,
+    DP__POOL_MAX = 1,
+    DP__POOL_AVG_EXCLUDE = 2
+} dp__pool_kind;
 
 /* Pooling: x (N, C, H, W) -> y (N, C, P, Q); max keeps its argmax in the
  * workspace for the backward pass. dx is written (=). Average pooling counts
- * padding in the divisor, as PyTorch's default count_include_pad=True. */
+ * padding in the divisor, as PyTorch's default count_include_pad=True.
+ * Padding is pad_h above and pad_w left; below and right it is what y's
+ * size asks for, which is more than pad_h, pad_w in ceil_mode. */
 typedef struct dp__pool2d_args {
     dp__tdesc x, y, dx, dy;
     void *workspace;

@@ -8,7 +8,8 @@
 #include "dp/nn.h"
 #include "io/onnx.h"
 
-enum { DP__ONNX_MAX_IO = 8 };
+/* 64: DenseNet-201 concatenates 49 feature maps in one node. */
+enum { DP__ONNX_MAX_IO = 64 };
 
 /* A value computed on the host, never on a device: the shapes and indices
  * a graph computes from constants and from tensors' shapes (Shape, Gather,

@@ -141,6 +141,7 @@ static const dp__onnx_op ops[] = {
     {"Identity", 1, 0, 0, 1, NULL, run_nothing},
     {"LeakyRelu", 1, 0, 0, 0, dp__onnx_prep_leaky, dp__onnx_run_leaky},
     {"MaxPool", 1, 0, 0, 0, dp__onnx_prep_pool, dp__onnx_run_pool},
+    {"Pad", 1, 6u, 0, 0, dp__onnx_prep_pad, dp__onnx_run_pad},
     {"Relu", 1, 0, 0, 0, NULL, dp__onnx_run_relu},
     {"Reshape", 2, 2u, 0, 0, dp__onnx_prep_reshape, dp__onnx_run_reshape},
     {"Selu", 1, 0, 0, 0, dp__onnx_prep_act, dp__onnx_run_act},

@@ -67,5 +67,7 @@ int dp__onnx_run_reshape(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_concat_any(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_prep_gemm(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_gemm(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_prep_pad(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_pad(dp__onnx_run *r, const dp__onnx_node *n);
 
 #endif

@@ -1,6 +1,7 @@
 /* The ONNX operators of windows over images (onnx_ops.h): Conv (groups,
  * depthwise when group is the channel count, dilations, strides, pads on
- * each side, auto_pad), the pools and batch norm, each one call of the
+ * each side, auto_pad), the pools (ceil_mode, count_include_pad either
+ * way) and batch norm, each one call of the
  * public op on x (N, C, H, W). */
 #include "nn/onnx_ops.h"
 
@@ -142,19 +143,20 @@ int dp__onnx_prep_pool(const dp__onnx_graph *g, dp__onnx_node *n)
                                    "alike",
                                    (long long)p[0], (long long)p[1], (long long)p[2],
                                    (long long)p[3]);
-    if (dp__onnx_attr_int(n, "ceil_mode", 0) != 0)
-        return dp__onnx_node_error(g, n, "ceil_mode 1 is not supported");
+    int64_t ceil_mode = dp__onnx_attr_int(n, "ceil_mode", 0);
+    if (ceil_mode != 0 && ceil_mode != 1)
+        return dp__onnx_node_error(g, n, "ceil_mode %lld is neither 0 nor 1", (long long)ceil_mode);
     bool avg = strcmp(n->proto->op_type, "AveragePool") == 0;
-    if (avg && (p[0] || p[1]) && dp__onnx_attr_int(n, "count_include_pad", 0) == 0)
-        return dp__onnx_node_error(g, n,
-                                   "padding left out of the mean (count_include_pad 0) is "
-                                   "not supported; PyTorch's default counts it");
-    n->pool = (dp_pool2d_params){.kernel_h = (int)k[0],
-                                 .kernel_w = (int)k[1],
-                                 .stride_h = (int)s[0],
-                                 .stride_w = (int)s[1],
-                                 .pad_h = (int)p[0],
-                                 .pad_w = (int)p[1]};
+    /* ONNX's default leaves padding out of the mean, PyTorch's counts it. */
+    n->pool =
+        (dp_pool2d_params){.kernel_h = (int)k[0],
+                           .kernel_w = (int)k[1],
+                           .stride_h = (int)s[0],
+                           .stride_w = (int)s[1],
+                           .pad_h = (int)p[0],
+                           .pad_w = (int)p[1],
+                           .ceil_mode = ceil_mode == 1,
+                           .exclude_pad = avg && dp__onnx_attr_int(n, "count_include_pad", 0) == 0};
     return avg ? 0 : dp__onnx_unused_output(g, n, 1, "Indices");
 }
 
@@ -162,10 +164,28 @@ int dp__onnx_run_pool(dp__onnx_run *r, const dp__onnx_node *n)
 {
     dp_tensor_t *x = dp__onnx_in_t(r, n, 0), *y;
     DP_TRY(dp__onnx_want_rank(r, n, x, 4, 4));
-    if (strcmp(n->proto->op_type, "AveragePool") == 0)
-        DP_TRY(dp_avg_pool2d(&y, x, &n->pool));
-    else
-        DP_TRY(dp_max_pool2d(&y, x, &n->pool));
+    const dp_pool2d_params *p = &n->pool;
+    if (strcmp(n->proto->op_type, "AveragePool") == 0) {
+        /* A mean counting pads of 1 or more whose last ceil_mode window
+         * hangs past them: dp_avg_pool2d refuses it; say which node. */
+        for (int d = 0; p->ceil_mode && !p->exclude_pad && (p->pad_h || p->pad_w) && d < 2; d++) {
+            int64_t size = dp_tensor_dim(x, 2 + d), k = d ? p->kernel_w : p->kernel_h;
+            int64_t st = d ? p->stride_w : p->stride_h, pad = d ? p->pad_w : p->pad_h;
+            int64_t outs = (size + 2 * pad - k + st - 1) / st + 1;
+            if ((outs - 1) * st >= size + pad)
+                outs--;
+            if ((outs - 1) * st + k > size + 2 * pad)
+                return dp__onnx_node_error(r->g, n,
+                                           "ceil_mode 1 with pads counted in the mean "
+                                           "(count_include_pad 1): its last window hangs past "
+                                           "the padding of a side of %lld, which dptrain does "
+                                           "not run",
+                                           (long long)size);
+        }
+        DP_TRY(dp_avg_pool2d(&y, x, p));
+    } else {
+        DP_TRY(dp_max_pool2d(&y, x, p));
+    }
     return dp__onnx_put(r, n, 0, y);
 }
 

@@ -135,3 +135,35 @@ int dp__onnx_run_gemm(dp__onnx_run *r, const dp__onnx_node *n)
     DP_TRY(dp_linear(&y, a, w, c, (dp_weight_layout)n->kind));
     return dp__onnx_put(r, n, 0, y);
 }
+
+/* Pad: torch.onnx.export (1.13) writes one before each AvgPool2d, padding
+ * nothing where the pool has no padding; that one passes x on. Padding
+ * anything needs an op dptrain does not have, and is refused naming the
+ * node. */
+int dp__onnx_prep_pad(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    if (!dp__onnx_attr_is(n, "mode", "constant", true))
+        return dp__onnx_node_error(g, n, "mode other than 'constant' is not supported");
+    const Onnx__AttributeProto *a = g->opset < 11 ? dp__onnx_attr(n, "pads") : NULL;
+    for (size_t i = 0; a && i < a->n_ints; i++)
+        if (a->ints[i] != 0)
+            return dp__onnx_node_error(g, n,
+                                       "pads entry %zu is %lld: dptrain runs Pad only where it "
+                                       "pads nothing",
+                                       i, (long long)a->ints[i]);
+    return 0;
+}
+
+int dp__onnx_run_pad(dp__onnx_run *r, const dp__onnx_node *n)
+{
+    const dp__onnx_host *p = dp__onnx_in_h(r, n, 1);
+    for (int64_t i = 0; p && i < p->numel; i++) {
+        int64_t v = p->is_float ? (int64_t)p->f[i] : p->i[i];
+        if (v != 0)
+            return dp__onnx_node_error(r->g, n,
+                                       "pads entry %lld is %lld: dptrain runs Pad only where it "
+                                       "pads nothing",
+                                       (long long)i, (long long)v);
+    }
+    return dp__onnx_put(r, n, 0, dp__onnx_in_t(r, n, 0));
+}

@@ -193,20 +193,17 @@ static int bind_pool(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp
     if (!b->v[1]) /* stride=None: the kernel size */
         sth = kh, stw = kw;
     DP_TRY(dp__seq_get_ints(b, 2, 0, 0, &ph, &pw));
-    bool flag;
+    bool flag, ceil_mode, include_pad = true;
     if (max) {
         int64_t dil;
         DP_TRY(dp__seq_get_ints(b, 3, 1, 1, &dil, NULL));
         DP_TRY(dp__seq_only(b, 3, dil == 1, "1"));
         DP_TRY(dp__seq_get_bool(b, 4, false, &flag));
         DP_TRY(dp__seq_only(b, 4, !flag, "False"));
-        DP_TRY(dp__seq_get_bool(b, 5, false, &flag));
-        DP_TRY(dp__seq_only(b, 5, !flag, "False"));
+        DP_TRY(dp__seq_get_bool(b, 5, false, &ceil_mode));
     } else {
-        DP_TRY(dp__seq_get_bool(b, 3, false, &flag));
-        DP_TRY(dp__seq_only(b, 3, !flag, "False"));
-        DP_TRY(dp__seq_get_bool(b, 4, true, &flag));
-        DP_TRY(dp__seq_only(b, 4, flag, "True"));
+        DP_TRY(dp__seq_get_bool(b, 3, false, &ceil_mode));
+        DP_TRY(dp__seq_get_bool(b, 4, true, &include_pad));
         DP_TRY(dp__seq_only(b, 5, false, "None"));
     }
     if (2 * ph > kh || 2 * pw > kw)
@@ -216,7 +213,14 @@ static int bind_pool(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp
     int64_t oh, ow;
     DP_TRY(dp__seq_window_out(b, sh->h, kh, sth, 2 * ph, &oh));
     DP_TRY(dp__seq_window_out(b, sh->w, kw, stw, 2 * pw, &ow));
-    l->pool = (dp_pool2d_params){(int)kh, (int)kw, (int)sth, (int)stw, (int)ph, (int)pw};
+    /* ceil_mode: one more window where the last would start inside the
+     * input or the left padding (PyTorch's rule, as dp_max_pool2d's). */
+    if (ceil_mode && (sh->h + 2 * ph - kh) % sth && oh * sth < sh->h + ph)
+        oh++;
+    if (ceil_mode && (sh->w + 2 * pw - kw) % stw && ow * stw < sh->w + pw)
+        ow++;
+    l->pool = (dp_pool2d_params){(int)kh, (int)kw, (int)sth,  (int)stw,
+                                 (int)ph, (int)pw, ceil_mode, !include_pad};
     sh->h = oh;
     sh->w = ow;
     return 0;

@@ -1,5 +1,6 @@
 /* avg_pool2d and max_pool2d: y (N, C, P, Q) from x (N, C, H, W),
- * P = (H + 2 pad_h - kernel_h) / stride_h + 1, Q likewise. The output keeps
+ * P = (H + 2 pad_h - kernel_h) / stride_h + 1, Q likewise, rounded up in
+ * ceil_mode (the kernels pad below and right as far as y asks). The output keeps
  * the input's physical layout. Backward writes dx (=); max pooling routes
  * each gradient to its window's argmax, kept in a workspace of 4 bytes per
  * output element. */
@@ -50,6 +51,18 @@ static int pool2d_backward(dp__node *node)
     return 0;
 }
 
+/* Outputs along one side of `size`: floor, or in ceil_mode ceil, of
+ * (size + 2 pad - kernel) / stride, plus one; a last ceil_mode window
+ * starting in the right padding is dropped, as PyTorch drops it. */
+static int64_t out_size(int64_t size, int kernel, int stride, int pad, bool ceil_mode)
+{
+    int64_t span = size + 2 * pad - kernel;
+    int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+    if (ceil_mode && (n - 1) * stride >= size + pad)
+        n--;
+    return n;
+}
+
 static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *params,
                   dp__pool_kind kind)
 {
@@ -84,8 +97,26 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
                  dp_tensor_shape_str(x, xs, sizeof xs), p.kernel_h, p.kernel_w);
         return DP_ESHAPE;
     }
-    int64_t shape[4] = {x->shape[0], x->shape[1], (H + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
-                        (W + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
+    int64_t shape[4] = {x->shape[0], x->shape[1],
+                        out_size(H, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
+                        out_size(W, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
+    /* A window hanging past the padding (ceil_mode): its cells there never
+     * count. With padding counted in the mean, that divisor is neither
+     * oneDNN's nor cuDNN's; with none, it is the cells inside x. */
+    bool overhang = (shape[2] - 1) * p.stride_h + p.kernel_h > H + 2 * p.pad_h ||
+                    (shape[3] - 1) * p.stride_w + p.kernel_w > W + 2 * p.pad_w;
+    if (kind == DP__POOL_AVG && p.exclude_pad)
+        kind = DP__POOL_AVG_EXCLUDE;
+    if (kind == DP__POOL_AVG && overhang) {
+        if (p.pad_h || p.pad_w) {
+            DP_ERROR("%s: ceil_mode with padding %dx%d counted in the mean: the last window of "
+                     "input %s hangs past the padding (count_include_pad=False or no padding "
+                     "runs)",
+                     op, p.pad_h, p.pad_w, dp_tensor_shape_str(x, xs, sizeof xs));
+            return DP_EINVAL;
+        }
+        kind = DP__POOL_AVG_EXCLUDE;
+    }
     dp_tensor_t *y, *ws = NULL;
     DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, x->nhwc));
     if (kind == DP__POOL_MAX)

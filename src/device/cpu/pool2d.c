@@ -34,8 +34,10 @@ static int pool_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
     dnnl_dims_t dil = {0, 0}, pad_l = {k->pad_h, k->pad_w};
     dnnl_dims_t pad_r = {(k->y[2] - 1) * k->stride_h + k->kernel_h - k->x[2] - k->pad_h,
                          (k->y[3] - 1) * k->stride_w + k->kernel_w - k->x[3] - k->pad_w};
-    dnnl_alg_kind_t alg =
-        k->kind == DP__POOL_MAX ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
+    /* pad_r: what y's size asks for, beyond pad_l in ceil_mode. */
+    dnnl_alg_kind_t alg = k->kind == DP__POOL_MAX           ? dnnl_pooling_max
+                          : k->kind == DP__POOL_AVG_EXCLUDE ? dnnl_pooling_avg_exclude_padding
+                                                            : dnnl_pooling_avg_include_padding;
     dnnl_pooling_v2_desc_t fdesc, bdesc;
     DP_DNNL_CHECK(dnnl_pooling_v2_forward_desc_init(&fdesc, dnnl_forward_training, alg, x, y,
                                                     strides, kernel, dil, pad_l, pad_r));

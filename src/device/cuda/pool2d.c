@@ -2,8 +2,8 @@
  * layout, as src/device/cpu/pool2d.c. cuDNN's backward pass recomputes the
  * argmax from x and y, so the op layer's workspace is not used here.
  * Average pooling counts padding in the divisor (PyTorch's
- * count_include_pad=True). A ReLU mask given to the backward pass is applied
- * after it by our kernel. */
+ * count_include_pad=True) unless the kind says otherwise. A ReLU mask given to the backward pass is
+ * applied after it by our kernel. */
 #include "device/cuda/cuda.h"
 
 static const float one = 1.0f, zero = 0.0f;
@@ -30,8 +30,14 @@ static int descs_init(pool_descs *d, const dp__pool2d_args *a)
     DP_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d->pool));
     DP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->x));
     DP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->y));
+    /* ceil_mode: y is taller or wider than the symmetric padding gives,
+     * and cuDNN clips the last windows to x and its padding; the op layer
+     * sends a mean over such a window as AVG_EXCLUDE, which then counts
+     * the cells inside x alone, as PyTorch does. */
     cudnnPoolingMode_t mode = a->kind == DP__POOL_MAX ? CUDNN_POOLING_MAX_DETERMINISTIC
-                                                      : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+                              : a->kind == DP__POOL_AVG_EXCLUDE
+                                  ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                                  : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     DP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(d->pool, mode, CUDNN_NOT_PROPAGATE_NAN, a->kernel_h,
                                                a->kernel_w, a->pad_h, a->pad_w, a->stride_h,
                                                a->stride_w));
