@@ -18,15 +18,12 @@ read), each on the smallest input it takes at its usual depth:
                is set to p=0 for training.
   densenet     a DenseNet-style net of torchvision's own _DenseBlock (each
                dense layer BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, its output
-               concatenated to its input), 3x32x32: stem conv, a block of 3
-               layers (16 -> 40 channels), a transition (BN-ReLU-Conv1x1,
-               40 -> 20, AvgPool2d(2)), a block of 2 layers (20 -> 36), BN,
-               ReLU, global average pooling and Linear(36, 10). The
-               transition's AvgPool2d has count_include_pad=False: with no
-               padding it computes what torchvision's _Transition does, but
-               torch.onnx.export (opset 11 and later) writes the default
-               count_include_pad=True as a zero Pad node before
-               AveragePool, an operator dptrain does not read.
+               concatenated to its input) and _Transition, 3x32x32: stem
+               conv, a block of 3 layers (16 -> 40 channels), a transition
+               (BN-ReLU-Conv1x1, 40 -> 20, AvgPool2d(2), which
+               torch.onnx.export writes as a Pad of nothing before
+               AveragePool), a block of 2 layers (20 -> 36), BN, ReLU,
+               global average pooling and Linear(36, 10).
 
 Dropout: a training-mode forward draws a random mask in each framework, so
 the training-mode comparisons and the training steps use p=0 (the module's
@@ -58,7 +55,7 @@ import numpy as np
 import torch
 import torchvision
 from torch import nn
-from torchvision.models.densenet import _DenseBlock
+from torchvision.models.densenet import _DenseBlock, _Transition
 
 CLASSES = 10
 
@@ -78,7 +75,7 @@ def squeezenet():
 
 
 class DenseNetStyle(nn.Module):
-    """Two dense blocks of torchvision's _DenseBlock around a transition."""
+    """Two dense blocks of torchvision's _DenseBlock around its _Transition."""
 
     def __init__(self):
         super().__init__()
@@ -86,8 +83,7 @@ class DenseNetStyle(nn.Module):
             nn.Conv2d(3, 16, 3, padding=1, bias=False),
             _DenseBlock(num_layers=3, num_input_features=16, bn_size=2, growth_rate=8,
                         drop_rate=0.0),
-            nn.Sequential(nn.BatchNorm2d(40), nn.ReLU(), nn.Conv2d(40, 20, 1, bias=False),
-                          nn.AvgPool2d(2, 2, count_include_pad=False)),
+            _Transition(num_input_features=40, num_output_features=20),
             _DenseBlock(num_layers=2, num_input_features=20, bn_size=2, growth_rate=8,
                         drop_rate=0.0),
             nn.BatchNorm2d(36), nn.ReLU())
