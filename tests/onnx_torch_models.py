@@ -59,6 +59,13 @@ MODELS = {
                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, groups=2), nn.BatchNorm2d(16),
                          nn.ReLU(), nn.Dropout(0.3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                          nn.Linear(16, 10)), (2, 3, 16, 16), 13, "train"),
+    # nn.GELU's sub-graphs (Erf, and the tanh approximation's), one op each
+    "gelu": (seq(nn.Conv2d(3, 8, 3), nn.GELU(), nn.Conv2d(8, 8, 3), nn.GELU(approximate="tanh"),
+                 nn.Flatten(), nn.Linear(8 * 12 * 12, 10)), (2, 3, 16, 16), 13, "eval"),
+    # PReLU's slopes keep the state_dict's names and shapes (C) and (1)
+    "prelu_train": (seq(nn.Conv2d(3, 8, 3, padding=1), nn.PReLU(8), nn.Conv2d(8, 8, 3, groups=4),
+                        nn.PReLU(), nn.MaxPool2d(3, 2, ceil_mode=True), nn.Flatten(),
+                        nn.Linear(8 * 7 * 7, 10), nn.LogSoftmax(1)), (2, 3, 16, 16), 13, "train"),
 }
 
 

@@ -109,7 +109,8 @@ static Onnx__TensorProto *tensor(ou_model *m, const char *name, int ndim, const 
     t->name = ou_str(m, name, strlen(name));
     t->n_dims = (size_t)ndim;
     t->dims = ou_alloc(m, (size_t)ndim * sizeof *t->dims);
-    memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
+    if (ndim) /* a scalar's dims may be NULL */
+        memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
     t->has_data_type = 1;
     push(m, (void ***)&m->graph.initializer, &m->graph.n_initializer, t);
     return t;

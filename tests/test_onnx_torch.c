@@ -25,6 +25,12 @@ static const char *const models[] = {
     "squeezenet1_0",
     "squeezenet1_1",
     "densenet121",
+    "googlenet",
+    "mobilenet_v3_small",
+    "efficientnet_b0",
+    "mobilenet_v3_small17",
+    "prelu_train",
+    "gelu",
     "bn_cnn_train",
 };
 

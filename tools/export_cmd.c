@@ -12,14 +12,14 @@ static const char usage_export[] =
     "\n"
     "Writes the model in FILE with its weights as an ONNX model that ONNX\n"
     "Runtime runs (batch norm in inference mode, any batch size): an ONNX\n"
-    "model's own graph with the trained initializers, or the graph of lenet or\n"
-    "of an nn.Sequential file.\n"
+    "model's own graph with the trained initializers, or the graph of lenet,\n"
+    "resnet18 or an nn.Sequential file.\n"
     "\n"
     "options (default in brackets):\n"
     "  --checkpoint FILE    the weights (required)\n"
     "  --onnx OUT.onnx      the file to write (required)\n"
-    "  --model NAME|FILE    lenet, a model file or an ONNX model [the model named\n"
-    "                       in FILE]\n"
+    "  --model NAME|FILE    lenet, resnet18, a model file or an ONNX model [the\n"
+    "                       model named in FILE]\n"
     "  -h, --help           show this help\n";
 
 /* The samples' shape a checkpoint records ("1,28,28"), else 1x28x28. */

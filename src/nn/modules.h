@@ -60,4 +60,14 @@ int dp__residual_ops(const dp__residual *r);
 int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
                      bool relu, dp_tensor_t **sum);
 
+/* The built-in resnet18's modules (resnet.c), for its ONNX export. */
+typedef struct dp__resnet18_parts {
+    const dp__conv *stem;
+    const dp__bn *stem_bn;
+    const dp__residual *blocks;
+    int nblocks;
+    int fc_weight, fc_bias;
+} dp__resnet18_parts;
+void dp__resnet18_parts_of(const dp_model_t *m, dp__resnet18_parts *out);
+
 #endif

@@ -17,6 +17,8 @@ static int find_ops(dp__onnx_graph *g)
 {
     for (int i = 0; i < g->nnodes; i++) {
         dp__onnx_node *n = &g->nodes[i];
+        if (n->op) /* a fused GELU's */
+            continue;
         const char *dom = n->proto->domain;
         if (dom && dom[0] && strcmp(dom, "ai.onnx") != 0)
             return dp__onnx_node_error(g, n,
@@ -234,10 +236,52 @@ static void alias_identities(dp__onnx_graph *g)
     }
 }
 
+/* torch.onnx.export in training mode writes nn.PReLU(C)'s slope as
+ * Unsqueeze(weight, [1, 2]) -> PRelu: PRelu then reads the initializer
+ * itself, so that the parameter keeps the state_dict's name and shape (C)
+ * and a checkpoint loads strictly into PyTorch; dp_prelu takes it as it
+ * is. Only where every reader of the Unsqueeze is a PRelu's slope. */
+static void alias_slope_unsqueezes(dp__onnx_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        dp__onnx_node *n = &g->nodes[i];
+        if (strcmp(n->op->type, "Unsqueeze") != 0 || n->nin < 1 || n->nout != 1 || n->out[0] < 0 ||
+            n->in[0] < 0 || g->values[n->in[0]].init < 0)
+            continue;
+        int from = n->out[0], to = n->in[0], readers = 0;
+        bool only_slopes = true;
+        for (int j = 0; j < g->nnodes; j++)
+            for (int k = 0; k < g->nodes[j].nin; k++)
+                if (g->nodes[j].in[k] == from) {
+                    readers++;
+                    only_slopes =
+                        only_slopes && k == 1 && strcmp(g->nodes[j].op->type, "PRelu") == 0;
+                }
+        for (int k = 0; k < g->noutputs; k++)
+            only_slopes = only_slopes && g->outputs[k] != from;
+        if (!readers || !only_slopes)
+            continue;
+        for (int j = 0; j < g->nnodes; j++)
+            for (int k = 0; k < g->nodes[j].nin; k++)
+                if (g->nodes[j].in[k] == from)
+                    g->nodes[j].in[k] = to;
+        n->op = dp__onnx_find_op("Identity"); /* runs nothing */
+        n->nin = n->nout = 0;
+    }
+}
+
 int dp__onnx_bind(dp__onnx_graph *g)
 {
+    dp__onnx_fuse_gelu(g);
     DP_TRY(find_ops(g));
     alias_identities(g);
+    alias_slope_unsqueezes(g);
+    /* Gemm with beta 0 reads no C (PyTorch's exported torch.mm gives a
+     * Constant there). */
+    for (int i = 0; i < g->nnodes; i++)
+        if (strcmp(g->nodes[i].op->type, "Gemm") == 0 &&
+            dp__onnx_attr_float(&g->nodes[i], "beta", 1) == 0.0f && g->nodes[i].nin > 2)
+            g->nodes[i].nin = 2;
     size_t ninit = g->model->graph->n_initializer;
     int *role = dp__calloc(DP_MAX(ninit, 1), sizeof *role);
     if (!role)

@@ -51,6 +51,7 @@ typedef struct dp__onnx_node {
     int out[DP__ONNX_MAX_IO], nout;
     int layer; /* its place among the batch norm or the dropout layers */
     dp_conv2d_params conv;
+    dp_conv_transpose2d_params deconv;
     dp_pool2d_params pool;
     float a, b;   /* an activation's parameters, dropout's ratio, bn's eps and momentum */
     int64_t axis; /* Flatten, Gather, Concat */
@@ -117,6 +118,12 @@ typedef struct dp__onnx_op {
 
 /* The operator of `type`, or NULL (onnx_ops.c). */
 const dp__onnx_op *dp__onnx_find_op(const char *type);
+/* The GELU that nn.GELU's exported sub-graph stands for (onnx_fuse.c),
+ * exact or its tanh approximation. */
+const dp__onnx_op *dp__onnx_gelu_op(bool tanh_form);
+/* nn.GELU's sub-graphs become one GELU node each (onnx_fuse.c), before
+ * the other nodes' operators are found. */
+void dp__onnx_fuse_gelu(dp__onnx_graph *g);
 /* "Add, AveragePool, ...": the supported op types, for the refusal. */
 const char *dp__onnx_op_names(void);
 

@@ -1,7 +1,7 @@
 /* The ONNX operators dptrain runs, each one call of the public ops (or a
  * host computation, onnx_fold.c), in one table: adding an operator is a
  * line there and its functions, which live in a file of their family
- * (onnx_ops_conv.c, onnx_ops_eltwise.c, onnx_ops_shape.c). Here also the
+ * (onnx_ops_conv.c, onnx_ops_eltwise.c, onnx_ops_graph.c, onnx_ops_shape.c). Here also the
  * helpers those files share (onnx_ops.h). */
 #include "nn/onnx_ops.h"
 
@@ -122,7 +122,7 @@ static int run_nothing(dp__onnx_run *r, const dp__onnx_node *n)
 
 /* clang-format off */
 static const dp__onnx_op ops[] = {
-    {"Add", 2, 0, 0, 0, NULL, dp__onnx_run_add},
+    {"Add", 2, 0, 0, 0, NULL, dp__onnx_run_binary},
     {"AveragePool", 1, 0, 0, 0, dp__onnx_prep_pool, dp__onnx_run_pool},
     {"BatchNormalization", 5, 0, 3u << 3, 0, dp__onnx_prep_bn, dp__onnx_run_bn},
     {"Cast", 1, ALL, 0, 1, NULL, dp__onnx_run_cast},
@@ -130,29 +130,67 @@ static const dp__onnx_op ops[] = {
     {"Concat", 1, 0, 0, 1, NULL, dp__onnx_run_concat_any},
     {"Constant", 0, 0, 0, 2, dp__onnx_prep_constant, dp__onnx_run_constant},
     {"Conv", 2, 0, 0, 0, dp__onnx_prep_conv, dp__onnx_run_conv},
+    {"ConvTranspose", 2, 0, 0, 0, dp__onnx_prep_conv_transpose, dp__onnx_run_conv_transpose},
+    {"Div", 2, 0, 0, 0, NULL, dp__onnx_run_binary},
     {"Dropout", 1, 6u, 0, 0, dp__onnx_prep_dropout, dp__onnx_run_dropout},
     {"Elu", 1, 0, 0, 0, dp__onnx_prep_act, dp__onnx_run_act},
     {"Flatten", 1, 0, 0, 0, dp__onnx_prep_flatten, dp__onnx_run_flatten},
     {"Gather", 2, ALL, 0, 1, NULL, dp__onnx_run_gather},
+    {"Gelu", 1, 0, 0, 0, dp__onnx_prep_gelu, dp__onnx_run_act},
     {"Gemm", 2, 0, 0, 0, dp__onnx_prep_gemm, dp__onnx_run_gemm},
     {"GlobalAveragePool", 1, 0, 0, 0, NULL, dp__onnx_run_global_pool},
+    {"GlobalMaxPool", 1, 0, 0, 0, NULL, dp__onnx_run_global_max_pool},
     {"HardSigmoid", 1, 0, 0, 0, dp__onnx_prep_act, dp__onnx_run_act},
     {"HardSwish", 1, 0, 0, 0, dp__onnx_prep_act, dp__onnx_run_act},
     {"Identity", 1, 0, 0, 1, NULL, run_nothing},
     {"LeakyRelu", 1, 0, 0, 0, dp__onnx_prep_leaky, dp__onnx_run_leaky},
+    {"LogSoftmax", 1, 0, 0, 0, dp__onnx_prep_softmax, dp__onnx_run_softmax},
+    {"MatMul", 2, 0, 0, 0, NULL, dp__onnx_run_matmul},
     {"MaxPool", 1, 0, 0, 0, dp__onnx_prep_pool, dp__onnx_run_pool},
+    {"Mul", 2, 0, 0, 0, NULL, dp__onnx_run_binary},
+    {"PRelu", 2, 0, 0, 0, NULL, dp__onnx_run_prelu},
     {"Pad", 1, 6u, 0, 0, dp__onnx_prep_pad, dp__onnx_run_pad},
     {"Relu", 1, 0, 0, 0, NULL, dp__onnx_run_relu},
     {"Reshape", 2, 2u, 0, 0, dp__onnx_prep_reshape, dp__onnx_run_reshape},
     {"Selu", 1, 0, 0, 0, dp__onnx_prep_act, dp__onnx_run_act},
     {"Shape", 1, 0, 0, 2, NULL, dp__onnx_run_shape},
     {"Sigmoid", 1, 0, 0, 0, NULL, dp__onnx_run_sigmoid},
+    {"Softmax", 1, 0, 0, 0, dp__onnx_prep_softmax, dp__onnx_run_softmax},
+    {"Split", 1, 2u, 0, 0, dp__onnx_prep_split, dp__onnx_run_split},
     {"Squeeze", 1, ALL, 0, 1, NULL, dp__onnx_run_squeeze},
+    {"Sub", 2, 0, 0, 0, NULL, dp__onnx_run_binary},
     {"Tanh", 1, 0, 0, 0, NULL, dp__onnx_run_tanh},
+    {"Transpose", 1, 0, 0, 0, dp__onnx_prep_transpose, dp__onnx_run_transpose},
     {"Unsqueeze", 1, ALL, 0, 1, NULL, dp__onnx_run_unsqueeze},
     /* a new operator: one line above this one, in order */
 };
 /* clang-format on */
+
+/* nn.GELU's sub-graphs as onnx_fuse.c finds them: not in the table (no
+ * file names them), each the activation kind it stands for. */
+static int prep_gelu_exact(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    (void)g;
+    n->kind = DP_ACT_GELU;
+    return 0;
+}
+
+static int prep_gelu_tanh(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    (void)g;
+    n->kind = DP_ACT_GELU_TANH;
+    return 0;
+}
+
+static const dp__onnx_op gelu_ops[2] = {
+    {"Gelu", 1, 0, 0, 0, prep_gelu_exact, dp__onnx_run_act},
+    {"Gelu", 1, 0, 0, 0, prep_gelu_tanh, dp__onnx_run_act},
+};
+
+const dp__onnx_op *dp__onnx_gelu_op(bool tanh_form)
+{
+    return &gelu_ops[tanh_form];
+}
 
 const dp__onnx_op *dp__onnx_find_op(const char *type)
 {

@@ -44,6 +44,8 @@ int dp__onnx_run_conv(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_prep_pool(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_pool(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_run_global_pool(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_prep_conv_transpose(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_conv_transpose(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_prep_bn(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_bn(dp__onnx_run *r, const dp__onnx_node *n);
 
@@ -55,9 +57,25 @@ int dp__onnx_prep_leaky(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_leaky(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_prep_act(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_act(dp__onnx_run *r, const dp__onnx_node *n);
-int dp__onnx_run_add(dp__onnx_run *r, const dp__onnx_node *n);
 int dp__onnx_prep_dropout(const dp__onnx_graph *g, dp__onnx_node *n);
 int dp__onnx_run_dropout(dp__onnx_run *r, const dp__onnx_node *n);
+
+/* onnx_ops_graph.c: PRelu, softmax, broadcasting arithmetic, Split,
+ * GlobalMaxPool, Transpose, MatMul, Gelu. */
+int dp__onnx_run_prelu(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_prep_softmax(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_softmax(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_binary(dp__onnx_run *r, const dp__onnx_node *n);
+/* *z = a + b for node n (Gemm's C), broadcast as Add's. */
+int dp__onnx_binary_add(dp__onnx_run *r, const dp__onnx_node *n, dp_tensor_t *a, dp_tensor_t *b,
+                        dp_tensor_t **z);
+int dp__onnx_prep_split(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_split(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_global_max_pool(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_prep_transpose(const dp__onnx_graph *g, dp__onnx_node *n);
+int dp__onnx_run_transpose(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_run_matmul(dp__onnx_run *r, const dp__onnx_node *n);
+int dp__onnx_prep_gelu(const dp__onnx_graph *g, dp__onnx_node *n);
 
 /* onnx_ops_shape.c: reshapes, concatenation, matrix products. */
 int dp__onnx_prep_flatten(const dp__onnx_graph *g, dp__onnx_node *n);

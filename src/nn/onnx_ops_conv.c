@@ -240,3 +240,73 @@ int dp__onnx_run_bn(dp__onnx_run *r, const dp__onnx_node *n)
         DP_TRY(dp_batch_norm1d(&y, x, gamma, beta, mean, var, &p));
     return dp__onnx_put(r, n, 0, y);
 }
+
+/* ConvTranspose: strides, pads on each side, output_padding, group and
+ * dilations as dp_conv_transpose2d takes them; output_shape only where
+ * those give it (ints[2..4) keeps it, 0 when absent). */
+int dp__onnx_prep_conv_transpose(const dp__onnx_graph *g, dp__onnx_node *n)
+{
+    int64_t group = dp__onnx_attr_int(n, "group", 1), k[2], s[2], d[2], p[4], op[2], os[2];
+    if (group < 1 || group > 1 << 20)
+        return dp__onnx_node_error(g, n, "group %lld is not a positive count", (long long)group);
+    DP_TRY(window_attrs(g, n, k, s, d, p));
+    DP_TRY(dp__onnx_ints_attr(g, n, "output_padding", 2, 0, op));
+    DP_TRY(dp__onnx_ints_attr(g, n, "output_shape", 2, 0, os));
+    if (!dp__onnx_attr_is(n, "auto_pad", "NOTSET", true) &&
+        !dp__onnx_attr_is(n, "auto_pad", "VALID", false))
+        return dp__onnx_node_error(g, n, "auto_pad SAME_* is not supported for ConvTranspose");
+    for (int i = 0; i < 2; i++)
+        if (op[i] < 0 || (op[i] >= s[i] && op[i] >= d[i]))
+            return dp__onnx_node_error(g, n,
+                                       "output_padding %lld is not below the stride %lld or "
+                                       "the dilation %lld",
+                                       (long long)op[i], (long long)s[i], (long long)d[i]);
+    n->ints[0] = k[0];
+    n->ints[1] = k[1];
+    n->ints[2] = os[0];
+    n->ints[3] = os[1];
+    n->nints = 4;
+    n->deconv = (dp_conv_transpose2d_params){.stride_h = (int)s[0],
+                                             .stride_w = (int)s[1],
+                                             .output_padding_h = (int)op[0],
+                                             .output_padding_w = (int)op[1],
+                                             .groups = (int)group,
+                                             .dilation_h = (int)d[0],
+                                             .dilation_w = (int)d[1],
+                                             .pad_top = (int)p[0],
+                                             .pad_left = (int)p[1],
+                                             .pad_bottom = (int)p[2],
+                                             .pad_right = (int)p[3]};
+    return 0;
+}
+
+int dp__onnx_run_conv_transpose(dp__onnx_run *r, const dp__onnx_node *n)
+{
+    dp_tensor_t *x = dp__onnx_in_t(r, n, 0), *w = dp__onnx_in_t(r, n, 1), *y;
+    DP_TRY(dp__onnx_want_rank(r, n, x, 4, 4));
+    char xs[64], ws[64];
+    const dp_conv_transpose2d_params *p = &n->deconv;
+    if (!w || dp_tensor_ndim(w) != 4 || dp_tensor_dim(w, 0) != dp_tensor_dim(x, 1) ||
+        dp_tensor_dim(w, 0) % p->groups != 0 ||
+        (n->ints[0] && (n->ints[0] != dp_tensor_dim(w, 2) || n->ints[1] != dp_tensor_dim(w, 3))))
+        return dp__onnx_node_error(r->g, n, "a weight %s does not fit input %s in %d group(s)",
+                                   w ? dp_tensor_shape_str(w, ws, sizeof ws) : "(none)",
+                                   dp_tensor_shape_str(x, xs, sizeof xs), p->groups);
+    /* P = (H - 1) stride - pads + dilation (R - 1) + output_padding + 1 */
+    int64_t out[2];
+    for (int i = 0; i < 2; i++) {
+        int st = i ? p->stride_w : p->stride_h, dil = i ? p->dilation_w : p->dilation_h;
+        int pads = i ? p->pad_left + p->pad_right : p->pad_top + p->pad_bottom;
+        int opad = i ? p->output_padding_w : p->output_padding_h;
+        out[i] = (dp_tensor_dim(x, 2 + i) - 1) * st - pads +
+                 (int64_t)dil * (dp_tensor_dim(w, 2 + i) - 1) + opad + 1;
+    }
+    if (n->ints[2] && (n->ints[2] != out[0] || n->ints[3] != out[1]))
+        return dp__onnx_node_error(r->g, n,
+                                   "output_shape %lld x %lld is not the %lld x %lld its pads "
+                                   "and output_padding give: dptrain does not infer pads",
+                                   (long long)n->ints[2], (long long)n->ints[3], (long long)out[0],
+                                   (long long)out[1]);
+    DP_TRY(dp_conv_transpose2d(&y, x, w, dp__onnx_in_t(r, n, 2), p));
+    return dp__onnx_put(r, n, 0, y);
+}

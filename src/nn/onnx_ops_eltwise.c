@@ -1,7 +1,7 @@
 /* The ONNX operators that work element by element (onnx_ops.h): the
  * activations, each dp_relu, dp_sigmoid, dp_tanh, dp_leaky_relu or one
  * kind of dp_activation with ONNX's attributes and defaults (Clip is the
- * clamp to its constant bounds, ReLU6 when they are 0 and 6), sums, and
+ * clamp to its constant bounds, ReLU6 when they are 0 and 6), and
  * Dropout. */
 #include "nn/onnx_ops.h"
 
@@ -84,22 +84,6 @@ int dp__onnx_run_act(dp__onnx_run *r, const dp__onnx_node *n)
     }
     dp_tensor_t *y;
     DP_TRY(dp_activation(&y, dp__onnx_in_t(r, n, 0), (dp_activation_kind)n->kind, a, b));
-    return dp__onnx_put(r, n, 0, y);
-}
-
-int dp__onnx_run_add(dp__onnx_run *r, const dp__onnx_node *n)
-{
-    dp_tensor_t *a = dp__onnx_in_t(r, n, 0), *b = dp__onnx_in_t(r, n, 1), *y;
-    bool same = dp_tensor_ndim(a) == dp_tensor_ndim(b);
-    for (int d = 0; same && d < dp_tensor_ndim(a); d++)
-        same = dp_tensor_dim(a, d) == dp_tensor_dim(b, d);
-    if (!same) {
-        char sa[64], sb[64];
-        return dp__onnx_node_error(r->g, n, "adds %s and %s: broadcasting Add is to come",
-                                   dp_tensor_shape_str(a, sa, sizeof sa),
-                                   dp_tensor_shape_str(b, sb, sizeof sb));
-    }
-    DP_TRY(dp_add(&y, a, b));
     return dp__onnx_put(r, n, 0, y);
 }
 

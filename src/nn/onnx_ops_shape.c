@@ -112,14 +112,20 @@ int dp__onnx_run_concat_any(dp__onnx_run *r, const dp__onnx_node *n)
     return concat_tensors(r, n);
 }
 
+/* Gemm: Y = A' B' + C, A' = A or its transpose (transA), B' likewise
+ * (transB: nn.Linear's (D_out, D_in) weight), C (M), (N, M) or one value,
+ * or left out, or beta 0 (onnx_bind.c then drops it); alpha 1 and beta 0
+ * or 1 only, since dptrain has no scaling op. */
 int dp__onnx_prep_gemm(const dp__onnx_graph *g, dp__onnx_node *n)
 {
-    if (dp__onnx_attr_int(n, "transA", 0) != 0 || dp__onnx_attr_float(n, "alpha", 1) != 1.0f ||
-        dp__onnx_attr_float(n, "beta", 1) != 1.0f)
+    float alpha = dp__onnx_attr_float(n, "alpha", 1), beta = dp__onnx_attr_float(n, "beta", 1);
+    if (alpha != 1.0f || (beta != 1.0f && beta != 0.0f))
         return dp__onnx_node_error(g, n,
-                                   "only Y = A B (B transposed or not) + C is supported "
-                                   "(transA 0, alpha 1, beta 1)");
+                                   "alpha %g, beta %g: dptrain runs Y = A B + C (alpha 1, beta "
+                                   "0 or 1) only",
+                                   (double)alpha, (double)beta);
     n->kind = dp__onnx_attr_int(n, "transB", 0) ? DP_WEIGHT_OUT_IN : DP_WEIGHT_IN_OUT;
+    n->axis = dp__onnx_attr_int(n, "transA", 0) != 0;
     return 0;
 }
 
@@ -128,11 +134,19 @@ int dp__onnx_run_gemm(dp__onnx_run *r, const dp__onnx_node *n)
     dp_tensor_t *a = dp__onnx_in_t(r, n, 0), *w = dp__onnx_in_t(r, n, 1),
                 *c = dp__onnx_in_t(r, n, 2);
     dp_tensor_t *y;
-    char buf[64];
-    if (dp_tensor_ndim(a) != 2 || dp_tensor_ndim(w) != 2 || (c && dp_tensor_ndim(c) != 1))
-        return dp__onnx_node_error(r->g, n, "takes a matrix, a matrix and a vector, not %s ...",
-                                   dp_tensor_shape_str(a, buf, sizeof buf));
-    DP_TRY(dp_linear(&y, a, w, c, (dp_weight_layout)n->kind));
+    char sa[64], sw[64], sc[64];
+    if (dp_tensor_ndim(a) != 2 || dp_tensor_ndim(w) != 2 || (c && dp_tensor_ndim(c) > 2))
+        return dp__onnx_node_error(
+            r->g, n, "takes two matrices and C of 0 to 2 dimensions, not %s, %s, %s",
+            dp_tensor_shape_str(a, sa, sizeof sa), dp_tensor_shape_str(w, sw, sizeof sw),
+            c ? dp_tensor_shape_str(c, sc, sizeof sc) : "none");
+    if (n->axis)
+        DP_TRY(dp_transpose(&a, a));
+    int64_t m = dp_tensor_dim(w, n->kind == DP_WEIGHT_OUT_IN ? 0 : 1);
+    bool bias = c && dp_tensor_ndim(c) == 1 && dp_tensor_dim(c, 0) == m;
+    DP_TRY(dp_linear(&y, a, w, bias ? c : NULL, (dp_weight_layout)n->kind));
+    if (c && !bias)
+        DP_TRY(dp__onnx_binary_add(r, n, y, c, &y));
     return dp__onnx_put(r, n, 0, y);
 }
 
