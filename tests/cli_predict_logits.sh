@@ -79,15 +79,18 @@ read -r bad right <<<"$(awk -v labels="$labels" -v names="$names" '
       used[b] = 1; s = s sprintf("%s %s %.4f", j ? "," : "", c[b], e[b] / sum)
     }
     got = $0; sub(/^[^:]*:/, "", got)
-    if (got != s) { bad++; if (bad <= 2) print "row " FNR ": logits give" s ", predict" got > "/dev/stderr" }
+    if (got != s && ++bad <= 2)
+      print "row " FNR ": logits give" s ", predict" got > "/dev/stderr"
     if (top - 1 == y[FNR]) right++
   }
   END { print bad + 0, right + 0 }' "$dir/l.txt" "$dir/p.txt")"
 got=$(awk -v r="$right" -v n=$n 'BEGIN { printf "%.4f", r / n }')
-if [[ $(wc -l <"$dir/l.txt") -eq $n && $bad -eq 0 ]]; then
-  echo "ok   each of $n rows' softmax gives predict's top 3 and probabilities ($(head -1 "$dir/p.txt" | sed 's/^[^:]*: //'))"
+rows=$(wc -l <"$dir/l.txt")
+if [[ $rows -eq $n && $bad -eq 0 ]]; then
+  first=$(head -1 "$dir/p.txt" | sed 's/^[^:]*: //')
+  echo "ok   each of $n rows' softmax gives predict's top 3 and probabilities ($first)"
 else
-  echo "FAIL $bad of $n rows' softmax differ from predict's top 3 ($(wc -l <"$dir/l.txt") rows)"; fail=1
+  echo "FAIL $bad of $n rows' softmax differ from predict's top 3 ($rows rows)"; fail=1
 fi
 if [[ $got == "$acc" ]] && awk -v a="$acc" 'BEGIN { exit !(a > 0.3) }'; then
   echo "ok   the largest logit is right for $right of $n ($got), dptrain eval $acc"

@@ -15,8 +15,8 @@ constant folding:
            for nets with dropout, also the export with torchvision's p;
   train    the same in training mode (batch statistics), dropout p=0;
   steps    5 SGD steps (lr 0.001, MobileNetV2's 1e-4, momentum 0.9,
-           batch 16, the batches in file order) of `dptrain train --model NET.onnx --dataset npy`:
-           each step's loss (--metrics --log-steps) equals
+           batch 16, the batches in file order) of `dptrain train --model
+           NET.onnx --dataset npy`: each step's loss (--metrics --log-steps) equals
            torch.optim.SGD's on the module within 1e-3 relative;
   load     dptrain's checkpoint after those steps loads into a new
            torchvision module with load_state_dict(strict=True), each
@@ -208,7 +208,8 @@ def check_net(ctx, rep, name):
          os.path.join(data_dir, "test", "images.npy")])
     d = rel_diff(np.load(logits), torch_out(fresh, xt, False))
     has_bn = any(isinstance(x, torch.nn.BatchNorm2d) for x in fresh.modules())
-    rep.check(tracked == ([STEPS] if has_bn else []) and d <= OUT_TOL and upd[0] <= lim[0] and upd[1] <= lim[1],
+    updated = upd[0] <= lim[0] and upd[1] <= lim[1]
+    rep.check(tracked == ([STEPS] if has_bn else []) and d <= OUT_TOL and updated,
               f"{name}: checkpoint loads strictly ({len(state)} tensors, num_batches_tracked "
               f"{tracked}); its eval outputs on {TEST} test samples equal dptrain predict "
               f"--logits' within {d:.1e} (limit {OUT_TOL:.0e}); its change from the export is "
