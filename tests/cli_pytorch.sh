@@ -143,6 +143,8 @@ for model in ${CLI_PYTORCH_MODELS:-lenet resnet18 d2l_lenet}; do
         0.003 0.5 --optimizer adam
       # PReLU's slopes as nn.PReLU's "N.weight", LogSoftmax at the end.
       sequential_file "$model with PReLU" "$examples/lenet_prelu.txt" 61834 0.1 0.5
+      # MaxPool2d and AvgPool2d with ceil_mode=True, count_include_pad=False.
+      sequential_file "$model with ceil_mode pools" "$examples/lenet_ceil.txt" 82826 0.1 0.5
       continue ;;
     lenet)
       train_args=(--limit-train 2560 --batch-size 64 --limit-test 1000)

@@ -5,7 +5,8 @@
  * LogSoftmax (opset 11's and 13's axes), Add, Sub, Mul and Div broadcast
  * over the channels, GlobalMaxPool, MatMul, Transpose, Gemm with transA,
  * ConvTranspose (groups, strides, pads on each side, output_padding),
- * Gelu (exact and tanh) and Split give what the dp_ op called directly on
+ * Gelu (exact and tanh) and Split (sizes as opset 11's attribute, and as
+ * opset 13's input) give what the dp_ op called directly on
  * the same x and w gives, and their gradients agree with finite
  * differences; settings dptrain cannot run are refused in one line naming
  * the node. */
@@ -14,6 +15,7 @@
 #include "gradcheck.h"
 #include "nn/onnx_model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +240,42 @@ static void test_graph_ops(void **state)
         check_case(&cases[i]);
 }
 
+/* Split from opset 13 takes its sizes as an input (a Constant here): x
+ * (2, 6, 3, 3) into 1, 3 and 2 channels; y is the last piece, and the
+ * pieces before it are read by no node. */
+static void test_split_input(void **state)
+{
+    (void)state;
+    ou_model m;
+    ou_begin(&m, 13);
+    ou_input(&m, "x", 4, (const int64_t[]){-1, 6, 3, 3});
+    ou_constant_i64(&m, "sizes", 3, (const int64_t[]){1, 3, 2});
+    Onnx__NodeProto *n = ou_node(&m, "Split", "/split/Split", "x,sizes", "a,b,y");
+    ou_attr_int(&m, n, "axis", 1);
+    ou_output(&m, "y");
+    dp__onnx_graph *g = ou_load(&m, "split13.onnx");
+    static const int64_t xs[4] = {2, 6, 3, 3};
+    float xv[108];
+    ou_fill(4, xv, 108, 1.0f, 0.0f);
+    dp_tensor_t *x = upload(4, xs, xv);
+    int64_t ny, ys[4];
+    float *y = ou_run(g, gc_dev, &x, &ny, ys, NULL);
+    assert_int_equal(ys[1], 2);
+    double worst = 0;
+    for (int b = 0; b < 2; b++)
+        for (int c = 0; c < 2; c++)
+            for (int i = 0; i < 9; i++)
+                worst = fmax(worst, fabs(y[(b * 2 + c) * 9 + i] - xv[(b * 6 + 4 + c) * 9 + i]));
+    printf("Split 1, 3, 2 (opset 13, sizes as an input): the last piece is channels 4 and 5 of "
+           "x, largest difference %g\n",
+           worst);
+    assert_true(worst == 0.0);
+    ou_gradcheck(g, "Split opset 13", 4, xs, 23, false);
+    free(y);
+    dp_tensor_free(x);
+    dp__onnx_graph_free(g);
+}
+
 static void perm_021(ou_model *m, Onnx__NodeProto *n)
 {
     ou_attr_ints(m, n, "perm", 3, (const int64_t[]){0, 2, 1});
@@ -313,6 +351,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_graph_ops, gc_open_device, gc_close_device),
+        cmocka_unit_test_setup_teardown(test_split_input, gc_open_device, gc_close_device),
         cmocka_unit_test_setup_teardown(test_graph_refusals, gc_open_device, gc_close_device),
     };
     return tu_run(argc, argv, tests, NULL, NULL);

@@ -19,19 +19,9 @@
 
 /* The models of this program, by the script's names. */
 static const char *const models[] = {
-    "mobilenet_v2",
-    "resnet18",
-    "regnet_x_400mf",
-    "squeezenet1_0",
-    "squeezenet1_1",
-    "densenet121",
-    "googlenet",
-    "mobilenet_v3_small",
-    "efficientnet_b0",
-    "mobilenet_v3_small17",
-    "prelu_train",
-    "gelu",
-    "bn_cnn_train",
+    "mobilenet_v2", "resnet18",  "regnet_x_400mf",     "squeezenet1_0",   "squeezenet1_1",
+    "densenet121",  "googlenet", "mobilenet_v3_small", "efficientnet_b0", "mobilenet_v3_small17",
+    "prelu_train",  "gelu",      "bn_cnn_train",
 };
 
 static bool have_torch(void)
