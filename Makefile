@@ -52,7 +52,11 @@ test: build
 # (optimizers, schedules, clipping, label smoothing step by step), where a
 # missing torch is a failure, not a skip; and tests/cli_tensorboard.sh, which
 # reads --tensorboard's files with TensorBoard's EventAccumulator (PyPI's
-# tensorboard, in a venv it makes under the build folder); then every
+# tensorboard, in a venv it makes under the build folder);
+# tests/cli_onnx_torchvision.sh, torchvision's networks exported by
+# torch.onnx.export and trained by dptrain as by PyTorch, and dptrain's
+# ONNX exports in ONNX Runtime (PyPI's onnxruntime, in a venv it makes
+# under the build folder); then every
 # pytorch-converted and pytorch-operator case of Debian's libonnx-testdata
 # through the ONNX loader (tests/test_onnx_conformance.c).
 test-interop: build
@@ -63,6 +67,8 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision
 	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
+	@scripts/install-deps.sh python3-onnx
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_onnx_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
 

@@ -60,6 +60,20 @@ expect_error() {
   fi
 }
 
+# An ONNX model without --input is summarised on the samples its graph
+# declares: conv-bn-gemm (the onnx fuzz target's seed, written with
+# onnx.helper) takes 1x4x4 and holds 51 parameters (Conv 2x1x3x3 + 2,
+# BatchNormalization 2 + 2, Gemm 8x3 + 3); other samples are refused.
+cp "$root/tests/fuzz/corpus/onnx/conv-bn-gemm" "$dir/cbg.onnx"
+if "$bin" model "$dir/cbg.onnx" >"$dir/out" 2>"$dir/err" &&
+   [[ $(head -n 1 "$dir/out") == "$dir/cbg.onnx on 1x4x4 inputs" ]] &&
+   grep -qx "total parameters: 51" "$dir/out"; then
+  ok "an ONNX model on the 1x4x4 samples it declares: 51 parameters"
+else
+  fail "an ONNX model on the 1x4x4 samples it declares: 51 parameters"
+fi
+expect_total "an ONNX model, --input as declared" "$dir/cbg.onnx" --input 1x4x4 51
+
 printf 'Conv2d(1, 6, kernel_size=5)\nFlatten()\nLinear(400, 10)\n' >"$dir/bad.txt"
 expect_error "unknown model" "unknown model" nosuchmodel
 expect_error "a model path that is not there says why" \
@@ -69,6 +83,8 @@ expect_error "lenet too small" "at least 1x14x14" lenet --input 1x8x8
 expect_error "shape mismatch names file and line" \
   "bad.txt: line 3: Linear(400, 10) expects 400 inputs, the layer before gives 3456" "$dir/bad.txt"
 expect_error "unknown option" "unknown option '--bogus'" lenet --bogus
+expect_error "an ONNX model on other samples" \
+  "cbg.onnx: the graph takes 1x4x4 inputs, the data are 3x4x4" "$dir/cbg.onnx" --input 3x4x4
 
 # --pipeline: LeNet's second convolution is 90% of its FLOPs, so 2 stages
 # split right before it; ResNet-18's 4 stages start at residual blocks and

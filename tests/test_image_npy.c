@@ -1,5 +1,6 @@
 /* .npy files (dp_npy_read, --dataset npy, predict on a .npy batch): every
- * dtype and shape np.save writes for images and labels read exactly; a
+ * dtype and shape np.save writes for images and labels read exactly, and
+ * written as np.save writes them (dp_npy_write); a
  * bad header, dtype, order, size or label each refused with one line
  * naming the file; a run on .npy files of bytes the same, bit for bit, as
  * one on the same data handed over as floats. */
@@ -256,10 +257,76 @@ static void bad_splits(void **state)
     assert_non_null(strstr(dp_last_error(), "labels.npy: labels of shape [3]: expected (4,)"));
 }
 
+/* The whole file at path (malloc'd) and its size. */
+static uint8_t *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *buf = malloc(4096);
+    assert_non_null(buf);
+    *size = fread(buf, 1, 4096, f);
+    fclose(f);
+    return buf;
+}
+
+/* dp_npy_write (dptrain predict --logits) writes the bytes np.save writes:
+ * the header np.save made for these arrays (numpy 1.24: the dict, spaces
+ * and '\n', 118 bytes, so that the data start at byte 128), then the
+ * data; dp_npy_read reads them back. A size that does not match the
+ * shape, and a directory, are refused naming the file. */
+static void writes_what_numpy_writes(void **state)
+{
+    (void)state;
+    const char *p = tu_tmp_path("w.npy");
+    float f[12];
+    for (int i = 0; i < 12; i++)
+        f[i] = (float)i / 3 - 1;
+    int64_t l[5] = {3, 1, 4, 1, 5};
+    const struct {
+        dp_npy a;
+        const char *dict;
+    } cases[] = {
+        {{DP_NPY_F32, 2, {3, 4}, f, sizeof f},
+         "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }"},
+        {{DP_NPY_I64, 1, {5}, l, sizeof l},
+         "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }"},
+    };
+    for (size_t c = 0; c < COUNTOF(cases); c++) {
+        assert_int_equal(dp_npy_write(p, &cases[c].a), 0);
+        size_t size;
+        uint8_t *got = slurp(p, &size);
+        assert_int_equal(size, 128 + cases[c].a.size);
+        assert_memory_equal(got, "\x93NUMPY\x01\x00\x76\x00", 10);
+        size_t dl = strlen(cases[c].dict);
+        assert_memory_equal(got + 10, cases[c].dict, dl);
+        for (size_t i = 10 + dl; i < 127; i++)
+            assert_int_equal(got[i], ' ');
+        assert_int_equal(got[127], '\n');
+        assert_memory_equal(got + 128, cases[c].a.data, cases[c].a.size);
+        free(got);
+        dp_npy a;
+        assert_int_equal(dp_npy_read(p, &a), 0);
+        assert_true(a.dtype == cases[c].a.dtype && a.ndim == cases[c].a.ndim);
+        assert_memory_equal(a.shape, cases[c].a.shape, (size_t)a.ndim * sizeof *a.shape);
+        assert_memory_equal(a.data, cases[c].a.data, a.size);
+        dp_npy_close(&a);
+    }
+    dp_npy short_one = {DP_NPY_F32, 2, {3, 5}, f, sizeof f};
+    assert_int_equal(dp_npy_write(p, &short_one), DP_EINVAL);
+    char want[700];
+    snprintf(want, sizeof want, "%s: an array of 48 bytes does not fit its dtype and shape", p);
+    assert_string_equal(dp_last_error(), want);
+    const char *dir = tu_tmp_path("");
+    assert_int_equal(dp_npy_write(dir, &cases[0].a), DP_EIO);
+    snprintf(want, sizeof want, "%s: cannot write: Is a directory", dir);
+    assert_string_equal(dp_last_error(), want);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_what_numpy_writes), cmocka_unit_test(bad_headers),
-        cmocka_unit_test(npy_run_equals_memory), cmocka_unit_test(bad_splits)};
+        cmocka_unit_test(npy_run_equals_memory), cmocka_unit_test(bad_splits),
+        cmocka_unit_test(writes_what_numpy_writes)};
     return tu_run(argc, argv, tests, tu_setup_tmp, tu_teardown_tmp);
 }

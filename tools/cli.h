@@ -98,7 +98,8 @@ int cmd_export(int argc, char **argv);
 
 struct dp_predict_options;
 /* dptrain predict's flags and images into *o, the same way; *topk gets
- * --topk (0: not given). */
-int cli_predict_parse(int argc, char **argv, struct dp_predict_options *o, int *topk, bool *help);
+ * --topk (0: not given), *logits --logits (NULL: not given). */
+int cli_predict_parse(int argc, char **argv, struct dp_predict_options *o, int *topk,
+                      const char **logits, bool *help);
 
 #endif

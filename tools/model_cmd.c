@@ -19,8 +19,10 @@ static const char usage[] =
     "sample (2 per multiply-add in conv2d and linear, 1 per output element\n"
     "elsewhere), and the totals.\n"
     "\n"
-    "  NAME|FILE            lenet, resnet18, or a file of nn.Sequential modules\n"
-    "  --input CxHxW        the input of one sample [1x28x28]\n"
+    "  NAME|FILE            lenet, resnet18, a file of nn.Sequential modules or\n"
+    "                       an ONNX model (FILE.onnx)\n"
+    "  --input CxHxW        the input of one sample [the one an ONNX model\n"
+    "                       declares, else 1x28x28]\n"
     "  --pipeline K         split the layers into K stages of equal FLOPs, as\n"
     "                       far as the layers allow (stages start only where\n"
     "                       the table's `start` column says yes) [1: no split]\n"
@@ -155,6 +157,7 @@ int cmd_model(int argc, char **argv)
     const char *model = NULL, *stage_list = NULL;
     int64_t chw[3] = {1, 28, 28}, pipeline = 1, micro_batches = 1;
     int schedule = DP_PIPELINE_1F1B;
+    bool input_given = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
@@ -169,9 +172,10 @@ int cmd_model(int argc, char **argv)
                                  &v))
                 return 2;
             int bad = 0;
-            if (strcmp(f, "--input") == 0)
+            if (strcmp(f, "--input") == 0) {
                 bad = parse_input(f, v, chw);
-            else if (strcmp(f, "--pipeline") == 0)
+                input_given = true;
+            } else if (strcmp(f, "--pipeline") == 0)
                 bad = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_STAGES, &pipeline);
             else if (strcmp(f, "--stages") == 0)
                 stage_list = v;
@@ -201,7 +205,10 @@ int cmd_model(int argc, char **argv)
         return 2;
     }
     const dp_model_def *def;
-    int rc = dp_model_def_load(&def, model, chw);
+    /* An ONNX model without --input: the samples its graph declares. */
+    int rc = dp_model_def_load(&def, model, input_given ? chw : NULL);
+    if (rc == 0 && !input_given)
+        dp_model_def_input_chw(def, chw);
     dp_layer_summary *rows = NULL;
     int n = 0;
     if (rc == 0)

@@ -24,13 +24,17 @@ static const char usage_predict[] =
     "  --devices N|LIST     devices to run on [1]\n"
     "  --threads N          kernel threads per device, 0 = cores divided [0]\n"
     "  --batch-size B       images per forward pass [256]\n"
+    "  --logits OUT.npy     also write the raw outputs (N, outputs) as float32\n"
+    "                       .npy, rows in the images' order [none]\n"
     "  -h, --help           show this help\n";
 
-int cli_predict_parse(int argc, char **argv, dp_predict_options *out, int *topk, bool *help)
+int cli_predict_parse(int argc, char **argv, dp_predict_options *out, int *topk,
+                      const char **logits, bool *help)
 {
     dp_predict_options o = {0};
     *help = false;
     *topk = 0;
+    *logits = NULL;
     int first_input = -1;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -52,7 +56,8 @@ int cli_predict_parse(int argc, char **argv, dp_predict_options *out, int *topk,
             return 2;
         }
         static const char *const with_value[] = {"--checkpoint", "--model", "--devices",
-                                                 "--threads",    "--topk",  "--batch-size"};
+                                                 "--threads",    "--topk",  "--batch-size",
+                                                 "--logits"};
         const char *v;
         if (cli_option_value("predict", with_value, sizeof with_value / sizeof *with_value, argc,
                              argv, &i, &v))
@@ -64,6 +69,12 @@ int cli_predict_parse(int argc, char **argv, dp_predict_options *out, int *topk,
             if (cli_check_model(f, v))
                 return 2;
             o.model = v;
+        } else if (strcmp(f, "--logits") == 0) {
+            if (!v[0]) {
+                fprintf(stderr, "dptrain: error: --logits needs a file name\n");
+                return 2;
+            }
+            *logits = v;
         } else if (strcmp(f, "--devices") == 0) {
             o.devices = v;
         } else if (strcmp(f, "--threads") == 0) {
@@ -97,18 +108,32 @@ int cmd_predict(int argc, char **argv)
 {
     dp_predict_options o;
     int topk;
+    const char *logits;
     bool help;
-    int status = cli_predict_parse(argc, argv, &o, &topk, &help);
+    int status = cli_predict_parse(argc, argv, &o, &topk, &logits, &help);
     if (status != 0)
         return status;
     if (help) {
         fputs(usage_predict, stdout);
         return 0;
     }
+    /* The output file is checked before the model runs. */
+    if (logits && dp_dist_rank() == 0 && dp_check_output_file(logits, "logits file") < 0)
+        return cli_fail(DP_EIO);
     dp_predictions p;
     int rc = dp_predict(&o, &p);
-    if (rc < 0)
+    if (rc == 0 && logits && dp_dist_rank() == 0) {
+        dp_npy a = {.dtype = DP_NPY_F32,
+                    .ndim = 2,
+                    .shape = {p.n, p.outputs},
+                    .data = p.logits,
+                    .size = (size_t)p.n * (size_t)p.outputs * sizeof *p.logits};
+        rc = dp_npy_write(logits, &a);
+    }
+    if (rc < 0) {
+        dp_predictions_close(&p);
         return cli_fail(rc);
+    }
     /* Five, as a top-5 accuracy reads, but no more than there are classes
      * (a folder of 2 classes trained on LeNet's 10 outputs shows 2). */
     int k = topk ? topk : 5;

@@ -144,6 +144,12 @@ typedef struct dp_npy {
  * the shape needs). */
 int dp_npy_read(const char *path, dp_npy *out);
 void dp_npy_close(dp_npy *a);
+/* Writes a->data (a->size bytes, C order, little-endian) of a->dtype and
+ * a->shape as np.save does (format 1.0, the header padded to 64 bytes), so
+ * that np.load and dp_npy_read read it back. A size that does not match
+ * the shape is DP_EINVAL; a file that cannot be written, DP_EIO with one
+ * line naming it (a partly written file is removed). */
+int dp_npy_write(const char *path, const dp_npy *a);
 
 /* One split of a dataset of .npy files: DIR/train/images.npy and
  * DIR/train/labels.npy, or DIR/test/..., as np.save writes them: images

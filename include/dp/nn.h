@@ -177,6 +177,10 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
  * checked). Free it with dp_model_def_free. dp_model_def_load reads a path
  * ending in ".onnx" with it. */
 int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw);
+/* The (C, H, W) of one sample that an ONNX model's input (N, C, H, W)
+ * declares: 0, or DP_ENOENT (not logged) when def is not an ONNX model or
+ * leaves C, H or W symbolic. */
+int dp_model_def_input_chw(const dp_model_def *def, int64_t chw[3]);
 void dp_model_def_free(dp_model_def *def);
 /* Writes a model with its current weights as an ONNX file that ONNX Runtime
  * runs, batch norm in inference mode, for a batch of any size: an ONNX

@@ -272,6 +272,9 @@ typedef struct dp_predictions {
      * output k for k < classes; 0 and NULL when it has none. */
     int classes;
     char **class_names;
+    /* [n, outputs]: each image's raw outputs (the logits, eval mode) that
+     * probs is the softmax of: dptrain predict --logits writes them. */
+    float *logits;
 } dp_predictions;
 
 int dp_predict(const dp_predict_options *o, dp_predictions *out);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -339,4 +340,60 @@ void dp_npy_close(dp_npy *a)
         return;
     dp__free(a->data);
     memset(a, 0, sizeof *a);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+int dp_npy_write(const char *path, const dp_npy *a)
+{
+    DP_ASSERT(path && a);
+    size_t size = itemsize(a->dtype);
+    const char *descr = NULL;
+    for (size_t i = 0; i < DP_COUNTOF(npy_dtypes); i++)
+        if (npy_dtypes[i].dtype == a->dtype)
+            descr = npy_dtypes[i].descr;
+    /* The dict as np.save writes it: "(N, K)", "(N,)" for one dimension. */
+    char dict[512];
+    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                       descr ? descr : "?");
+    bool shaped = descr && a->ndim >= 0 && a->ndim <= DP_NPY_MAX_DIMS;
+    for (int d = 0; shaped && d < a->ndim; d++) {
+        /* As the reader: no more than NPY_MAX_BYTES, checked before the product. */
+        shaped =
+            a->shape[d] >= 0 && (a->shape[d] == 0 || size <= NPY_MAX_BYTES / (uint64_t)a->shape[d]);
+        size *= (size_t)(shaped ? a->shape[d] : 0);
+        len += snprintf(dict + len, sizeof dict - (size_t)len, "%s%lld%s", d ? ", " : "",
+                        (long long)a->shape[d], a->ndim == 1 ? "," : "");
+    }
+    if (!shaped || size != a->size) {
+        DP_ERROR("%s: an array of %zu bytes does not fit its dtype and shape", path, a->size);
+        return DP_EINVAL;
+    }
+    len += snprintf(dict + len, sizeof dict - (size_t)len, "), }");
+    /* Magic, version 1.0, the header's length (u16 LE), the dict padded
+     * with spaces and ended by '\n' so that the data start at a multiple
+     * of 64 bytes. */
+    size_t hlen = ((size_t)len + 1 + 10 + 63) / 64 * 64 - 10;
+    uint8_t pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
+    memset(dict + len, ' ', hlen - (size_t)len - 1);
+    dict[hlen - 1] = '\n';
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        DP_ERROR("%s: cannot write: %s", path, strerror(errno));
+        return DP_EIO;
+    }
+    bool ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(dict, 1, hlen, f) == hlen &&
+              (a->size == 0 || fwrite(a->data, 1, a->size, f) == a->size);
+    int e = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) {
+        DP_ERROR("%s: cannot write: %s", path, strerror(e ? e : EIO));
+        remove(path);
+        return DP_EIO;
+    }
+    return 0;
 }

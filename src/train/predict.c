@@ -260,10 +260,12 @@ static int model_outputs(const dp__trainer *t, const int64_t *chw, int *outputs)
     return 0;
 }
 
-/* softmax of rows [r0, r0 + b) of the logits into out->probs. */
+/* Rows [r0, r0 + b) of the logits into out->logits, and their softmax
+ * into out->probs. */
 static void softmax_rows(const float *logits, int64_t r0, int64_t b, dp_predictions *out)
 {
     int k = out->outputs;
+    memcpy(out->logits + r0 * k, logits, (size_t)(b * k) * sizeof *logits);
     for (int64_t r = 0; r < b; r++) {
         const float *l = logits + r * k;
         double top = l[0], sum = 0;
@@ -282,9 +284,10 @@ int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_
     DP_TRY(model_outputs(t, chw, &out->outputs));
     size_t total = (size_t)out->n * (size_t)out->outputs, per = (size_t)(chw[0] * chw[1] * chw[2]);
     out->probs = dp__calloc(total, sizeof *out->probs);
+    out->logits = dp__calloc(total, sizeof *out->logits);
     float *logits = dp__malloc((size_t)batch * (size_t)out->outputs * sizeof *logits);
     dp_tape_t *tape = NULL;
-    int rc = out->probs && logits ? dp_tape_init(&tape, false) : DP_ENOMEM;
+    int rc = out->probs && out->logits && logits ? dp_tape_init(&tape, false) : DP_ENOMEM;
     int64_t first, mine = dp__train_rank_rows(t, out->n, &first);
     dp_data_parallel_t *dp = dp__net_replicas(t->net);
     for (int64_t r = first; rc == 0 && r < first + mine; r += batch) {
@@ -306,8 +309,11 @@ int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_
             softmax_rows(logits, r, b, out);
     }
     /* Every rank gets every row: the others' are zeros here. */
-    for (size_t at = 0; rc == 0 && t->ranks > 1 && at < total; at += (size_t)1 << 24)
+    for (size_t at = 0; rc == 0 && t->ranks > 1 && at < total; at += (size_t)1 << 24) {
         rc = dp_dist_sum_f32(out->probs + at, (int)DP_MIN(total - at, (size_t)1 << 24));
+        if (rc == 0)
+            rc = dp_dist_sum_f32(out->logits + at, (int)DP_MIN(total - at, (size_t)1 << 24));
+    }
     dp_tape_close(tape);
     dp__free(logits);
     return rc;
@@ -324,6 +330,7 @@ void dp_predictions_close(dp_predictions *p)
     dp__free(p->names);
     dp__free(p->class_names);
     dp__free(p->probs);
+    dp__free(p->logits);
     memset(p, 0, sizeof *p);
 }
 

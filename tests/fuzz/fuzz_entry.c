@@ -372,14 +372,15 @@ static int fz_cli_predict(int argc, char **argv)
 {
     dp_predict_options o;
     int topk;
+    const char *logits;
     bool help;
-    int rc = cli_predict_parse(argc, argv, &o, &topk, &help);
+    int rc = cli_predict_parse(argc, argv, &o, &topk, &logits, &help);
     if (rc != 0 && rc != 2)
         return fz_bad("cli", "cli_predict_parse returned %d", rc);
     if (rc != 0 || help)
         return 0;
     if (!o.checkpoint || o.ninputs < 1 || o.threads < 0 || o.threads > 1024 || topk < 0 ||
-        topk > 1000 || o.batch_size < 0)
+        topk > 1000 || o.batch_size < 0 || (logits && !logits[0]))
         return fz_bad("cli", "predict options accepted out of range");
     for (int i = 0; i < o.ninputs; i++)
         if (!o.inputs[i] || (o.inputs[i][0] == '-' && o.inputs[i][1] != '\0'))
