@@ -236,5 +236,5 @@ int dp__onnx_bind(dp__onnx_graph *g)
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].op->prep)
             DP_TRY(g->nodes[i].op->prep(g, &g->nodes[i]));
-    return 0;
+    return dp__onnx_plan_stages(g);
 }
