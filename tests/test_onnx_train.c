@@ -1,0 +1,268 @@
+/* dptrain training an ONNX graph across devices: torchvision's ResNet-18
+ * (onnxutil.c, 11.2M parameters, batch norm in training mode) on 1x28x28
+ * Fashion-MNIST, 20 SGD steps of 32 images with momentum.
+ *
+ * Batch norm normalises each replica's shard (each micro-batch's in a
+ * pipeline) on its own, so a run is compared with the run that normalises
+ * the same groups of images: a pipeline of one micro-batch with one
+ * device, `mpirun -np 2` with one process of 2 devices, small gradient
+ * buckets with one allreduce after the backward, a pipeline of 4
+ * micro-batches with 4 devices (its weights; its running statistics take 4
+ * updates a step). Each within MU_VS_ONE_PROCESS (max |difference| / max
+ * |param| over the checkpoints); 2 devices against 1, which normalise
+ * different groups, differ by far more, as they should. A graph where no
+ * single tensor crosses between its nodes is refused by --pipeline in one
+ * line naming the file. */
+#include "mpiutil.h"
+#include "onnxutil.h"
+
+#include "dp/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int64_t chw[3] = {1, 28, 28};
+
+/* 20 steps: 640 images, batch 32; later flags of mu_run's common ones win. */
+#define ONNX_RUN(model)                                                                            \
+    "--model", model, "--limit-train", "640", "--batch-size", "32", "--lr", "0.01",                \
+        "--limit-test", "64"
+
+typedef struct paths {
+    char model[256], log[256], dir[256];
+} paths;
+
+static void skip_without_data(void)
+{
+    if (!tu_have_fashion_mnist())
+        tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+}
+
+static void write_resnet(paths *p)
+{
+    snprintf(p->dir, sizeof p->dir, "%s", tu_tmp);
+    snprintf(p->model, sizeof p->model, "%s/resnet18.onnx", tu_tmp);
+    snprintf(p->log, sizeof p->log, "%s/log", tu_tmp);
+    ou_model om;
+    ou_resnet18(&om, 11, chw, 10);
+    ou_write(&om, p->model);
+    ou_free(&om);
+}
+
+static const char *ck(const paths *p, const char *name)
+{
+    static char buf[4][300];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s.safetensors", p->dir, name);
+    return buf[k];
+}
+
+/* max |a - b| / max |b| over the parameters and the optimizer's state
+ * (momentum), not batch norm's running statistics. */
+static double weight_diff(const char *a, const char *b)
+{
+    dp_safetensors_t *fa, *fb;
+    assert_int_equal(dp_safetensors_open(&fa, a), 0);
+    assert_int_equal(dp_safetensors_open(&fb, b), 0);
+    double d = 0, scale = 0;
+    int compared = 0;
+    for (int i = 0; i < dp_safetensors_count(fa); i++) {
+        dp_st_tensor ta, tb;
+        assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
+        if (ta.dtype != DP_ST_F32 || strstr(ta.name, ".running_"))
+            continue;
+        assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
+        assert_int_equal(ta.bytes, tb.bytes);
+        const float *x = ta.data, *y = tb.data;
+        for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
+            if (!isfinite(x[k]) || !isfinite(y[k]))
+                fail_msg("'%s'[%zu] is %g vs %g", ta.name, k, (double)x[k], (double)y[k]);
+            d = fmax(d, fabs((double)x[k] - y[k]));
+            scale = fmax(scale, fabs((double)y[k]));
+        }
+        compared++;
+    }
+    assert_true(compared > 62); /* 62 weights and biases, and the momentum */
+    dp_safetensors_close(fa);
+    dp_safetensors_close(fb);
+    return d / scale;
+}
+
+/* How far the checkpoint's parameters are from the ONNX file's
+ * initializers: max |ck - init| / max |ck|. */
+static double moved_from_init(const char *path, const char *model)
+{
+    dp_model_def *def;
+    dp_device_t *cpu;
+    dp_model_t *m;
+    assert_int_equal(dp_model_def_load_onnx(&def, model, chw), 0);
+    assert_int_equal(dp_device_open(&cpu, "cpu:0", 1), 0);
+    assert_int_equal(dp_model_init(&m, def, cpu, 0), 0);
+    dp_safetensors_t *f;
+    assert_int_equal(dp_safetensors_open(&f, path), 0);
+    dp_params_t *P = dp_model_params(m);
+    double d = 0, scale = 0;
+    for (int i = 0; i < dp_params_count(P); i++) {
+        dp_tensor_t *t = dp_params_get(P, i);
+        int64_t n = dp_tensor_numel(t);
+        float *v = malloc((size_t)n * sizeof *v);
+        assert_non_null(v);
+        assert_int_equal(dp_tensor_to_host(t, v, (size_t)n * sizeof *v), 0);
+        dp_st_tensor st;
+        assert_int_equal(dp_safetensors_find(f, dp_params_name(P, i), &st), 0);
+        assert_int_equal(st.bytes, (size_t)n * sizeof *v);
+        const float *c = st.data;
+        for (int64_t k = 0; k < n; k++) {
+            d = fmax(d, fabs((double)c[k] - v[k]));
+            scale = fmax(scale, fabs((double)c[k]));
+        }
+        free(v);
+    }
+    dp_safetensors_close(f);
+    dp_model_close(m);
+    dp_device_close(cpu);
+    dp_model_def_free(def);
+    return d / scale;
+}
+
+static void run_ok(int ranks, const char *devices, const char *path, const char *const *extra,
+                   const paths *p)
+{
+    double t = mu_now();
+    assert_int_equal(mu_run(ranks, devices, path, NULL, extra, p->log), 0);
+    printf("  %s: %.1f s\n", strrchr(path, '/') + 1, mu_now() - t);
+}
+
+static void report(const char *what, double d, const char *vs)
+{
+    printf("%-44s vs %-26s max |difference| / max |param| = %.3g\n", what, vs, d);
+}
+
+static void test_devices_pipeline_buckets(void **state)
+{
+    (void)state;
+    skip_without_data();
+    paths p;
+    write_resnet(&p);
+    const char *base[] = {ONNX_RUN(p.model), NULL};
+    const char *pipe1[] = {ONNX_RUN(p.model), "--pipeline", "2", "--micro-batches", "1", NULL};
+    const char *nobucket[] = {ONNX_RUN(p.model), "--bucket-mb", "0", NULL};
+    const char *small[] = {ONNX_RUN(p.model), "--bucket-mb", "1", NULL};
+    run_ok(0, "1", ck(&p, "one"), base, &p);
+    run_ok(0, "2", ck(&p, "pipe1"), pipe1, &p);
+    run_ok(0, "2", ck(&p, "two"), nobucket, &p);
+    run_ok(0, "2", ck(&p, "two_buckets"), small, &p);
+
+    double d = mu_max_param_diff(ck(&p, "pipe1"), ck(&p, "one"));
+    report("--pipeline 2 --micro-batches 1 (2 devices)", d, "1 device");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    d = mu_max_param_diff(ck(&p, "two_buckets"), ck(&p, "two"));
+    report("2 devices, --bucket-mb 1", d, "2 devices, --bucket-mb 0");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    /* Each device's batch norm sees 16 images, not 32: not the same run. */
+    d = mu_max_param_diff(ck(&p, "two"), ck(&p, "one"));
+    report("2 devices (batch norm per shard)", d, "1 device");
+    assert_true(d > 100 * MU_VS_ONE_PROCESS);
+    d = moved_from_init(ck(&p, "one"), p.model);
+    printf("1 device: the weights moved by %.3g (max |difference| / max |param|) from the "
+           "graph's initializers\n",
+           d);
+    assert_true(d > 0.01);
+}
+
+static void test_mpi_ranks(void **state)
+{
+    (void)state;
+    mu_skip_without_mpi();
+    paths p;
+    write_resnet(&p);
+    const char *small[] = {ONNX_RUN(p.model), "--bucket-mb", "1", NULL};
+    const char *nobucket[] = {ONNX_RUN(p.model), "--bucket-mb", "0", NULL};
+    run_ok(0, "2", ck(&p, "two"), nobucket, &p);
+    run_ok(2, "1", ck(&p, "ranks"), small, &p);
+    double d = mu_max_param_diff(ck(&p, "ranks"), ck(&p, "two"));
+    report("mpirun -np 2, 1 device each, --bucket-mb 1", d, "1 process, 2 devices");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    assert_int_equal(mu_assert_same_non_float(ck(&p, "ranks"), ck(&p, "two")), 20);
+}
+
+/* A pipeline of 4 micro-batches normalises each quarter of a batch, as 4
+ * devices do; it updates the running statistics 4 times a step (as
+ * PyTorch would, a forward per micro-batch) where a replica of 4 devices
+ * updates them once, so the weights and momentum are compared. Two steps:
+ * the accumulation's order differs from the allreduce's, and in 20 steps
+ * this ResNet's small batch norm groups (8 images, 1x1 in layer4) grow a
+ * difference of float rounding to ~1e-2 whatever the layout. */
+static void test_pipeline_micro_batches(void **state)
+{
+    (void)state;
+    skip_without_data();
+    paths p;
+    write_resnet(&p);
+    const char *four[] = {ONNX_RUN(p.model), "--limit-train", "64", NULL};
+    const char *pipe4[] = {
+        ONNX_RUN(p.model), "--limit-train", "64", "--pipeline", "2", "--micro-batches", "4", NULL};
+    run_ok(0, "4", ck(&p, "four"), four, &p);
+    run_ok(0, "2", ck(&p, "pipe4"), pipe4, &p);
+    double d = weight_diff(ck(&p, "pipe4"), ck(&p, "four"));
+    report("--pipeline 2 --micro-batches 4, 2 steps", d, "4 devices (weights)");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    d = mu_max_param_diff(ck(&p, "pipe4"), ck(&p, "four"));
+    printf("  with the running statistics: %.3g\n", d);
+    assert_true(d > 0.1);
+}
+
+/* x -> Flatten f -> Gemm a, Gemm b (both read f) -> Add(a, b): f and a
+ * cross the cut between the Gemms, a and b the one before the Add. */
+static void test_no_cut_refused(void **state)
+{
+    (void)state;
+    skip_without_data();
+    char path[256], log[256];
+    snprintf(path, sizeof path, "%s/nocut.onnx", tu_tmp);
+    snprintf(log, sizeof log, "%s/log", tu_tmp);
+    ou_model om;
+    ou_begin(&om, 17);
+    ou_input(&om, "x", 4, (const int64_t[]){-1, 1, 28, 28});
+    static float w[10 * 784];
+    for (int i = 0; i < 10 * 784; i++)
+        w[i] = (float)(i % 7) * 0.01f;
+    ou_init(&om, "a.weight", 2, (const int64_t[]){10, 784}, w);
+    ou_init(&om, "b.weight", 2, (const int64_t[]){10, 784}, w);
+    Onnx__NodeProto *n = ou_node(&om, "Flatten", "flat", "x", "f");
+    ou_attr_int(&om, n, "axis", 1);
+    n = ou_node(&om, "Gemm", "a", "f,a.weight", "ya");
+    ou_attr_int(&om, n, "transB", 1);
+    n = ou_node(&om, "Gemm", "b", "f,b.weight", "yb");
+    ou_attr_int(&om, n, "transB", 1);
+    ou_node(&om, "Add", "add", "ya,yb", "logits");
+    ou_output(&om, "logits");
+    ou_write(&om, path);
+    ou_free(&om);
+    const char *argv[] = {tu_dptrain,   "train", "--model",   path, "--devices",     "2",
+                          "--pipeline", "2",     "--threads", "1",  "--limit-train", "64",
+                          NULL};
+    int rc = mu_wait_for(mu_start(argv, log), 60);
+    char *out = mu_slurp(log);
+    printf("exit %d: %s", rc, out);
+    assert_int_equal(rc, 1);
+    assert_int_equal(mu_count(out, "\n"), 1);
+    assert_non_null(strstr(out, path));
+    assert_non_null(strstr(out, "--pipeline 2 needs 1"));
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_devices_pipeline_buckets, tu_setup_tmp,
+                                        tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_mpi_ranks, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_pipeline_micro_batches, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_no_cut_refused, tu_setup_tmp, tu_teardown_tmp),
+    };
+    return tu_run(argc, argv, tests, mu_setup, NULL);
+}
