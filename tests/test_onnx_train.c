@@ -289,6 +289,36 @@ static void test_bf16(void **state)
     assert_true(d > 0.01);
 }
 
+/* --stages names the layers of `dptrain model`: a stage may start after
+ * a block's Add (row 10, its final ReLU), not inside the block (row 5). */
+static void test_explicit_stages(void **state)
+{
+    (void)state;
+    skip_without_data();
+    paths p;
+    write_resnet(&p);
+    static const char *const lists[2] = {"0-4,5-68", "0-9,10-68"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {
+            tu_dptrain,     "train", "--model",      p.model,  "--devices",     "2",
+            "--pipeline",   "2",     "--stages",     lists[i], "--limit-train", "64",
+            "--limit-test", "32",    "--batch-size", "32",     "--threads",     "1",
+            "--epochs",     "1",     "--progress",   "never",  "--verbose",     NULL};
+        int rc = mu_wait_for(mu_start(argv, p.log), 60);
+        char *out = mu_slurp(p.log);
+        printf("--stages %s: exit %d\n%s", lists[i], rc, i == 0 ? out : "");
+        if (i == 0) {
+            assert_int_equal(rc, 1);
+            assert_int_equal(mu_count(out, "\n"), 1);
+            assert_non_null(strstr(out, "--stages 0-4,5-68: layer 5 is inside a residual block"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_non_null(strstr(out, "pipeline stage 1: layers 10-68 on cpu:1"));
+        }
+        free(out);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +328,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pipeline_micro_batches, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(test_no_cut_refused, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(test_bf16, tu_setup_tmp, tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_explicit_stages, tu_setup_tmp, tu_teardown_tmp),
     };
     return tu_run(argc, argv, tests, mu_setup, NULL);
 }
