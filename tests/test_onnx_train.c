@@ -348,6 +348,112 @@ static void test_explicit_stages(void **state)
     }
 }
 
+/* Without batch norm every layout computes the same function of the whole
+ * batch, and each equals 1 device: a residual CNN (Conv 1->8 3x3, ReLU,
+ * Conv 8->8 3x3, Add of the ReLU's output and the second conv's, ReLU,
+ * MaxPool 2, Flatten, Gemm 1568->10) on 2 devices, in 2 pipeline stages of
+ * 4 micro-batches, and under mpirun -np 2, 20 steps each. Its rows: conv,
+ * relu, conv, add, relu, max_pool2d, reshape, linear; a stage may start
+ * at each but the Add (the first ReLU's output and the second conv's
+ * cross there). */
+static const char *write_residual(void)
+{
+    static char model[256];
+    snprintf(model, sizeof model, "%s/residual.onnx", shared.dir);
+    if (access(model, R_OK) == 0)
+        return model;
+    ou_model om;
+    ou_begin(&om, 17);
+    ou_input(&om, "input", 4, (const int64_t[]){-1, 1, 28, 28});
+    static float w1[8 * 9], w2[8 * 8 * 9], fw[10 * 1568], fb[10];
+    dp_rng rng;
+    dp_rng_init(&rng, 9, 0);
+    for (int i = 0; i < 8 * 9; i++)
+        w1[i] = (dp_rng_uniform(&rng) - 0.5f) * 0.6f;
+    for (int i = 0; i < 8 * 8 * 9; i++)
+        w2[i] = (dp_rng_uniform(&rng) - 0.5f) * 0.2f;
+    for (int i = 0; i < 10 * 1568; i++)
+        fw[i] = (dp_rng_uniform(&rng) - 0.5f) * 0.05f;
+    for (int i = 0; i < 10; i++)
+        fb[i] = (dp_rng_uniform(&rng) - 0.5f) * 0.05f;
+    ou_init(&om, "conv1.weight", 4, (const int64_t[]){8, 1, 3, 3}, w1);
+    ou_init(&om, "conv2.weight", 4, (const int64_t[]){8, 8, 3, 3}, w2);
+    ou_init(&om, "fc.weight", 2, (const int64_t[]){10, 1568}, fw);
+    ou_init(&om, "fc.bias", 1, (const int64_t[]){10}, fb);
+    for (int k = 0; k < 2; k++) {
+        Onnx__NodeProto *n = ou_node(&om, "Conv", k ? "conv2" : "conv1",
+                                     k ? "r1,conv2.weight" : "input,conv1.weight", k ? "c2" : "c1");
+        ou_attr_ints(&om, n, "kernel_shape", 2, (const int64_t[]){3, 3});
+        ou_attr_ints(&om, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+        if (!k)
+            ou_node(&om, "Relu", "relu1", "c1", "r1");
+    }
+    ou_node(&om, "Add", "add", "r1,c2", "s");
+    ou_node(&om, "Relu", "relu2", "s", "r2");
+    Onnx__NodeProto *n = ou_node(&om, "MaxPool", "pool", "r2", "p");
+    ou_attr_ints(&om, n, "kernel_shape", 2, (const int64_t[]){2, 2});
+    ou_attr_ints(&om, n, "strides", 2, (const int64_t[]){2, 2});
+    n = ou_node(&om, "Flatten", "flatten", "p", "f");
+    ou_attr_int(&om, n, "axis", 1);
+    n = ou_node(&om, "Gemm", "fc", "f,fc.weight,fc.bias", "logits");
+    ou_attr_int(&om, n, "transB", 1);
+    ou_output(&om, "logits");
+    ou_write(&om, model);
+    ou_free(&om);
+    return model;
+}
+
+static void test_no_batch_norm_equals_one_device(void **state)
+{
+    (void)state;
+    skip_without_data();
+    const char *model = write_residual();
+    paths p = shared;
+    const char *base[] = {ONNX_RUN(model), "--lr", "0.05", NULL};
+    const char *pipe4[] = {ONNX_RUN(model),   "--lr", "0.05", "--pipeline", "2",
+                           "--micro-batches", "4",    NULL};
+    dp_model_def *def;
+    assert_int_equal(dp_model_def_load_onnx(&def, model, chw), 0);
+    dp_layer_summary *rows;
+    int n;
+    assert_int_equal(dp_model_summary(def, chw, &rows, &n), 0);
+    assert_int_equal(n, 8);
+    for (int i = 0; i < n; i++)
+        if (rows[i].can_start != (i != 3))
+            fail_msg("row %d (%s): a stage may%s start there", i, rows[i].op,
+                     rows[i].can_start ? "" : " not");
+    assert_string_equal(rows[3].op, "add");
+    free(rows);
+    dp_model_def_free(def);
+    run_once(0, "1", ck(&p, "res_one"), base, &p);
+    run_ok(0, "2", ck(&p, "res_two"), base, &p);
+    run_ok(0, "2", ck(&p, "res_pipe4"), pipe4, &p);
+    double d = mu_max_param_diff(ck(&p, "res_two"), ck(&p, "res_one"));
+    report("residual CNN, 2 devices", d, "1 device");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    d = mu_max_param_diff(ck(&p, "res_pipe4"), ck(&p, "res_one"));
+    report("residual CNN, --pipeline 2 --micro-batches 4", d, "1 device");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    d = moved_from_init(ck(&p, "res_one"), model);
+    printf("residual CNN, 1 device: the weights moved by %.3g from the initializers\n", d);
+    assert_true(d > 0.01);
+}
+
+static void test_no_batch_norm_ranks(void **state)
+{
+    (void)state;
+    mu_skip_without_mpi();
+    const char *model = write_residual();
+    paths p = shared;
+    const char *base[] = {ONNX_RUN(model), "--lr", "0.05", NULL};
+    const char *small[] = {ONNX_RUN(model), "--lr", "0.05", "--bucket-mb", "0.01", NULL};
+    run_once(0, "1", ck(&p, "res_one"), base, &p);
+    run_ok(2, "1", ck(&p, "res_ranks"), small, &p);
+    double d = mu_max_param_diff(ck(&p, "res_ranks"), ck(&p, "res_one"));
+    report("residual CNN, mpirun -np 2, --bucket-mb 0.01", d, "1 device");
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +463,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_cut_refused),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_explicit_stages),
+        cmocka_unit_test(test_no_batch_norm_equals_one_device),
+        cmocka_unit_test(test_no_batch_norm_ranks),
     };
     return tu_run(argc, argv, tests, group_setup, group_teardown);
 }
