@@ -1,18 +1,22 @@
-/* dptrain training an ONNX graph across devices: torchvision's ResNet-18
- * (onnxutil.c, 11.2M parameters, batch norm in training mode) on 1x28x28
- * Fashion-MNIST, 20 SGD steps of 32 images with momentum.
+/* dptrain training ONNX graphs across devices.
  *
- * Batch norm normalises each replica's shard (each micro-batch's in a
- * pipeline) on its own, so a run is compared with the run that normalises
- * the same groups of images: a pipeline of one micro-batch with one
- * device, `mpirun -np 2` with one process of 2 devices, small gradient
+ * torchvision's ResNet-18 (onnxutil.c, 11.2M parameters, batch norm in
+ * training mode) on 1x28x28 Fashion-MNIST, 20 SGD steps of 32 images with
+ * momentum. Batch norm normalises each replica's shard (each micro-batch
+ * in a pipeline) on its own, so a run is compared with the run that
+ * normalises the same groups of images: a pipeline of one micro-batch with
+ * one device, `mpirun -np 2` with one process of 2 devices, small gradient
  * buckets with one allreduce after the backward, a pipeline of 4
  * micro-batches with 4 devices (its weights; its running statistics take 4
- * updates a step). Each within MU_VS_ONE_PROCESS (max |difference| / max
- * |param| over the checkpoints); 2 devices against 1, which normalise
- * different groups, differ by far more, as they should. A graph where no
- * single tensor crosses between its nodes is refused by --pipeline in one
- * line naming the file. */
+ * updates a step), bf16 in a pipeline with bf16 on 1 device. Each within
+ * MU_VS_ONE_PROCESS (max |difference| / max |param| over the checkpoints);
+ * 2 devices against 1, which normalise different groups, differ by far
+ * more, as they should.
+ *
+ * A residual CNN without batch norm trains on 2 devices, in a pipeline of
+ * 4 micro-batches and under mpirun -np 2 as on 1 device. A graph where no
+ * single tensor crosses between its nodes is refused by --pipeline, and
+ * --stages inside a residual block by --stages, in one line. */
 #include "mpiutil.h"
 #include "onnxutil.h"
 
