@@ -58,6 +58,17 @@ Onnx__NodeProto *ou_constant(ou_model *m, const char *out, int ndim, const int64
 Onnx__NodeProto *ou_constant_i64(ou_model *m, const char *out, int n, const int64_t *v);
 void ou_attr_string(ou_model *m, Onnx__NodeProto *n, const char *name, const char *v);
 
+/* torchvision's resnet18(num_classes=classes) with a chw[0]-channel stem,
+ * as torch.onnx.export writes it in training mode (opset 17): conv1 7x7
+ * stride 2, bn1, relu, maxpool 3/2 (padding 1), layer1..layer4 of two
+ * BasicBlocks each (1x1 downsample convs in the first of layer2..4),
+ * avgpool (GlobalAveragePool), Flatten, fc (Gemm); initializers named by
+ * the state_dict ("layer2.0.downsample.0.weight"), nodes as the exporter
+ * names them ("/layer1/layer1.0/conv1/Conv"), on chw inputs of any batch.
+ * Convolutions He-uniform from `seed`, batch norm as PyTorch starts it
+ * (onnxnets.c). */
+void ou_resnet18(ou_model *m, uint64_t seed, const int64_t *chw, int64_t classes);
+
 /* The errors the library logs, counted, the last kept whole. */
 extern char ou_last_error[1024];
 extern int ou_errors;

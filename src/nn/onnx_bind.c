@@ -306,5 +306,5 @@ int dp__onnx_bind(dp__onnx_graph *g)
         if (g->nodes[i].op->prep)
             DP_TRY(g->nodes[i].op->prep(g, &g->nodes[i]));
     dp__onnx_fuse_pad_pool(g);
-    return 0;
+    return dp__onnx_plan_stages(g);
 }

@@ -121,6 +121,7 @@ void dp__onnx_graph_free(dp__onnx_graph *g)
     dp__free(g->bn_names);
     dp__free(g->bn_store);
     dp__free(g->init_values);
+    dp__free(g->stages);
     dp__free(g->name);
     dp__onnx_free(g->model);
     dp__free(g);
@@ -372,10 +373,8 @@ static int model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t 
         params[i] = dp_params_get(P, i);
     for (int i = 0; i < g->nbuffers; i++)
         buffers[i] = dp_params_get(B, i);
-    dp_tensor_t *outs[DP__ONNX_MAX_IO];
-    DP_TRY(dp__onnx_run_graph(g, m, params, buffers, &x, train, outs));
-    *logits = outs[0];
-    return 0;
+    /* One output: dp_model_def_load_onnx refuses graphs of more. */
+    return dp__onnx_run_graph(g, m, params, buffers, &x, train, logits);
 }
 
 int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *const *params,
@@ -449,6 +448,7 @@ static int load(dp__onnx_graph **out, Onnx__ModelProto *model, const char *name,
                             .bn_names = g->nbn ? g->bn_names : NULL,
                             .nbn = g->nbn,
                             .forward = model_forward,
+                            .forward_layers = dp__onnx_forward_layers,
                             .user = g,
                             .param_values = g->init_values,
                             .buffer_values = g->nbuffers ? g->buffer_values : NULL};

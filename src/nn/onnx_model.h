@@ -84,6 +84,8 @@ typedef struct dp__onnx_graph {
     /* The first input's declared shape; -1 where it is symbolic. */
     int in_rank;
     int64_t in_shape[DP__ONNX_MAX_RANK];
+    /* Where a pipeline may cut the graph (onnx_stages.c); NULL: nowhere. */
+    struct dp__onnx_stages *stages;
 } dp__onnx_graph;
 
 /* What a node sees while it runs: each value's tensor or host value. */
@@ -176,6 +178,37 @@ dp__onnx_graph *dp__onnx_graph_of(const dp_model_def *def);
 int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *const *params,
                        dp_tensor_t *const *buffers, dp_tensor_t *const *inputs, bool train,
                        dp_tensor_t **outputs);
+
+/* ---- pipeline stages (onnx_stages.c) -------------------------------------
+ * Cut c lies between node c - 1 and node c of the run order (cut 0 before
+ * the first node, cut nnodes after the last). The device values that cross
+ * it are those made before it (the graph's input among them) that are
+ * needed from it on: read by a node at or after it, a graph output, or
+ * read by a host node before it whose value is needed from it on (a later
+ * stage computes host values again, so a Shape's tensor crosses too).
+ * Parameters, buffers and constants never cross: every replica holds them.
+ * A stage may start or end at a cut where exactly one device value
+ * crosses. Rows are those of dp_model_summary: the ops a training forward
+ * records, one for each device node that has an input needing a gradient
+ * (none for host nodes and for Identity, which passes its tensor on). */
+typedef struct dp__onnx_stages {
+    int *ncross;    /* nnodes + 1: how many device values cross cut c */
+    int *cross;     /* nnodes + 1: that value where ncross[c] is 1, else -1 */
+    int *node_rows; /* nnodes + 1: the rows of the nodes before cut c */
+    int *row_cut;   /* nrows + 1: the cut where a stage from row r starts, -1: none */
+    int nrows;
+} dp__onnx_stages;
+
+/* Fills g->stages from the bound graph (one allocation, freed with g). */
+int dp__onnx_plan_stages(dp__onnx_graph *g);
+/* The definition's forward_layers: rows first..last, from the cut before
+ * row first (x: the value crossing it; the graph's input for row 0) to the
+ * cut after row last (*y: the value crossing it; the graph's output). */
+int dp__onnx_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
+                            dp_tensor_t **y);
+/* dp_model_summary's can_start for an ONNX graph's n rows: row 0, and the
+ * rows where a cut of one crossing value begins. */
+void dp__onnx_mark_stage_starts(const dp__onnx_graph *g, dp_layer_summary *rows, int n);
 
 /* dp_model_export_onnx of an ONNX model (onnx_rewrite.c): its own graph,
  * the initializers holding m's weights, batch norm in inference mode, any

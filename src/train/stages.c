@@ -23,10 +23,20 @@ static int read_stages(const dp__trainer *t, const dp_model_def *def, const int6
     }
     for (int i = 0; i < n; i++)
         can_start[i] = rows[i].can_start;
+    /* A stage starts after a cut where one tensor crosses: K stages need
+     * K - 1 such cuts (an ONNX graph may have none: onnx_stages.c). */
+    int cuts = -1;
+    for (int i = 0; i < n; i++)
+        cuts += can_start[i];
     int rc = 0;
     if (o->pipeline > n) {
         DP_ERROR("the pipeline stage count %d is larger than %s's %d layers", o->pipeline,
                  def->name, n);
+        rc = DP_EINVAL;
+    } else if (o->pipeline - 1 > cuts) {
+        DP_ERROR("%s: the model has %d point%s where one tensor crosses between its layers, "
+                 "--pipeline %d needs %d",
+                 def->name, cuts, cuts == 1 ? "" : "s", o->pipeline, o->pipeline - 1);
         rc = DP_EINVAL;
     } else if (o->stages) {
         rc = dp_pipeline_parse_stages(o->stages, can_start, n, first, &stages);
