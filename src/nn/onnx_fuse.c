@@ -53,7 +53,9 @@ static bool is_const(dp__onnx_graph *g, int v, double want)
     } else {
         dp__onnx_node *p = producer(g, v);
         const Onnx__AttributeProto *a =
-            p && strcmp(p->proto->op_type, "Constant") == 0 ? dp__onnx_attr(p, "value") : NULL;
+            p && p->proto->op_type && strcmp(p->proto->op_type, "Constant") == 0
+                ? dp__onnx_attr(p, "value")
+                : NULL;
         t = a ? a->t : NULL;
     }
     if (!t || !dp__onnx_is_float(t) || dp__onnx_numel(t) != 1)
@@ -68,8 +70,8 @@ static bool is_const(dp__onnx_graph *g, int v, double want)
 static dp__onnx_node *single(dp__onnx_graph *g, int v, const char *type, int nin)
 {
     dp__onnx_node *p = producer(g, v);
-    if (!p || strcmp(p->proto->op_type, type) != 0 || p->nin != nin || p->nout != 1 ||
-        readers(g, v) != 1)
+    if (!p || !p->proto->op_type || strcmp(p->proto->op_type, type) != 0 || p->nin != nin ||
+        p->nout != 1 || readers(g, v) != 1)
         return NULL;
     return p;
 }

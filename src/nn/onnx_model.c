@@ -29,7 +29,7 @@ int dp__onnx_node_error(const dp__onnx_graph *g, const dp__onnx_node *n, const c
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     DP_ERROR("%s: node '%s' (%s): %s", g->name, dp__onnx_node_name(g, n, nb, sizeof nb),
-             n->proto->op_type, what);
+             n->proto->op_type ? n->proto->op_type : "?", what);
     return DP_EFORMAT;
 }
 
