@@ -37,6 +37,20 @@ def tv(name, **kw):
     return lambda: getattr(torchvision.models, name)(**kw)
 
 
+class Scalars(nn.Module):
+    """Arithmetic with numbers, which torch writes as Constant nodes of one
+    value feeding Mul, Add, Div and Sub (the constant on either side)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x) * 0.5 + 1.0)
+        return self.fc(torch.flatten(1.0 - y / 2.0, 1))
+
+
 # name: (builder, input shape, opset, kind)
 MODELS = {
     # commit by commit: the torchvision networks the loader runs
@@ -66,6 +80,8 @@ MODELS = {
     # nn.GELU's sub-graphs (Erf, and the tanh approximation's), one op each
     "gelu": (seq(nn.Conv2d(3, 8, 3), nn.GELU(), nn.Conv2d(8, 8, 3), nn.GELU(approximate="tanh"),
                  nn.Flatten(), nn.Linear(8 * 12 * 12, 10)), (2, 3, 16, 16), 13, "eval"),
+    # x * 0.5 + 1, 1 - y / 2: constants of one value as operands
+    "scalars": (Scalars, (2, 3, 16, 16), 13, "eval"),
     # PReLU's slopes keep the state_dict's names and shapes (C) and (1)
     "prelu_train": (seq(nn.Conv2d(3, 8, 3, padding=1), nn.PReLU(8), nn.Conv2d(8, 8, 3, groups=4),
                         nn.PReLU(), nn.MaxPool2d(3, 2, ceil_mode=True), nn.Flatten(),

@@ -33,6 +33,8 @@ static const kind_case cases[] = {
     {"gelu", DP_ACT_GELU, 0, 0},
     {"gelu (tanh)", DP_ACT_GELU_TANH, 0, 0},
     {"silu", DP_ACT_SILU, 0, 0},
+    {"linear (0.5 x - 2)", DP_ACT_LINEAR, 0.5f, -2.0f},
+    {"linear (-x + 3)", DP_ACT_LINEAR, -1.0f, 3.0f},
 };
 
 /* torch.nn.functional's definitions, in double. */
@@ -54,6 +56,8 @@ static double reference(const kind_case *c, double x)
         return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case DP_ACT_GELU_TANH:
         return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case DP_ACT_LINEAR:
+        return a * x + b;
     default:
         return x / (1.0 + exp(-x));
     }

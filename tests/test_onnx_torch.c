@@ -21,7 +21,7 @@
 static const char *const models[] = {
     "mobilenet_v2", "resnet18",  "regnet_x_400mf",     "squeezenet1_0",   "squeezenet1_1",
     "densenet121",  "googlenet", "mobilenet_v3_small", "efficientnet_b0", "mobilenet_v3_small17",
-    "prelu_train",  "gelu",      "avgpool_pad",        "bn_cnn_train",
+    "prelu_train",  "gelu",      "avgpool_pad",        "bn_cnn_train",    "scalars",
 };
 
 static bool have_torch(void)

@@ -181,8 +181,9 @@ typedef enum dp_activation_kind {
     DP_ACT_GELU = 5,        /* x Phi(x), Phi the normal CDF (erf) */
     DP_ACT_GELU_TANH = 6,   /* GELU's tanh approximation (approximate='tanh') */
     DP_ACT_SILU = 7,        /* x sigmoid(x) (swish) */
+    DP_ACT_LINEAR = 8,      /* alpha x + beta: ONNX's Add, Sub, Mul, Div by a constant */
 } dp_activation_kind;
-enum { DP_ACT_COUNT = 8 };
+enum { DP_ACT_COUNT = 9 };
 
 /* y = f(x) for f of `kind` with its parameters (unused ones ignored);
  * the backward writes dx = dy f'(x) from the saved input (=). At a kink

@@ -24,6 +24,7 @@ enum {
     DP__ACT_GELU = 5,
     DP__ACT_GELU_TANH = 6,
     DP__ACT_SILU = 7,
+    DP__ACT_LINEAR = 8,
 };
 
 static inline DP__ACT_FN float dp__act_sigmoid(float x)
@@ -53,6 +54,8 @@ static inline DP__ACT_FN float dp__act_forward(int kind, float x, float a, float
         return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
     case DP__ACT_GELU_TANH:
         return 0.5f * x * (1.0f + tanhf(DP__GELU_K * (x + 0.044715f * x * x * x)));
+    case DP__ACT_LINEAR:
+        return a * x + b;
     default: /* DP__ACT_SILU */
         return x * dp__act_sigmoid(x);
     }
@@ -87,6 +90,8 @@ static inline DP__ACT_FN float dp__act_backward(int kind, float x, float dy, flo
         float d_inner = DP__GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner);
     }
+    case DP__ACT_LINEAR:
+        return dy * a;
     default: { /* DP__ACT_SILU */
         float s = dp__act_sigmoid(x);
         return dy * s * (1.0f + x * (1.0f - s));

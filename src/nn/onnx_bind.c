@@ -79,7 +79,7 @@ static int place_values(dp__onnx_graph *g, int *role)
                                            "input %d ('%s') is computed on the device; "
                                            "only constants and shapes can be read here",
                                            k, v->name);
-            } else if (!want_host && v->host) {
+            } else if (!want_host && v->host && !(op->scalar_inputs >> k & 1u)) {
                 return dp__onnx_node_error(g, n,
                                            "input %d ('%s') is a constant where a tensor "
                                            "is expected",

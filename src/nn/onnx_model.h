@@ -116,6 +116,9 @@ typedef struct dp__onnx_op {
     int fold; /* 0: never; 1: when its inputs are host values; 2: always (Shape, Constant) */
     int (*prep)(const dp__onnx_graph *g, dp__onnx_node *n);
     int (*run)(dp__onnx_run *r, const dp__onnx_node *n);
+    /* Bit i: input i may also be a host value of one number, a constant
+     * operand (torch.onnx.export writes x * 0.5 as Mul of a Constant). */
+    unsigned scalar_inputs;
 } dp__onnx_op;
 
 /* The operator of `type`, or NULL (onnx_ops.c). */

@@ -8,6 +8,7 @@
 
 #include "core/internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* PRelu: the slope is (C), (1), or as torch.onnx.export writes it in eval
@@ -112,6 +113,49 @@ int dp__onnx_binary_add(dp__onnx_run *r, const dp__onnx_node *n, dp_tensor_t *a,
 
 /* Add, Sub, Mul, Div: the operand with fewer elements broadcast over the
  * other (dp_binary); which is first keeps its place. */
+/* x op c or c op x with c a constant of one number (a host value, as
+ * torch.onnx.export writes x + 1 or x * 0.5): alpha x + beta, one
+ * dp_activation; x / c is x times 1 / c. c / x is refused by name. */
+static int with_constant(dp__onnx_run *r, const dp__onnx_node *n, dp_binary_op op, dp_tensor_t **z)
+{
+    const dp__onnx_host *h0 = dp__onnx_in_h(r, n, 0), *h1 = dp__onnx_in_h(r, n, 1);
+    if (h0 && h1)
+        return dp__onnx_node_error(r->g, n,
+                                   "both operands are constants; dptrain computes "
+                                   "constants on the host only as shapes");
+    const dp__onnx_host *h = h0 ? h0 : h1;
+    if (!h->is_float || h->numel != 1)
+        return dp__onnx_node_error(r->g, n,
+                                   "input %d is a constant of %lld %s values; dptrain takes a "
+                                   "constant operand of one float",
+                                   h0 ? 0 : 1, (long long)h->numel,
+                                   h->is_float ? "float" : "integer");
+    float c = h->f[0];
+    dp_tensor_t *x = dp__onnx_in_t(r, n, h0 ? 1 : 0);
+    float alpha = 1.0f, beta = 0.0f;
+    switch (op) {
+    case DP_BINARY_ADD:
+        beta = c;
+        break;
+    case DP_BINARY_SUB: /* x - c, or c - x */
+        alpha = h0 ? -1.0f : 1.0f;
+        beta = h0 ? c : -c;
+        break;
+    case DP_BINARY_MUL:
+        alpha = c;
+        break;
+    default: /* DP_BINARY_DIV */
+        if (h0)
+            return dp__onnx_node_error(r->g, n,
+                                       "divides a constant by a tensor, which dptrain "
+                                       "does not compute");
+        if (c == 0.0f || !isfinite(1.0f / c))
+            return dp__onnx_node_error(r->g, n, "divides by the constant %g", (double)c);
+        alpha = 1.0f / c;
+    }
+    return dp_activation(z, x, DP_ACT_LINEAR, alpha, beta);
+}
+
 int dp__onnx_run_binary(dp__onnx_run *r, const dp__onnx_node *n)
 {
     static const char *const types[] = {"Add", "Sub", "Mul", "Div"};
@@ -119,7 +163,11 @@ int dp__onnx_run_binary(dp__onnx_run *r, const dp__onnx_node *n)
     while (strcmp(types[op], n->proto->op_type) != 0)
         op++;
     dp_tensor_t *z;
-    DP_TRY(binary(r, n, (dp_binary_op)op, dp__onnx_in_t(r, n, 0), dp__onnx_in_t(r, n, 1), &z));
+    if (dp__onnx_in_h(r, n, 0) || dp__onnx_in_h(r, n, 1)) {
+        DP_TRY(with_constant(r, n, (dp_binary_op)op, &z));
+    } else {
+        DP_TRY(binary(r, n, (dp_binary_op)op, dp__onnx_in_t(r, n, 0), dp__onnx_in_t(r, n, 1), &z));
+    }
     return dp__onnx_put(r, n, 0, z);
 }
 

@@ -1,6 +1,7 @@
 /* activation: y = f(x) for the activations of dp_activation_kind, any
  * shape and layout, as torch.nn.functional has them (hardtanh and relu6,
- * hardswish, hardsigmoid, elu, selu, gelu exact and tanh, silu). Backward
+ * hardswish, hardsigmoid, elu, selu, gelu exact and tanh, silu; and alpha x +
+ * beta, ONNX's arithmetic with a constant). Backward
  * from the saved input: dx = dy f'(x) (=), with PyTorch's derivative at the
  * kinks: hardtanh's and hardsigmoid's gradient is 0 on their bounds, and
  * hardswish's (2x + 3) / 6 reaches its ends inclusive. The kernels are f32:
@@ -19,7 +20,8 @@ _Static_assert((int)DP_ACT_HARDTANH == DP__ACT_HARDTANH &&
                    (int)DP_ACT_HARDSIGMOID == DP__ACT_HARDSIGMOID &&
                    (int)DP_ACT_ELU == DP__ACT_ELU && (int)DP_ACT_SELU == DP__ACT_SELU &&
                    (int)DP_ACT_GELU == DP__ACT_GELU && (int)DP_ACT_GELU_TANH == DP__ACT_GELU_TANH &&
-                   (int)DP_ACT_SILU == DP__ACT_SILU && (int)DP_ACT_COUNT == DP__ACT_SILU + 1,
+                   (int)DP_ACT_SILU == DP__ACT_SILU && (int)DP_ACT_LINEAR == DP__ACT_LINEAR &&
+                   (int)DP_ACT_COUNT == DP__ACT_LINEAR + 1,
                "one numbering of the activations");
 
 typedef struct activation_node {

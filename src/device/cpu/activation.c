@@ -19,6 +19,7 @@ typedef struct act_key {
 /* oneDNN's algorithm and parameters for `kind`, or 0 where it has none. */
 static dnnl_alg_kind_t algorithm(int kind, float *alpha, float *beta)
 {
+    (void)beta; /* as given, for every algorithm here */
     switch (kind) {
     case DP__ACT_HARDTANH:
         return dnnl_eltwise_clip_v2; /* alpha = min, beta = max */
@@ -33,8 +34,9 @@ static dnnl_alg_kind_t algorithm(int kind, float *alpha, float *beta)
     case DP__ACT_SILU:
         *alpha = 1.0f; /* x sigmoid(alpha x) */
         return dnnl_eltwise_swish;
+    case DP__ACT_LINEAR:
+        return dnnl_eltwise_linear; /* alpha x + beta */
     default:
-        (void)beta;
         return (dnnl_alg_kind_t)0;
     }
 }
