@@ -250,3 +250,14 @@ int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n)
         set(h, i, get(x, i));
     return 0;
 }
+
+void dp__onnx_free_slots(const dp__onnx_graph *g, dp__onnx_slot *slots)
+{
+    for (int v = 0; slots && v < g->nvalues; v++)
+        if (slots[v].owned) {
+            dp__free(slots[v].h->f);
+            dp__free(slots[v].h->i);
+            dp__free(slots[v].h);
+        }
+    dp__free(slots);
+}

@@ -164,6 +164,8 @@ int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n);
  * memory. */
 dp__onnx_host *dp__onnx_new_host(dp__onnx_run *r, const dp__onnx_node *n, int k, int ndim,
                                  const int64_t *shape, bool is_float);
+/* Frees a run's slots (g->nvalues of them) and the host values it made. */
+void dp__onnx_free_slots(const dp__onnx_graph *g, dp__onnx_slot *slots);
 
 /* Loads `path` for inputs in_chw (NULL: the graph's own shape). */
 int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw);

@@ -243,13 +243,7 @@ static int run_nodes(const dp__onnx_graph *g, dp_model_t *m, int from, int to, i
                  g->values[yv].name);
         rc = DP_EFORMAT;
     }
-    for (int v = 0; v < g->nvalues; v++)
-        if (slots[v].owned) {
-            dp__free(slots[v].h->f);
-            dp__free(slots[v].h->i);
-            dp__free(slots[v].h);
-        }
-    dp__free(slots);
+    dp__onnx_free_slots(g, slots);
     return rc;
 }
 
