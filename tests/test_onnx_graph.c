@@ -2,7 +2,8 @@
  * a graph written with protobuf-c (onnxutil.c) on an input x and at most
  * one initializer w, run through the loader: PRelu (slopes (C, 1, 1) as
  * torch.onnx.export writes them in eval mode, and (1)), Softmax and
- * LogSoftmax (opset 11's and 13's axes), Add, Sub, Mul and Div broadcast
+ * LogSoftmax (the channels; opset 11's matrix from the axis on; the last
+ * axis), Add, Sub, Mul and Div broadcast
  * over the channels, GlobalMaxPool, MatMul, Transpose, Gemm with transA,
  * ConvTranspose (groups, strides, pads on each side, output_padding),
  * Gelu (exact and tanh) and Split (sizes as opset 11's attribute, and as
@@ -117,6 +118,26 @@ static int log_softmax(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w)
     (void)w;
     return dp_log_softmax(y, x);
 }
+/* Softmax over x (2, 3, 4, 5) seen as a matrix of `cols` columns: ONNX's
+ * axis 1 before opset 13 (60 columns), the last axis (5). */
+static int softmax_rows(dp_tensor_t **y, dp_tensor_t *x, int64_t cols)
+{
+    int64_t m[2] = {dp_tensor_numel(x) / cols, cols}, s[4] = {2, 3, 4, 5};
+    dp_tensor_t *xm, *ym;
+    int rc = dp_reshape(&xm, x, 2, m);
+    rc = rc ? rc : dp_softmax(&ym, xm);
+    return rc ? rc : dp_reshape(y, ym, 4, s);
+}
+static int softmax_flat(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w)
+{
+    (void)w;
+    return softmax_rows(y, x, 60);
+}
+static int softmax_last(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w)
+{
+    (void)w;
+    return softmax_rows(y, x, 5);
+}
 static int add(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w)
 {
     return dp_binary(y, DP_BINARY_ADD, x, w);
@@ -220,6 +241,8 @@ static void test_graph_ops(void **state)
         {"PRelu slope (1)", "PRelu", 13, 4, {2, 3, 4, 5}, 1, {1}, 0.8f, NULL, prelu, true},
         {"Softmax (N, C) opset 13", "Softmax", 13, 2, {3, 7}, 0, {0}, 0, NULL, softmax, false},
         {"Softmax (N, C) opset 11", "Softmax", 11, 2, {3, 7}, 0, {0}, 0, NULL, softmax, false},
+        {"Softmax opset 11 of (N, C, H, W): rows", "Softmax", 11, 4, {2, 3, 4, 5}, 0, {0}, 0, NULL, softmax_flat, false},
+        {"Softmax last axis of (N, C, H, W)", "Softmax", 13, 4, {2, 3, 4, 5}, 0, {0}, 0, NULL, softmax_last, false},
         {"LogSoftmax axis 1 of (N, C, H, W)", "LogSoftmax", 13, 4, {2, 3, 4, 5}, 0, {0}, 0, axis1, log_softmax, false},
         {"Add (C, 1, 1)", "Add", 13, 4, {2, 3, 4, 5}, 3, {3, 1, 1}, 0, NULL, add, false},
         {"Sub (1, C, 1, 1)", "Sub", 13, 4, {2, 3, 4, 5}, 4, {1, 3, 1, 1}, 0, NULL, sub, false},
@@ -311,9 +334,9 @@ static void test_graph_refusals(void **state)
         const char *error;
     } at_run[] = {
         {{"softmax.onnx", "Softmax", 13, 4, {2, 3, 4, 5}, 0, {0}, 0, axis2, NULL, false},
-         "node '/layer/Op' (Softmax): axis 2 of [2, 3, 4, 5] (opset 13)"},
-        {{"softmax11.onnx", "Softmax", 11, 4, {2, 3, 4, 5}, 0, {0}, 0, NULL, NULL, false},
-         "node '/layer/Op' (Softmax): axis 1 of [2, 3, 4, 5] (opset 11)"},
+         "node '/layer/Op' (Softmax): axis 2 of [2, 3, 4, 5] (opset 13): dptrain's softmax runs "
+         "over "
+         "the channels (axis 1) or the last axis only"},
         {{"add.onnx", "Add", 13, 4, {2, 3, 4, 5}, 1, {5}, 0, NULL, NULL, false},
          "node '/layer/Op' (Add): [2, 3, 4, 5] and [5]: dptrain broadcasts"},
         {{"split.onnx", "Split", 11, 4, {2, 6, 3, 3}, 0, {0}, 0, axis2, NULL, false},

@@ -33,11 +33,12 @@ int dp__onnx_run_prelu(dp__onnx_run *r, const dp__onnx_node *n)
     return dp__onnx_put(r, n, 0, y);
 }
 
-/* Softmax and LogSoftmax over axis 1, the channels: from opset 13 the
- * axis itself (default -1, which is 1 on a matrix); before, the input
- * seen as a matrix from the axis on (default 1), which is the channel
- * softmax where the axis is 1 and the dimensions after it are 1 or
- * there are none. */
+/* Softmax and LogSoftmax. From opset 13 over the axis itself (default
+ * -1); before, over the input seen as a matrix from the axis on (default
+ * 1). dp_softmax runs over axis 1: of x itself where that is the axis
+ * (the channels, either layout), else of x seen as the matrix (the
+ * dimensions before the axis, those from it on), which covers every
+ * opset-6-to-12 axis and the last axis from 13 on. */
 int dp__onnx_prep_softmax(const dp__onnx_graph *g, dp__onnx_node *n)
 {
     n->axis = dp__onnx_attr_int(n, "axis", g->opset >= 13 ? -1 : 1);
@@ -50,20 +51,31 @@ int dp__onnx_run_softmax(dp__onnx_run *r, const dp__onnx_node *n)
     DP_TRY(dp__onnx_want_rank(r, n, x, 2, 4));
     int rank = dp_tensor_ndim(x), axis;
     DP_TRY(dp__onnx_axis(r, n, n->axis, rank, &axis));
-    bool ok = axis == 1;
-    if (r->g->opset < 13)
-        for (int d = 2; ok && d < rank; d++)
-            ok = dp_tensor_dim(x, d) == 1;
-    if (!ok) {
+    bool old = r->g->opset < 13, channels = axis == 1;
+    for (int d = 2; old && channels && d < rank; d++)
+        channels = dp_tensor_dim(x, d) == 1;
+    if (!channels && !old && axis != rank - 1) {
         char xs[64];
         return dp__onnx_node_error(r->g, n,
                                    "axis %lld of %s (opset %lld): dptrain's softmax runs over "
-                                   "the channels (axis 1) only",
+                                   "the channels (axis 1) or the last axis only",
                                    (long long)n->axis, dp_tensor_shape_str(x, xs, sizeof xs),
                                    (long long)r->g->opset);
     }
     bool log = strcmp(n->proto->op_type, "LogSoftmax") == 0;
-    DP_TRY(log ? dp_log_softmax(&y, x) : dp_softmax(&y, x));
+    if (channels) {
+        DP_TRY(log ? dp_log_softmax(&y, x) : dp_softmax(&y, x));
+        return dp__onnx_put(r, n, 0, y);
+    }
+    int64_t m[2] = {1, 1}, shape[4];
+    for (int d = 0; d < rank; d++) {
+        shape[d] = dp_tensor_dim(x, d);
+        m[d >= axis] *= shape[d];
+    }
+    dp_tensor_t *xm, *ym;
+    DP_TRY(dp_reshape(&xm, x, 2, m));
+    DP_TRY(log ? dp_log_softmax(&ym, xm) : dp_softmax(&ym, xm));
+    DP_TRY(dp_reshape(&y, ym, rank, shape));
     return dp__onnx_put(r, n, 0, y);
 }
 
