@@ -89,29 +89,35 @@ static int conv2d_backward(dp__node *node)
     dp__conv_geom_apply(&a, &cn->geom);
     a.precision = cn->precision;
     a.algo = cn->algo;
+    return dp__conv_backward_passes(x, w, b, &a, dev->ops->conv2d_backward_weights,
+                                    dev->ops->conv2d_backward_data);
+}
 
+int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp__conv2d_args *a,
+                             dp__conv_kernel weights, dp__conv_kernel data)
+{
+    dp_device_t *dev = x->dev;
     dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
     DP_TRY(dp__grad_begin(w, &dw));
     DP_TRY(dp__grad_begin(b, &db));
     if (dw || db) {
         /* oneDNN computes dw and db together; a bias that needs no gradient
          * still gets one, into a scratch tensor. */
-        dp_tensor_t *scratch_db = NULL;
+        dp_tensor_t *scratch_db = NULL, *scratch_dw = NULL;
         if (!db && b)
             DP_TRY(dp__tape_alloc_like(&scratch_db, b));
-        dp_tensor_t *scratch_dw = NULL;
         if (!dw)
             DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-        a.dw = dp__desc(dw ? dw : scratch_dw);
-        a.db = dp__desc(db ? db : scratch_db);
-        DP_TRY(dev->ops->conv2d_backward_weights(dev, &a));
+        a->dw = dp__desc(dw ? dw : scratch_dw);
+        a->db = dp__desc(db ? db : scratch_db);
+        DP_TRY(weights(dev, a));
         DP_TRY(dp__grad_end(w, dw));
         DP_TRY(dp__grad_end(b, db));
     }
     DP_TRY(dp__grad_begin(x, &dx));
     if (dx) {
-        a.dx = dp__desc(dx);
-        DP_TRY(dev->ops->conv2d_backward_data(dev, &a));
+        a->dx = dp__desc(dx);
+        DP_TRY(data(dev, a));
         DP_TRY(dp__grad_end(x, dx));
     }
     return 0;

@@ -31,30 +31,8 @@ static int conv_transpose2d_backward(dp__node *node)
     a.y = dp__desc(y);
     a.dy = dp__desc(y->ag->grad);
     a.precision = DP_PRECISION_FP32;
-    dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
-    DP_TRY(dp__grad_begin(w, &dw));
-    DP_TRY(dp__grad_begin(b, &db));
-    if (dw || db) {
-        /* dw and db come from one kernel, as conv2d's; scratch for the one
-         * that needs no gradient */
-        dp_tensor_t *scratch_db = NULL, *scratch_dw = NULL;
-        if (!db && b)
-            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
-        if (!dw)
-            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-        a.dw = dp__desc(dw ? dw : scratch_dw);
-        a.db = dp__desc(db ? db : scratch_db);
-        DP_TRY(dev->ops->conv_transpose2d_backward_weights(dev, &a));
-        DP_TRY(dp__grad_end(w, dw));
-        DP_TRY(dp__grad_end(b, db));
-    }
-    DP_TRY(dp__grad_begin(x, &dx));
-    if (dx) {
-        a.dx = dp__desc(dx);
-        DP_TRY(dev->ops->conv_transpose2d_backward_data(dev, &a));
-        DP_TRY(dp__grad_end(x, dx));
-    }
-    return 0;
+    return dp__conv_backward_passes(x, w, b, &a, dev->ops->conv_transpose2d_backward_weights,
+                                    dev->ops->conv_transpose2d_backward_data);
 }
 
 int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,

@@ -36,5 +36,12 @@ typedef struct dp__conv_geom {
 int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *g);
 /* The kernel arguments' geometry fields from g. */
 void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g);
+/* A convolution-shaped op's backward from a (x, w, y, dy and the geometry
+ * set): `weights` gives dw and db in one kernel (into a scratch tensor for
+ * whichever needs no gradient), then `data` gives dx; each gradient only
+ * where its tensor needs one. */
+typedef int (*dp__conv_kernel)(dp_device_t *dev, const dp__conv2d_args *a);
+int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp__conv2d_args *a,
+                             dp__conv_kernel weights, dp__conv_kernel data);
 
 #endif
