@@ -450,3 +450,31 @@ bool gc_conv_ran(const dp__conv_shape *s, dp__conv_impl impl)
             return false;
     return true;
 }
+
+void gc_train_falls(dp_model_t *m, dp_tensor_t *x, dp_tensor_t *y, const dp_optimizer_options *o,
+                    int steps, float fall, const char *what)
+{
+    dp_optimizer_t *opt;
+    OK(dp_optimizer_init(&opt, dp_model_params(m), o));
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, true));
+    float first = 0, last = 0;
+    for (int step = 0; step < steps; step++) {
+        dp_tape_begin(tape);
+        dp_tensor_t *logits, *loss;
+        OK(dp_model_forward(m, x, true, &logits));
+        OK(dp_cross_entropy(&loss, logits, y, DP_REDUCE_MEAN));
+        dp_params_zero_grad(dp_model_params(m));
+        OK(dp_backward(loss));
+        OK(dp_params_finish_grad(dp_model_params(m)));
+        OK(dp_optimizer_step(opt, 1.0f));
+        OK(dp_tensor_to_host(loss, step == 0 ? &first : &last, sizeof last));
+        dp_tape_end(tape);
+        dp_tape_reset(tape);
+    }
+    printf("%s: loss %.4f -> %.4f in %d steps\n", what, (double)first, (double)last, steps);
+    if (!(isfinite(last) && last < fall * first))
+        fail_msg("%s: the loss did not go down: %g -> %g", what, (double)first, (double)last);
+    dp_tape_close(tape);
+    dp_optimizer_close(opt);
+}

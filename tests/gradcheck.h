@@ -15,6 +15,7 @@
 
 #include "dp/autograd.h"
 #include "dp/core.h"
+#include "dp/dp.h"
 #include "dp/ops.h"
 #include "dp/tensor.h"
 
@@ -38,6 +39,12 @@ int64_t count(int ndim, const int64_t *shape);
 float *normal_array(dp_rng *rng, int64_t n, float scale);
 dp_tensor_t *upload(int ndim, const int64_t *shape, const float *v);
 float *download(const dp_tensor_t *t);
+/* Trains m on (x, labels y) for `steps` steps of the optimizer `o` (cross
+ * entropy, one tape), prints "what: loss A -> B in N steps" and fails
+ * unless the last loss is finite and below fall times the first: a model
+ * file whose layers really learn. */
+void gc_train_falls(dp_model_t *m, dp_tensor_t *x, dp_tensor_t *y, const dp_optimizer_options *o,
+                    int steps, float fall, const char *what);
 
 /* Fails unless |got[i] - want[i]| <= atol + rtol max(|got[i]|, |want[i]|)
  * for every i, naming `what` and the first bad element. */

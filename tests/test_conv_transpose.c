@@ -245,32 +245,9 @@ static void test_model_file_trains(void **state)
     dp_tensor_t *x, *y;
     OK(dp_tensor_from_host(&x, gc_dev, DP_F32, 4, xs, images));
     OK(dp_tensor_from_host(&y, gc_dev, DP_I32, 1, &n, labels));
-    dp_optimizer_t *opt;
     dp_optimizer_options o;
     dp_optimizer_options_default(&o, DP_OPTIMIZER_ADAM, 0.005f);
-    OK(dp_optimizer_init(&opt, dp_model_params(m), &o));
-    dp_tape_t *tape;
-    OK(dp_tape_init(&tape, true));
-    float first = 0, last = 0;
-    for (int step = 0; step < STEPS; step++) {
-        dp_tape_begin(tape);
-        dp_tensor_t *logits, *loss;
-        OK(dp_model_forward(m, x, true, &logits));
-        OK(dp_cross_entropy(&loss, logits, y, DP_REDUCE_MEAN));
-        dp_params_zero_grad(dp_model_params(m));
-        OK(dp_backward(loss));
-        OK(dp_params_finish_grad(dp_model_params(m)));
-        OK(dp_optimizer_step(opt, 1.0f));
-        OK(dp_tensor_to_host(loss, step == 0 ? &first : &last, sizeof last));
-        dp_tape_end(tape);
-        dp_tape_reset(tape);
-    }
-    printf("encoder-decoder model file: loss %.4f -> %.4f in %d steps\n", (double)first,
-           (double)last, STEPS);
-    if (!(isfinite(last) && last < 0.25f * first))
-        fail_msg("the loss did not go down: %g -> %g", (double)first, (double)last);
-    dp_tape_close(tape);
-    dp_optimizer_close(opt);
+    gc_train_falls(m, x, y, &o, STEPS, 0.25f, "encoder-decoder model file");
     dp_tensor_free(x);
     dp_tensor_free(y);
     dp_model_close(m);
