@@ -56,7 +56,8 @@ test: build
 # tests/cli_onnx_torchvision.sh, torchvision's networks exported by
 # torch.onnx.export and trained by dptrain as by PyTorch, and dptrain's
 # ONNX exports in ONNX Runtime (PyPI's onnxruntime, in a venv it makes
-# under the build folder); then every
+# under the build folder); tests/test_onnx_torch.c, torch's own exports of
+# torchvision's models against PyTorch's outputs; then every
 # pytorch-converted and pytorch-operator case of Debian's libonnx-testdata
 # through the ONNX loader (tests/test_onnx_conformance.c).
 test-interop: build
@@ -68,6 +69,7 @@ test-interop: build
 	@scripts/install-deps.sh python3-torchvision
 	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-onnx
+	DP_SOURCE_DIR=$(CURDIR) DP_REQUIRE_TORCH=1 $(BUILD)/tests/test_onnx_torch
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_onnx_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
