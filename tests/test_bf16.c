@@ -202,6 +202,7 @@ typedef enum storage_op {
     OP_ADD,
     OP_AVG_POOL,
     OP_MAX_POOL,
+    OP_MAX_POOL_DILATED,
     OP_AVG_POOL_RELU, /* a conv's fused ReLU folded into the pool's backward */
     OP_ADAPTIVE_POOL,
     OP_SIGMOID,
@@ -217,6 +218,7 @@ static const char *const storage_names[] = {
     "add",
     "avg_pool2d 2x2",
     "max_pool2d 3x3 stride 2 pad 1",
+    "max_pool2d 2x2 dilation 2 pad 1",
     "conv + relu + avg_pool2d",
     "adaptive_avg_pool2d 3x3",
     "sigmoid",
@@ -240,6 +242,14 @@ static int build_storage(dp_tensor_t **out, dp_tensor_t *const *in, const void *
     dp_pool2d_params avg = {.kernel_h = 2, .kernel_w = 2};
     dp_pool2d_params mx = {
         .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+    dp_pool2d_params dilated = {.kernel_h = 2,
+                                .kernel_w = 2,
+                                .stride_h = 1,
+                                .stride_w = 1,
+                                .pad_h = 1,
+                                .pad_w = 1,
+                                .dilation_h = 2,
+                                .dilation_w = 2};
     switch (op) {
     case OP_BN_TRAIN:
     case OP_BN_TRAIN_RELU:
@@ -255,6 +265,8 @@ static int build_storage(dp_tensor_t **out, dp_tensor_t *const *in, const void *
         return dp_avg_pool2d(out, x, &avg);
     case OP_MAX_POOL:
         return dp_max_pool2d(out, x, &mx);
+    case OP_MAX_POOL_DILATED:
+        return dp_max_pool2d(out, x, &dilated);
     case OP_ADAPTIVE_POOL:
         return dp_adaptive_avg_pool2d(out, x, 3, 3);
     case OP_SIGMOID:

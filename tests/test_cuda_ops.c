@@ -125,6 +125,36 @@ static int op_avg_nchw(dp_tensor_t **y, dp_tensor_t **l)
 static const op_case avg_nchw_case = {
     "avg_pool2d nchw", 1, {{4, {3, 4, 7, 6}, false}}, op_avg_nchw};
 
+/* Dilated max pooling (pool_dilated.cu: cuDNN has none), overlapping
+ * windows, after a convolution (NHWC) and on the NCHW input. */
+static int op_max_dilated(dp_tensor_t **y, dp_tensor_t **l)
+{
+    dp_tensor_t *h, *a, *b;
+    dp_conv2d_params pc = {.pad_h = 1, .pad_w = 1};
+    dp_pool2d_params p = {.kernel_h = 3,
+                          .kernel_w = 2,
+                          .stride_h = 1,
+                          .stride_w = 2,
+                          .pad_h = 1,
+                          .pad_w = 1,
+                          .ceil_mode = true,
+                          .dilation_h = 2,
+                          .dilation_w = 3};
+    int rc = dp_conv2d(&h, l[0], l[1], NULL, &pc);
+    if (rc == 0)
+        rc = dp_max_pool2d(&a, h, &p);
+    if (rc == 0)
+        rc = dp_max_pool2d(&b, l[0], &p);
+    if (rc == 0)
+        rc = dp_flatten(&a, a);
+    if (rc == 0)
+        rc = dp_flatten(&b, b);
+    return rc < 0 ? rc : dp_concat(y, (dp_tensor_t *[]){a, b}, 2);
+}
+
+static const op_case max_dilated_case = {
+    "max_pool2d dilated", 2, {{4, {3, 2, 9, 10}, false}, {4, {2, 2, 3, 3}, false}}, op_max_dilated};
+
 /* Batch norm (training, fused ReLU) after a convolution, then the adaptive
  * average pool of ResNet's head with overlapping windows. */
 static int op_bn(dp_tensor_t **y, dp_tensor_t **l, bool training)
@@ -237,6 +267,7 @@ static void pool2d_matches_cpu(void **state)
     dp_set_tf32(false);
     compare_case(&pool_case, TOL_FORWARD, TOL_GRAD);
     compare_case(&avg_nchw_case, TOL_FORWARD, TOL_GRAD);
+    compare_case(&max_dilated_case, TOL_FORWARD, TOL_GRAD);
     dp_set_tf32(true);
 }
 

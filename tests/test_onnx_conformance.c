@@ -260,6 +260,7 @@ static void test_libonnx_testdata(void **state)
                                             "test_Linear_no_bias",
                                             "test_LogSoftmax",
                                             "test_MaxPool2d",
+                                            "test_MaxPool2d_stride_padding_dilation",
                                             "test_PReLU_1d",
                                             "test_PReLU_1d_multiparam",
                                             "test_PReLU_2d",

@@ -183,15 +183,15 @@ static void test_pool2d_forward(void **state)
     (void)state;
     for (int nhwc = 0; nhwc < 2; nhwc++) {
         pool_forward_case(nhwc ? "k3 s2 p1 NHWC" : "k3 s2 p1", (int64_t[]){2, 3, 7, 7},
-                          (dp_pool2d_params){3, 3, 2, 2, 1, 1, false, false}, nhwc, 1);
+                          (dp_pool2d_params){3, 3, 2, 2, 1, 1, false, false, 1, 1}, nhwc, 1);
         pool_forward_case(nhwc ? "k2 NHWC" : "k2", (int64_t[]){2, 3, 6, 6},
-                          (dp_pool2d_params){2, 2, 0, 0, 0, 0, false, false}, nhwc, 2);
+                          (dp_pool2d_params){2, 2, 0, 0, 0, 0, false, false, 1, 1}, nhwc, 2);
         pool_forward_case(nhwc ? "k2x3 s1x2 NHWC" : "k2x3 s1x2", (int64_t[]){2, 2, 5, 8},
-                          (dp_pool2d_params){2, 3, 1, 2, 0, 0, false, false}, nhwc, 3);
+                          (dp_pool2d_params){2, 3, 1, 2, 0, 0, false, false, 1, 1}, nhwc, 3);
         pool_forward_case(nhwc ? "k3x2 s1x2 p1x1 NHWC" : "k3x2 s1x2 p1x1", (int64_t[]){1, 2, 6, 7},
-                          (dp_pool2d_params){3, 2, 1, 2, 1, 1, false, false}, nhwc, 4);
+                          (dp_pool2d_params){3, 2, 1, 2, 1, 1, false, false, 1, 1}, nhwc, 4);
         pool_forward_case(nhwc ? "k3 s2 uneven NHWC" : "k3 s2 uneven", (int64_t[]){1, 2, 10, 9},
-                          (dp_pool2d_params){3, 3, 2, 2, 0, 0, false, false}, nhwc, 5);
+                          (dp_pool2d_params){3, 3, 2, 2, 0, 0, false, false, 1, 1}, nhwc, 5);
     }
 }
 

@@ -82,14 +82,14 @@ static void test_pool_padding_forward(void **state)
 {
     (void)state;
     /* 7 + 2 - 3 = 6, / 2 + 1 = 4; 8 + 2 - 3 = 7, / 2 + 1 = 4 (floor) */
-    pool_forward_case((int64_t[]){2, 3, 7, 8}, (dp_pool2d_params){3, 3, 2, 2, 1, 1, false, false},
-                      4, 4, 61);
+    pool_forward_case((int64_t[]){2, 3, 7, 8},
+                      (dp_pool2d_params){3, 3, 2, 2, 1, 1, false, false, 1, 1}, 4, 4, 61);
     /* kernel 2, pad 1 (exactly half), default stride 2: (5 + 2 - 2) / 2 + 1 = 3 */
-    pool_forward_case((int64_t[]){1, 2, 5, 5}, (dp_pool2d_params){2, 2, 0, 0, 1, 1, false, false},
-                      3, 3, 62);
+    pool_forward_case((int64_t[]){1, 2, 5, 5},
+                      (dp_pool2d_params){2, 2, 0, 0, 1, 1, false, false, 1, 1}, 3, 3, 62);
     /* uneven: kernel 5x3, stride 1x2, pad 2x1 over 6x7: 6 x 4 */
-    pool_forward_case((int64_t[]){2, 2, 6, 7}, (dp_pool2d_params){5, 3, 1, 2, 2, 1, false, false},
-                      6, 4, 63);
+    pool_forward_case((int64_t[]){2, 2, 6, 7},
+                      (dp_pool2d_params){5, 3, 1, 2, 2, 1, false, false, 1, 1}, 6, 4, 63);
 }
 
 static void test_pool_padding_errors(void **state)

@@ -145,13 +145,17 @@ typedef struct dp_pool2d_params {
     /* PyTorch's count_include_pad=False: a mean divides by the window's
      * cells inside the input only. */
     bool exclude_pad;
+    /* PyTorch's MaxPool2d dilation: the window's cells are dilation_h rows
+     * and dilation_w columns apart, spanning dilation (kernel - 1) + 1; 0
+     * means 1 (none). Max pooling only: PyTorch's AvgPool2d has none. */
+    int dilation_h, dilation_w;
 } dp_pool2d_params;
 
 /* y (N, C, P, Q): mean (padding counted, as PyTorch's default
  * count_include_pad=True: the divisor is kernel_h kernel_w) or max (padded
  * cells never win) over each window of x (N, C, H, W),
- * P = floor((H + 2 pad_h - kernel_h) / stride_h) + 1, Q likewise (ceil with
- * ceil_mode). Padding above half the kernel is rejected (DP_EINVAL), as
+ * P = floor((H + 2 pad_h - dilation_h (kernel_h - 1) - 1) / stride_h) + 1,
+ * Q likewise (ceil with ceil_mode). Padding above half the kernel is rejected (DP_EINVAL), as
  * PyTorch does; so is a mean counting padding (exclude_pad false, pad_h or
  * pad_w not 0) whose last ceil_mode window hangs past the padding, whose
  * divisor neither oneDNN nor cuDNN computes. */

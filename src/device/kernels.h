@@ -103,6 +103,9 @@ typedef struct dp__pool2d_args {
     const void *relu_mask; /* of dx's dtype */
     dp__pool_kind kind;
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+    /* Cells of a window are dilation_h rows, dilation_w columns apart (1:
+     * adjacent); only max pooling is dilated. */
+    int dilation_h, dilation_w;
 } dp__pool2d_args;
 
 typedef enum dp__eltwise_op {

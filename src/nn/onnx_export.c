@@ -89,6 +89,11 @@ static const char *seq_layer(dp__ob_builder *b, const dp__seq_layer *l, const dp
         dp__ob_window(b, n, p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, pads);
         if (n)
             dp__ob_attr_ints(b, n, "ceil_mode", 1, (const int64_t[]){p->ceil_mode}, true);
+        if (n && (p->dilation_h > 1 || p->dilation_w > 1))
+            dp__ob_attr_ints(b, n, "dilations", 2,
+                             (const int64_t[]){p->dilation_h > 1 ? p->dilation_h : 1,
+                                               p->dilation_w > 1 ? p->dilation_w : 1},
+                             false);
         if (n && l->kind == DP__SEQ_AvgPool2d)
             dp__ob_attr_ints(b, n, "count_include_pad", 1, (const int64_t[]){!p->exclude_pad},
                              true);

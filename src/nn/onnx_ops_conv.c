@@ -129,9 +129,6 @@ int dp__onnx_prep_pool(const dp__onnx_graph *g, dp__onnx_node *n)
     DP_TRY(window_attrs(g, n, k, s, d, p));
     if (k[0] < 1 || k[1] < 1)
         return dp__onnx_node_error(g, n, "needs kernel_shape of two sizes");
-    if (d[0] != 1 || d[1] != 1)
-        return dp__onnx_node_error(g, n, "dilations %lld, %lld: dilated pooling is not supported",
-                                   (long long)d[0], (long long)d[1]);
     if (!dp__onnx_attr_is(n, "auto_pad", "NOTSET", true) &&
         !dp__onnx_attr_is(n, "auto_pad", "VALID", false))
         return dp__onnx_node_error(g, n,
@@ -147,6 +144,11 @@ int dp__onnx_prep_pool(const dp__onnx_graph *g, dp__onnx_node *n)
     if (ceil_mode != 0 && ceil_mode != 1)
         return dp__onnx_node_error(g, n, "ceil_mode %lld is neither 0 nor 1", (long long)ceil_mode);
     bool avg = strcmp(n->proto->op_type, "AveragePool") == 0;
+    if (avg && (d[0] != 1 || d[1] != 1)) /* AveragePool has dilations from opset 19 */
+        return dp__onnx_node_error(g, n,
+                                   "dilations %lld, %lld: dilated average pooling is not "
+                                   "supported",
+                                   (long long)d[0], (long long)d[1]);
     /* ONNX's default leaves padding out of the mean, PyTorch's counts it. */
     n->pool =
         (dp_pool2d_params){.kernel_h = (int)k[0],
@@ -156,7 +158,9 @@ int dp__onnx_prep_pool(const dp__onnx_graph *g, dp__onnx_node *n)
                            .pad_h = (int)p[0],
                            .pad_w = (int)p[1],
                            .ceil_mode = ceil_mode == 1,
-                           .exclude_pad = avg && dp__onnx_attr_int(n, "count_include_pad", 0) == 0};
+                           .exclude_pad = avg && dp__onnx_attr_int(n, "count_include_pad", 0) == 0,
+                           .dilation_h = (int)d[0],
+                           .dilation_w = (int)d[1]};
     return avg ? 0 : dp__onnx_unused_output(g, n, 1, "Indices");
 }
 

@@ -194,10 +194,9 @@ static int bind_pool(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp
         sth = kh, stw = kw;
     DP_TRY(dp__seq_get_ints(b, 2, 0, 0, &ph, &pw));
     bool flag, ceil_mode, include_pad = true;
+    int64_t dh = 1, dw = 1; /* dilation: max pooling only, as PyTorch */
     if (max) {
-        int64_t dil;
-        DP_TRY(dp__seq_get_ints(b, 3, 1, 1, &dil, NULL));
-        DP_TRY(dp__seq_only(b, 3, dil == 1, "1"));
+        DP_TRY(dp__seq_get_ints(b, 3, 1, 1, &dh, &dw));
         DP_TRY(dp__seq_get_bool(b, 4, false, &flag));
         DP_TRY(dp__seq_only(b, 4, !flag, "False"));
         DP_TRY(dp__seq_get_bool(b, 5, false, &ceil_mode));
@@ -210,17 +209,18 @@ static int bind_pool(dp__seq_bound *b, dp__seq *s, dp__seq_layer *l, int idx, dp
         return dp__seq_bad(b, "%s: padding should be at most half of the kernel size",
                            b->call->source);
     DP_TRY(dp__seq_need_images(b, sh));
-    int64_t oh, ow;
-    DP_TRY(dp__seq_window_out(b, sh->h, kh, sth, 2 * ph, &oh));
-    DP_TRY(dp__seq_window_out(b, sh->w, kw, stw, 2 * pw, &ow));
+    /* the rows and columns a window spans */
+    int64_t span_h = dh * (kh - 1) + 1, span_w = dw * (kw - 1) + 1, oh, ow;
+    DP_TRY(dp__seq_window_out(b, sh->h, span_h, sth, 2 * ph, &oh));
+    DP_TRY(dp__seq_window_out(b, sh->w, span_w, stw, 2 * pw, &ow));
     /* ceil_mode: one more window where the last would start inside the
      * input or the left padding (PyTorch's rule, as dp_max_pool2d's). */
-    if (ceil_mode && (sh->h + 2 * ph - kh) % sth && oh * sth < sh->h + ph)
+    if (ceil_mode && (sh->h + 2 * ph - span_h) % sth && oh * sth < sh->h + ph)
         oh++;
-    if (ceil_mode && (sh->w + 2 * pw - kw) % stw && ow * stw < sh->w + pw)
+    if (ceil_mode && (sh->w + 2 * pw - span_w) % stw && ow * stw < sh->w + pw)
         ow++;
-    l->pool = (dp_pool2d_params){(int)kh, (int)kw, (int)sth,  (int)stw,
-                                 (int)ph, (int)pw, ceil_mode, !include_pad};
+    l->pool = (dp_pool2d_params){(int)kh, (int)kw,   (int)sth,     (int)stw, (int)ph,
+                                 (int)pw, ceil_mode, !include_pad, (int)dh,  (int)dw};
     sh->h = oh;
     sh->w = ow;
     return 0;

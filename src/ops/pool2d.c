@@ -1,5 +1,6 @@
 /* avg_pool2d and max_pool2d: y (N, C, P, Q) from x (N, C, H, W),
- * P = (H + 2 pad_h - kernel_h) / stride_h + 1, Q likewise, rounded up in
+ * P = (H + 2 pad_h - span_h) / stride_h + 1 where a window spans
+ * span_h = dilation_h (kernel_h - 1) + 1 rows, Q likewise, rounded up in
  * ceil_mode (the kernels pad below and right as far as y asks). The output keeps
  * the input's physical layout. Backward writes dx (=); max pooling routes
  * each gradient to its window's argmax, kept in a workspace of 4 bytes per
@@ -22,6 +23,8 @@ static void fill_args(dp__pool2d_args *a, dp__pool_kind kind, const dp_pool2d_pa
     a->stride_w = p->stride_w;
     a->pad_h = p->pad_h;
     a->pad_w = p->pad_w;
+    a->dilation_h = p->dilation_h;
+    a->dilation_w = p->dilation_w;
 }
 
 static int pool2d_backward(dp__node *node)
@@ -52,9 +55,10 @@ static int pool2d_backward(dp__node *node)
 }
 
 /* Outputs along one side of `size`: floor, or in ceil_mode ceil, of
- * (size + 2 pad - kernel) / stride, plus one; a last ceil_mode window
+ * (size + 2 pad - span) / stride, plus one, for a window spanning `span`
+ * cells (dilation (kernel - 1) + 1); a last ceil_mode window
  * starting in the right padding is dropped, as PyTorch drops it. */
-static int64_t out_size(int64_t size, int kernel, int stride, int pad, bool ceil_mode)
+static int64_t out_size(int64_t size, int64_t kernel, int stride, int pad, bool ceil_mode)
 {
     int64_t span = size + 2 * pad - kernel;
     int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
@@ -79,9 +83,20 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
         p.stride_h = p.kernel_h;
     if (p.stride_w == 0)
         p.stride_w = p.kernel_w;
-    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0) {
-        DP_ERROR("%s: stride %dx%d and padding %dx%d must not be negative", op, p.stride_h,
-                 p.stride_w, p.pad_h, p.pad_w);
+    if (p.dilation_h == 0)
+        p.dilation_h = 1;
+    if (p.dilation_w == 0)
+        p.dilation_w = 1;
+    if (p.stride_h < 0 || p.stride_w < 0 || p.pad_h < 0 || p.pad_w < 0 || p.dilation_h < 0 ||
+        p.dilation_w < 0) {
+        DP_ERROR("%s: stride %dx%d, padding %dx%d and dilation %dx%d must not be negative", op,
+                 p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w);
+        return DP_EINVAL;
+    }
+    if (kind != DP__POOL_MAX && (p.dilation_h != 1 || p.dilation_w != 1)) {
+        DP_ERROR("%s: dilation %dx%d: only max pooling is dilated (PyTorch's AvgPool2d has "
+                 "no dilation)",
+                 op, p.dilation_h, p.dilation_w);
         return DP_EINVAL;
     }
     if (2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
@@ -92,19 +107,22 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
         return DP_EINVAL;
     }
     int64_t H = x->shape[2], W = x->shape[3];
-    if (H + 2 * p.pad_h < p.kernel_h || W + 2 * p.pad_w < p.kernel_w) {
-        DP_ERROR("%s: input %s is smaller than the %dx%d window", op,
-                 dp_tensor_shape_str(x, xs, sizeof xs), p.kernel_h, p.kernel_w);
+    /* the rows and columns a window spans */
+    int64_t span_h = (int64_t)p.dilation_h * (p.kernel_h - 1) + 1;
+    int64_t span_w = (int64_t)p.dilation_w * (p.kernel_w - 1) + 1;
+    if (H + 2 * p.pad_h < span_h || W + 2 * p.pad_w < span_w) {
+        DP_ERROR("%s: input %s is smaller than the %lldx%lld window", op,
+                 dp_tensor_shape_str(x, xs, sizeof xs), (long long)span_h, (long long)span_w);
         return DP_ESHAPE;
     }
     int64_t shape[4] = {x->shape[0], x->shape[1],
-                        out_size(H, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
-                        out_size(W, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
+                        out_size(H, span_h, p.stride_h, p.pad_h, p.ceil_mode),
+                        out_size(W, span_w, p.stride_w, p.pad_w, p.ceil_mode)};
     /* A window hanging past the padding (ceil_mode): its cells there never
      * count. With padding counted in the mean, that divisor is neither
      * oneDNN's nor cuDNN's; with none, it is the cells inside x. */
-    bool overhang = (shape[2] - 1) * p.stride_h + p.kernel_h > H + 2 * p.pad_h ||
-                    (shape[3] - 1) * p.stride_w + p.kernel_w > W + 2 * p.pad_w;
+    bool overhang = (shape[2] - 1) * p.stride_h + span_h > H + 2 * p.pad_h ||
+                    (shape[3] - 1) * p.stride_w + span_w > W + 2 * p.pad_w;
     if (kind == DP__POOL_AVG && p.exclude_pad)
         kind = DP__POOL_AVG_EXCLUDE;
     if (kind == DP__POOL_AVG && overhang) {

@@ -117,6 +117,8 @@ dp__pool2d_args dp__cuda_pool_rows(const dp__pool2d_args *a, int64_t n0, int64_t
         int64_t before[4] = {n0, a->dx.shape[1], a->dx.shape[2], a->dx.shape[3]};
         s.relu_mask = (const char *)a->relu_mask + dp__bytes_of(a->dx.dtype, 4, before);
     }
+    if (a->workspace) /* 4 bytes an output (the dilated kernels' argmax) */
+        s.workspace = (char *)a->workspace + 4 * n0 * a->y.shape[1] * a->y.shape[2] * a->y.shape[3];
     return s;
 }
 

@@ -91,6 +91,11 @@ cudaError_t dp__cuda_adaptive_avg_pool_forward_launch(const dp__adaptive_pool_ar
 cudaError_t dp__cuda_adaptive_avg_pool_backward_launch(const dp__adaptive_pool_args *a,
                                                        cudaStream_t stream);
 
+/* pool_dilated.cu (dilated max pooling, which cuDNN lacks; src/device/cpu/pool2d.c) */
+cudaError_t dp__cuda_max_pool_dilated_forward_launch(const dp__pool2d_args *a, cudaStream_t stream);
+cudaError_t dp__cuda_max_pool_dilated_backward_launch(const dp__pool2d_args *a,
+                                                      cudaStream_t stream);
+
 /* batch_norm_kernels.cu (the parts of src/device/cpu/batch_norm.c that
  * cuDNN does not do) */
 /* var[c] = 1 / inv_std[c]^2 - eps, in place (cuDNN saves 1 / sqrt(var + eps)). */

@@ -3,7 +3,9 @@
  * argmax from x and y, so the op layer's workspace is not used here.
  * Average pooling counts padding in the divisor (PyTorch's
  * count_include_pad=True) unless the kind says otherwise. A ReLU mask given to the backward pass is
- * applied after it by our kernel. */
+ * applied after it by our kernel. cuDNN has no dilated pooling: dilated max
+ * pooling runs pool_dilated.cu's kernels, which keep the argmax in the
+ * workspace. */
 #include "device/cuda/cuda.h"
 
 static const float one = 1.0f, zero = 0.0f;
@@ -46,10 +48,18 @@ static int descs_init(pool_descs *d, const dp__pool2d_args *a)
     return 0;
 }
 
+static bool dilated(const dp__pool2d_args *a)
+{
+    return a->dilation_h > 1 || a->dilation_w > 1;
+}
+
 static int run_forward(void *p, void *ctx)
 {
     dp__pool2d_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    if (dilated(a))
+        return dp__cuda_launched(dp__cuda_max_pool_dilated_forward_launch(a, cu->stream),
+                                 "dilated max_pool2d forward");
     pool_descs d;
     int rc = descs_init(&d, a);
     if (rc == 0) {
@@ -68,6 +78,9 @@ static int run_backward(void *p, void *ctx)
 {
     dp__pool2d_args *a = p;
     dp__cuda *cu = ((dp_device_t *)ctx)->impl;
+    if (dilated(a))
+        return dp__cuda_launched(dp__cuda_max_pool_dilated_backward_launch(a, cu->stream),
+                                 "dilated max_pool2d backward");
     pool_descs d;
     cudnnTensorDescriptor_t dy = NULL, dx = NULL;
     int rc = descs_init(&d, a);
