@@ -7,7 +7,8 @@
  * over the channels, GlobalMaxPool, MatMul, Transpose, Gemm with transA,
  * ConvTranspose (groups, strides, pads on each side, output_padding),
  * Gelu (exact and tanh) and Split (sizes as opset 11's attribute, and as
- * opset 13's input) give what the dp_ op called directly on
+ * opset 13's input; along the channels, H, W, a 3-D tensor's axis 1 and a
+ * vector) give what the dp_ op called directly on
  * the same x and w gives, and their gradients agree with finite
  * differences; settings dptrain cannot run are refused in one line naming
  * the node. */
@@ -231,6 +232,11 @@ static void split_2_4(ou_model *m, Onnx__NodeProto *n)
     ou_attr_int(m, n, "axis", 1);
     ou_attr_ints(m, n, "split", 2, (const int64_t[]){2, 4});
 }
+static void split_h_2_4(ou_model *m, Onnx__NodeProto *n)
+{
+    ou_attr_int(m, n, "axis", 2);
+    ou_attr_ints(m, n, "split", 2, (const int64_t[]){2, 4});
+}
 
 static void test_graph_ops(void **state)
 {
@@ -317,6 +323,56 @@ static void bad_output_shape(ou_model *m, Onnx__NodeProto *n)
     ou_attr_ints(m, n, "output_shape", 2, (const int64_t[]){9, 9});
 }
 
+/* Split along an axis other than the channels, and of a vector: x of
+ * shape xs cut at `axis` into 2 and 3; y is the second piece, compared
+ * with x's own values, then checked by finite differences. */
+static void split_axis_case(int rank, const int64_t *xs, int axis)
+{
+    ou_model m;
+    ou_begin(&m, 11);
+    ou_input(&m, "x", rank, xs);
+    Onnx__NodeProto *n = ou_node(&m, "Split", "/split/Split", "x", "a,y");
+    ou_attr_int(&m, n, "axis", axis);
+    ou_attr_ints(&m, n, "split", 2, (const int64_t[]){2, 3});
+    ou_output(&m, "y");
+    dp__onnx_graph *g = ou_load(&m, "split_axis.onnx");
+    int64_t nx = count(rank, xs), outer = 1, inner = 1;
+    for (int d = 0; d < rank; d++)
+        if (d != axis)
+            *(d < axis ? &outer : &inner) *= xs[d];
+    float *xv = malloc((size_t)nx * sizeof *xv);
+    ou_fill(rank, xv, nx, 1.0f, 0.0f);
+    dp_tensor_t *x = upload(rank, xs, xv);
+    int64_t ny, ys[4];
+    float *y = ou_run(g, gc_dev, &x, &ny, ys, NULL);
+    assert_int_equal(ny, outer * 3 * inner);
+    assert_int_equal(ys[axis], 3);
+    double worst = 0;
+    for (int64_t o = 0; o < outer; o++) /* piece 2 is rows 2..4 of axis */
+        for (int64_t c = 0; c < 3; c++)
+            for (int64_t i = 0; i < inner; i++)
+                worst =
+                    fmax(worst, fabs(y[(o * 3 + c) * inner + i] - xv[(o * 5 + 2 + c) * inner + i]));
+    printf("Split 2, 3 along axis %d of a rank-%d tensor: the second piece is x's, largest "
+           "difference %g\n",
+           axis, rank, worst);
+    assert_true(worst == 0.0);
+    ou_gradcheck(g, "Split along another axis", rank, xs, 29 + axis, false);
+    free(y);
+    free(xv);
+    dp_tensor_free(x);
+    dp__onnx_graph_free(g);
+}
+
+static void test_split_axes(void **state)
+{
+    (void)state;
+    split_axis_case(4, (const int64_t[]){2, 3, 5, 4}, 2);
+    split_axis_case(4, (const int64_t[]){2, 3, 4, 5}, 3);
+    split_axis_case(3, (const int64_t[]){2, 5, 3}, 1);
+    split_axis_case(1, (const int64_t[]){5}, 0);
+}
+
 /* Refused at load, or when the shapes are known, in one line naming the
  * node. */
 static void test_graph_refusals(void **state)
@@ -339,8 +395,8 @@ static void test_graph_refusals(void **state)
          "the channels (axis 1) or the last axis only"},
         {{"add.onnx", "Add", 13, 4, {2, 3, 4, 5}, 1, {5}, 0, NULL, NULL, false},
          "node '/layer/Op' (Add): [2, 3, 4, 5] and [5]: dptrain broadcasts"},
-        {{"split.onnx", "Split", 11, 4, {2, 6, 3, 3}, 0, {0}, 0, axis2, NULL, false},
-         "node '/layer/Op' (Split): axis 2"},
+        {{"split.onnx", "Split", 11, 4, {2, 6, 4, 3}, 0, {0}, 0, split_h_2_4, NULL, false},
+         "node '/layer/Op' (Split): its sizes sum to 6, not the 4 of axis 2 of [2, 6, 4, 3]"},
         {{"prelu.onnx", "PRelu", 13, 4, {2, 3, 4, 5}, 1, {2}, 0, NULL, NULL, false},
          "node '/layer/Op' (PRelu): a slope [2] is neither one per channel"},
         {{"deconv.onnx",
@@ -375,6 +431,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_graph_ops, gc_open_device, gc_close_device),
         cmocka_unit_test_setup_teardown(test_split_input, gc_open_device, gc_close_device),
+        cmocka_unit_test_setup_teardown(test_split_axes, gc_open_device, gc_close_device),
         cmocka_unit_test_setup_teardown(test_graph_refusals, gc_open_device, gc_close_device),
     };
     return tu_run(argc, argv, tests, NULL, NULL);

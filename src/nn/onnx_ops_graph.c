@@ -1,7 +1,7 @@
 /* The ONNX operators of graphs beyond a chain of layers (onnx_ops.h), each
  * one call of the public graph ops: PRelu (dp_prelu), Softmax and
  * LogSoftmax over the channels, Add, Sub, Mul and Div broadcast over the
- * channels (dp_binary), Split along the channels (dp_split),
+ * channels (dp_binary), Split along any axis (dp_split),
  * GlobalMaxPool, Transpose of a matrix, MatMul of two matrices and Gelu
  * (dp_activation). */
 #include "nn/onnx_ops.h"
@@ -183,7 +183,7 @@ int dp__onnx_run_binary(dp__onnx_run *r, const dp__onnx_node *n)
     return dp__onnx_put(r, n, 0, z);
 }
 
-/* Split along the channels: sizes from the `split` attribute (opset 11
+/* Split along any axis: sizes from the `split` attribute (opset 11
  * and 12) or input (13 on), else equal parts, one per output. */
 int dp__onnx_prep_split(const dp__onnx_graph *g, dp__onnx_node *n)
 {
@@ -206,13 +206,10 @@ int dp__onnx_prep_split(const dp__onnx_graph *g, dp__onnx_node *n)
 int dp__onnx_run_split(dp__onnx_run *r, const dp__onnx_node *n)
 {
     dp_tensor_t *x = dp__onnx_in_t(r, n, 0), *ys[DP__ONNX_MAX_RANK];
-    DP_TRY(dp__onnx_want_rank(r, n, x, 2, 4));
+    DP_TRY(dp__onnx_want_rank(r, n, x, 1, 4));
     int rank = dp_tensor_ndim(x), axis;
     DP_TRY(dp__onnx_axis(r, n, n->axis, rank, &axis));
-    if (axis != 1)
-        return dp__onnx_node_error(r->g, n, "axis %lld: dptrain splits along the channels only",
-                                   (long long)n->axis);
-    int64_t sizes[DP__ONNX_MAX_RANK], C = dp_tensor_dim(x, 1), total = 0;
+    int64_t sizes[DP__ONNX_MAX_RANK], C = dp_tensor_dim(x, axis), total = 0;
     const dp__onnx_host *s = dp__onnx_in_h(r, n, 1);
     int parts = n->nout;
     for (int i = 0; i < parts; i++) {
@@ -224,21 +221,28 @@ int dp__onnx_run_split(dp__onnx_run *r, const dp__onnx_node *n)
     }
     if (total != C) {
         char xs[64];
-        return dp__onnx_node_error(r->g, n, "its sizes sum to %lld, not the %lld channels of %s",
-                                   (long long)total, (long long)C,
+        return dp__onnx_node_error(r->g, n, "its sizes sum to %lld, not the %lld of axis %d of %s",
+                                   (long long)total, (long long)C, axis,
                                    dp_tensor_shape_str(x, xs, sizeof xs));
     }
+    /* dp_split cuts dimension 1 of 2 to 4: x goes as (N, C) or (N, C, H, W)
+     * itself, any other rank or axis as the view (outer, C, inner, 1) of
+     * its dimensions before, at and after the axis. */
+    bool direct = axis == 1 && (rank == 2 || rank == 4);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < rank; d++)
+        if (d != axis)
+            *(d < axis ? &outer : &inner) *= dp_tensor_dim(x, d);
     dp_tensor_t *in = x;
-    if (rank == 3) { /* (N, C, L) as (N, C, L, 1) */
-        int64_t s4[4] = {dp_tensor_dim(x, 0), C, dp_tensor_dim(x, 2), 1};
-        DP_TRY(dp_reshape(&in, x, 4, s4));
-    }
+    if (!direct)
+        DP_TRY(dp_reshape(&in, x, 4, (const int64_t[]){outer, C, inner, 1}));
     DP_TRY(dp_split(ys, in, parts, sizes));
     for (int i = 0; i < parts; i++) {
-        if (rank == 3) {
-            int64_t s3[3] = {dp_tensor_dim(ys[i], 0), dp_tensor_dim(ys[i], 1),
-                             dp_tensor_dim(ys[i], 2)};
-            DP_TRY(dp_reshape(&ys[i], ys[i], 3, s3));
+        if (!direct) {
+            int64_t shape[DP__ONNX_MAX_RANK];
+            for (int d = 0; d < rank; d++)
+                shape[d] = d == axis ? sizes[i] : dp_tensor_dim(x, d);
+            DP_TRY(dp_reshape(&ys[i], ys[i], rank, shape));
         }
         DP_TRY(dp__onnx_put(r, n, i, ys[i]));
     }
