@@ -64,6 +64,7 @@ test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 bash tests/cli_bn_float64.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision

@@ -104,9 +104,7 @@ static double project(const float *y, const double *r, int64_t n)
     return s;
 }
 
-/* The analytic gradient of sum_i r_i y_i with respect to each differentiable
- * input; grads[i] is malloc'd (NULL for the others). */
-static void gc_analytic(const gc_problem *p, const double *r, int64_t n, float **grads)
+void gc_analytic(const gc_problem *p, const double *r, int64_t n, float **grads)
 {
     dp_tensor_t *in[GC_MAX_IN], *params[GC_MAX_IN];
     int nparams = 0;

@@ -110,6 +110,10 @@ typedef struct gc_problem {
 
 /* Runs the check and frees the problem's arrays. */
 void gc_run(gc_problem *p);
+/* The analytic gradient of L = sum_i r_i y_i (r of the output's n values)
+ * with respect to each differentiable input of p; grads[i] is malloc'd
+ * (NULL for the others). */
+void gc_analytic(const gc_problem *p, const double *r, int64_t n, float **grads);
 gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool diff);
 
 /* Runs `build` on x uploaded with shape xs, without a tape recording, and

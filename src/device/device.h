@@ -55,9 +55,6 @@ typedef struct dp__device_ops {
     DP__OP_LIST(DP__SLOT_LINE)
 #undef DP__SLOT_LINE
 #undef DP__SLOT
-    /* Whether batch_norm_forward fuses its ReLU keeping a mask in relu_ws
-     * (device/kernels.h), so that the op layer need not mask dy. */
-    bool bn_relu_workspace;
 
     /* Optional: whether kernels of `reader` may read the memory of `owner`,
      * another device of this backend (the same hardware, or a peer with

@@ -299,18 +299,13 @@ typedef struct dp__check_finite_args {
  *   into save_mean and save_var when those are not NULL.
  * backward: from x, dy (already through the ReLU), gamma, beta and the saved
  *   statistics: dx, dgamma = sum dy xhat, dbeta = sum dy (all written, =);
- *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps).
- * relu_ws (backends with bn_relu_workspace, training with relu): the ReLU
- *   is fused into the normalisation, which keeps its mask here (at most one
- *   byte per element); the backward pass then takes dy from after the ReLU
- *   unmasked and applies the mask itself. */
+ *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps). */
 typedef struct dp__batch_norm_args {
     dp__tdesc x, y, dx, dy;
     const float *gamma, *beta;
     float *dgamma, *dbeta;
     float *running_mean, *running_var;
     float *save_mean, *save_var;
-    void *relu_ws;
     float momentum, eps;
     bool training, relu;
     /* SyncBatchNorm (training only): statistics over all `ranks` replicas,

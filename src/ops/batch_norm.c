@@ -19,7 +19,6 @@
 
 typedef struct bn_node {
     dp_batch_norm_params p;
-    bool relu_ws; /* the device fused the ReLU and kept its mask after the statistics */
 } bn_node;
 
 /* t described for the kernels as 4-D: (N, C) as (N, C, 1, 1), (N, C, L) as
@@ -44,9 +43,8 @@ static int batch_norm_backward(dp__node *node)
     dp_device_t *dev = x->dev;
     dp_tensor_t *dy = y->ag->grad;
     int64_t C = x->shape[1];
-    /* Through the fused ReLU first, as conv2d; a device that kept the
-     * ReLU's mask applies it itself. */
-    if (bn->p.relu && !bn->relu_ws)
+    /* Through the fused ReLU first, as conv2d. */
+    if (bn->p.relu)
         DP_TRY(dp__relu_masked_grad(y, &dy));
     dp_tensor_t *dx = NULL, *dgamma = NULL, *dbeta = NULL;
     DP_TRY(dp__grad_begin(x, &dx));
@@ -71,7 +69,6 @@ static int batch_norm_backward(dp__node *node)
     a.dbeta = (dbeta ? dbeta : scratch_dbeta)->data;
     a.save_mean = stats->data;
     a.save_var = (float *)stats->data + C;
-    a.relu_ws = bn->relu_ws ? (float *)stats->data + 2 * C : NULL;
     a.relu = bn->p.relu;
     a.eps = bn->p.eps;
     a.training = bn->p.training;
@@ -124,8 +121,6 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
         DP_ERROR("%s: momentum must be in (0, 1] and eps positive", op);
         return DP_EINVAL;
     }
-    if (p.sync) /* the exchange sums f32 */
-        DP_TRY(dp__as_f32(&x));
     dp__tdesc xd = bn_desc(x);
     int64_t N = xd.shape[0], C = xd.shape[1], H = xd.shape[2], W = xd.shape[3];
     DP_TRY(check_vector(op, "gamma", gamma, C));
@@ -148,11 +143,9 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
     DP_TRY(dp__tape_alloc_like(&y, x));
-    /* The statistics (mean, var: C each), then, where the device fuses the
-     * ReLU in training, its mask (at most a byte a value). */
-    bool relu_ws = p.relu && p.training && !p.sync && dev->ops->bn_relu_workspace;
+    /* The statistics: mean, var (C each). */
     if (p.training || record) {
-        int64_t floats = 2 * C + (relu_ws ? (N * C * H * W + 3) / 4 : 0);
+        int64_t floats = 2 * C;
         DP_TRY(dp__tape_alloc(&stats, dev, DP_F32, 1, &floats, 0));
     }
     dp__batch_norm_args a;
@@ -169,7 +162,6 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     a.eps = p.eps;
     a.training = p.training;
     a.relu = p.relu;
-    a.relu_ws = relu_ws ? (float *)stats->data + 2 * C : NULL;
     a.sync = p.sync;
     a.rank = p.rank;
     a.ranks = p.ranks;
@@ -194,7 +186,7 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     DP_TRY(rc);
     dp__tensor_written(y);
     if (record) {
-        bn_node bn = {p, relu_ws};
+        bn_node bn = {p};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(id, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }

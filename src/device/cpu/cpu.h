@@ -133,6 +133,13 @@ int dp__cpu_descs_as_f32(dp__cpu *cpu, dp__tdesc *const *t, int n, unsigned inpu
  * into scratch `slot`; NULL when that memory cannot be had. */
 const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 
+/* Batch normalisation's training passes, summed in double
+ * (batch_norm_train.c): the batch statistics into save_mean, save_var and
+ * the running ones; dx, dgamma and dbeta. Both add SyncBatchNorm's shards
+ * through a->sync. */
+int dp__cpu_bn_statistics(const dp__batch_norm_args *a);
+int dp__cpu_bn_train_backward(const dp__batch_norm_args *a);
+
 /* Kernel entries, one file per op family: dp__cpu_<slot> for each slot of
  * the op list (device/op_list.h) that names the CPU, e.g.
  *   int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a); */

@@ -299,7 +299,6 @@ const dp__device_ops dp__cpu_ops = {
     .copy_from_host = cpu_copy,
     .copy_to_host = cpu_copy,
     .copy_device = cpu_copy,
-    .bn_relu_workspace = true,
 /* Every slot of the op list that names the CPU: dp__cpu_<slot>. */
 /* clang-format off */
 #define KERNEL(slot, args) .slot = dp__cpu_##slot,

@@ -1,0 +1,278 @@
+/* Batch normalisation's training passes on the CPU: the batch statistics
+ * and the backward pass, summed in double.
+ *
+ * Why not oneDNN's training primitives: they sum each channel's n = N H W
+ * values in float, and the backward pass subtracts two such sums from
+ * every dy. An error e in sum(dy) / n shifts all of a channel's dx by
+ * gamma / std e, which the convolution before it adds up over n
+ * positions: its weight gradient came out 1.8% off the float64 one where
+ * PyTorch's float32 (which sums in double on the CPU) is 8e-6 off, and the
+ * gradient of a bias before batch norm, 0 in exact arithmetic, was 7e-3
+ * (tests/test_bn_accuracy.c). Sums in double keep every such term at
+ * float rounding, and make them the same for any split of the batch into
+ * shards: SyncBatchNorm adds the shards' sums (dp__stats_exchange_sum) and
+ * goes on as one shard would.
+ *
+ * Channels are spread over the kernel threads in blocks, each block's sums
+ * taken in one fixed order (lanes of 16 channels in NHWC, of 16 positions
+ * in NCHW, added lane by lane), so the bits do not depend on the thread
+ * count. The elementwise parts (xhat, dx) are float, whose rounding is
+ * relative to each value. x, dy and dx are f32 or bf16; the statistics are
+ * f32. The loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU
+ * picking at load time. */
+#include "core/bf16.h"
+#include "device/cpu/cpu.h"
+
+#include <math.h>
+
+/* A shard (N, C, H, W) as rows: N H W rows of C channels in NHWC, N C
+ * rows of HW positions of one channel in NCHW. */
+typedef struct shard {
+    int64_t N, C, HW;
+    bool nhwc;
+} shard;
+
+static shard shard_of(const dp__tdesc *x)
+{
+    return (shard){x->shape[0], x->shape[1], x->shape[2] * x->shape[3], x->nhwc && x->shape[1] > 1};
+}
+
+/* Channels (NHWC) or positions (NCHW) summed side by side. */
+enum { LANES = 16 };
+
+/* What one pass over a channel block reads and writes. Per channel:
+ * mean, inv_std (float), scale = gamma inv_std, shift = sum dy / n,
+ * slope = sum dy xhat / n; sums s1, s2 (double). */
+typedef struct pass {
+    shard s;
+    const void *x, *dy;
+    void *dx;
+    const float *mean, *inv_std, *scale, *shift, *slope;
+    double *s1, *s2;
+} pass;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define LANE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LANE_CLONES
+#endif
+
+#define F32_LOAD(v) (v)
+#define F32_STORE(v) (v)
+
+/* One kernel per element type T, read through LOAD, written through
+ * STORE, for channels [c0, c1):
+ *   NAME_sums_x:  s1[c] = sum x, s2[c] = sum x^2 (products of floats are
+ *                 exact in double);
+ *   NAME_sums_dy: s1[c] = sum dy, s2[c] = sum dy xhat;
+ *   NAME_dx:      dx = scale (dy - shift - xhat slope).
+ * EACH(c, k) visits element k of channel c, lanes of LANES side by side. */
+#define BN_KERNELS(NAME, T, LOAD, STORE)                                                           \
+    LANE_CLONES static void NAME##_sums_x(const pass *p, int64_t c0, int64_t c1)                   \
+    {                                                                                              \
+        const T *x = p->x;                                                                         \
+        SUM_LANES(p, c0, c1, double v = LOAD(x[k]), v, v * v);                                     \
+    }                                                                                              \
+    LANE_CLONES static void NAME##_sums_dy(const pass *p, int64_t c0, int64_t c1)                  \
+    {                                                                                              \
+        const T *x = p->x, *dy = p->dy;                                                            \
+        SUM_LANES(p, c0, c1, float g = LOAD(dy[k]);                                                \
+                  float xhat = (LOAD(x[k]) - p->mean[c]) * p->inv_std[c], (double)g,               \
+                  (double)g * (double)xhat);                                                       \
+    }                                                                                              \
+    LANE_CLONES static void NAME##_dx(const pass *p, int64_t c0, int64_t c1)                       \
+    {                                                                                              \
+        const T *x = p->x, *dy = p->dy;                                                            \
+        T *dx = p->dx;                                                                             \
+        EACH(p, c0, c1, {                                                                          \
+            float xhat = (LOAD(x[k]) - p->mean[c]) * p->inv_std[c];                                \
+            dx[k] = STORE(p->scale[c] * (LOAD(dy[k]) - p->shift[c] - xhat * p->slope[c]));         \
+        });                                                                                        \
+    }
+
+/* Sums A and B over each channel of [c0, c1) into s1, s2, PRE declaring
+ * what they read of element k of channel c: in NHWC a lane per channel
+ * (c1 - c0 <= LANES), in NCHW LANES lanes over each row's positions, the
+ * lanes then added in order. */
+#define SUM_LANES(p, c0, c1, PRE, A, B)                                                            \
+    do {                                                                                           \
+        const shard *s_ = &(p)->s;                                                                 \
+        double a_[LANES] = {0}, b_[LANES] = {0};                                                   \
+        if (s_->nhwc) {                                                                            \
+            int64_t w_ = (c1) - (c0), rows_ = s_->N * s_->HW;                                      \
+            if (w_ == LANES) {                                                                     \
+                for (int64_t r_ = 0; r_ < rows_; r_++) {                                           \
+                    _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
+                    {                                                                              \
+                        int64_t c = (c0) + j_, k = r_ * s_->C + c;                                 \
+                        PRE;                                                                       \
+                        a_[j_] += A;                                                               \
+                        b_[j_] += B;                                                               \
+                    }                                                                              \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int64_t r_ = 0; r_ < rows_; r_++)                                             \
+                    for (int64_t j_ = 0; j_ < w_; j_++) {                                          \
+                        int64_t c = (c0) + j_, k = r_ * s_->C + c;                                 \
+                        PRE;                                                                       \
+                        a_[j_] += A;                                                               \
+                        b_[j_] += B;                                                               \
+                    }                                                                              \
+            }                                                                                      \
+            for (int64_t j_ = 0; j_ < w_; j_++) {                                                  \
+                (p)->s1[(c0) + j_] = a_[j_];                                                       \
+                (p)->s2[(c0) + j_] = b_[j_];                                                       \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
+        for (int64_t c = (c0); c < (c1); c++) {                                                    \
+            for (int64_t j_ = 0; j_ < LANES; j_++)                                                 \
+                a_[j_] = b_[j_] = 0;                                                               \
+            for (int64_t n_ = 0; n_ < s_->N; n_++) {                                               \
+                int64_t base_ = (n_ * s_->C + c) * s_->HW, i_ = 0;                                 \
+                for (; i_ + LANES <= s_->HW; i_ += LANES) {                                        \
+                    _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
+                    {                                                                              \
+                        int64_t k = base_ + i_ + j_;                                               \
+                        PRE;                                                                       \
+                        a_[j_] += A;                                                               \
+                        b_[j_] += B;                                                               \
+                    }                                                                              \
+                }                                                                                  \
+                for (; i_ < s_->HW; i_++) {                                                        \
+                    int64_t k = base_ + i_;                                                        \
+                    PRE;                                                                           \
+                    a_[i_ % LANES] += A;                                                           \
+                    b_[i_ % LANES] += B;                                                           \
+                }                                                                                  \
+            }                                                                                      \
+            double sa_ = 0, sb_ = 0;                                                               \
+            for (int64_t j_ = 0; j_ < LANES; j_++) {                                               \
+                sa_ += a_[j_];                                                                     \
+                sb_ += b_[j_];                                                                     \
+            }                                                                                      \
+            (p)->s1[c] = sa_;                                                                      \
+            (p)->s2[c] = sb_;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* BODY for element k of each channel c of [c0, c1). */
+#define EACH(p, c0, c1, BODY)                                                                      \
+    do {                                                                                           \
+        const shard *s_ = &(p)->s;                                                                 \
+        if (s_->nhwc) {                                                                            \
+            for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
+                _Pragma("omp simd") for (int64_t c = (c0); c < (c1); c++)                          \
+                {                                                                                  \
+                    int64_t k = r_ * s_->C + c;                                                    \
+                    BODY;                                                                          \
+                }                                                                                  \
+        } else {                                                                                   \
+            for (int64_t c = (c0); c < (c1); c++)                                                  \
+                for (int64_t n_ = 0; n_ < s_->N; n_++) {                                           \
+                    int64_t base_ = (n_ * s_->C + c) * s_->HW;                                     \
+                    _Pragma("omp simd") for (int64_t k = base_; k < base_ + s_->HW; k++)           \
+                    {                                                                              \
+                        BODY;                                                                      \
+                    }                                                                              \
+                }                                                                                  \
+        }                                                                                          \
+    } while (0)
+
+BN_KERNELS(f32, float, F32_LOAD, F32_STORE)
+BN_KERNELS(bf16, dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32)
+
+typedef void (*block_fn)(const pass *p, int64_t c0, int64_t c1);
+
+/* fn over every channel block, the blocks spread over the kernel threads:
+ * LANES channels a block in NHWC, one in NCHW. */
+static void over_blocks(const pass *p, block_fn fn)
+{
+    int64_t width = p->s.nhwc ? LANES : 1, nb = (p->s.C + width - 1) / width;
+    int64_t numel = p->s.N * p->s.C * p->s.HW;
+#pragma omp parallel for if (numel > 32768)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t c0 = b * width, c1 = c0 + width < p->s.C ? c0 + width : p->s.C;
+        fn(p, c0, c1);
+    }
+}
+
+int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
+{
+    int64_t C = a->x.shape[1];
+    /* this shard's [count, sum x (C), sum x^2 (C)], then the group's */
+    double *sums = dp__calloc((size_t)(2 + 4 * C), sizeof *sums);
+    if (!sums)
+        return DP_ENOMEM;
+    double *total = sums + 1 + 2 * C;
+    pass p = {.s = shard_of(&a->x), .x = a->x.data, .s1 = sums + 1, .s2 = sums + 1 + C};
+    sums[0] = (double)(p.s.N * p.s.HW);
+    over_blocks(&p, a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x);
+    if (a->sync)
+        dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
+    else
+        memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    double count = total[0];
+    float m = a->momentum;
+    for (int64_t c = 0; c < C; c++) {
+        double mean = total[1 + c] / count;
+        double var = total[1 + C + c] / count - mean * mean;
+        var = var > 0 ? var : 0;
+        a->save_mean[c] = (float)mean;
+        a->save_var[c] = (float)var;
+        /* the running variance unbiased, as PyTorch's */
+        a->running_mean[c] = (1.0f - m) * a->running_mean[c] + m * (float)mean;
+        a->running_var[c] = (1.0f - m) * a->running_var[c] +
+                            m * (float)(count > 1 ? var * count / (count - 1) : var);
+    }
+    dp__free(sums);
+    return 0;
+}
+
+int dp__cpu_bn_train_backward(const dp__batch_norm_args *a)
+{
+    int64_t C = a->x.shape[1];
+    /* sums and total (1 + 2 C doubles each), then inv_std, scale, shift
+     * and slope (C floats each) */
+    double *sums = dp__calloc((size_t)(2 + 4 * C + 2 * C), sizeof *sums);
+    if (!sums)
+        return DP_ENOMEM;
+    double *total = sums + 1 + 2 * C;
+    float *inv_std = (float *)(total + 1 + 2 * C), *scale = inv_std + C, *shift = scale + C;
+    float *slope = shift + C;
+    for (int64_t c = 0; c < C; c++)
+        inv_std[c] = (float)(1.0 / sqrt((double)a->save_var[c] + (double)a->eps));
+    pass p = {.s = shard_of(&a->x),
+              .x = a->x.data,
+              .dy = a->dy.data,
+              .dx = a->dx.data,
+              .mean = a->save_mean,
+              .inv_std = inv_std,
+              .scale = scale,
+              .shift = shift,
+              .slope = slope,
+              .s1 = sums + 1,
+              .s2 = sums + 1 + C};
+    sums[0] = (double)(p.s.N * p.s.HW);
+    bool bf16 = a->x.dtype == DP_BF16;
+    over_blocks(&p, bf16 ? bf16_sums_dy : f32_sums_dy);
+    /* this shard's dgamma and dbeta: the gradients' allreduce adds the
+     * shards' */
+    for (int64_t c = 0; c < C; c++) {
+        a->dbeta[c] = (float)sums[1 + c];
+        a->dgamma[c] = (float)sums[1 + C + c];
+    }
+    if (a->sync)
+        dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
+    else
+        memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    for (int64_t c = 0; c < C; c++) {
+        scale[c] = a->gamma[c] * inv_std[c];
+        shift[c] = (float)(total[1 + c] / total[0]);
+        slope[c] = (float)(total[1 + C + c] / total[0]);
+    }
+    over_blocks(&p, bf16 ? bf16_dx : f32_dx);
+    dp__free(sums);
+    return 0;
+}
