@@ -4,18 +4,29 @@
 #
 # usage: bench/batch_norm_rounding.sh [MODEL=resnet18] [STEPS=20]
 #
-# ResNet-18 on 28x28 images ends in batch norms over 1x1 maps, whose small
-# variances magnify a rounding difference at every step. SyncBatchNorm on 2
-# devices normalises each layer over the whole batch as 1 device does, but
-# sums in another order, so after 20 steps it cannot be within 1e-5 of 1
-# device -- no more than 1 device with another convolution algorithm is
-# (same maths, other rounding). This prints, for lr 1e-4, 1e-3 and 1e-2 (SGD,
-# momentum 0.9, batch 32, the first STEPS*32 Fashion-MNIST images, in order):
-#   sync      1 device vs 2 devices --sync-bn (both direct convolutions)
-#   rounding  1 device direct vs 1 device --conv-algo auto
-#   no sync   1 device vs 2 devices normalising their own halves
+# Batch norm's statistics and backward sums are taken in double
+# (src/device/cpu/batch_norm_train.c), so 1 device and 2 devices with
+# --sync-bn normalise with the same floats, and their first step's
+# gradients differ only where the replicas' gradients are added in another
+# order (~1e-8 of a weight). But a step is a discontinuous function of the
+# weights: a value that a rounding difference moves across a ReLU's 0 or a
+# max pool's tie moves its whole gradient. Such flips compound: the
+# difference grows by orders of magnitude a step whatever the learning
+# rate, so after 20 steps it is far above 1e-5 -- as it is between 1 device
+# and 1 device with another convolution algorithm (same maths, other
+# rounding). This prints (SGD, momentum 0.9, batch 32, the first STEPS*32
+# Fashion-MNIST images, in order):
+#   at lr 1e-4, after 1, 2, 3, 5 and STEPS steps: 1 device vs 2 devices
+#     --sync-bn (the growth);
+#   at lr 1e-4, 1e-3 and 1e-2 after STEPS steps:
+#     sync      1 device vs 2 devices --sync-bn (both direct convolutions)
+#     rounding  1 device direct vs 1 device --conv-algo auto
+#     no sync   1 device vs 2 devices normalising their own halves
 # each as max |difference| / max |value| over the weights and over the
-# running statistics. MODEL may be an ONNX file (torchvision's export).
+# running statistics; then, where /usr/bin/python3 has torch and
+# torchvision, PyTorch's own NCHW and channels_last runs of torchvision's
+# ResNet-18 (bench/resnet_layout_rounding.py), which part the same way.
+# MODEL may be an ONNX file (torchvision's export).
 #
 # Environment: BUILD (default build), NO_BUILD=1. Exits 1 if a run fails.
 set -euo pipefail
@@ -29,10 +40,10 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 grep -m1 "model name" /proc/cpuinfo
 
-run() { # NAME ARGS...: trains STEPS steps into $dir/NAME.safetensors
+run() { # NAME ARGS...: trains $n steps (STEPS unless set) into $dir/NAME.safetensors
   local name=$1
   shift
-  "$bin" train --model "$MODEL" --limit-train $((STEPS * 32)) --limit-test 32 --batch-size 32 \
+  "$bin" train --model "$MODEL" --limit-train $((${n:-$STEPS} * 32)) --limit-test 32 --batch-size 32 \
     --epochs 1 --momentum 0.9 --progress never --checkpoint "$dir/$name.safetensors" "$@" \
     >"$dir/$name.log" 2>&1 || { cat "$dir/$name.log"; exit 1; }
 }
@@ -62,6 +73,13 @@ print(', '.join(line))
 PY
 }
 
+echo "lr 0.0001, 1 device vs 2 devices --sync-bn:"
+for n in 1 2 3 5 $STEPS; do
+  run one --lr 0.0001 --devices 1 --conv-algo direct
+  run sync --lr 0.0001 --devices 2 --sync-bn --conv-algo direct
+  echo "  after $n step(s): $(compare one sync)"
+done
+unset n
 for lr in 0.0001 0.001 0.01; do
   run one --lr $lr --devices 1 --conv-algo direct
   run sync --lr $lr --devices 2 --sync-bn --conv-algo direct
@@ -72,3 +90,6 @@ for lr in 0.0001 0.001 0.01; do
   echo "  rounding  $(compare one auto)"
   echo "  no sync   $(compare one halves)"
 done
+if /usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1; then
+  /usr/bin/python3 "$root/bench/resnet_layout_rounding.py" "$STEPS" 2>&1 | grep -v Warning
+fi
