@@ -275,6 +275,7 @@ static void test_libonnx_testdata(void **state)
                                             "test_softmax_functional_dim3",
                                             "test_softmax_lastdim",
                                             "test_operator_addmm",
+                                            "test_operator_chunk",
                                             "test_operator_clip",
                                             "test_operator_concat2",
                                             "test_operator_conv",
