@@ -22,7 +22,7 @@ static const char every_module[] =
     "PReLU(8)\n"
     "Conv2d(8, 8, 3, groups=4, dilation=2, padding='same')\n"
     "ReLU6()\n"
-    "MaxPool2d(3, 2, ceil_mode=True)\n"
+    "MaxPool2d(3, 2, padding=1, dilation=2, ceil_mode=True)\n"
     "Conv2d(8, 8, (3, 1), padding=(1, 0), bias=False)\n"
     "Hardswish()\n"
     "AvgPool2d(2, ceil_mode=True, count_include_pad=False)\n"

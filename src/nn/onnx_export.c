@@ -90,9 +90,7 @@ static const char *seq_layer(dp__ob_builder *b, const dp__seq_layer *l, const dp
         if (n)
             dp__ob_attr_ints(b, n, "ceil_mode", 1, (const int64_t[]){p->ceil_mode}, true);
         if (n && (p->dilation_h > 1 || p->dilation_w > 1))
-            dp__ob_attr_ints(b, n, "dilations", 2,
-                             (const int64_t[]){p->dilation_h > 1 ? p->dilation_h : 1,
-                                               p->dilation_w > 1 ? p->dilation_w : 1},
+            dp__ob_attr_ints(b, n, "dilations", 2, (const int64_t[]){p->dilation_h, p->dilation_w},
                              false);
         if (n && l->kind == DP__SEQ_AvgPool2d)
             dp__ob_attr_ints(b, n, "count_include_pad", 1, (const int64_t[]){!p->exclude_pad},

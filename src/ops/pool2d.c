@@ -58,10 +58,10 @@ static int pool2d_backward(dp__node *node)
  * (size + 2 pad - span) / stride, plus one, for a window spanning `span`
  * cells (dilation (kernel - 1) + 1); a last ceil_mode window
  * starting in the right padding is dropped, as PyTorch drops it. */
-static int64_t out_size(int64_t size, int64_t kernel, int stride, int pad, bool ceil_mode)
+static int64_t out_size(int64_t size, int64_t span, int stride, int pad, bool ceil_mode)
 {
-    int64_t span = size + 2 * pad - kernel;
-    int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+    int64_t room = size + 2 * pad - span; /* where windows may start past the first */
+    int64_t n = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
     if (ceil_mode && (n - 1) * stride >= size + pad)
         n--;
     return n;

@@ -91,69 +91,53 @@ typedef struct pass {
         });                                                                                        \
     }
 
-/* Sums A and B over each channel of [c0, c1) into s1, s2, PRE declaring
- * what they read of element k of channel c: in NHWC a lane per channel
- * (c1 - c0 <= LANES), in NCHW LANES lanes over each row's positions, the
- * lanes then added in order. */
+/* Lane J of the sums: PRE declares what A and B read of element K of
+ * channel CC. */
+#define ADD_TO_LANE(J, CC, K, PRE, A, B)                                                           \
+    do {                                                                                           \
+        int64_t c = (CC), k = (K);                                                                 \
+        (void)c; /* sums_x reads x alone */                                                        \
+        PRE;                                                                                       \
+        a_[J] += A;                                                                                \
+        b_[J] += B;                                                                                \
+    } while (0)
+
+/* Sums A and B over each channel of [c0, c1) into s1, s2: in NHWC a lane
+ * per channel (c1 - c0 <= LANES), in NCHW LANES lanes over each row's
+ * positions, the lanes then added in order. */
 #define SUM_LANES(p, c0, c1, PRE, A, B)                                                            \
     do {                                                                                           \
         const shard *s_ = &(p)->s;                                                                 \
         double a_[LANES] = {0}, b_[LANES] = {0};                                                   \
         if (s_->nhwc) {                                                                            \
-            int64_t w_ = (c1) - (c0), rows_ = s_->N * s_->HW;                                      \
-            if (w_ == LANES) {                                                                     \
-                for (int64_t r_ = 0; r_ < rows_; r_++) {                                           \
-                    _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
-                    {                                                                              \
-                        int64_t c = (c0) + j_, k = r_ * s_->C + c;                                 \
-                        PRE;                                                                       \
-                        a_[j_] += A;                                                               \
-                        b_[j_] += B;                                                               \
-                    }                                                                              \
-                }                                                                                  \
-            } else {                                                                               \
-                for (int64_t r_ = 0; r_ < rows_; r_++)                                             \
-                    for (int64_t j_ = 0; j_ < w_; j_++) {                                          \
-                        int64_t c = (c0) + j_, k = r_ * s_->C + c;                                 \
-                        PRE;                                                                       \
-                        a_[j_] += A;                                                               \
-                        b_[j_] += B;                                                               \
-                    }                                                                              \
-            }                                                                                      \
+            int64_t w_ = (c1) - (c0);                                                              \
+            for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
+                _Pragma("omp simd") for (int64_t j_ = 0; j_ < w_; j_++)                            \
+                    ADD_TO_LANE(j_, (c0) + j_, r_ * s_->C + (c0) + j_, PRE, A, B);                 \
             for (int64_t j_ = 0; j_ < w_; j_++) {                                                  \
                 (p)->s1[(c0) + j_] = a_[j_];                                                       \
                 (p)->s2[(c0) + j_] = b_[j_];                                                       \
             }                                                                                      \
             break;                                                                                 \
         }                                                                                          \
-        for (int64_t c = (c0); c < (c1); c++) {                                                    \
+        for (int64_t c_ = (c0); c_ < (c1); c_++) {                                                 \
             for (int64_t j_ = 0; j_ < LANES; j_++)                                                 \
                 a_[j_] = b_[j_] = 0;                                                               \
             for (int64_t n_ = 0; n_ < s_->N; n_++) {                                               \
-                int64_t base_ = (n_ * s_->C + c) * s_->HW, i_ = 0;                                 \
-                for (; i_ + LANES <= s_->HW; i_ += LANES) {                                        \
+                int64_t base_ = (n_ * s_->C + c_) * s_->HW, i_ = 0;                                \
+                for (; i_ + LANES <= s_->HW; i_ += LANES)                                          \
                     _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
-                    {                                                                              \
-                        int64_t k = base_ + i_ + j_;                                               \
-                        PRE;                                                                       \
-                        a_[j_] += A;                                                               \
-                        b_[j_] += B;                                                               \
-                    }                                                                              \
-                }                                                                                  \
-                for (; i_ < s_->HW; i_++) {                                                        \
-                    int64_t k = base_ + i_;                                                        \
-                    PRE;                                                                           \
-                    a_[i_ % LANES] += A;                                                           \
-                    b_[i_ % LANES] += B;                                                           \
-                }                                                                                  \
+                        ADD_TO_LANE(j_, c_, base_ + i_ + j_, PRE, A, B);                           \
+                for (; i_ < s_->HW; i_++)                                                          \
+                    ADD_TO_LANE(i_ % LANES, c_, base_ + i_, PRE, A, B);                            \
             }                                                                                      \
             double sa_ = 0, sb_ = 0;                                                               \
             for (int64_t j_ = 0; j_ < LANES; j_++) {                                               \
                 sa_ += a_[j_];                                                                     \
                 sb_ += b_[j_];                                                                     \
             }                                                                                      \
-            (p)->s1[c] = sa_;                                                                      \
-            (p)->s2[c] = sb_;                                                                      \
+            (p)->s1[c_] = sa_;                                                                     \
+            (p)->s2[c_] = sb_;                                                                     \
         }                                                                                          \
     } while (0)
 
