@@ -143,16 +143,6 @@ static void failing_rank_ends_all(void **state)
         fail_msg("all ranks gone %.2f s after \"ending all 2 ranks\"; at most %.0f s expected",
                  gone - said, KILLED_RANK_ALL_GONE_S);
     free(out);
-
-    /* What would train differently from one process is refused. */
-    const char *sync[] = {mu_mpirun,  "-np",       "2",         tu_dptrain, "train", "--model",
-                          "resnet18", "--sync-bn", "--threads", "1",        NULL};
-    rc = mu_wait_for(mu_start(sync, log), 30);
-    out = mu_slurp(log);
-    printf("--sync-bn on 2 ranks: exit %d\n", rc);
-    assert_true(rc > 0);
-    assert_non_null(strstr(out, "--sync-bn shares batch statistics"));
-    free(out);
 }
 
 /* SIGTERM to mpirun reaches every rank; they agree on the step, rank 0

@@ -88,6 +88,21 @@ char *dp_conv_choices_save(void);
 int dp_conv_choices_load(const char *text);
 void dp_conv_choices_clear(void);
 
+/* Split-invariant sums, process-wide: with rows > 0, every sum over the
+ * batch that training takes (the weight, bias, gamma and slope gradients
+ * of conv2d, conv_transpose2d, linear, batch norm and prelu; batch norm's
+ * statistics and backward sums) is taken over blocks of `rows` samples,
+ * added pairwise in a fixed binary tree. Splitting a batch of rows 2^j
+ * samples over 2^i devices or MPI ranks (i <= j) then gives each a whole
+ * subtree, and the allreduce's sum of the halves is the tree's own
+ * addition: the same bits as one device, with SyncBatchNorm where the
+ * model has batch norm (its statistics are the whole batch's). 0, the
+ * default, lets each kernel sum its whole shard. Read when an op's
+ * backward pass (or batch norm's forward) runs. The CPU backend honours
+ * it; the CUDA one sums batch norm's statistics over its whole shard. */
+void dp_set_split_invariant(int64_t rows);
+int64_t dp_get_split_invariant(void);
+
 /* A convolution's geometry, as PyTorch's nn.Conv2d and ONNX's Conv have it.
  * Padding is either symmetric, pad_h rows above and below and pad_w
  * columns left and right, or, when any of pad_top, pad_left, pad_bottom,
@@ -271,7 +286,10 @@ int dp_eval_counts_accumulate(dp_tensor_t *counts, dp_tensor_t *logits, dp_tenso
 /* SyncBatchNorm: the replicas of one batch norm layer share a group, and in
  * training the batch statistics (and the sums the backward needs) are those
  * of all replicas' shards together, as PyTorch's SyncBatchNorm. The group's
- * replicas exchange them through host memory: devices of one process. */
+ * replicas exchange them through host memory, and under mpirun the groups
+ * of every rank through MPI (PyTorch's default process group, the world):
+ * every rank must run the same layers in the same order. The sums are
+ * added pairwise in replica, then rank order: the same bits everywhere. */
 typedef struct dp__exchange dp_bn_sync_t;
 int dp_bn_sync_init(dp_bn_sync_t **out, int64_t channels, int max_ranks);
 void dp_bn_sync_close(dp_bn_sync_t *s);

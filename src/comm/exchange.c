@@ -5,6 +5,7 @@
  * slow one joins only after reading round g. */
 #include "comm/exchange.h"
 
+#include "comm/mpi.h"
 #include "core/internal.h"
 #include "device/kernels.h"
 
@@ -19,8 +20,10 @@ struct dp__exchange {
     int arrived;
     uint64_t generation;
     int max_members;
-    int64_t len;      /* doubles per contribution, at most */
-    double *slots[2]; /* [max_members][len], alternating between rounds */
+    int64_t len;       /* doubles per contribution, at most */
+    double *slots[2];  /* [max_members][len], alternating between rounds */
+    double *totals[2]; /* [len]: each round's sum */
+    int rc[2];         /* each round's: the ranks' sum's */
 };
 _Static_assert(offsetof(struct dp__exchange, head) == 0, "kernels reach the sum through the head");
 
@@ -36,8 +39,12 @@ int dp__exchange_create(dp__exchange **out, int max_members, int64_t len)
     x->len = len;
     for (int i = 0; i < 2; i++) {
         x->slots[i] = dp__calloc((size_t)(max_members * len), sizeof(double));
-        if (!x->slots[i]) {
-            dp__free(x->slots[0]);
+        x->totals[i] = dp__calloc((size_t)len, sizeof(double));
+        if (!x->slots[i] || !x->totals[i]) {
+            for (int j = 0; j <= i; j++) {
+                dp__free(x->slots[j]);
+                dp__free(x->totals[j]);
+            }
             dp__free(x);
             return DP_ENOMEM;
         }
@@ -54,20 +61,50 @@ void dp__exchange_close(dp__exchange *x)
         return;
     pthread_cond_destroy(&x->cv);
     pthread_mutex_destroy(&x->mu);
-    dp__free(x->slots[0]);
-    dp__free(x->slots[1]);
+    for (int i = 0; i < 2; i++) {
+        dp__free(x->slots[i]);
+        dp__free(x->totals[i]);
+    }
     dp__free(x);
 }
 
-void dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
-                      double *total)
+void dp__pairwise_sum(const double *parts, int n, int64_t stride, int64_t len, double *out)
+{
+    if (n == 1) {
+        memcpy(out, parts, (size_t)len * sizeof *out);
+        return;
+    }
+    int h = 1;
+    while (2 * h < n)
+        h *= 2;
+    double *right = dp__malloc((size_t)len * sizeof *right);
+    if (!right) { /* n is small: add the right side part by part instead */
+        dp__pairwise_sum(parts, h, stride, len, out);
+        for (int r = h; r < n; r++)
+            for (int64_t i = 0; i < len; i++)
+                out[i] += parts[r * stride + i];
+        return;
+    }
+    dp__pairwise_sum(parts, h, stride, len, out);
+    dp__pairwise_sum(parts + h * stride, n - h, stride, len, right);
+    for (int64_t i = 0; i < len; i++)
+        out[i] += right[i];
+    dp__free(right);
+}
+
+int dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
+                     double *total)
 {
     DP_ASSERT(member >= 0 && member < members && members <= x->max_members && len <= x->len);
     pthread_mutex_lock(&x->mu);
     uint64_t g = x->generation;
-    double *slots = x->slots[g & 1];
+    double *slots = x->slots[g & 1], *sum = x->totals[g & 1];
     memcpy(slots + member * x->len, mine, (size_t)len * sizeof *mine);
     if (++x->arrived == members) {
+        /* The last to arrive sums for everyone, the other ranks' groups
+         * included; the others wait for it. */
+        dp__pairwise_sum(slots, members, x->len, len, sum);
+        x->rc[g & 1] = dp__dist_sum_stats(sum, len);
         x->arrived = 0;
         x->generation++;
         pthread_cond_broadcast(&x->cv);
@@ -75,11 +112,10 @@ void dp__exchange_sum(dp__exchange *x, int member, int members, const double *mi
         while (x->generation == g)
             pthread_cond_wait(&x->cv, &x->mu);
     }
+    int rc = x->rc[g & 1];
     pthread_mutex_unlock(&x->mu);
-    for (int64_t i = 0; i < len; i++) {
-        double sum = 0;
-        for (int r = 0; r < members; r++)
-            sum += slots[r * x->len + i];
-        total[i] = sum;
-    }
+    /* Round g + 2 writes these again only after every member has arrived
+     * there, so after this copy. */
+    memcpy(total, sum, (size_t)len * sizeof *total);
+    return rc;
 }

@@ -1,15 +1,16 @@
 /* The statistics exchange among the devices of one process: a group of
  * `members` participants (device workers), each contributing a vector of
- * doubles and getting back the elementwise sum over all of them, in member
- * order, so that every participant computes bit-identical results
+ * doubles and getting back the elementwise sum over all of them, added
+ * pairwise in member order, so that every participant gets the same bits
  * (SyncBatchNorm's statistics: a dp_bn_sync_t is one, bn_sync.c). A
  * participant blocks in dp__exchange_sum until all have arrived; the front
  * end must have issued every participant's command before it waits on any
  * of them, so that they all arrive. Kernels call the sum through the
  * group's head (dp__stats_exchange_sum, device/kernels.h).
  *
- * Lock order: the exchange's mutex is a leaf, held only to write a
- * contribution and to pass the barrier. */
+ * Lock order: the exchange's mutex is a leaf, held to write a
+ * contribution, to pass the barrier and, by the last to arrive, over the
+ * sum (the ranks' included), which the others wait for anyway. */
 #ifndef DP_COMM_EXCHANGE_H
 #define DP_COMM_EXCHANGE_H
 
@@ -23,11 +24,20 @@ int dp__exchange_create(dp__exchange **out, int max_members, int64_t len);
 /* NULL is accepted. No participant may be inside dp__exchange_sum. */
 void dp__exchange_close(dp__exchange *x);
 
-/* total[0..len) = the sum over the `members` participants of their `mine`;
+/* total[0..len) = the sum over the `members` participants of their `mine`,
+ * and, under mpirun, over every rank's group (dp__dist_sum_stats: each
+ * rank's group must be called for the same layers in the same order);
  * `member` is this participant's place, 0 <= member < members <=
  * max_members, and len is at most the group's. Blocks until all `members`
- * have called it for this round. */
-void dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
-                      double *total);
+ * have called it for this round. 0, or the ranks' sum's error. */
+int dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
+                     double *total);
+
+/* out[0..len) = the sum of the n vectors parts + r * stride, added
+ * pairwise: parts [0, h) and [h, n) each summed so, then added, h the
+ * largest power of two below n. For n = 2^j parts a group of 2^i
+ * consecutive ones is a subtree: the split-invariant tree of
+ * ops/split_invariant.c. */
+void dp__pairwise_sum(const double *parts, int n, int64_t stride, int64_t len, double *out);
 
 #endif

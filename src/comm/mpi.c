@@ -2,9 +2,11 @@
  * hierarchical allreduce (DP_ALLREDUCE_MPI, allreduce_mpi.c) runs on a
  * device's worker, and the front end's small collectives.
  *
- * Two communicators, both duplicates of MPI_COMM_WORLD: `grad` for the
+ * Three communicators, all duplicates of MPI_COMM_WORLD: `grad` for the
  * gradient allreduce that the first device's worker runs in stream order,
- * `ctl` for the front end (stop requests, epoch totals, evaluation counts).
+ * `ctl` for the front end (stop requests, epoch totals, evaluation counts),
+ * `stats` for SyncBatchNorm's statistics, which one device worker of each
+ * rank sums, layer after layer, inside the forward and backward passes.
  * Collectives on one communicator must be issued in the same order on every
  * rank; with one communicator per thread they are, while both threads run
  * at once (MPI_THREAD_MULTIPLE).
@@ -14,6 +16,7 @@
  * that dies outright is seen by mpirun, which ends the others. */
 #include "dp/dist.h"
 
+#include "comm/exchange.h"
 #include "comm/mpi.h"
 #include "core/internal.h"
 
@@ -46,7 +49,7 @@ double dp_dist_comm_seconds(uint64_t *calls)
 
 static bool active;
 static int world_rank, world_size = 1;
-static MPI_Comm comm_grad = MPI_COMM_NULL, comm_ctl = MPI_COMM_NULL;
+static MPI_Comm comm_grad = MPI_COMM_NULL, comm_ctl = MPI_COMM_NULL, comm_stats = MPI_COMM_NULL;
 static char host[MPI_MAX_PROCESSOR_NAME + 1] = "localhost";
 
 /* The bf16 exchange's buffer, kept from step to step (a bucket of tens of
@@ -125,7 +128,9 @@ int dp_dist_init(int *argc, char ***argv)
     }
     DP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_grad), "MPI_Comm_dup");
     DP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_ctl), "MPI_Comm_dup");
+    DP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_stats), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_grad, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(comm_stats, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(comm_ctl, MPI_ERRORS_RETURN);
     return 0;
 }
@@ -136,6 +141,7 @@ void dp_dist_finalize(void)
         return;
     MPI_Comm_free(&comm_grad);
     MPI_Comm_free(&comm_ctl);
+    MPI_Comm_free(&comm_stats);
     dp__free(bf16_buf);
     bf16_buf = NULL;
     bf16_cap = 0;
@@ -295,6 +301,30 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len)
     return rc;
 }
 
+int dp__dist_sum_stats(double *v, int64_t len)
+{
+    if (world_size == 1)
+        return 0;
+    if (len > INT32_MAX / world_size) {
+        DP_ERROR("batch norm statistics of %lld values: too many to exchange", (long long)len);
+        return DP_EINVAL;
+    }
+    double t0 = MPI_Wtime();
+    double *all = dp__malloc((size_t)(len * world_size) * sizeof *all);
+    if (!all)
+        return DP_ENOMEM;
+    MPI_Request req;
+    int e = MPI_Iallgather(v, (int)len, MPI_DOUBLE, all, (int)len, MPI_DOUBLE, comm_stats, &req);
+    if (e == MPI_SUCCESS)
+        e = wait_request(&req);
+    int rc = e == MPI_SUCCESS ? 0 : mpi_fail(e, "MPI_Allgather of batch norm's statistics");
+    if (rc == 0)
+        dp__pairwise_sum(all, world_size, len, len, v);
+    dp__free(all);
+    count_comm(t0);
+    return rc;
+}
+
 #else /* no MPI in this build: one process */
 
 bool dp_dist_built(void)
@@ -385,6 +415,13 @@ int dp__dist_sum_grads(float *data, int64_t len)
 int dp__dist_sum_grads_bf16(float *data, int64_t len)
 {
     (void)data;
+    (void)len;
+    return 0;
+}
+
+int dp__dist_sum_stats(double *v, int64_t len)
+{
+    (void)v;
     (void)len;
     return 0;
 }

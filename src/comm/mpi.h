@@ -21,6 +21,13 @@ int dp__dist_sum_grads(float *data, int64_t len);
  * before the sum. */
 int dp__dist_sum_grads_bf16(float *data, int64_t len);
 
+/* v[0..len) summed over every rank in place (SyncBatchNorm's statistics,
+ * on their own communicator): gathered from every rank and added pairwise
+ * in rank order (dp__pairwise_sum), the same bits on every rank. Every
+ * rank calls it for the same layers in the same order. 0, DP_ENOMEM or
+ * DP_ECOMM. */
+int dp__dist_sum_stats(double *v, int64_t len);
+
 /* out[i] = the sum over r of all[r * count + i] (rank r's bfloat16 values),
  * added in float32 in rank order: the same bits on every rank. */
 static inline void dp__bf16_sum_ranks(const uint16_t *all, int ranks, int64_t count, float *out)

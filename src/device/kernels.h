@@ -312,27 +312,32 @@ typedef struct dp__batch_norm_args {
      * summed through dp__stats_exchange_sum (below) */
     struct dp__exchange *sync;
     int rank, ranks;
+    /* dp_get_split_invariant() (training): the sums over the batch taken
+     * over blocks of block_rows samples, added pairwise (0: the shard's
+     * whole, in the kernel's own order) */
+    int64_t block_rows;
 } dp__batch_norm_args;
 
 /* SyncBatchNorm's statistics exchange as a kernel calls it. The group (a
  * dp_bn_sync_t, struct dp__exchange: src/comm/exchange.c) begins with this
  * head, so that a backend sums through it without depending on src/comm/.
  * sum: total[0..len) = the elementwise sum over the `members` participants
- *   of their `mine`, added in member order (the same bits on every device);
+ *   of their `mine`, added pairwise in member order (the same bits on every
+ *   device), and under mpirun over every rank's group; 0 or an error;
  *   `member` is this participant's place. Blocks until all `members` have
  *   called it for this round. */
 typedef struct dp__stats_exchange {
-    void (*sum)(struct dp__exchange *x, int member, int members, const double *mine, int64_t len,
-                double *total);
+    int (*sum)(struct dp__exchange *x, int member, int members, const double *mine, int64_t len,
+               double *total);
 } dp__stats_exchange;
 
-static inline void dp__stats_exchange_sum(struct dp__exchange *x, int member, int members,
-                                          const double *mine, int64_t len, double *total)
+static inline int dp__stats_exchange_sum(struct dp__exchange *x, int member, int members,
+                                         const double *mine, int64_t len, double *total)
 {
     /* A pointer to a struct, converted, points to its first member (an
      * explicit cast: the .cu files read this header as C++). */
     const dp__stats_exchange *head = (const dp__stats_exchange *)(const void *)x;
-    head->sum(x, member, members, mine, len, total);
+    return head->sum(x, member, members, mine, len, total);
 }
 
 /* Adaptive average pooling, PyTorch's windows: output row p of P averages

@@ -101,7 +101,7 @@ void dp_model_bn_params(const dp_model_t *m, int layer, bool train, dp_batch_nor
 {
     memset(p, 0, sizeof *p);
     p->training = train;
-    if (m->bn_sync && m->sync_ranks > 1 && layer >= 0 && layer < m->def.nbn) {
+    if (m->bn_sync && m->sync_ranks >= 1 && layer >= 0 && layer < m->def.nbn) {
         p->sync = m->bn_sync[layer];
         p->rank = m->sync_rank;
         p->ranks = m->sync_ranks;

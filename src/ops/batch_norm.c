@@ -75,6 +75,7 @@ static int batch_norm_backward(dp__node *node)
     a.sync = bn->p.sync;
     a.rank = bn->p.rank;
     a.ranks = bn->p.ranks;
+    a.block_rows = dp_get_split_invariant();
     if (dp__numel(x->ndim, x->shape) > 0 || (a.sync && a.training)) {
         DP_TRY(dev->ops->batch_norm_backward(dev, &a));
     } else {
@@ -165,6 +166,7 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     a.sync = p.sync;
     a.rank = p.rank;
     a.ranks = p.ranks;
+    a.block_rows = dp_get_split_invariant();
     if (p.sync && (p.rank < 0 || p.rank >= p.ranks)) {
         DP_ERROR("%s: rank %d outside the group of %d", op, p.rank, p.ranks);
         return DP_EINVAL;

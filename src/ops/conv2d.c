@@ -93,6 +93,26 @@ static int conv2d_backward(dp__node *node)
                                     dev->ops->conv2d_backward_data);
 }
 
+/* dw (and db) of the batch's rows [row0, row0 + count). */
+typedef struct weights_block {
+    dp_device_t *dev;
+    const dp__conv2d_args *a;
+    dp__conv_kernel weights;
+    bool bias;
+} weights_block;
+
+static int weights_of_rows(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out)
+{
+    const weights_block *wb = ctx;
+    dp__conv2d_args a = *wb->a;
+    a.x = dp__rows_of(a.x, row0, count);
+    a.y = dp__rows_of(a.y, row0, count);
+    a.dy = dp__rows_of(a.dy, row0, count);
+    a.dw = dp__desc(out[0]);
+    a.db = dp__desc(wb->bias ? out[1] : NULL);
+    return wb->weights(wb->dev, &a);
+}
+
 int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp__conv2d_args *a,
                              dp__conv_kernel weights, dp__conv_kernel data)
 {
@@ -108,9 +128,9 @@ int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp_
             DP_TRY(dp__tape_alloc_like(&scratch_db, b));
         if (!dw)
             DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-        a->dw = dp__desc(dw ? dw : scratch_dw);
-        a->db = dp__desc(db ? db : scratch_db);
-        DP_TRY(weights(dev, a));
+        dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
+        weights_block wb = {dev, a, weights, b != NULL};
+        DP_TRY(dp__split_sums(dev, x->shape[0], b ? 2 : 1, out, weights_of_rows, &wb));
         DP_TRY(dp__grad_end(w, dw));
         DP_TRY(dp__grad_end(b, db));
     }

@@ -12,6 +12,43 @@ typedef struct linear_node {
     dp_precision precision;
 } linear_node;
 
+/* dw and db of the batch's rows [row0, row0 + count). */
+typedef struct weights_block {
+    dp_device_t *dev;
+    const dp_tensor_t *x, *dy;
+    int64_t Din, Dout;
+    int out_in;
+    dp_precision precision;
+    bool bias;
+} weights_block;
+
+static int weights_of_rows(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out)
+{
+    const weights_block *wb = ctx;
+    const char *x =
+        (const char *)wb->x->data + (size_t)(row0 * wb->Din) * dp_dtype_size(wb->x->dtype);
+    const float *dy = (const float *)wb->dy->data + row0 * wb->Dout;
+    dp__gemm_args g = {.trans_a = true,
+                       .alpha = 1.0f,
+                       .beta = 0.0f,
+                       .k = count,
+                       .c = out[0]->data,
+                       .precision = wb->precision};
+    if (wb->out_in) { /* dw (Dout, Din) = dy^T x */
+        g.m = wb->Dout, g.n = wb->Din, g.a = dy, g.lda = wb->Dout, g.b = x, g.ldb = wb->Din;
+        g.b_dtype = wb->x->dtype;
+    } else { /* dw (Din, Dout) = x^T dy */
+        g.m = wb->Din, g.n = wb->Dout, g.a = x, g.lda = wb->Din, g.b = dy, g.ldb = wb->Dout;
+        g.a_dtype = wb->x->dtype;
+    }
+    g.ldc = g.n;
+    DP_TRY(wb->dev->ops->gemm(wb->dev, &g));
+    if (!wb->bias)
+        return 0;
+    dp__bias_args a = {.dy = dy, .b = out[1]->data, .rows = count, .cols = wb->Dout};
+    return wb->dev->ops->bias_grad(wb->dev, &a);
+}
+
 static int linear_backward(dp__node *node)
 {
     const linear_node *ln = (const linear_node *)node->params;
@@ -23,28 +60,19 @@ static int linear_backward(dp__node *node)
     dp_tensor_t *dx, *dw, *db;
 
     DP_TRY(dp__grad_begin(w, &dw));
-    if (dw) {
-        dp__gemm_args g = {.trans_a = true,
-                           .alpha = 1.0f,
-                           .beta = 0.0f,
-                           .k = N,
-                           .c = dw->data,
-                           .precision = ln->precision};
-        if (out_in) { /* dw (Dout, Din) = dy^T x */
-            g.m = Dout, g.n = Din, g.a = dy->data, g.lda = Dout, g.b = x->data, g.ldb = Din;
-            g.b_dtype = x->dtype;
-        } else { /* dw (Din, Dout) = x^T dy */
-            g.m = Din, g.n = Dout, g.a = x->data, g.lda = Din, g.b = dy->data, g.ldb = Dout;
-            g.a_dtype = x->dtype;
-        }
-        g.ldc = g.n;
-        DP_TRY(dev->ops->gemm(dev, &g));
-        DP_TRY(dp__grad_end(w, dw));
-    }
     DP_TRY(dp__grad_begin(b, &db));
-    if (db) {
-        dp__bias_args a = {.dy = dy->data, .b = db->data, .rows = N, .cols = Dout};
-        DP_TRY(dev->ops->bias_grad(dev, &a));
+    if (dw || db) {
+        /* dw's and db's sums over the batch, block by block when the sums
+         * are split-invariant; one that needs no gradient goes to scratch */
+        dp_tensor_t *scratch_dw = NULL, *scratch_db = NULL;
+        if (!dw)
+            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
+        if (!db && b)
+            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
+        dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
+        weights_block wb = {dev, x, dy, Din, Dout, out_in, ln->precision, b != NULL};
+        DP_TRY(dp__split_sums(dev, N, b ? 2 : 1, out, weights_of_rows, &wb));
+        DP_TRY(dp__grad_end(w, dw));
         DP_TRY(dp__grad_end(b, db));
     }
     DP_TRY(dp__grad_begin(x, &dx));

@@ -44,4 +44,17 @@ typedef int (*dp__conv_kernel)(dp_device_t *dev, const dp__conv2d_args *a);
 int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp__conv2d_args *a,
                              dp__conv_kernel weights, dp__conv_kernel data);
 
+/* Sums over the batch's rows, split-invariant (split_invariant.c): fn
+ * writes (=) into out[0..n) (n <= 4) the sums over rows [row0, row0 +
+ * count) of the batch. dp__split_sums calls it once for all `rows` when no
+ * block size is set (or the batch is one block), else once per block of
+ * dp_get_split_invariant() rows, adding the blocks pairwise in a fixed
+ * tree into out. */
+typedef int (*dp__block_sum)(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out);
+int dp__split_sums(dp_device_t *dev, int64_t rows, int n, dp_tensor_t *const *out, dp__block_sum fn,
+                   void *ctx);
+/* d's rows [row0, row0 + count): the same memory from row row0 on (the
+ * batch is the outermost axis in both layouts). */
+dp__tdesc dp__rows_of(dp__tdesc d, int64_t row0, int64_t count);
+
 #endif

@@ -10,6 +10,24 @@
 
 #include <string.h>
 
+/* dx of the batch's rows [row0, row0 + count) and their sum dw. */
+typedef struct slope_block {
+    dp_device_t *dev;
+    const dp__prelu_args *a;
+} slope_block;
+
+static int slope_of_rows(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out)
+{
+    const slope_block *sb = ctx;
+    dp__prelu_args a = *sb->a;
+    int64_t per_row = dp__numel(a.x.ndim, a.x.shape) / a.x.shape[0];
+    a.x = dp__rows_of(a.x, row0, count);
+    a.dy += row0 * per_row;
+    a.dx += row0 * per_row;
+    a.dw = out[0]->data;
+    return sb->dev->ops->prelu_backward(sb->dev, &a);
+}
+
 static int prelu_backward(dp__node *node)
 {
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *y = node->output;
@@ -32,7 +50,13 @@ static int prelu_backward(dp__node *node)
     a.dy = y->ag->grad->data;
     a.dx = (dx ? dx : scratch)->data;
     a.dw = (dw ? dw : scratch)->data;
-    DP_TRY(dev->ops->prelu_backward(dev, &a));
+    if (dw && x->shape[0] > 0) {
+        /* dw is a sum over the batch: block by block when split-invariant */
+        slope_block sb = {dev, &a};
+        DP_TRY(dp__split_sums(dev, x->shape[0], 1, &dw, slope_of_rows, &sb));
+    } else {
+        DP_TRY(dev->ops->prelu_backward(dev, &a));
+    }
     if (dx)
         DP_TRY(dp__grad_end(x, dx));
     if (dw)

@@ -125,7 +125,8 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
                  "layer");
         rc = DP_EINVAL;
     }
-    if (rc == 0 && opt->sync_bn && n > 1)
+    /* One device per rank still exchanges with the other ranks. */
+    if (rc == 0 && opt->sync_bn && (n > 1 || grad_ranks(dp) > 1))
         rc = make_sync(dp);
     if (rc == 0 && opt->grad_compress != DP_GRAD_COMPRESS_NONE &&
         opt->grad_compress != DP_GRAD_COMPRESS_BF16) {
@@ -153,8 +154,11 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
 
 int dp_data_parallel_forward(dp_data_parallel_t *dp, dp_tensor_t *x, bool train, dp_tensor_t **out)
 {
-    if (dp->n == 1)
+    if (dp->n == 1) {
+        if (dp->bn_sync)
+            dp__model_set_sync_group(dp->replicas[0], dp->bn_sync, 0, 1);
         return dp_model_forward(dp->replicas[0], x, train, out);
+    }
     dp_tensor_t *chunks[DP_MAX_DEVICES], *outs[DP_MAX_DEVICES];
     int count;
     DP_TRY(dp_scatter(chunks, &count, x, dp->devs, dp->n));

@@ -83,14 +83,6 @@ static int check_ranks(const dp__trainer *t)
     }
     if (t->ranks > 1)
         DP_TRY(dp__train_check_ranks_agree(t));
-    if (t->ranks > 1 && o->sync_bn) {
-        /* Each rank would normalise over its own devices only: not what
-         * one process computes, so refuse rather than train differently. */
-        DP_ERROR("sync batch norm shares batch statistics between the devices of one "
-                 "process; across the %d ranks of mpirun it is not supported yet",
-                 t->ranks);
-        return DP_ENOTSUP;
-    }
     return 0;
 }
 
@@ -112,6 +104,27 @@ static int check_batch_size(const dp__trainer *t)
     return DP_EINVAL;
 }
 
+/* SyncBatchNorm across ranks: every rank joins every layer's exchange, so
+ * every batch must give each rank rows (a short last batch may not). */
+static int check_sync_ranks(const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    if (t->ranks == 1 || !o->sync_bn)
+        return 0;
+    int64_t n = dp__data_train_set(t->data)->n;
+    if (o->limit_train > 0 && o->limit_train < n)
+        n = o->limit_train;
+    int64_t last = n % o->batch_size, sizes[DP_MAX_RANKS];
+    if (last == 0 || dp_chunk_sizes(last, t->ranks, sizes) == t->ranks)
+        return 0;
+    DP_ERROR("sync batch norm across %d ranks: the last batch of each epoch holds %lld of the "
+             "%lld training samples, which leaves a rank without any; every rank takes part in "
+             "every layer's statistics (choose the batch size or the training limit so that it "
+             "does not)",
+             t->ranks, (long long)last, (long long)n);
+    return DP_EINVAL;
+}
+
 /* Opens a run's parts in the order they need each other: the devices and
  * the precision they run, the data (the model takes its samples' shape),
  * the model and its executor, the steps' state, the record (resuming from
@@ -127,6 +140,7 @@ static int setup(dp__trainer *t)
     DP_TRY(dp__prec_open(&t->prec, t));
     DP_TRY(check_batch_size(t));
     DP_TRY(dp__data_open(&t->data, o, true));
+    DP_TRY(check_sync_ranks(t));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
     DP_TRY(dp__steps_open(&t->steps, t));
     DP_TRY(dp__book_open(&t->book, t));

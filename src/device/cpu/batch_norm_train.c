@@ -182,6 +182,83 @@ static void over_blocks(const pass *p, block_fn fn)
     }
 }
 
+/* Adds level `from`'s sums (2 C doubles, 2 C floats) into level `into`'s. */
+static void merge_level(double *d, float *f, int64_t C, int into, int from)
+{
+    for (int64_t i = 0; i < 2 * C; i++) {
+        d[into * 2 * C + i] += d[from * 2 * C + i];
+        f[into * 2 * C + i] += f[from * 2 * C + i];
+    }
+}
+
+/* The shard's sums by fn (over elements of esize bytes) into s1, s2 (C doubles each), and their
+ * float roundings into f1, f2 when those are not NULL. With block_rows set (dp_set_split_invariant)
+ * and a shard of more samples: the sums of each block of block_rows samples, added pairwise in
+ * ops/split_invariant.c's tree (a binary counter), the doubles and the blocks' float roundings each
+ * in their own tree. So a shard that is a whole subtree of another device's batch holds that
+ * subtree's exact bits, and dgamma and dbeta (f1, f2) add up across devices as a parameter gradient
+ * of the other ops does. */
+static int tree_sums(const pass *p, size_t esize, int64_t block_rows, block_fn fn, double *s1,
+                     double *s2, float *f1, float *f2)
+{
+    int64_t N = p->s.N, C = p->s.C, per_row = C * p->s.HW;
+    if (block_rows <= 0 || N <= block_rows) {
+        pass whole = *p;
+        whole.s1 = s1;
+        whole.s2 = s2;
+        over_blocks(&whole, fn);
+        for (int64_t c = 0; f1 && c < C; c++) {
+            f1[c] = (float)s1[c];
+            f2[c] = (float)s2[c];
+        }
+        return 0;
+    }
+    int levels = 2;
+    while (((int64_t)1 << (levels - 2)) < (N + block_rows - 1) / block_rows)
+        levels++;
+    double *d = dp__calloc((size_t)(levels * 2 * C), sizeof *d);
+    float *f = dp__calloc((size_t)(levels * 2 * C), sizeof *f);
+    int64_t *covers = dp__calloc((size_t)levels, sizeof *covers);
+    if (!d || !f || !covers) {
+        dp__free(d);
+        dp__free(f);
+        dp__free(covers);
+        return DP_ENOMEM;
+    }
+    int depth = 0;
+    for (int64_t row0 = 0; row0 < N; row0 += block_rows) {
+        pass b = *p;
+        b.s.N = DP_MIN(block_rows, N - row0);
+        b.x = (const char *)p->x + (size_t)(row0 * per_row) * esize;
+        if (p->dy)
+            b.dy = (const char *)p->dy + (size_t)(row0 * per_row) * esize;
+        b.s1 = d + depth * 2 * C;
+        b.s2 = b.s1 + C;
+        over_blocks(&b, fn);
+        for (int64_t i = 0; i < 2 * C; i++)
+            f[depth * 2 * C + i] = (float)d[depth * 2 * C + i];
+        covers[depth++] = 1;
+        for (; depth >= 2 && covers[depth - 1] == covers[depth - 2]; depth--) {
+            merge_level(d, f, C, depth - 2, depth - 1);
+            covers[depth - 2] *= 2;
+        }
+    }
+    for (; depth >= 2; depth--)
+        merge_level(d, f, C, depth - 2, depth - 1);
+    for (int64_t c = 0; c < C; c++) {
+        s1[c] = d[c];
+        s2[c] = d[C + c];
+        if (f1) {
+            f1[c] = f[c];
+            f2[c] = f[C + c];
+        }
+    }
+    dp__free(d);
+    dp__free(f);
+    dp__free(covers);
+    return 0;
+}
+
 int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
 {
     int64_t C = a->x.shape[1];
@@ -192,11 +269,20 @@ int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
     double *total = sums + 1 + 2 * C;
     pass p = {.s = shard_of(&a->x), .x = a->x.data, .s1 = sums + 1, .s2 = sums + 1 + C};
     sums[0] = (double)(p.s.N * p.s.HW);
-    over_blocks(&p, a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x);
+    int rc = tree_sums(&p, dp_dtype_size(a->x.dtype), a->block_rows,
+                       a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x, p.s1, p.s2, NULL, NULL);
+    if (rc < 0) {
+        dp__free(sums);
+        return rc;
+    }
     if (a->sync)
-        dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
+        rc = dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
     else
         memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    if (rc < 0) {
+        dp__free(sums);
+        return rc;
+    }
     double count = total[0];
     float m = a->momentum;
     for (int64_t c = 0; c < C; c++) {
@@ -240,17 +326,22 @@ int dp__cpu_bn_train_backward(const dp__batch_norm_args *a)
               .s2 = sums + 1 + C};
     sums[0] = (double)(p.s.N * p.s.HW);
     bool bf16 = a->x.dtype == DP_BF16;
-    over_blocks(&p, bf16 ? bf16_sums_dy : f32_sums_dy);
-    /* this shard's dgamma and dbeta: the gradients' allreduce adds the
+    /* and this shard's dbeta and dgamma: the gradients' allreduce adds the
      * shards' */
-    for (int64_t c = 0; c < C; c++) {
-        a->dbeta[c] = (float)sums[1 + c];
-        a->dgamma[c] = (float)sums[1 + C + c];
+    int rc = tree_sums(&p, dp_dtype_size(a->x.dtype), a->block_rows,
+                       bf16 ? bf16_sums_dy : f32_sums_dy, p.s1, p.s2, a->dbeta, a->dgamma);
+    if (rc < 0) {
+        dp__free(sums);
+        return rc;
     }
     if (a->sync)
-        dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
+        rc = dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
     else
         memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    if (rc < 0) {
+        dp__free(sums);
+        return rc;
+    }
     for (int64_t c = 0; c < C; c++) {
         scale[c] = a->gamma[c] * inv_std[c];
         shift[c] = (float)(total[1 + c] / total[0]);

@@ -1,0 +1,311 @@
+/* Split-invariant sums (dp_set_split_invariant): a parameter's gradient
+ * over a batch of 16 rows equals, bit for bit, the float sum of its
+ * gradients over the two halves, which is what 2 devices and their
+ * allreduce compute, for every op whose gradient sums over the batch:
+ * conv2d (with bias, in both input layouts), conv_transpose2d, linear and
+ * prelu; and batch norm's gamma and beta gradients, outputs and dx under
+ * SyncBatchNorm over 2 devices. Without the setting the same comparison
+ * differs in some bits (printed, for contrast); with it the sums are still
+ * the op's own gradients (within float rounding of the unsplit ones). */
+#include "testutil.h"
+
+#include "dp/dp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { ROWS = 16, BLOCK = 4, MAXP = 3, MAXG = 4096 };
+
+typedef enum which { CONV, CONV_NCHW, CONV_T, LINEAR, PRELU, OPS } which;
+static const char *const names[OPS] = {"conv2d (NHWC input)", "conv2d (NCHW input)",
+                                       "conv_transpose2d", "linear", "prelu"};
+
+/* Each op's input shape per row and its parameters' shapes. */
+typedef struct spec {
+    int xdim;
+    int64_t xrow[3];
+    int np;
+    int pdim[MAXP];
+    int64_t pshape[MAXP][4];
+} spec;
+
+static const spec specs[OPS] = {
+    [CONV] = {3, {3, 9, 9}, 2, {4, 1}, {{4, 3, 3, 3}, {4}}},
+    [CONV_NCHW] = {3, {3, 9, 9}, 2, {4, 1}, {{4, 3, 3, 3}, {4}}},
+    [CONV_T] = {3, {4, 5, 5}, 2, {4, 1}, {{4, 3, 3, 3}, {3}}},
+    [LINEAR] = {1, {20}, 2, {2, 1}, {{7, 20}, {7}}},
+    [PRELU] = {3, {3, 4, 4}, 1, {1}, {{3}}},
+};
+
+static int64_t count(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+/* Deterministic values: x, the parameters and the loss's projection. */
+static float value(uint64_t stream, int64_t i)
+{
+    dp_rng rng;
+    dp_rng_init(&rng, 7, stream * 1000003u + (uint64_t)i);
+    return dp_rng_normal(&rng);
+}
+
+/* The gradients of op's parameters (concatenated into g) of the loss
+ * sum(y * r) over rows [first, first + n) of the batch. */
+static void grads(which op, dp_device_t *dev, int first, int n, float *g)
+{
+    const spec *s = &specs[op];
+    int64_t xs[4] = {n, s->xrow[0], s->xrow[1], s->xrow[2]};
+    int64_t per_row = count(s->xdim, s->xrow);
+    static float host[ROWS * 1024];
+    for (int64_t i = 0; i < n * per_row; i++)
+        host[i] = value(1, first * per_row + i);
+    dp_tape_t *tape;
+    assert_int_equal(dp_tape_init(&tape, true), 0);
+    dp_tape_begin(tape);
+    dp_tensor_t *input, *x, *p[MAXP], *y;
+    assert_int_equal(dp_tensor_from_host(&input, dev, DP_F32, s->xdim + 1, xs, host), 0);
+    x = input;
+    if (op == CONV) { /* an NHWC input, as a convolution's output is */
+        dp_conv2d_params id = {0};
+        dp_tensor_t *w1, *x1;
+        int64_t ws[4] = {3, 3, 1, 1};
+        float eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+        assert_int_equal(dp_tensor_from_host(&w1, dev, DP_F32, 4, ws, eye), 0);
+        assert_int_equal(dp_conv2d(&x1, input, w1, NULL, &id), 0);
+        dp_tensor_free(w1);
+        x = x1; /* the tape's */
+    }
+    for (int j = 0; j < s->np; j++) {
+        int64_t m = count(s->pdim[j], s->pshape[j]);
+        float v[512];
+        for (int64_t i = 0; i < m; i++)
+            v[i] = 0.3f * value(2 + (uint64_t)j, i);
+        assert_int_equal(dp_tensor_from_host(&p[j], dev, DP_F32, s->pdim[j], s->pshape[j], v), 0);
+        assert_int_equal(dp_tensor_set_requires_grad(p[j], NULL), 0);
+    }
+    dp_conv2d_params cp = {.pad_h = 1, .pad_w = 1};
+    dp_conv_transpose2d_params tp = {.stride_h = 2, .stride_w = 2};
+    switch (op) {
+    case CONV:
+    case CONV_NCHW:
+        assert_int_equal(dp_conv2d(&y, x, p[0], p[1], &cp), 0);
+        break;
+    case CONV_T:
+        assert_int_equal(dp_conv_transpose2d(&y, x, p[0], p[1], &tp), 0);
+        break;
+    case LINEAR:
+        assert_int_equal(dp_linear(&y, x, p[0], p[1], DP_WEIGHT_OUT_IN), 0);
+        break;
+    default:
+        assert_int_equal(dp_prelu(&y, x, p[0]), 0);
+        break;
+    }
+    /* loss = y (flattened, 1 x m) . r (m x 1), r the rows' own values */
+    int64_t m = dp_tensor_numel(y), flat[2] = {1, m}, rs[2] = {m, 1}, one = 1;
+    static float r[ROWS * 4096];
+    for (int64_t i = 0; i < m; i++)
+        r[i] = value(9, first * (m / n) + i);
+    dp_tensor_t *yf, *rr, *l, *loss;
+    assert_int_equal(dp_reshape(&yf, y, 2, flat), 0);
+    assert_int_equal(dp_tensor_from_host(&rr, dev, DP_F32, 2, rs, r), 0);
+    assert_int_equal(dp_linear(&l, yf, rr, NULL, DP_WEIGHT_IN_OUT), 0);
+    assert_int_equal(dp_reshape(&loss, l, 1, &one), 0);
+    dp_zero_grad(p, s->np);
+    assert_int_equal(dp_backward(loss), 0);
+    int64_t at = 0;
+    for (int j = 0; j < s->np; j++) {
+        int64_t k = count(s->pdim[j], s->pshape[j]);
+        assert_int_equal(dp_tensor_to_host(dp_tensor_grad(p[j]), g + at, (size_t)k * 4), 0);
+        at += k;
+        dp_tensor_free(p[j]);
+    }
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    dp_tensor_free(input);
+    dp_tensor_free(rr);
+}
+
+static int64_t grads_numel(which op)
+{
+    int64_t n = 0;
+    for (int j = 0; j < specs[op].np; j++)
+        n += count(specs[op].pdim[j], specs[op].pshape[j]);
+    return n;
+}
+
+/* How many of the whole batch's gradients differ in any bit from the sum
+ * of the halves', with blocks of `block` rows (0: none). */
+static int halves_differ(which op, dp_device_t *dev, int64_t block, float *whole)
+{
+    static float h0[MAXG], h1[MAXG];
+    dp_set_split_invariant(block);
+    grads(op, dev, 0, ROWS, whole);
+    grads(op, dev, 0, ROWS / 2, h0);
+    grads(op, dev, ROWS / 2, ROWS / 2, h1);
+    dp_set_split_invariant(0);
+    int differ = 0;
+    for (int64_t i = 0; i < grads_numel(op); i++) {
+        float sum = h0[i] + h1[i];
+        differ += memcmp(&sum, &whole[i], sizeof sum) != 0;
+    }
+    return differ;
+}
+
+static void parameter_gradients(void **state)
+{
+    (void)state;
+    dp_device_t *dev;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    static float plain[MAXG], split[MAXG];
+    for (which op = 0; op < OPS; op++) {
+        int off = halves_differ(op, dev, 0, plain);
+        int on = halves_differ(op, dev, BLOCK, split);
+        /* the same gradients, summed in another order */
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < grads_numel(op); i++) {
+            worst = fmax(worst, fabs((double)split[i] - plain[i]));
+            scale = fmax(scale, fabs((double)plain[i]));
+        }
+        printf("%-20s %4lld gradients: halves' sum vs whole batch differ in %3d without "
+               "blocks, %d with blocks of %d; blocked vs not: %.2g of the largest\n",
+               names[op], (long long)grads_numel(op), off, on, BLOCK, worst / scale);
+        assert_int_equal(on, 0);
+        assert_true(worst <= 1e-5 * scale);
+    }
+    /* 3 blocks (12 rows), not a power of two: still the op's gradient */
+    static float a[MAXG], b[MAXG];
+    grads(CONV, dev, 0, 12, a);
+    dp_set_split_invariant(BLOCK);
+    grads(CONV, dev, 0, 12, b);
+    dp_set_split_invariant(0);
+    for (int64_t i = 0; i < grads_numel(CONV); i++)
+        tu_assert_close(b[i], a[i], 1e-5, 1e-5);
+    dp_device_close(dev);
+}
+
+/* Batch norm over N = 8 images, C = 3, 5 x 5, in training mode: on one
+ * device, or as SyncBatchNorm over 2 devices of 4 images each; the gamma
+ * and beta gradients (summed over the parts in float, as the allreduce
+ * does), the outputs and dx into out. */
+enum { BN = 8, BC = 3, BHW = 25, BE = BN * BC * BHW };
+
+typedef struct bn_result {
+    float y[BE], dx[BE], dgamma[BC], dbeta[BC];
+} bn_result;
+
+static void batch_norm_parts(dp_device_t *const *devs, dp_bn_sync_t *sync, int parts,
+                             bn_result *out)
+{
+    int n = BN / parts;
+    float gamma[BC] = {1.5f, 0.7f, 1.1f}, beta[BC] = {0.1f, -0.2f, 0.3f}, zero[BC] = {0},
+          one[BC] = {1, 1, 1};
+    static float x[BE], r[BE];
+    for (int i = 0; i < BE; i++) {
+        x[i] = value(11, i) + 2.0f;
+        r[i] = value(12, i);
+    }
+    memset(out->dgamma, 0, sizeof out->dgamma);
+    memset(out->dbeta, 0, sizeof out->dbeta);
+    dp_tape_t *tape;
+    assert_int_equal(dp_tape_init(&tape, true), 0);
+    dp_tape_begin(tape);
+    dp_tensor_t *t[2][5], *y[2], *loss[2], *rr[2];
+    /* every part's forward before anything is read: the exchange waits
+     * for all */
+    for (int k = 0; k < parts; k++) {
+        int64_t xs[4] = {n, BC, 5, 5}, cs = BC, m = (int64_t)n * BC * BHW, flat[2] = {1, m},
+                rs[2] = {m, 1}, one_elem = 1;
+        const float *host[5] = {x + k * m, gamma, beta, zero, one};
+        assert_int_equal(dp_tensor_from_host(&t[k][0], devs[k], DP_F32, 4, xs, host[0]), 0);
+        for (int j = 1; j < 5; j++)
+            assert_int_equal(dp_tensor_from_host(&t[k][j], devs[k], DP_F32, 1, &cs, host[j]), 0);
+        for (int j = 0; j < 3; j++)
+            assert_int_equal(dp_tensor_set_requires_grad(t[k][j], NULL), 0);
+        dp_batch_norm_params p = {.training = true};
+        if (parts == 2)
+            p = (dp_batch_norm_params){.training = true, .sync = sync, .rank = k, .ranks = 2};
+        assert_int_equal(dp_batch_norm2d(&y[k], t[k][0], t[k][1], t[k][2], t[k][3], t[k][4], &p),
+                         0);
+        dp_tensor_t *yf, *l;
+        assert_int_equal(dp_reshape(&yf, y[k], 2, flat), 0);
+        assert_int_equal(dp_tensor_from_host(&rr[k], devs[k], DP_F32, 2, rs, r + k * m), 0);
+        assert_int_equal(dp_linear(&l, yf, rr[k], NULL, DP_WEIGHT_IN_OUT), 0);
+        assert_int_equal(dp_reshape(&loss[k], l, 1, &one_elem), 0);
+        dp_zero_grad(t[k], 3);
+    }
+    for (int k = 0; k < parts; k++)
+        assert_int_equal(dp_backward(loss[k]), 0);
+    for (int k = 0; k < parts; k++) {
+        size_t bytes = (size_t)n * BC * BHW * sizeof(float);
+        float dg[BC], db[BC];
+        assert_int_equal(dp_tensor_to_host(y[k], out->y + k * n * BC * BHW, bytes), 0);
+        assert_int_equal(
+            dp_tensor_to_host(dp_tensor_grad(t[k][0]), out->dx + k * n * BC * BHW, bytes), 0);
+        assert_int_equal(dp_tensor_to_host(dp_tensor_grad(t[k][1]), dg, sizeof dg), 0);
+        assert_int_equal(dp_tensor_to_host(dp_tensor_grad(t[k][2]), db, sizeof db), 0);
+        for (int c = 0; c < BC; c++) {
+            out->dgamma[c] += dg[c];
+            out->dbeta[c] += db[c];
+        }
+    }
+    dp_tape_end(tape);
+    dp_tape_close(tape);
+    for (int k = 0; k < parts; k++) {
+        for (int j = 0; j < 5; j++)
+            dp_tensor_free(t[k][j]);
+        dp_tensor_free(rr[k]);
+    }
+}
+
+static int bn_differ(const bn_result *a, const bn_result *b)
+{
+    int d = 0;
+    for (int i = 0; i < BE; i++)
+        d += memcmp(&a->y[i], &b->y[i], 4) != 0 || memcmp(&a->dx[i], &b->dx[i], 4) != 0;
+    for (int c = 0; c < BC; c++)
+        d += memcmp(&a->dgamma[c], &b->dgamma[c], 4) != 0 ||
+             memcmp(&a->dbeta[c], &b->dbeta[c], 4) != 0;
+    return d;
+}
+
+static void sync_batch_norm(void **state)
+{
+    (void)state;
+    dp_device_t *devs[2];
+    tu_open_cpu_devices(devs, 2);
+    dp_bn_sync_t *sync;
+    assert_int_equal(dp_bn_sync_init(&sync, BC, 2), 0);
+    static bn_result whole[2], halves[2];
+    int64_t blocks[2] = {0, 2};
+    for (int s = 0; s < 2; s++) {
+        dp_set_split_invariant(blocks[s]);
+        batch_norm_parts(devs, sync, 1, &whole[s]);
+        batch_norm_parts(devs, sync, 2, &halves[s]);
+    }
+    dp_set_split_invariant(0);
+    int off = bn_differ(&whole[0], &halves[0]), on = bn_differ(&whole[1], &halves[1]);
+    printf("batch norm, 2 halves under SyncBatchNorm vs the whole batch: %d of %d outputs, dx "
+           "and (summed) gamma and beta gradients differ without blocks, %d with blocks of 2\n",
+           off, 2 * BE + 2 * BC, on);
+    assert_int_equal(on, 0);
+    for (int c = 0; c < BC; c++) {
+        tu_assert_close(whole[1].dgamma[c], whole[0].dgamma[c], 1e-5, 1e-6);
+        tu_assert_close(whole[1].dbeta[c], whole[0].dbeta[c], 1e-5, 1e-6);
+    }
+    dp_bn_sync_close(sync);
+    dp_devices_close(devs, 2);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parameter_gradients),
+        cmocka_unit_test(sync_batch_norm),
+    };
+    return tu_run(argc, argv, tests, NULL, NULL);
+}
