@@ -126,6 +126,14 @@ expect_error "--on-checkpoint-error without a value" "--on-checkpoint-error need
   "$bin" train --on-checkpoint-error
 
 # --dataset: a bad name, and each dataset's missing or broken files, named.
+expect_error "--split-invariant of a batch that is not blocks times a power of two" \
+  "--split-invariant in blocks of 8 samples: --batch-size 48 is not 8 times a power of two" -- \
+  "$bin" train --split-invariant 8 --batch-size 48
+expect_error "--split-invariant with more parts than blocks" \
+  "--split-invariant in blocks of 8 samples: the batch of 16 cut into 4 parts" -- \
+  "$bin" train --split-invariant 8 --batch-size 16 --devices 4
+expect_error "--split-invariant 0" "--split-invariant 0: expected an integer from 1" -- \
+  "$bin" train --split-invariant 0
 expect_error "unknown dataset" "^dptrain: error: --dataset cifar-10: unknown dataset" -- \
   "$bin" train --dataset cifar-10
 expect_error "eval: unknown dataset" "^dptrain: error: --dataset svhn: unknown dataset" -- \
@@ -155,7 +163,7 @@ expect_error "--normalize for 3 channels on 1" \
 # [...] the default below, and no entry that this list lacks.
 help=$("$bin" train --help)
 declare -A defaults=(
-  [--model]="lenet" [--devices]="1" [--allreduce]="nccl across GPUs, else ring"
+  [--model]="lenet" [--devices]="1" [--allreduce]="nccl across GPUs, else ring; naive for 3 or more devices with --split-invariant"
   [--threads]="0" [--batch-size]="256" [--lr]="0.2" [--momentum]="0" [--weight-decay]="0; adamw: 0.01"
   [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
   [--init-xavier]="off" [--dataset]="fashion-mnist"
@@ -166,7 +174,7 @@ declare -A defaults=(
   [--micro-batches]="1" [--schedule]="1f1b" [--verbose]="off"
   [--checkpoint]="none; a stopped run writes dptrain-interrupted.safetensors"
   [--resume]="none" [--init]="the seed's init" [--on-checkpoint-error]="stop"
-  [--skip-nonfinite]="stop" [--deterministic]="off" [--progress]="auto" [--precision]="fp32"
+  [--skip-nonfinite]="stop" [--deterministic]="off" [--split-invariant]="off" [--progress]="auto" [--precision]="fp32"
   [--conv-algo]="auto; direct with --deterministic; the environment's DPTRAIN_CONV_ALGO where set"
   [--no-tf32]="TF32 allowed"
   [--optimizer]="sgd" [--nesterov]="off" [--betas]="0.9,0.999" [--eps]="1e-8"

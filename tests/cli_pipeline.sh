@@ -35,8 +35,8 @@ expect_error() {
 # Flags alone: refused before any data is read.
 expect_error "micro-batches without pipeline" 2 "--micro-batches and --schedule need --pipeline" \
   -- "$bin" train --micro-batches 4
-expect_error "pipeline of 1" 2 "--pipeline 1: expected an integer from 2" \
-  -- "$bin" train --pipeline 1
+expect_error "pipeline of 0" 2 "--pipeline 0: expected an integer from 1" \
+  -- "$bin" train --pipeline 0
 expect_error "unknown schedule" 2 "--schedule zigzag: expected 1f1b or gpipe" \
   -- "$bin" train --pipeline 2 --schedule zigzag
 

@@ -232,7 +232,7 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
     return scale > 0 ? d / scale : 0;
 }
 
-double mu_max_param_diff(const char *a, const char *b)
+static double max_diff(const char *a, const char *b, bool running)
 {
     dp_safetensors_t *fa, *fb;
     assert_int_equal(dp_safetensors_open(&fa, a), 0);
@@ -242,7 +242,8 @@ double mu_max_param_diff(const char *a, const char *b)
     for (int i = 0; i < dp_safetensors_count(fa); i++) {
         dp_st_tensor ta, tb;
         assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0)
+        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0 ||
+            (!running && strstr(ta.name, ".running_")))
             continue;
         if (dp_safetensors_find(fb, ta.name, &tb) != 0)
             fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
@@ -260,6 +261,16 @@ double mu_max_param_diff(const char *a, const char *b)
     dp_safetensors_close(fb);
     /* All zeros in b: the difference itself, not 0. */
     return scale > 0 ? d / scale : d;
+}
+
+double mu_max_param_diff(const char *a, const char *b)
+{
+    return max_diff(a, b, true);
+}
+
+double mu_max_weight_diff(const char *a, const char *b)
+{
+    return max_diff(a, b, false);
 }
 
 pid_t mu_find_rank(pid_t parent, int rank)

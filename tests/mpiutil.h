@@ -103,6 +103,8 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
  * weighs as much as the largest weight. max |a - b| where b is all zeros;
  * fails the test on a value that is not finite in either. */
 double mu_max_param_diff(const char *a, const char *b);
+/* The same without batch norm's running statistics. */
+double mu_max_weight_diff(const char *a, const char *b);
 
 /* Fails unless the tensors of two checkpoints that are not float32 (batch
  * norm's I64 num_batches_tracked, which the float differences above pass

@@ -43,7 +43,8 @@ static const char usage_train[] =
     "                       the split that trains fastest here) [1]\n"
     "  --allreduce ALGO     how gradients are summed across devices: ring,\n"
     "                       naive (sum on the first device, copy back) or nccl\n"
-    "                       [nccl across GPUs, else ring]\n"
+    "                       [nccl across GPUs, else ring; naive for 3 or more\n"
+    "                       devices with --split-invariant]\n"
     "  --threads N          kernel threads per device, 0 = all cores divided\n"
     "                       among the devices [0]\n"
     "  --batch-size B       global batch size [256]\n"
@@ -83,7 +84,8 @@ static const char usage_train_rest[] =
     "                       (MPI ranks) as bfloat16, summed in float32 [none]\n"
     "  --pipeline K         model parallelism: split the model into K stages of\n"
     "                       about equal FLOPs on K devices; --devices D*K runs\n"
-    "                       D such pipelines data-parallel [off]\n"
+    "                       D such pipelines data-parallel; 1 stage with\n"
+    "                       --micro-batches M is gradient accumulation [off]\n"
     "  --stages LIST        the stages' layers as `dptrain model` numbers them,\n"
     "                       e.g. 0-3,4-7 [balanced by FLOPs]\n"
     "  --micro-batches M    with --pipeline, split each batch (each pipeline's\n"
@@ -116,6 +118,14 @@ static const char usage_train_rest[] =
     "  --deterministic      bit-identical weights from runs with the same seed,\n"
     "                       devices and --threads (CPU devices are; another\n"
     "                       device count changes the summation order) [off]\n"
+    "  --split-invariant R  sum every gradient over the batch in blocks of R\n"
+    "                       samples added pairwise in a fixed tree (batch norm's\n"
+    "                       statistics too), so that 1 device, 2 or 4 devices,\n"
+    "                       mpirun -np 2 and a pipeline's micro-batches give the\n"
+    "                       same bits (with --sync-bn where the model has batch\n"
+    "                       norm, and the same --threads per device); the batch\n"
+    "                       must be R times a power of two; implies\n"
+    "                       --deterministic [off]\n"
     "  --progress MODE      progress bar on stderr: auto, always, never [auto]\n"
     "  --precision P        fp32; bf16 (convolutions and matrix products on bf16\n"
     "                       operands, f32 sums, as torch.autocast on the CPU:\n"
@@ -184,6 +194,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             cli_verbose = true;
             continue;
         }
+        /* clang-format off */
         static const char *const own[] = {
             "--model",       "--devices",     "--threads",       "--batch-size",
             "--lr",          "--epochs",      "--seed",          "--data",
@@ -192,7 +203,9 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             "--checkpoint",  "--resume",      "--init",          "--on-checkpoint-error",
             "--dataset",     "--init-normal", "--bucket-mb",     "--grad-compress",
             "--pipeline",    "--stages",      "--micro-batches", "--schedule",
-            "--precision",   "--conv-algo",   "--save-best",     "--early-stop"};
+            "--precision",   "--conv-algo",   "--save-best",     "--early-stop",
+            "--split-invariant"};
+        /* clang-format on */
         const char *with_value[sizeof own / sizeof *own + 32];
         size_t nv = 0;
         for (size_t k = 0; k < sizeof own / sizeof *own; k++)
@@ -287,10 +300,15 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             if (!(rc = cli_parse_float(f, v, 0, 1e6, false, &mb)))
                 o.bucket_mb = mb;
         } else if (strcmp(f, "--pipeline") == 0) {
-            if (!(rc = cli_parse_i64(f, v, 2, DP_PIPELINE_MAX_STAGES, &n)))
+            if (!(rc = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_STAGES, &n)))
                 o.pipeline = (int)n;
         } else if (strcmp(f, "--stages") == 0) {
             o.stages = v;
+        } else if (strcmp(f, "--split-invariant") == 0) {
+            if (!(rc = cli_parse_i64(f, v, 1, 1 << 20, &n))) {
+                o.split_invariant = n;
+                o.deterministic = true;
+            }
         } else if (strcmp(f, "--micro-batches") == 0) {
             if (!(rc = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_MICRO_BATCHES, &n)))
                 o.micro_batches = (int)n;

@@ -112,6 +112,9 @@ typedef struct dp_train_options {
     /* Pins what could make two runs with the same seed, devices and threads
      * differ (the size of each OpenMP team); see dp_train's notes. */
     bool deterministic;
+    /* Split-invariant sums (dp_set_split_invariant): 0 for none, else the
+     * rows of a block; batch_size must be that times a power of two. */
+    int64_t split_invariant;
     /* GPU convolutions in full float32: TF32 off (dp_set_tf32). */
     bool no_tf32;
     /* The weights' initialisation (dp_weight_init) and, for

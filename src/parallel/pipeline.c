@@ -36,6 +36,7 @@ void dp_pipeline_close(dp_pipeline_t *p)
     dp__free(p->order);
     dp__free(p->issue);
     dp__free(p->sim_start);
+    dp__pipeline_tree_close(p);
     dp__free(p->bn_stage);
     dp__free(p->bn_replicas);
     dp__free(p);
@@ -110,8 +111,10 @@ static int alloc_state(dp_pipeline_t *p)
     p->order = dp__calloc(ntasks, sizeof *p->order);
     p->issue = dp__calloc(ntasks * 2, sizeof *p->issue);
     p->sim_start = dp__calloc(ntasks, sizeof(double));
+    p->tree = dp__calloc((size_t)p->D * (size_t)p->K, sizeof *p->tree);
     if (!p->tapes || !p->in || !p->out || !p->loss || !p->xs || !p->labels || !p->times[0] ||
-        !p->times[1] || !p->last_start || !p->last_end || !p->order || !p->issue || !p->sim_start)
+        !p->times[1] || !p->last_start || !p->last_end || !p->order || !p->issue || !p->sim_start ||
+        !p->tree)
         return DP_ENOMEM;
     for (size_t i = 0; i < ntapes; i++)
         DP_TRY(dp_tape_init(&p->tapes[i], true));
@@ -129,7 +132,7 @@ int dp_pipeline_init(dp_pipeline_t **out, dp_model_t *model, dp_device_t *const 
 {
     const dp_model_def *def = dp_model_definition(model);
     int K = opt->stages, M = opt->micro_batches;
-    if (K < 2 || K > DP_PIPELINE_MAX_STAGES || n < K || n % K != 0 || n > DP_MAX_DEVICES) {
+    if (K < 1 || K > DP_PIPELINE_MAX_STAGES || n < K || n % K != 0 || n > DP_MAX_DEVICES) {
         DP_ERROR("pipeline: %d stages need a multiple of %d devices, at most %d (got %d)", K, K,
                  DP_MAX_DEVICES, n);
         return DP_EINVAL;

@@ -22,6 +22,16 @@ typedef struct dp__pipeline_summary {
     int parity;
 } dp__pipeline_summary;
 
+/* Split-invariant accumulation over micro-batches (pipeline_tree.c): a
+ * binary counter of partial sums of a stage's gradient buffer, entry i
+ * covering covers[i] micro-batches. */
+enum { DP__PIPELINE_TREE_LEVELS = 8 }; /* 2^7 > DP_PIPELINE_MAX_MICRO_BATCHES */
+typedef struct dp__pipeline_tree {
+    dp_tensor_t *level[DP__PIPELINE_TREE_LEVELS];
+    int64_t covers[DP__PIPELINE_TREE_LEVELS];
+    int depth;
+} dp__pipeline_tree;
+
 struct dp_pipeline {
     int K, D, M; /* stages, pipelines, micro-batches at most */
     dp_pipeline_schedule schedule;
@@ -52,6 +62,7 @@ struct dp_pipeline {
     int *issue;              /* (k, i) pairs in issue order */
     int issue_m;             /* the micro-batch count order and issue are for; 0: none */
     double *sim_start;
+    dp__pipeline_tree *tree; /* [d K + k] */
 };
 
 static inline size_t task_slot(const dp_pipeline_t *p, int d, int k, int i)
@@ -73,5 +84,14 @@ static inline dp_model_t *stage_replica(dp_pipeline_t *p, int d, int k)
 {
     return dp_data_parallel_replica(p->dp, d * p->K + k);
 }
+
+/* Whether a step of m_count micro-batches accumulates in the tree; then
+ * each backward task of stage k of pipeline d runs between begin and push,
+ * and end leaves the step's sum in the stage's gradient buffer. */
+bool dp__pipeline_tree_on(const dp_pipeline_t *p, int m_count);
+int dp__pipeline_tree_begin(dp_pipeline_t *p, int d, int k);
+int dp__pipeline_tree_push(dp_pipeline_t *p, int d, int k);
+int dp__pipeline_tree_end(dp_pipeline_t *p, int d, int k);
+void dp__pipeline_tree_close(dp_pipeline_t *p);
 
 #endif

@@ -158,6 +158,17 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
                                    .sync_bn = o->sync_bn,
                                    .bucket_mb = o->bucket_mb,
                                    .grad_compress = (dp_grad_compress)o->grad_compress};
+    /* Split-invariant sums: the ring adds 3 or more devices' gradients in
+     * an order of its own for each chunk; the naive algorithm adds them
+     * pairwise, the blocks' tree. */
+    if (o->split_invariant && n->ndev > 2 && t->ranks == 1) {
+        if (o->allreduce == DP_ALLREDUCE_AUTO)
+            po.allreduce = DP_ALLREDUCE_NAIVE;
+        else if (o->allreduce != DP_ALLREDUCE_NAIVE)
+            DP_WARN("split-invariant sums: the allreduce algorithm %s adds %d devices' gradients "
+                    "in an order of its own; the algorithm naive adds them as one device would",
+                    dp_allreduce_algo_name(o->allreduce), n->ndev);
+    }
     /* OneCycleLR sets SGD's momentum (Adam's beta1) from its first step on,
      * as torch does when it is built: SGD then keeps a momentum buffer. */
     if (dp_lr_schedule_sets_momentum(&o->lr_schedule)) {

@@ -1,6 +1,6 @@
-/* The run's precision and convolution algorithm (dp_train_options.precision,
- * .conv_algo): checked against the devices before anything is loaded, set
- * for the run on the thread that issues its ops (and put back after), and,
+/* The run's precision, convolution algorithm and split-invariant sums
+ * (dp_train_options.precision, .conv_algo, .split_invariant): checked against the devices before
+ * anything is loaded, set for the run on the thread that issues its ops (and put back after), and,
  * under DP_CONV_ALGO_AUTO, the kernel choices measured once, before the
  * first step, by rank 0, whose table every rank then loads: every replica
  * of every rank runs the same kernels. A resumed run loads the choices its
@@ -19,9 +19,48 @@ struct dp__train_prec {
     bool set;
     dp_precision saved_precision;
     dp_conv_algo saved_conv_algo;
+    int64_t saved_split_rows;
     char *choices; /* the kernels chosen before the first step (auto), or NULL */
     bool taken;    /* in an epoch's metrics already */
 };
+
+static bool power_of_two(int64_t n)
+{
+    return n > 0 && (n & (n - 1)) == 0;
+}
+
+/* Split-invariant sums hold when every part the batch is cut into (the
+ * devices' and ranks' shares, a pipeline's micro-batches) is a whole
+ * subtree of the blocks' tree: a power-of-two count of whole blocks. */
+static int check_split(const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    int64_t rows = o->split_invariant;
+    if (rows == 0)
+        return 0;
+    int64_t blocks = rows > 0 ? o->batch_size / rows : 0;
+    if (rows < 0 || o->batch_size % rows != 0 || !power_of_two(blocks)) {
+        DP_ERROR("split-invariant sums in blocks of %lld samples: the batch size %lld is not "
+                 "%lld times a power of two",
+                 (long long)rows, (long long)o->batch_size, (long long)rows);
+        return DP_EINVAL;
+    }
+    int ndev = dp__net_count(t->net), stages = o->pipeline > 0 ? o->pipeline : 1;
+    int64_t parts =
+        (int64_t)(ndev / stages) * t->ranks * (o->pipeline ? DP_MAX(o->micro_batches, 1) : 1);
+    if (!power_of_two(parts) || parts > blocks) {
+        DP_ERROR("split-invariant sums in blocks of %lld samples: the batch of %lld cut into %lld "
+                 "parts (devices x ranks x micro-batches) is not a power-of-two count of whole "
+                 "blocks in each",
+                 (long long)rows, (long long)o->batch_size, (long long)parts);
+        return DP_EINVAL;
+    }
+    if (t->ranks > 2)
+        DP_WARN("split-invariant sums: MPI adds the gradients of %d ranks in an order of its "
+                "own; one device's bits are matched by 2 ranks",
+                t->ranks);
+    return 0;
+}
 
 int dp__prec_open(dp__train_prec **out, const dp__trainer *t)
 {
@@ -52,7 +91,10 @@ int dp__prec_open(dp__train_prec **out, const dp__trainer *t)
             return DP_ENOTSUP;
         }
     }
+    DP_TRY(check_split(t));
     p->saved_precision = dp_set_precision((dp_precision)o->precision);
+    p->saved_split_rows = dp_get_split_invariant();
+    dp_set_split_invariant(o->split_invariant);
     p->saved_conv_algo = dp_get_conv_algo();
     dp_set_conv_algo((dp_conv_algo)o->conv_algo);
     p->set = true;
@@ -67,6 +109,7 @@ void dp__prec_close(dp__train_prec *p)
     if (p->set) {
         dp_set_precision(p->saved_precision);
         dp_set_conv_algo(p->saved_conv_algo);
+        dp_set_split_invariant(p->saved_split_rows);
     }
     dp__free(p);
 }

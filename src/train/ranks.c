@@ -65,6 +65,7 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
         {"dp_train_options.schedule", &o->schedule, sizeof o->schedule},
         {"dp_train_options.precision", &o->precision, sizeof o->precision},
         {"dp_train_options.conv_algo", &o->conv_algo, sizeof o->conv_algo},
+        {"dp_train_options.split_invariant", &o->split_invariant, sizeof o->split_invariant},
         {"dp_train_options.augment", augment, strlen(augment) + 1},
         {"dp_train_options.augment", normalize, strlen(normalize) + 1},
     };
@@ -77,7 +78,8 @@ int dp__train_check_ranks_agree(const dp__trainer *t)
                 DP_ERROR("rank %d was started with another %s than rank 0 (the model, dataset, "
                          "batch size, lr, momentum, weight decay, epochs, seed, shuffle, limits, "
                          "sync batch norm, bucket size, gradient compression, pipeline, precision, "
-                         "convolution algorithm and augmentation must be the same on every rank)",
+                         "convolution algorithm, split-invariant sums and augmentation must be the "
+                         "same on every rank)",
                          r, opts[i].field);
                 return DP_EINVAL;
             }

@@ -59,8 +59,8 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
     const dp__train_net *net = t->net;
     int ndev = dp__net_count(net);
     int K = o->pipeline, M = o->micro_batches > 0 ? o->micro_batches : 1;
-    if (K < 2 || K > DP_PIPELINE_MAX_STAGES) {
-        DP_ERROR("the pipeline stage count %d: give 2 to %d", K, DP_PIPELINE_MAX_STAGES);
+    if (K < 1 || K > DP_PIPELINE_MAX_STAGES) {
+        DP_ERROR("the pipeline stage count %d: give 1 to %d", K, DP_PIPELINE_MAX_STAGES);
         return DP_EINVAL;
     }
     if (!def->forward_layers) {
