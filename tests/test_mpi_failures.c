@@ -143,6 +143,20 @@ static void failing_rank_ends_all(void **state)
         fail_msg("all ranks gone %.2f s after \"ending all 2 ranks\"; at most %.0f s expected",
                  gone - said, KILLED_RANK_ALL_GONE_S);
     free(out);
+
+    /* SyncBatchNorm across ranks needs every rank in every batch: a last
+     * batch of 1 sample over 2 ranks is refused before the first step. */
+    const char *sync[] = {
+        mu_mpirun,      "-np",       "2",         tu_dptrain, "train",         "--model",
+        "resnet18",     "--sync-bn", "--threads", "1",        "--limit-train", "65",
+        "--batch-size", "64",        NULL};
+    rc = mu_wait_for(mu_start(sync, log), 60);
+    out = mu_slurp(log);
+    printf("--sync-bn on 2 ranks, a last batch of 1: exit %d\n%s", rc, out);
+    assert_true(rc > 0);
+    assert_non_null(strstr(out, "--sync-bn across 2 ranks: the last batch of each epoch holds 1 "
+                                "of the 65 training samples"));
+    free(out);
 }
 
 /* SIGTERM to mpirun reaches every rank; they agree on the step, rank 0

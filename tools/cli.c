@@ -135,6 +135,7 @@ static const struct cli_option_name {
     {"the allreduce algorithm", "--allreduce"},
     {"sync batch norm", "--sync-bn"},
     {"the batch size", "--batch-size"},
+    {"the training limit", "--limit-train"},
     {"the epoch count", "--epochs"},
     {"the model name", "--model"},
     {"the dataset", "--dataset"},

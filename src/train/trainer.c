@@ -109,7 +109,11 @@ static int check_batch_size(const dp__trainer *t)
 static int check_sync_ranks(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
+    int nbn = 0;
     if (t->ranks == 1 || !o->sync_bn)
+        return 0;
+    dp_model_bn_names(dp__net_model(t->net), &nbn);
+    if (nbn == 0)
         return 0;
     int64_t n = dp__data_train_set(t->data)->n;
     if (o->limit_train > 0 && o->limit_train < n)
@@ -140,8 +144,8 @@ static int setup(dp__trainer *t)
     DP_TRY(dp__prec_open(&t->prec, t));
     DP_TRY(check_batch_size(t));
     DP_TRY(dp__data_open(&t->data, o, true));
-    DP_TRY(check_sync_ranks(t));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
+    DP_TRY(check_sync_ranks(t));
     DP_TRY(dp__steps_open(&t->steps, t));
     DP_TRY(dp__book_open(&t->book, t));
     if (o->resume_path)
