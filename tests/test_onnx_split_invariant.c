@@ -12,7 +12,9 @@
  * on its own (GPipe's, and PyTorch's pipelining's, batch norm); with
  * --split-invariant it equals 1 device accumulating the same 4
  * micro-batches (--pipeline 1 --micro-batches 4) and 4 devices, a quarter
- * of the batch each (the naive allreduce's pairwise sums). */
+ * of the batch each (the naive allreduce's pairwise sums). The seed's
+ * LeNet, without batch norm, pipelined equals 1 device on the whole
+ * batch. */
 #include "mpiutil.h"
 #include "onnxutil.h"
 
@@ -66,11 +68,16 @@ static void run(int ranks, const char *devices, const char *name, const char *co
     printf("  %s: %.1f s\n", name, mu_now() - t);
 }
 
-static void report(const char *what, const char *a, const char *vs, const char *b, double bound)
+/* The checkpoints' tensors, weights, momentum and running statistics:
+ * within the issue's 1e-5 of the largest, and in fact equal (the flag's
+ * promise, which a kernel that picked another order for another share
+ * would break by ~1e-8). */
+static void report(const char *what, const char *a, const char *vs, const char *b)
 {
     double d = mu_max_param_diff(ck(a), ck(b));
     printf("%-46s vs %-34s max |difference| / max |param| = %.3g\n", what, vs, d);
-    mu_assert_at_most(d, bound);
+    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    assert_true(d == 0);
 }
 
 static void skip_without_data(void)
@@ -91,9 +98,9 @@ static void devices_and_ranks(void **state)
     run(2, "1", "ranks", si);
     run(0, "2", "two_plain", plain);
     report("2 devices, --sync-bn --split-invariant 8", "two", "1 device, --split-invariant 8",
-           "one", MU_VS_ONE_PROCESS);
+           "one");
     report("mpirun -np 2, --sync-bn --split-invariant 8", "ranks", "1 device, --split-invariant 8",
-           "one", MU_VS_ONE_PROCESS);
+           "one");
     double d = mu_max_param_diff(ck("two_plain"), ck("one"));
     printf("%-46s vs %-34s max |difference| / max |param| = %.3g\n", "2 devices, --sync-bn",
            "1 device, --split-invariant 8", d);
@@ -113,13 +120,33 @@ static void pipeline(void **state)
     run(0, "1", "accum", accum);
     run(0, "4", "four", four);
     report("--pipeline 2 --micro-batches 4 (2 devices)", "pipe",
-           "--pipeline 1 --micro-batches 4 (1 device)", "accum", MU_VS_ONE_PROCESS);
+           "--pipeline 1 --micro-batches 4 (1 device)", "accum");
     /* 4 devices update the running statistics once a step from their 4
      * quarters, the pipeline 4 times: the weights and momentum compared */
     double d = mu_max_weight_diff(ck("four"), ck("pipe"));
     printf("%-46s vs %-34s max |difference| / max |weight| = %.3g\n", "4 devices, a quarter each",
            "--pipeline 2 --micro-batches 4", d);
     mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    assert_true(d == 0);
+}
+
+/* The seed's LeNet has no batch norm: its pipeline of 4 micro-batches and
+ * 4 devices equal 1 device on the whole batch, which needs the kernels to
+ * run on blocks of 8 rows whatever the share (its linear layers' products
+ * otherwise differ by ~1e-8 for 8 rows against 32). */
+static void no_batch_norm(void **state)
+{
+    (void)state;
+    skip_without_data();
+    const char *one[] = {RUN("lenet"), "--lr", "0.1", "--split-invariant", "8", NULL};
+    const char *pipe[] = {
+        RUN("lenet"),        "--lr", "0.1", "--pipeline", "2", "--micro-batches", "4",
+        "--split-invariant", "8",    NULL};
+    run(0, "1", "lenet_one", one);
+    run(0, "4", "lenet_four", one);
+    run(0, "2", "lenet_pipe", pipe);
+    report("LeNet, 4 devices", "lenet_four", "LeNet, 1 device", "lenet_one");
+    report("LeNet, --pipeline 2 --micro-batches 4", "lenet_pipe", "LeNet, 1 device", "lenet_one");
 }
 
 int main(int argc, char **argv)
@@ -127,6 +154,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_and_ranks),
         cmocka_unit_test(pipeline),
+        cmocka_unit_test(no_batch_norm),
     };
     return tu_run(argc, argv, tests, group_setup, group_teardown);
 }

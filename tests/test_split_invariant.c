@@ -1,12 +1,15 @@
-/* Split-invariant sums (dp_set_split_invariant): a parameter's gradient
- * over a batch of 16 rows equals, bit for bit, the float sum of its
- * gradients over the two halves, which is what 2 devices and their
- * allreduce compute, for every op whose gradient sums over the batch:
- * conv2d (with bias, in both input layouts), conv_transpose2d, linear and
- * prelu; and batch norm's gamma and beta gradients, outputs and dx under
- * SyncBatchNorm over 2 devices. Without the setting the same comparison
- * differs in some bits (printed, for contrast); with it the sums are still
- * the op's own gradients (within float rounding of the unsplit ones). */
+/* Split-invariant sums (dp_set_split_invariant). With blocks of 8 rows, a
+ * parameter's gradient over a batch of 32 rows equals, bit for bit, the
+ * float sum of its gradients over the two halves (what 2 devices and their
+ * allreduce compute) and the pairwise sum over the four quarters (4
+ * devices), and the input's gradient equals the parts' (every kernel runs
+ * on blocks of 8 rows, whatever the share): conv2d with bias in both input
+ * layouts, conv_transpose2d, linear, prelu, and LeNet's first convolution
+ * and linear layer (the seed's weight layout). Batch norm's outputs, dx
+ * and gamma and beta gradients under SyncBatchNorm over 2 devices equal
+ * the whole batch's likewise. Without blocks the same comparisons differ
+ * (printed, for contrast); with them the gradients are still the op's own
+ * (within float rounding of the unblocked ones). */
 #include "testutil.h"
 
 #include "dp/dp.h"
@@ -15,11 +18,14 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { ROWS = 16, BLOCK = 4, MAXP = 3, MAXG = 4096 };
+enum { ROWS = 32, BLOCK = 8, MAXP = 3, MAXG = 65536 };
 
-typedef enum which { CONV, CONV_NCHW, CONV_T, LINEAR, PRELU, OPS } which;
-static const char *const names[OPS] = {"conv2d (NHWC input)", "conv2d (NCHW input)",
-                                       "conv_transpose2d", "linear", "prelu"};
+/* The ops, and LeNet's first convolution and first linear layer (whose
+ * kernels oneDNN picks by the batch's size). */
+typedef enum which { CONV, CONV_NCHW, CONV_T, LINEAR, PRELU, LENET_CONV, LENET_FC, OPS } which;
+static const char *const names[OPS] = {
+    "conv2d (NHWC input)", "conv2d (NCHW input)", "conv_transpose2d", "linear", "prelu",
+    "LeNet's conv2d",      "LeNet's linear"};
 
 /* Each op's input shape per row and its parameters' shapes. */
 typedef struct spec {
@@ -36,6 +42,8 @@ static const spec specs[OPS] = {
     [CONV_T] = {3, {4, 5, 5}, 2, {4, 1}, {{4, 3, 3, 3}, {3}}},
     [LINEAR] = {1, {20}, 2, {2, 1}, {{7, 20}, {7}}},
     [PRELU] = {3, {3, 4, 4}, 1, {1}, {{3}}},
+    [LENET_CONV] = {3, {1, 28, 28}, 2, {4, 1}, {{6, 1, 5, 5}, {6}}},
+    [LENET_FC] = {1, {400}, 2, {2, 1}, {{400, 120}, {120}}},
 };
 
 static int64_t count(int ndim, const int64_t *shape)
@@ -54,8 +62,9 @@ static float value(uint64_t stream, int64_t i)
     return dp_rng_normal(&rng);
 }
 
-/* The gradients of op's parameters (concatenated into g) of the loss
- * sum(y * r) over rows [first, first + n) of the batch. */
+/* The gradients of op's parameters (concatenated into g), then the
+ * input's (n rows), of the loss sum(y * r) over rows [first, first + n)
+ * of the batch. */
 static void grads(which op, dp_device_t *dev, int first, int n, float *g)
 {
     const spec *s = &specs[op];
@@ -67,8 +76,9 @@ static void grads(which op, dp_device_t *dev, int first, int n, float *g)
     dp_tape_t *tape;
     assert_int_equal(dp_tape_init(&tape, true), 0);
     dp_tape_begin(tape);
-    dp_tensor_t *input, *x, *p[MAXP], *y;
+    dp_tensor_t *input, *x, *p[MAXP], *y, *eye_w = NULL;
     assert_int_equal(dp_tensor_from_host(&input, dev, DP_F32, s->xdim + 1, xs, host), 0);
+    assert_int_equal(dp_tensor_set_requires_grad(input, NULL), 0);
     x = input;
     if (op == CONV) { /* an NHWC input, as a convolution's output is */
         dp_conv2d_params id = {0};
@@ -77,12 +87,12 @@ static void grads(which op, dp_device_t *dev, int first, int n, float *g)
         float eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
         assert_int_equal(dp_tensor_from_host(&w1, dev, DP_F32, 4, ws, eye), 0);
         assert_int_equal(dp_conv2d(&x1, input, w1, NULL, &id), 0);
-        dp_tensor_free(w1);
         x = x1; /* the tape's */
+        eye_w = w1;
     }
     for (int j = 0; j < s->np; j++) {
         int64_t m = count(s->pdim[j], s->pshape[j]);
-        float v[512];
+        static float v[MAXG];
         for (int64_t i = 0; i < m; i++)
             v[i] = 0.3f * value(2 + (uint64_t)j, i);
         assert_int_equal(dp_tensor_from_host(&p[j], dev, DP_F32, s->pdim[j], s->pshape[j], v), 0);
@@ -93,6 +103,7 @@ static void grads(which op, dp_device_t *dev, int first, int n, float *g)
     switch (op) {
     case CONV:
     case CONV_NCHW:
+    case LENET_CONV:
         assert_int_equal(dp_conv2d(&y, x, p[0], p[1], &cp), 0);
         break;
     case CONV_T:
@@ -101,13 +112,16 @@ static void grads(which op, dp_device_t *dev, int first, int n, float *g)
     case LINEAR:
         assert_int_equal(dp_linear(&y, x, p[0], p[1], DP_WEIGHT_OUT_IN), 0);
         break;
+    case LENET_FC: /* the seed's torch.mm layout */
+        assert_int_equal(dp_linear(&y, x, p[0], p[1], DP_WEIGHT_IN_OUT), 0);
+        break;
     default:
         assert_int_equal(dp_prelu(&y, x, p[0]), 0);
         break;
     }
     /* loss = y (flattened, 1 x m) . r (m x 1), r the rows' own values */
     int64_t m = dp_tensor_numel(y), flat[2] = {1, m}, rs[2] = {m, 1}, one = 1;
-    static float r[ROWS * 4096];
+    static float r[ROWS * 8192];
     for (int64_t i = 0; i < m; i++)
         r[i] = value(9, first * (m / n) + i);
     dp_tensor_t *yf, *rr, *l, *loss;
@@ -124,9 +138,13 @@ static void grads(which op, dp_device_t *dev, int first, int n, float *g)
         at += k;
         dp_tensor_free(p[j]);
     }
+    /* then dx, the rows' own */
+    assert_int_equal(
+        dp_tensor_to_host(dp_tensor_grad(input), g + at, (size_t)(n * per_row) * sizeof *g), 0);
     dp_tape_end(tape);
     dp_tape_close(tape);
     dp_tensor_free(input);
+    dp_tensor_free(eye_w);
     dp_tensor_free(rr);
 }
 
@@ -138,21 +156,28 @@ static int64_t grads_numel(which op)
     return n;
 }
 
-/* How many of the whole batch's gradients differ in any bit from the sum
- * of the halves', with blocks of `block` rows (0: none). */
-static int halves_differ(which op, dp_device_t *dev, int64_t block, float *whole)
+/* How many of the whole batch's parameter gradients differ in any bit
+ * from the sum of the halves' (parts 2) or from the pairwise sum of the
+ * quarters' (parts 4), and of its dx from the parts' dx, with blocks of
+ * `block` rows (0: none). */
+static int parts_differ(which op, dp_device_t *dev, int64_t block, int parts, float *whole)
 {
-    static float h0[MAXG], h1[MAXG];
+    static float q[4][MAXG];
+    int n = ROWS / parts;
+    int64_t np = grads_numel(op), per_row = count(specs[op].xdim, specs[op].xrow);
     dp_set_split_invariant(block);
     grads(op, dev, 0, ROWS, whole);
-    grads(op, dev, 0, ROWS / 2, h0);
-    grads(op, dev, ROWS / 2, ROWS / 2, h1);
+    for (int k = 0; k < parts; k++)
+        grads(op, dev, k * n, n, q[k]);
     dp_set_split_invariant(0);
     int differ = 0;
-    for (int64_t i = 0; i < grads_numel(op); i++) {
-        float sum = h0[i] + h1[i];
+    for (int64_t i = 0; i < np; i++) {
+        float sum = parts == 2 ? q[0][i] + q[1][i] : (q[0][i] + q[1][i]) + (q[2][i] + q[3][i]);
         differ += memcmp(&sum, &whole[i], sizeof sum) != 0;
     }
+    for (int k = 0; k < parts; k++)
+        differ += memcmp(q[k] + np, whole + np + k * n * per_row,
+                         (size_t)(n * per_row) * sizeof(float)) != 0;
     return differ;
 }
 
@@ -163,21 +188,24 @@ static void parameter_gradients(void **state)
     assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
     static float plain[MAXG], split[MAXG];
     for (which op = 0; op < OPS; op++) {
-        int off = halves_differ(op, dev, 0, plain);
-        int on = halves_differ(op, dev, BLOCK, split);
+        int off = parts_differ(op, dev, 0, 2, plain);
+        int on = parts_differ(op, dev, BLOCK, 2, split);
+        int quarters = parts_differ(op, dev, BLOCK, 4, split);
         /* the same gradients, summed in another order */
         double worst = 0, scale = 0;
         for (int64_t i = 0; i < grads_numel(op); i++) {
             worst = fmax(worst, fabs((double)split[i] - plain[i]));
             scale = fmax(scale, fabs((double)plain[i]));
         }
-        printf("%-20s %4lld gradients: halves' sum vs whole batch differ in %3d without "
-               "blocks, %d with blocks of %d; blocked vs not: %.2g of the largest\n",
-               names[op], (long long)grads_numel(op), off, on, BLOCK, worst / scale);
+        printf("%-20s %4lld gradients: halves' sum and dx vs whole batch differ in %3d without "
+               "blocks, %d with blocks of %d (quarters' sum: %d); blocked vs not: %.2g of the "
+               "largest\n",
+               names[op], (long long)grads_numel(op), off, on, BLOCK, quarters, worst / scale);
         assert_int_equal(on, 0);
+        assert_int_equal(quarters, 0);
         assert_true(worst <= 1e-5 * scale);
     }
-    /* 3 blocks (12 rows), not a power of two: still the op's gradient */
+    /* 12 rows, a block and a short one: still the op's gradient */
     static float a[MAXG], b[MAXG];
     grads(CONV, dev, 0, 12, a);
     dp_set_split_invariant(BLOCK);

@@ -93,6 +93,31 @@ static int conv2d_backward(dp__node *node)
                                     dev->ops->conv2d_backward_data);
 }
 
+/* A per-sample pass (forward, backward-data) over the batch's rows [row0,
+ * row0 + count). */
+typedef struct rows_pass {
+    dp_device_t *dev;
+    const dp__conv2d_args *a;
+    dp__conv_kernel kernel;
+} rows_pass;
+
+static int pass_of_rows(void *ctx, int64_t row0, int64_t count)
+{
+    const rows_pass *rp = ctx;
+    dp__conv2d_args a = *rp->a;
+    a.x = dp__rows_of(a.x, row0, count);
+    a.y = dp__rows_of(a.y, row0, count);
+    a.dx = dp__rows_of(a.dx, row0, count);
+    a.dy = dp__rows_of(a.dy, row0, count);
+    return rp->kernel(rp->dev, &a);
+}
+
+int dp__conv_rows(dp_device_t *dev, dp__conv_kernel kernel, const dp__conv2d_args *a, int64_t rows)
+{
+    rows_pass rp = {dev, a, kernel};
+    return dp__for_blocks(rows, pass_of_rows, &rp);
+}
+
 /* dw (and db) of the batch's rows [row0, row0 + count). */
 typedef struct weights_block {
     dp_device_t *dev;
@@ -137,7 +162,7 @@ int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp_
     DP_TRY(dp__grad_begin(x, &dx));
     if (dx) {
         a->dx = dp__desc(dx);
-        DP_TRY(data(dev, a));
+        DP_TRY(dp__conv_rows(dev, data, a, x->shape[0]));
         DP_TRY(dp__grad_end(x, dx));
     }
     return 0;
@@ -199,7 +224,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     a.precision = prec;
     a.algo = dp_get_conv_algo();
     if (N > 0)
-        DP_TRY(x->dev->ops->conv2d_forward(x->dev, &a));
+        DP_TRY(dp__conv_rows(x->dev, x->dev->ops->conv2d_forward, &a, N));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
         conv_node cn = {g, p.relu, prec, a.algo};

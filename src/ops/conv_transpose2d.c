@@ -99,7 +99,7 @@ int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_te
     a.y = dp__desc(y);
     a.precision = DP_PRECISION_FP32;
     if (N > 0)
-        DP_TRY(x->dev->ops->conv_transpose2d_forward(x->dev, &a));
+        DP_TRY(dp__conv_rows(x->dev, x->dev->ops->conv_transpose2d_forward, &a, N));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
         conv_transpose_node cn = {g};

@@ -91,7 +91,7 @@ static int linear_backward(dp__node *node)
                            .ldc = Din,
                            .c_dtype = dx->dtype,
                            .precision = ln->precision};
-        DP_TRY(dev->ops->gemm(dev, &g));
+        DP_TRY(dp__gemm_rows(dev, &g));
         DP_TRY(dp__grad_end(x, dx));
     }
     return 0;
@@ -144,7 +144,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
                        .ldc = Dout,
                        .a_dtype = x->dtype,
                        .precision = prec};
-    DP_TRY(x->dev->ops->gemm(x->dev, &g));
+    DP_TRY(dp__gemm_rows(x->dev, &g));
     if (b) {
         dp__bias_args a = {.y = y->data, .b = b->data, .rows = N, .cols = Dout};
         DP_TRY(x->dev->ops->bias_add(x->dev, &a));

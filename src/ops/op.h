@@ -43,6 +43,9 @@ void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g);
 typedef int (*dp__conv_kernel)(dp_device_t *dev, const dp__conv2d_args *a);
 int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp__conv2d_args *a,
                              dp__conv_kernel weights, dp__conv_kernel data);
+/* A per-sample pass of a convolution-shaped op (forward, backward-data)
+ * over x's `rows`, by dp__for_blocks. */
+int dp__conv_rows(dp_device_t *dev, dp__conv_kernel kernel, const dp__conv2d_args *a, int64_t rows);
 
 /* Sums over the batch's rows, split-invariant (split_invariant.c): fn
  * writes (=) into out[0..n) (n <= 4) the sums over rows [row0, row0 +
@@ -53,6 +56,13 @@ int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp_
 typedef int (*dp__block_sum)(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out);
 int dp__split_sums(dp_device_t *dev, int64_t rows, int n, dp_tensor_t *const *out, dp__block_sum fn,
                    void *ctx);
+/* fn(ctx, row0, count) over the batch's rows: once for all, or block by
+ * block when split-invariant sums are set (a per-sample kernel then sees
+ * the same shapes on every split of the batch). */
+typedef int (*dp__block_fn)(void *ctx, int64_t row0, int64_t count);
+int dp__for_blocks(int64_t rows, dp__block_fn fn, void *ctx);
+/* The gemm of g (a not transposed) over its m rows, by dp__for_blocks. */
+int dp__gemm_rows(dp_device_t *dev, const dp__gemm_args *g);
 /* d's rows [row0, row0 + count): the same memory from row row0 on (the
  * batch is the outermost axis in both layouts). */
 dp__tdesc dp__rows_of(dp__tdesc d, int64_t row0, int64_t count);

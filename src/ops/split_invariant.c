@@ -11,6 +11,12 @@
  * so the allreduce's a + b of two halves is the tree's own last addition:
  * one device, two devices and two MPI ranks give the same bits.
  *
+ * Kernels whose work is per sample (a convolution's forward and backward-
+ * data passes, a linear layer's matrix products over the rows) may still
+ * pick another algorithm, and so another order of their inner sums, for
+ * 8 rows than for 32; with blocks set they run block by block too
+ * (dp__for_blocks), so every kernel sees the same shapes on every split.
+ *
  * The tree is built as the blocks arrive, as a binary counter: a stack of
  * partial sums, each covering 2^level blocks, where a new block merges
  * with the top while the top covers as many blocks as it does. The result
@@ -93,4 +99,36 @@ dp__tdesc dp__rows_of(dp__tdesc d, int64_t row0, int64_t count)
     d.data = (char *)d.data + (size_t)(row0 * per_row) * dp_dtype_size(d.dtype);
     d.shape[0] = count;
     return d;
+}
+
+int dp__for_blocks(int64_t rows, dp__block_fn fn, void *ctx)
+{
+    int64_t block = dp_get_split_invariant();
+    if (block <= 0 || rows <= block)
+        return fn(ctx, 0, rows);
+    for (int64_t row0 = 0; row0 < rows; row0 += block)
+        DP_TRY(fn(ctx, row0, DP_MIN(block, rows - row0)));
+    return 0;
+}
+
+typedef struct gemm_rows {
+    dp_device_t *dev;
+    const dp__gemm_args *g;
+} gemm_rows;
+
+static int gemm_of_rows(void *ctx, int64_t row0, int64_t count)
+{
+    const gemm_rows *gr = ctx;
+    dp__gemm_args g = *gr->g;
+    g.m = count;
+    g.a = (const char *)g.a + (size_t)(row0 * g.lda) * dp_dtype_size(g.a_dtype);
+    g.c = (char *)g.c + (size_t)(row0 * g.ldc) * dp_dtype_size(g.c_dtype);
+    return gr->dev->ops->gemm(gr->dev, &g);
+}
+
+int dp__gemm_rows(dp_device_t *dev, const dp__gemm_args *g)
+{
+    DP_ASSERT(!g->trans_a);
+    gemm_rows gr = {dev, g};
+    return dp__for_blocks(g->m, gemm_of_rows, &gr);
 }
