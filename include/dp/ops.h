@@ -92,14 +92,16 @@ void dp_conv_choices_clear(void);
  * batch that training takes (the weight, bias, gamma and slope gradients
  * of conv2d, conv_transpose2d, linear, batch norm and prelu; batch norm's
  * statistics and backward sums) is taken over blocks of `rows` samples,
- * added pairwise in a fixed binary tree. Splitting a batch of rows 2^j
- * samples over 2^i devices or MPI ranks (i <= j) then gives each a whole
- * subtree, and the allreduce's sum of the halves is the tree's own
- * addition: the same bits as one device, with SyncBatchNorm where the
- * model has batch norm (its statistics are the whole batch's). 0, the
- * default, lets each kernel sum its whole shard. Read when an op's
- * backward pass (or batch norm's forward) runs. The CPU backend honours
- * it; the CUDA one sums batch norm's statistics over its whole shard. */
+ * added pairwise in a fixed binary tree, and the per-sample passes
+ * (convolutions' forward and backward-data, linear layers' products) run
+ * block by block, so that every kernel sees the same shapes on every
+ * split. Splitting a batch of rows 2^j samples over 2^i devices or MPI
+ * ranks (i <= j) then gives each a whole subtree, and the allreduce's sum
+ * of the halves is the tree's own addition: the same bits as one device,
+ * with SyncBatchNorm where the model has batch norm (its statistics are
+ * the whole batch's). 0, the default, lets each kernel take its whole
+ * shard. Read when an op runs. The CPU backend honours it; the CUDA one
+ * sums batch norm's statistics over its whole shard. */
 void dp_set_split_invariant(int64_t rows);
 int64_t dp_get_split_invariant(void);
 
