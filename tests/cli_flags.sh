@@ -101,6 +101,22 @@ else bad "devices --threads $((cpus + 1)): no warning: $(cat "$dir/err")"; fi
 if [[ ! -s $dir/err ]]; then ok "devices --threads $cpus: no warning"
 else bad "devices --threads $cpus: $(cat "$dir/err")"; fi
 
+# --split-invariant with a short last batch (100 samples in 32s: 4 left,
+# half a block): a warning that its step is not split-invariant; none for
+# 96 (three whole batches).
+if [[ -d /usr/share/datasets/fashion-mnist ]]; then
+  for n in 100 96; do
+    "$bin" train --model lenet --limit-train $n --limit-test 10 --batch-size 32 --epochs 1 \
+      --split-invariant 8 --progress never >/dev/null 2>"$dir/err"
+    if [[ $n == 100 ]] && grep -q -- "warning: --split-invariant: the last batch of each epoch holds 4 of the 100 training samples" "$dir/err"; then
+      ok "train --split-invariant 8, 100 samples in batches of 32: $(cat "$dir/err")"
+    elif [[ $n == 96 && ! -s $dir/err ]]; then ok "train --split-invariant 8, 96 samples: no warning"
+    else bad "train --split-invariant 8, $n samples: $(cat "$dir/err")"; fi
+  done
+else
+  echo "skip --split-invariant's last-batch warning: Fashion-MNIST is not installed"
+fi
+
 # What the README and --help say is what dptrain does: the demos --help
 # lists are those `demo nope` names, and the README's unclosed bracket
 # prints what it shows.

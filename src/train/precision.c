@@ -29,9 +29,25 @@ static bool power_of_two(int64_t n)
     return n > 0 && (n & (n - 1)) == 0;
 }
 
-/* Split-invariant sums hold when every part the batch is cut into (the
- * devices' and ranks' shares, a pipeline's micro-batches) is a whole
- * subtree of the blocks' tree: a power-of-two count of whole blocks. */
+/* The parts a batch is cut into: the devices' and ranks' shares, a
+ * pipeline's micro-batches. */
+static int64_t split_parts(const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    int ndev = dp__net_count(t->net), stages = o->pipeline > 0 ? o->pipeline : 1;
+    return (int64_t)(ndev / stages) * t->ranks * (o->pipeline ? DP_MAX(o->micro_batches, 1) : 1);
+}
+
+bool dp__prec_split_whole(const dp__trainer *t, int64_t rows)
+{
+    int64_t block = t->o->split_invariant, parts = split_parts(t);
+    return block > 0 && rows % block == 0 && power_of_two(rows / block) && power_of_two(parts) &&
+           parts <= rows / block;
+}
+
+/* Split-invariant sums hold when every part the batch is cut into is a
+ * whole subtree of the blocks' tree: a power-of-two count of whole
+ * blocks. */
 static int check_split(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
@@ -45,14 +61,11 @@ static int check_split(const dp__trainer *t)
                  (long long)rows, (long long)o->batch_size, (long long)rows);
         return DP_EINVAL;
     }
-    int ndev = dp__net_count(t->net), stages = o->pipeline > 0 ? o->pipeline : 1;
-    int64_t parts =
-        (int64_t)(ndev / stages) * t->ranks * (o->pipeline ? DP_MAX(o->micro_batches, 1) : 1);
-    if (!power_of_two(parts) || parts > blocks) {
+    if (!dp__prec_split_whole(t, o->batch_size)) {
         DP_ERROR("split-invariant sums in blocks of %lld samples: the batch of %lld cut into %lld "
                  "parts (devices x ranks x micro-batches) is not a power-of-two count of whole "
                  "blocks in each",
-                 (long long)rows, (long long)o->batch_size, (long long)parts);
+                 (long long)rows, (long long)o->batch_size, (long long)split_parts(t));
         return DP_EINVAL;
     }
     if (t->ranks > 2)

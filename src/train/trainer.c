@@ -104,22 +104,30 @@ static int check_batch_size(const dp__trainer *t)
     return DP_EINVAL;
 }
 
-/* SyncBatchNorm across ranks: every rank joins every layer's exchange, so
- * every batch must give each rank rows (a short last batch may not). */
-static int check_sync_ranks(const dp__trainer *t)
+/* The last batch of an epoch, when short. SyncBatchNorm across ranks:
+ * every rank joins every layer's exchange, so each must get rows of it.
+ * Split-invariant sums: a last batch that is not cut into whole subtrees
+ * is summed the same way every time, but not as another split sums it. */
+static int check_last_batch(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    int nbn = 0;
-    if (t->ranks == 1 || !o->sync_bn)
-        return 0;
-    dp_model_bn_names(dp__net_model(t->net), &nbn);
-    if (nbn == 0)
-        return 0;
     int64_t n = dp__data_train_set(t->data)->n;
     if (o->limit_train > 0 && o->limit_train < n)
         n = o->limit_train;
     int64_t last = n % o->batch_size, sizes[DP_MAX_RANKS];
-    if (last == 0 || dp_chunk_sizes(last, t->ranks, sizes) == t->ranks)
+    if (last == 0)
+        return 0;
+    if (o->split_invariant && !dp__prec_split_whole(t, last) && t->rank == 0)
+        DP_WARN("split-invariant sums: the last batch of each epoch holds %lld of the %lld "
+                "training samples, not a power-of-two count of whole blocks in each part: its "
+                "step differs from another split's (choose the batch size or the training "
+                "limit so that it divides them)",
+                (long long)last, (long long)n);
+    int nbn = 0;
+    if (t->ranks == 1 || !o->sync_bn)
+        return 0;
+    dp_model_bn_names(dp__net_model(t->net), &nbn);
+    if (nbn == 0 || dp_chunk_sizes(last, t->ranks, sizes) == t->ranks)
         return 0;
     DP_ERROR("sync batch norm across %d ranks: the last batch of each epoch holds %lld of the "
              "%lld training samples, which leaves a rank without any; every rank takes part in "
@@ -145,7 +153,7 @@ static int setup(dp__trainer *t)
     DP_TRY(check_batch_size(t));
     DP_TRY(dp__data_open(&t->data, o, true));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
-    DP_TRY(check_sync_ranks(t));
+    DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_open(&t->steps, t));
     DP_TRY(dp__book_open(&t->book, t));
     if (o->resume_path)

@@ -127,6 +127,9 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
  * there. */
 int dp__prec_open(dp__train_prec **out, const dp__trainer *t);
 void dp__prec_close(dp__train_prec *p);
+/* Whether a batch of `rows` is cut into shares that are each a whole
+ * subtree of the split-invariant sums' tree (false without them). */
+bool dp__prec_split_whole(const dp__trainer *t, int64_t rows);
 /* Under DP_CONV_ALGO_AUTO: the convolution kernels measured by rank 0 on
  * a batch of the training set before the first step, loaded on every rank. */
 int dp__prec_tune(dp__train_prec *p, const dp__trainer *t);
