@@ -7,6 +7,7 @@
 
 #include "comm/mpi.h"
 #include "core/internal.h"
+#include "core/pairwise.h"
 #include "device/kernels.h"
 
 #include <pthread.h>
@@ -68,30 +69,6 @@ void dp__exchange_close(dp__exchange *x)
     dp__free(x);
 }
 
-void dp__pairwise_sum(const double *parts, int n, int64_t stride, int64_t len, double *out)
-{
-    if (n == 1) {
-        memcpy(out, parts, (size_t)len * sizeof *out);
-        return;
-    }
-    int h = 1;
-    while (2 * h < n)
-        h *= 2;
-    double *right = dp__malloc((size_t)len * sizeof *right);
-    if (!right) { /* n is small: add the right side part by part instead */
-        dp__pairwise_sum(parts, h, stride, len, out);
-        for (int r = h; r < n; r++)
-            for (int64_t i = 0; i < len; i++)
-                out[i] += parts[r * stride + i];
-        return;
-    }
-    dp__pairwise_sum(parts, h, stride, len, out);
-    dp__pairwise_sum(parts + h * stride, n - h, stride, len, right);
-    for (int64_t i = 0; i < len; i++)
-        out[i] += right[i];
-    dp__free(right);
-}
-
 int dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
                      double *total)
 {
@@ -103,7 +80,8 @@ int dp__exchange_sum(dp__exchange *x, int member, int members, const double *min
     if (++x->arrived == members) {
         /* The last to arrive sums for everyone, the other ranks' groups
          * included; the others wait for it. */
-        dp__pairwise_sum(slots, members, x->len, len, sum);
+        dp__pairwise_sum_f64(slots, members, x->len, len);
+        memcpy(sum, slots, (size_t)len * sizeof *sum);
         x->rc[g & 1] = dp__dist_sum_stats(sum, len);
         x->arrived = 0;
         x->generation++;

@@ -1,7 +1,7 @@
 /* The statistics exchange among the devices of one process: a group of
  * `members` participants (device workers), each contributing a vector of
  * doubles and getting back the elementwise sum over all of them, added
- * pairwise in member order, so that every participant gets the same bits
+ * pairwise in member order (core/pairwise.h), so that every participant gets the same bits
  * (SyncBatchNorm's statistics: a dp_bn_sync_t is one, bn_sync.c). A
  * participant blocks in dp__exchange_sum until all have arrived; the front
  * end must have issued every participant's command before it waits on any
@@ -32,12 +32,5 @@ void dp__exchange_close(dp__exchange *x);
  * have called it for this round. 0, or the ranks' sum's error. */
 int dp__exchange_sum(dp__exchange *x, int member, int members, const double *mine, int64_t len,
                      double *total);
-
-/* out[0..len) = the sum of the n vectors parts + r * stride, added
- * pairwise: parts [0, h) and [h, n) each summed so, then added, h the
- * largest power of two below n. For n = 2^j parts a group of 2^i
- * consecutive ones is a subtree: the split-invariant tree of
- * ops/split_invariant.c. */
-void dp__pairwise_sum(const double *parts, int n, int64_t stride, int64_t len, double *out);
 
 #endif

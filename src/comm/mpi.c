@@ -16,9 +16,9 @@
  * that dies outright is seen by mpirun, which ends the others. */
 #include "dp/dist.h"
 
-#include "comm/exchange.h"
 #include "comm/mpi.h"
 #include "core/internal.h"
+#include "core/pairwise.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -318,8 +318,10 @@ int dp__dist_sum_stats(double *v, int64_t len)
     if (e == MPI_SUCCESS)
         e = wait_request(&req);
     int rc = e == MPI_SUCCESS ? 0 : mpi_fail(e, "MPI_Allgather of batch norm's statistics");
-    if (rc == 0)
-        dp__pairwise_sum(all, world_size, len, len, v);
+    if (rc == 0) {
+        dp__pairwise_sum_f64(all, world_size, len, len);
+        memcpy(v, all, (size_t)len * sizeof *v);
+    }
     dp__free(all);
     count_comm(t0);
     return rc;

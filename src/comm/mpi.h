@@ -23,7 +23,7 @@ int dp__dist_sum_grads_bf16(float *data, int64_t len);
 
 /* v[0..len) summed over every rank in place (SyncBatchNorm's statistics,
  * on their own communicator): gathered from every rank and added pairwise
- * in rank order (dp__pairwise_sum), the same bits on every rank. Every
+ * in rank order (core/pairwise.h), the same bits on every rank. Every
  * rank calls it for the same layers in the same order. 0, DP_ENOMEM or
  * DP_ECOMM. */
 int dp__dist_sum_stats(double *v, int64_t len);

@@ -88,7 +88,7 @@ static inline dp_model_t *stage_replica(dp_pipeline_t *p, int d, int k)
 /* Whether a step of m_count micro-batches accumulates in the tree; then
  * each backward task of stage k of pipeline d runs between begin and push,
  * and end leaves the step's sum in the stage's gradient buffer. */
-bool dp__pipeline_tree_on(const dp_pipeline_t *p, int m_count);
+bool dp__pipeline_tree_on(int m_count);
 int dp__pipeline_tree_begin(dp_pipeline_t *p, int d, int k);
 int dp__pipeline_tree_push(dp_pipeline_t *p, int d, int k);
 int dp__pipeline_tree_end(dp_pipeline_t *p, int d, int k);

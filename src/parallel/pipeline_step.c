@@ -216,7 +216,7 @@ static int run_task(dp_pipeline_t *p, int d, int k, int i, int m_count, const in
     int m = task.micro_batch;
     dp_tape_t *tape = p->tapes[tape_index(p, d, k, m)];
     int slot = (int)task_slot(p, d, k, i);
-    bool tree = task.backward && dp__pipeline_tree_on(p, m_count);
+    bool tree = task.backward && dp__pipeline_tree_on(m_count);
     if (tree)
         DP_TRY(dp__pipeline_tree_begin(p, d, k));
     dp_tape_begin(tape);
@@ -327,7 +327,7 @@ int dp_pipeline_forward_backward(dp_pipeline_t *p, const float *x, const int32_t
             rc = issue_order(p, m_count);
         for (int j = 0; rc == 0 && j < p->K * 2 * m_count; j++)
             rc = run_task(p, d, p->issue[2 * j], p->issue[2 * j + 1], m_count, offsets, seed, step);
-        for (int k = 0; rc == 0 && k < p->K && dp__pipeline_tree_on(p, m_count); k++)
+        for (int k = 0; rc == 0 && k < p->K && dp__pipeline_tree_on(m_count); k++)
             rc = dp__pipeline_tree_end(p, d, k);
         p->step_m[p->parity][d] = m_count;
         row0 += shard[d];

@@ -20,9 +20,8 @@ static dp__pipeline_tree *tree_of(dp_pipeline_t *p, int d, int k)
     return &p->tree[d * p->K + k];
 }
 
-bool dp__pipeline_tree_on(const dp_pipeline_t *p, int m_count)
+bool dp__pipeline_tree_on(int m_count)
 {
-    (void)p;
     return m_count > 1 && dp_get_split_invariant() > 0;
 }
 

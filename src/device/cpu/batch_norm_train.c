@@ -21,6 +21,7 @@
  * f32. The loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU
  * picking at load time. */
 #include "core/bf16.h"
+#include "core/pairwise.h"
 #include "device/cpu/cpu.h"
 
 #include <math.h>
@@ -182,80 +183,66 @@ static void over_blocks(const pass *p, block_fn fn)
     }
 }
 
-/* Adds level `from`'s sums (2 C doubles, 2 C floats) into level `into`'s. */
-static void merge_level(double *d, float *f, int64_t C, int into, int from)
-{
-    for (int64_t i = 0; i < 2 * C; i++) {
-        d[into * 2 * C + i] += d[from * 2 * C + i];
-        f[into * 2 * C + i] += f[from * 2 * C + i];
-    }
-}
-
-/* The shard's sums by fn (over elements of esize bytes) into s1, s2 (C doubles each), and their
- * float roundings into f1, f2 when those are not NULL. With block_rows set (dp_set_split_invariant)
- * and a shard of more samples: the sums of each block of block_rows samples, added pairwise in
- * ops/split_invariant.c's tree (a binary counter), the doubles and the blocks' float roundings each
- * in their own tree. So a shard that is a whole subtree of another device's batch holds that
- * subtree's exact bits, and dgamma and dbeta (f1, f2) add up across devices as a parameter gradient
- * of the other ops does. */
+/* The shard's sums by fn (over elements of esize bytes) into s1, s2 (C
+ * doubles each), and their float roundings into f1, f2 when those are not
+ * NULL. With block_rows set (dp_set_split_invariant) and a shard of more
+ * samples: the sums of each block of block_rows samples, added pairwise
+ * (core/pairwise.h, the tree of ops/split_invariant.c), the doubles and
+ * the blocks' float roundings each in their own tree. So a shard that is
+ * a whole subtree of another device's batch holds that subtree's exact
+ * bits, and dgamma and dbeta (f1, f2) add up across devices as the other
+ * ops' parameter gradients do. */
 static int tree_sums(const pass *p, size_t esize, int64_t block_rows, block_fn fn, double *s1,
                      double *s2, float *f1, float *f2)
 {
     int64_t N = p->s.N, C = p->s.C, per_row = C * p->s.HW;
-    if (block_rows <= 0 || N <= block_rows) {
-        pass whole = *p;
-        whole.s1 = s1;
-        whole.s2 = s2;
-        over_blocks(&whole, fn);
-        for (int64_t c = 0; f1 && c < C; c++) {
-            f1[c] = (float)s1[c];
-            f2[c] = (float)s2[c];
-        }
-        return 0;
-    }
-    int levels = 2;
-    while (((int64_t)1 << (levels - 2)) < (N + block_rows - 1) / block_rows)
-        levels++;
-    double *d = dp__calloc((size_t)(levels * 2 * C), sizeof *d);
-    float *f = dp__calloc((size_t)(levels * 2 * C), sizeof *f);
-    int64_t *covers = dp__calloc((size_t)levels, sizeof *covers);
-    if (!d || !f || !covers) {
+    int64_t nb = block_rows > 0 && N > block_rows ? (N + block_rows - 1) / block_rows : 1;
+    /* block b's [sum 1 (C), sum 2 (C)], in doubles, then in floats */
+    double *d = dp__malloc((size_t)(nb * 2 * C) * sizeof *d);
+    float *f = dp__malloc((size_t)(nb * 2 * C) * sizeof *f);
+    if (!d || !f) {
         dp__free(d);
         dp__free(f);
-        dp__free(covers);
         return DP_ENOMEM;
     }
-    int depth = 0;
-    for (int64_t row0 = 0; row0 < N; row0 += block_rows) {
-        pass b = *p;
-        b.s.N = DP_MIN(block_rows, N - row0);
-        b.x = (const char *)p->x + (size_t)(row0 * per_row) * esize;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t row0 = b * block_rows; /* 0 for the one block of a shard */
+        pass blk = *p;
+        blk.s.N = nb == 1 ? N : DP_MIN(block_rows, N - row0);
+        blk.x = (const char *)p->x + (size_t)(row0 * per_row) * esize;
         if (p->dy)
-            b.dy = (const char *)p->dy + (size_t)(row0 * per_row) * esize;
-        b.s1 = d + depth * 2 * C;
-        b.s2 = b.s1 + C;
-        over_blocks(&b, fn);
+            blk.dy = (const char *)p->dy + (size_t)(row0 * per_row) * esize;
+        blk.s1 = d + b * 2 * C;
+        blk.s2 = blk.s1 + C;
+        over_blocks(&blk, fn);
         for (int64_t i = 0; i < 2 * C; i++)
-            f[depth * 2 * C + i] = (float)d[depth * 2 * C + i];
-        covers[depth++] = 1;
-        for (; depth >= 2 && covers[depth - 1] == covers[depth - 2]; depth--) {
-            merge_level(d, f, C, depth - 2, depth - 1);
-            covers[depth - 2] *= 2;
-        }
+            f[b * 2 * C + i] = (float)d[b * 2 * C + i];
     }
-    for (; depth >= 2; depth--)
-        merge_level(d, f, C, depth - 2, depth - 1);
-    for (int64_t c = 0; c < C; c++) {
-        s1[c] = d[c];
-        s2[c] = d[C + c];
-        if (f1) {
-            f1[c] = f[c];
-            f2[c] = f[C + c];
-        }
+    dp__pairwise_sum_f64(d, nb, 2 * C, 2 * C);
+    dp__pairwise_sum_f32(f, nb, 2 * C, 2 * C);
+    memcpy(s1, d, (size_t)C * sizeof *s1);
+    memcpy(s2, d + C, (size_t)C * sizeof *s2);
+    if (f1) {
+        memcpy(f1, f, (size_t)C * sizeof *f1);
+        memcpy(f2, f + C, (size_t)C * sizeof *f2);
     }
     dp__free(d);
     dp__free(f);
-    dp__free(covers);
+    return 0;
+}
+
+/* sums = this shard's [count, sum 1 (C), sum 2 (C)] by fn (p's s1 and s2
+ * point into it), and total = the group's (SyncBatchNorm's exchange) or a
+ * copy; f1, f2 as tree_sums. */
+static int group_sums(const dp__batch_norm_args *a, const pass *p, block_fn fn, double *sums,
+                      double *total, float *f1, float *f2)
+{
+    int64_t C = p->s.C;
+    sums[0] = (double)(p->s.N * p->s.HW);
+    DP_TRY(tree_sums(p, dp_dtype_size(a->x.dtype), a->block_rows, fn, p->s1, p->s2, f1, f2));
+    if (a->sync)
+        return dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
+    memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
     return 0;
 }
 
@@ -268,17 +255,8 @@ int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
         return DP_ENOMEM;
     double *total = sums + 1 + 2 * C;
     pass p = {.s = shard_of(&a->x), .x = a->x.data, .s1 = sums + 1, .s2 = sums + 1 + C};
-    sums[0] = (double)(p.s.N * p.s.HW);
-    int rc = tree_sums(&p, dp_dtype_size(a->x.dtype), a->block_rows,
-                       a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x, p.s1, p.s2, NULL, NULL);
-    if (rc < 0) {
-        dp__free(sums);
-        return rc;
-    }
-    if (a->sync)
-        rc = dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
-    else
-        memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    int rc = group_sums(a, &p, a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x, sums, total, NULL,
+                        NULL);
     if (rc < 0) {
         dp__free(sums);
         return rc;
@@ -324,20 +302,10 @@ int dp__cpu_bn_train_backward(const dp__batch_norm_args *a)
               .slope = slope,
               .s1 = sums + 1,
               .s2 = sums + 1 + C};
-    sums[0] = (double)(p.s.N * p.s.HW);
     bool bf16 = a->x.dtype == DP_BF16;
     /* and this shard's dbeta and dgamma: the gradients' allreduce adds the
      * shards' */
-    int rc = tree_sums(&p, dp_dtype_size(a->x.dtype), a->block_rows,
-                       bf16 ? bf16_sums_dy : f32_sums_dy, p.s1, p.s2, a->dbeta, a->dgamma);
-    if (rc < 0) {
-        dp__free(sums);
-        return rc;
-    }
-    if (a->sync)
-        rc = dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
-    else
-        memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
+    int rc = group_sums(a, &p, bf16 ? bf16_sums_dy : f32_sums_dy, sums, total, a->dbeta, a->dgamma);
     if (rc < 0) {
         dp__free(sums);
         return rc;
