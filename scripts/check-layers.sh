@@ -4,11 +4,14 @@
 # .cuh), and its "never" list:
 #   - no include cycle between folders of src/;
 #   - each folder includes only the folders it may depend on (below);
-#   - a backend (device/cpu, device/cuda) never includes another backend,
-#     and no folder above src/device/ includes one;
-#   - no code outside src/device/ names a backend's table (dp__cpu_ops,
-#     dp__cuda_ops) or compares a device's kind or name with a backend's
-#     name (it asks dp_device_has or the device table instead);
+#   - the backends are those of src/device/backend_list.h's list, each the
+#     folder src/device/<name>/, and every folder under src/device/ is one;
+#   - a backend never includes another backend, and no folder above
+#     src/device/ includes one;
+#   - no code outside src/device/ names a backend's table or entry
+#     (dp__<name>_ops, dp__<name>_backend) or compares a device's kind or
+#     name with a backend's name (it asks dp_device_has, dp_backend_info or
+#     the device table instead);
 #   - no code outside src/comm/ includes <mpi.h> or <nccl.h> or calls MPI
 #     (MPI_...) or NCCL (nccl...): they are comm's backends.
 # Public headers (dp/...) and system headers are not folders of src/ and
@@ -40,8 +43,6 @@ ALLOWED = {
     "core": [],
     "engine": ["core"],
     "device": ["core", "engine"],
-    "device/cpu": ["core", "engine", "device"],
-    "device/cuda": ["core", "engine", "device"],
     "autograd": ["core", "engine", "device"],
     "ops": ["core", "engine", "device", "autograd"],
     "nn": BELOW_NN + ["io"],
@@ -52,7 +53,28 @@ ALLOWED = {
     "io": ["core"],
     "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],
 }
-BACKENDS = ("device/cpu", "device/cuda")
+
+# The backends: the names of DP__BACKEND_LIST in src/device/backend_list.h,
+# each the folder device/<name>, which may depend on what device may and
+# on device itself, never on another backend.
+backend_violations = []
+list_h = os.path.join(src, "device", "backend_list.h")
+with open(list_h, encoding="utf-8") as f:
+    list_text = f.read()
+list_body = re.search(r"#define\s+DP__BACKEND_LIST\(X\)((?:.*\\\n)*.*)", list_text)
+NAMES = re.findall(r"\bX\((\w+)\)", list_body.group(1)) if list_body else []
+if not NAMES:
+    backend_violations.append("src/device/backend_list.h: no DP__BACKEND_LIST(X) with X(name) lines")
+BACKENDS = tuple("device/" + name for name in NAMES)
+for backend in BACKENDS:
+    ALLOWED[backend] = ["core", "engine", "device"]
+    if not os.path.isdir(os.path.join(src, backend)):
+        backend_violations.append(f"src/{backend}/: a backend of src/device/backend_list.h has "
+                                  f"no folder")
+for name in sorted(os.listdir(os.path.join(src, "device"))):
+    if os.path.isdir(os.path.join(src, "device", name)) and "device/" + name not in BACKENDS:
+        backend_violations.append(f"src/device/{name}/: a folder under src/device/ that is no "
+                                  f"backend of src/device/backend_list.h")
 
 
 def folder_of(rel):
@@ -66,14 +88,16 @@ def folder_of(rel):
 
 
 include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-# Backend names in code: their tables, or a kind/name compared with one.
+# Backend names in code: their tables and entries, or a kind/name compared
+# with one.
+names_alt = "|".join(map(re.escape, NAMES)) or "(?!)"
 backend_name_re = re.compile(
-    r'dp__(cpu|cuda)_ops\b|strn?cmp\s*\([^;]*(->kind\b|"cpu\b|"cuda\b)')
+    rf'dp__({names_alt})_(ops|backend)\b|strn?cmp\s*\([^;]*(->kind\b|"({names_alt})\b)')
 # MPI and NCCL in code: their headers, or a call of one of their functions.
 comm_api_re = re.compile(
     r'#\s*include\s*<(mpi|nccl)\.h>|\bMPI_[A-Z][A-Za-z_]*\s*\(|\bnccl[A-Z]\w*\s*\(')
 
-violations = []
+violations = backend_violations
 edges = {}  # (from folder, to folder) -> first "file: includes header"
 
 files = []

@@ -8,9 +8,12 @@
 #      with warnings as errors that file does not compile.
 #   2. An op that leaves the op list (leaky_relu): src/ops/leaky_relu.c
 #      names DP__OP_leaky_relu and does not compile.
-#   3. A backend that the op list says implements an op but lacks one of
-#      its functions (the CPU's dp__cpu_leaky_relu_backward): the library
-#      does not link (-Wl,--no-undefined, as the tool's link would fail).
+#   3. A backend that the op list gives an op (its backends column ALL, or
+#      ONLY naming it) but that lacks one of the op's functions (the CPU's
+#      dp__cpu_leaky_relu_backward): the library does not link
+#      (-Wl,--no-undefined, as the tool's link would fail).
+#   4. A backends column naming a backend that is not in the backend list
+#      (src/device/backend_list.h): the backends' tables do not compile.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
@@ -91,6 +94,19 @@ else
     expect_break "a backend lacking an op's kernel does not link" "$c_out" $c_rc "$b_out" $b_rc \
       "undefined reference to .dp__cpu_leaky_relu_backward"
   fi
+fi
+
+# 4. The cast line, CPU-only, naming a backend the list lacks as well.
+mkdir -p "$tmp/inc4/device"
+sed 's/^\(    X(cast, .*\)ONLY(cpu)/\1ONLY(cpu, nosuch)/' "$src/src/device/op_list.h" \
+  >"$tmp/inc4/device/op_list.h"
+if cmp -s "$src/src/device/op_list.h" "$tmp/inc4/device/op_list.h"; then
+  fail "op list: no cast line with ONLY(cpu) to change"
+else
+  c_out=$(compile ctl4 "$src/src/device/cpu/cpu_device.c"); c_rc=$?
+  b_out=$(compile brk4 "$src/src/device/cpu/cpu_device.c" "$tmp/inc4"); b_rc=$?
+  expect_break "a backends column naming no backend of the list does not compile" "$c_out" $c_rc \
+    "$b_out" $b_rc "DP__BACKEND_nosuch"
 fi
 
 echo "$passes passed, $fails failed"

@@ -274,21 +274,22 @@ static void backend_gives_the_device_back(void **state)
 {
     (void)state;
 #ifdef DP_HAVE_CUDA
-    dp_device_t dev = {.ops = &dp__cuda_ops, .index = 3, .name = "cuda:3"};
+    const dp__device_ops *ops = dp__cuda_backend.ops;
+    dp_device_t dev = {.ops = ops, .index = 3, .name = "cuda:3"};
     dp__cuda_current_override = &fake_fns;
     fake_reset(1);
-    void *p = dp__cuda_ops.alloc(&dev, 256);
+    void *p = ops->alloc(&dev, 256);
     assert_int_equal(fake.current, 1);
     assert_int_equal(fake.nsets, 2);
     assert_int_equal(fake.sets[0], 3);
     assert_int_equal(fake.sets[1], 1);
     fake_reset(1);
-    dp__cuda_ops.free(&dev, p);
+    ops->free(&dev, p);
     assert_int_equal(fake.current, 1);
     assert_int_equal(fake.nsets, 2);
     fake_reset(1);
     fake.fail_set = 3;
-    assert_null(dp__cuda_ops.alloc(&dev, 256));
+    assert_null(ops->alloc(&dev, 256));
     assert_int_equal(fake.current, 1);
     dp__cuda_current_override = NULL;
 #else

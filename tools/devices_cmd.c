@@ -31,6 +31,14 @@ static const char usage_devices[] =
     "                       measurements (warm-ups come on top) [8]\n"
     "  -h, --help           show this help\n";
 
+/* Whether dev is a slice of the host's cores (its backend says so). */
+static bool shares_cores(dp_device_t *dev)
+{
+    int b = dp_device_backend(dev);
+    dp_backend_info info;
+    return b < 0 || dp_backend_info_get(b, &info) < 0 || info.shares_cores;
+}
+
 /* ---- the host's CPU --------------------------------------------------------- */
 
 typedef struct cpu_info {
@@ -194,10 +202,11 @@ static void print_row(const char *what, int threads, const timing *t, double rat
     fflush(stdout);
 }
 
-/* Kernel threads of a CPU device; 0 (printed "-") for a GPU. */
+/* Kernel threads of a device that shares the host's cores (a CPU device);
+ * 0 (printed "-") for one of its own hardware (a GPU). */
 static int device_threads(dp_device_t *dev)
 {
-    return strncmp(dp_device_name(dev), "cuda:", 5) == 0 ? 0 : dp_device_threads(dev);
+    return shares_cores(dev) ? dp_device_threads(dev) : 0;
 }
 
 /* Allocates the operands, then runs and prints every measurement. */
@@ -242,8 +251,8 @@ static int bench_devices(dp_device_t **devs, int n, double seconds)
     for (int k = 0; rc == 0 && k < n; k++) {
         mb.first = k;
         if ((rc = time_reps(matmul_rep, &mb, budget, &t)) == 0)
-            print_row(dp_device_name(devs[k]), device_threads(devs[k]), &t,
-                      flops / t.median * 1e-9, "GFLOP/s");
+            print_row(dp_device_name(devs[k]), device_threads(devs[k]), &t, flops / t.median * 1e-9,
+                      "GFLOP/s");
         total_threads += device_threads(devs[k]);
     }
     if (rc == 0 && n > 1) {
@@ -336,24 +345,29 @@ int cmd_devices(int argc, char **argv)
     else if (cpu.avx2)
         vector = ", AVX2";
     printf("CPU: %s, %d core%s%s\n", cpu.model, cpu.cores, cpu.cores == 1 ? "" : "s", vector);
-    int gpus = dp_cuda_device_count();
-    if (gpus == 0) {
-        printf("GPUs: none (%s)\n", !dp_cuda_built() ? "this build has no CUDA backend"
-                                       : "the CUDA runtime finds no GPU");
-    } else {
-        printf("GPUs: %d\n", gpus);
-        for (int g = 0; g < gpus; g++) {
-            char name[256];
-            size_t bytes = 0;
-            if (dp_cuda_device_info(g, name, sizeof name, &bytes) == 0)
-                printf("  cuda:%d %s, %.1f GiB\n", g, name, (double)bytes / (1 << 30));
+    /* Each backend whose devices are hardware of their own (the CPU line
+     * above tells the cores that the others share). */
+    for (int b = 0; b < dp_backend_count(); b++) {
+        dp_backend_info info;
+        if (dp_backend_info_get(b, &info) < 0 || info.shares_cores)
+            continue;
+        if (info.devices == 0) {
+            printf("%ss: none (%s)\n", info.hardware, info.why_none);
+            continue;
+        }
+        printf("%ss: %d\n", info.hardware, info.devices);
+        for (int d = 0; d < info.devices; d++) {
+            char what[320];
+            if (dp_backend_describe(b, d, what, sizeof what) == 0)
+                printf("  %s:%d %s\n", info.name, d, what);
         }
     }
     for (int k = 0; k < n; k++) {
         const char *dname = dp_device_name(devs[k]);
         int t = dp_device_threads(devs[k]);
-        if (strncmp(dname, "cuda:", 5) == 0)
-            printf("%-6s GPU\n", dname);
+        dp_backend_info info;
+        if (!shares_cores(devs[k]) && dp_backend_info_get(dp_device_backend(devs[k]), &info) == 0)
+            printf("%-6s %s\n", dname, info.hardware);
         else
             printf("%-6s %d kernel thread%s\n", dname, t, t == 1 ? "" : "s");
     }

@@ -77,6 +77,27 @@ void dp_devices_close(dp_device_t **devs, int n);
 /* "[cpu:0, cpu:1]" */
 const char *dp_devices_str(dp_device_t *const *devs, int n, char *buf, size_t size);
 
+/* The device backends (CUDA's GPUs, the CPU), in the order that
+ * dp_devices_open's "auto" and "N" prefer them: backends 0 ..
+ * dp_backend_count() - 1. */
+typedef struct dp_backend_info {
+    const char *name;     /* its devices are named <name>:0, <name>:1, ... */
+    const char *hardware; /* one of its devices in words: "GPU", "CPU device" */
+    bool built;           /* false: this build leaves the backend out */
+    bool shares_cores;    /* its devices share the host's CPU cores (any number opens) */
+    int devices;          /* how many it has here */
+    const char *why_none; /* with devices 0: why ("the CUDA runtime finds no GPU") */
+} dp_backend_info;
+int dp_backend_count(void);
+/* Backend i's entry into *out; DP_EINVAL outside 0 .. count - 1. */
+int dp_backend_info_get(int i, dp_backend_info *out);
+/* Device `index` of backend i in words into buf[0..size) ("NVIDIA H200,
+ * 139.8 GiB", or its hardware word where the backend says no more). */
+int dp_backend_describe(int i, int index, char *buf, size_t size);
+/* The backend of an open device (an i for dp_backend_info_get), or -1 for
+ * one of no backend (the meta device). */
+int dp_device_backend(const dp_device_t *dev);
+
 /* GPUs (CUDA builds; "cuda:0" .. "cuda:N-1" open them). The count is 0 in a
  * CPU-only build and where the CUDA runtime finds no GPU. */
 int dp_cuda_device_count(void);

@@ -1,4 +1,5 @@
-/* Opening devices by name, the registry behind dp_waitall, events, and the
+/* Opening devices by name (the backend whose entry the name's prefix
+ * names, backends.c), the registry behind dp_waitall, events, and the
  * caching allocator. */
 #include "device/device.h"
 
@@ -24,19 +25,17 @@ static int parse_name(const char *name, const dp__device_ops **ops, int *index)
             return DP_EINVAL;
         }
     }
-    if (kind_len == 3 && strncmp(name, "cpu", 3) == 0) {
-        *ops = &dp__cpu_ops;
-    } else if (kind_len == 4 && strncmp(name, "cuda", 4) == 0) {
-#ifdef DP_HAVE_CUDA
-        *ops = &dp__cuda_ops;
-#else
-        DP_ERROR("device '%s': this build has no CUDA backend", name);
-        return DP_ENOTSUP;
-#endif
-    } else {
-        DP_ERROR("unknown device '%s' (expected cpu:N or cuda:N)", name);
+    const dp__backend *b = dp__backend_named(name, kind_len);
+    if (!b) {
+        char names[128];
+        DP_ERROR("unknown device '%s' (expected %s)", name, dp__backend_names(names, sizeof names));
         return DP_EINVAL;
     }
+    if (!b->ops) {
+        DP_ERROR("device '%s': %s", name, b->why_none);
+        return DP_ENOTSUP;
+    }
+    *ops = b->ops;
     *index = (int)idx;
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "dp/tensor.h"
 #include "device/kernels.h"
+#include "device/backend_list.h"
 #include "device/op_list.h"
 #include "engine/stream.h"
 
@@ -45,12 +46,12 @@ typedef struct dp__device_ops {
     /* Kernels, each enqueued on dev's stream (arguments: device/kernels.h):
      * the slots of the op list (device/op_list.h), e.g.
      *   int (*conv2d_forward)(dp_device_t *dev, const dp__conv2d_args *a);
-     * A slot that the list says a backend leaves out is NULL there (cast
-     * on CUDA): the op returns DP_ENOTSUP on that device. */
+     * A slot that the list does not give a backend is NULL there (cast on
+     * CUDA): the op returns DP_ENOTSUP on that device. */
     /* clang-format off */
-#define DP__SLOT(slot, args) int (*slot)(dp_device_t *dev, const args *a);
+#define DP__SLOT(slot, args, x) int (*slot)(dp_device_t *dev, const args *a);
 #define DP__SLOT_LINE(name, args, kernels, backends, cost) \
-    DP__OP_SLOTS_##kernels(DP__SLOT, name, args)
+    DP__OP_SLOTS_##kernels(DP__SLOT, name, args, ~)
     /* clang-format on */
     DP__OP_LIST(DP__SLOT_LINE)
 #undef DP__SLOT_LINE
@@ -182,21 +183,50 @@ dp__tdesc dp__desc(const dp_tensor_t *t);
 /* Records that the last command pushed on t's device writes t. */
 void dp__tensor_written(dp_tensor_t *t);
 
-/* CPU backend table (src/device/cpu/). */
-extern const dp__device_ops dp__cpu_ops;
-/* Core count of this machine. */
+/* A backend's entry (device/backend_list.h): what opening its devices by
+ * name, `--devices auto` and `N`, and the listings ask of it. */
+typedef struct dp__backend {
+    const char *name;     /* its devices are <name>:0, <name>:1, ... */
+    const char *hardware; /* one of its devices in words, for listings: "GPU" */
+    /* Its device table; NULL where this build leaves the backend out. */
+    const dp__device_ops *ops;
+    /* How many devices it has here (0 where ops is NULL): GPUs, cores. */
+    int (*count)(void);
+    /* Why it has none, for listings and errors: "this build has no CUDA
+     * backend", "the CUDA runtime finds no GPU". */
+    const char *why_none;
+    /* Its devices are slices of the host's cores: `--devices N` opens N of
+     * them for any N (they share the cores), `auto` one a core. Else each
+     * device is a piece of hardware: N opens only where N are present. */
+    bool shares_cores;
+    /* Optional: device `index` in words ("NVIDIA H200, 139.8 GiB"). */
+    int (*describe)(int index, char *buf, size_t size);
+} dp__backend;
+
+/* Each backend's entry, defined in its folder. */
+#define DP__BACKEND_ENTRY_DECL(name) extern const dp__backend dp__##name##_backend;
+DP__BACKEND_LIST(DP__BACKEND_ENTRY_DECL)
+#undef DP__BACKEND_ENTRY_DECL
+
+/* The entry of backend `id` (backends.c). */
+const dp__backend *dp__backend_get(dp__backend_id id);
+/* The entry whose name is the first `len` characters of `name`, or NULL. */
+const dp__backend *dp__backend_named(const char *name, size_t len);
+/* "cuda:N or cpu:N" into buf: the device names the backends take, for
+ * messages. Returns buf. */
+const char *dp__backend_names(char *buf, size_t size);
+
+/* Core count of this machine (or what dp__devices_see_cpus set): what the
+ * CPU backend counts, and what CPU devices share. */
 int dp__cpu_count(void);
-/* Makes dp_devices_open's `auto` see n CPUs instead of dp__cpu_count()
- * (0: the machine's own again): tests play a machine larger than theirs. */
+/* Makes dp__cpu_count, and so dp_devices_open's `auto`, see n CPUs (0: the
+ * machine's own again): tests play a machine larger than theirs. */
 void dp__devices_see_cpus(int n);
 
 /* The meta device (meta_device.c): shapes without memory, kernels that run
- * nothing. Not opened by name: training on it would read values that were
- * never computed. */
+ * nothing. Not opened by name (no backend of the list): training on it
+ * would read values that were never computed. */
 extern const dp__device_ops dp__meta_ops;
 int dp__device_open_meta(dp_device_t **out);
-
-/* CUDA backend table (src/device/cuda/, CUDA builds only). */
-extern const dp__device_ops dp__cuda_ops;
 
 #endif

@@ -18,8 +18,8 @@ const char *dp_devices_str(dp_device_t *const *devs, int n, char *buf, size_t si
 {
     size_t off = (size_t)snprintf(buf, size, "[");
     for (int k = 0; k < n && off < size; k++)
-        off += (size_t)snprintf(buf + off, size - off, "%s%s", k ? ", " : "",
-                                dp_device_name(devs[k]));
+        off +=
+            (size_t)snprintf(buf + off, size - off, "%s%s", k ? ", " : "", dp_device_name(devs[k]));
     if (off < size)
         snprintf(buf + off, size - off, "]");
     return buf;
@@ -65,48 +65,59 @@ static int split_list(const char *spec, char names[][32], int max)
     return n;
 }
 
-/* The CPU count `auto` sees: 0 for the machine's own (dp__cpu_count). */
-static int cpus_seen;
-
-void dp__devices_see_cpus(int n)
+/* The backend that `--devices N` (n) or `auto` (n == 0) takes: the first
+ * in the list's order with devices here, n of them for N; one whose devices
+ * share the cores takes any n. Its device count for auto into *count. */
+static const dp__backend *preferred(int n, int *count)
 {
-    cpus_seen = n;
+    for (int i = 0; i < DP__BACKEND_COUNT; i++) {
+        const dp__backend *b = dp__backend_get((dp__backend_id)i);
+        int have = b->ops ? b->count() : 0;
+        if (have > 0 && (have >= n || b->shares_cores)) {
+            *count = have;
+            return b;
+        }
+    }
+    return NULL;
 }
 
 int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int threads)
 {
     char names[DP_MAX_DEVICES][32];
     int n;
-    int cores = cpus_seen > 0 ? cpus_seen : dp__cpu_count();
-    int gpus = DP_MIN(dp_cuda_device_count(), DP_MAX_DEVICES);
-    if (strcmp(spec, "auto") == 0 && gpus > 0) {
-        /* Every GPU. */
-        n = gpus;
-        for (int k = 0; k < n; k++)
-            snprintf(names[k], sizeof names[k], "cuda:%d", k);
-    } else if (strcmp(spec, "auto") == 0) {
-        /* One single-threaded device per core: bench/scaling.sh measures
-         * this split against one device with every core. A machine with
-         * more cores than the library holds devices gets DP_MAX_DEVICES,
-         * the cores shared among them. */
-        n = DP_MIN(cores, DP_MAX_DEVICES);
-        for (int k = 0; k < n; k++)
-            snprintf(names[k], sizeof names[k], "cpu:%d", k);
-    } else if (spec[0] >= '0' && spec[0] <= '9') {
-        char *end;
-        errno = 0;
-        long v = strtol(spec, &end, 10);
-        if (errno || *end != '\0' || v < 1 || v > DP_MAX_DEVICES) {
-            DP_ERROR("the device list %s: expected a count from 1 to %d, a list like cpu:0,cpu:1, or "
-                     "auto",
-                     spec, DP_MAX_DEVICES);
+    int cores = dp__cpu_count();
+    if (strcmp(spec, "auto") == 0 || (spec[0] >= '0' && spec[0] <= '9')) {
+        if (strcmp(spec, "auto") == 0) {
+            n = 0;
+        } else {
+            char *end;
+            errno = 0;
+            long v = strtol(spec, &end, 10);
+            if (errno || *end != '\0' || v < 1 || v > DP_MAX_DEVICES) {
+                DP_ERROR("the device list %s: expected a count from 1 to %d, a list like "
+                         "cpu:0,cpu:1, or auto",
+                         spec, DP_MAX_DEVICES);
+                return DP_EINVAL;
+            }
+            n = (int)v;
+        }
+        int count;
+        const dp__backend *b = preferred(n, &count);
+        if (!b) {
+            DP_ERROR("the device list %s: no backend has %s device%s here", spec, n ? spec : "any",
+                     n == 1 ? "" : "s");
             return DP_EINVAL;
         }
-        n = (int)v;
-        /* The first N GPUs, or CPU devices where there are fewer (d2l's
-         * try_gpu fallback; always CPU devices in a CPU-only build). */
+        /* auto: every device of the backend: every GPU, or one
+         * single-threaded CPU device per core (bench/scaling.sh measures
+         * this split against one device with every core). A machine with
+         * more than the library holds gets DP_MAX_DEVICES, the cores shared
+         * among them. N: the first N (d2l's try_gpu, falling back to CPU
+         * devices where there are fewer GPUs). */
+        if (n == 0)
+            n = DP_MIN(count, DP_MAX_DEVICES);
         for (int k = 0; k < n; k++)
-            snprintf(names[k], sizeof names[k], "%s:%d", n <= gpus ? "cuda" : "cpu", k);
+            snprintf(names[k], sizeof names[k], "%s:%d", b->name, k);
     } else {
         n = split_list(spec, names, DP_MAX_DEVICES);
         if (n < 0)

@@ -72,14 +72,14 @@ static int meta_copy(dp_device_t *dev, void *dst, const void *src, size_t bytes)
 /* A kernel that runs nothing, for every slot of the op list: the op has
  * checked the shapes already. */
 /* clang-format off */
-#define KERNEL(slot, args)                                   \
+#define KERNEL(slot, args, x)                                \
     static int meta_##slot(dp_device_t *dev, const args *a) \
     {                                                        \
         (void)dev;                                           \
         (void)a;                                             \
         return 0;                                            \
     }
-#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args)
+#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args, ~)
 DP__OP_LIST(LINE)
 #undef LINE
 #undef KERNEL
@@ -97,8 +97,8 @@ const dp__device_ops dp__meta_ops = {
     .copy_to_host = meta_copy,
     .copy_device = meta_copy,
 /* clang-format off */
-#define KERNEL(slot, args) .slot = meta_##slot,
-#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args)
+#define KERNEL(slot, args, x) .slot = meta_##slot,
+#define LINE(name, args, kernels, backends, cost) DP__OP_SLOTS_##kernels(KERNEL, name, args, ~)
     DP__OP_LIST(LINE)
 #undef LINE
 #undef KERNEL

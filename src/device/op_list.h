@@ -3,10 +3,11 @@
  * it:
  *   - the kernel slots of the device table (device/device.h);
  *   - each backend's prototypes and table, from its functions
- *     dp__cpu_<slot> (cpu/cpu.h, cpu/cpu_device.c) and dp__cuda_<slot>
- *     (cuda/cuda_kernels.h, cuda/cuda_device.c), so that a backend the line
- *     names and that lacks one of the op's functions does not link; the
- *     meta device's kernels that run nothing (meta_device.c);
+ *     dp__<backend>_<slot> (DP__OP_BACKEND_SLOTS: cpu/cpu.h and
+ *     cpu/cpu_device.c, cuda/cuda_kernels.h and cuda/cuda_device.c), so
+ *     that a backend the line gives the op and that lacks one of the op's
+ *     functions does not link; the meta device's kernels that run nothing
+ *     (meta_device.c);
  *   - the ids the tape records (DP__OP_<name>), their names (dp__op_name)
  *     and what dp_model_summary counts for each (dp__op_cost_rule).
  * It lives here, below src/ops/, because the device table is made from it
@@ -25,9 +26,13 @@
  *               FB    <name>_forward and <name>_backward;
  *               FDW   <name>_forward, <name>_backward_data and
  *                     <name>_backward_weights.
- *   backends  the backends that implement its slots: ALL (cpu and cuda),
- *             CPU, CUDA; NONE with kernels NONE. A slot some backend leaves
- *             out is NULL there, and the op returns DP_ENOTSUP on it.
+ *   backends  the backends that implement its slots (device/backend_list.h):
+ *               ALL        every backend of the list;
+ *               ONLY(...)  those named, e.g. ONLY(cpu) or ONLY(cpu, cuda)
+ *                          (up to four names);
+ *               NONE       none: with kernels NONE.
+ *             A slot some backend is not given is NULL there, and the op
+ *             returns DP_ENOTSUP on it.
  *   cost      what dp_model_summary counts for one recorded row:
  *               ELEMENTS  one FLOP per output element;
  *               CONV      two per multiply-add of a convolution: the
@@ -45,11 +50,13 @@
 #ifndef DP_DEVICE_OP_LIST_H
 #define DP_DEVICE_OP_LIST_H
 
+#include "device/backend_list.h"
+
 /* clang-format off */
 #define DP__OP_LIST(X)                                                                            \
     /* name                  args                     kernels backends cost */                    \
     X(fill,                  dp__fill_args,           ONE,    ALL,     NONE)                      \
-    X(cast,                  dp__cast_args,           ONE,    CPU,     ELEMENTS)                  \
+    X(cast,                  dp__cast_args,           ONE,    ONLY(cpu), ELEMENTS)                \
     X(relayout,              dp__relayout_args,       ONE,    ALL,     NONE)                      \
     X(eltwise,               dp__eltwise_args,        ONE,    ALL,     NONE)                      \
     X(conv2d,                dp__conv2d_args,         FDW,    ALL,     CONV)                      \
@@ -92,28 +99,35 @@
     /* a new op: one line above this one */
 /* clang-format on */
 
-/* The slots of a line: S(slot, args) for each. */
-#define DP__OP_SLOTS_NONE(S, name, args)
-#define DP__OP_SLOTS_ONE(S, name, args) S(name, args)
-#define DP__OP_SLOTS_FB(S, name, args) S(name##_forward, args) S(name##_backward, args)
-#define DP__OP_SLOTS_FDW(S, name, args)                                                            \
-    S(name##_forward, args) S(name##_backward_data, args) S(name##_backward_weights, args)
+/* The slots of a line: S(slot, args, x) for each, x passed through. */
+#define DP__OP_SLOTS_NONE(S, name, args, x)
+#define DP__OP_SLOTS_ONE(S, name, args, x) S(name, args, x)
+#define DP__OP_SLOTS_FB(S, name, args, x) S(name##_forward, args, x) S(name##_backward, args, x)
+#define DP__OP_SLOTS_FDW(S, name, args, x)                                                         \
+    S(name##_forward, args, x) S(name##_backward_data, args, x) S(name##_backward_weights, args, x)
 
-/* DP__OP_ON_<backends>_<backend>(x): x where the line's backends include
- * `backend` (cpu, cuda), else nothing. */
-#define DP__OP_ON_ALL_cpu(x) x
-#define DP__OP_ON_ALL_cuda(x) x
-#define DP__OP_ON_CPU_cpu(x) x
-#define DP__OP_ON_CPU_cuda(x)
-#define DP__OP_ON_CUDA_cpu(x)
-#define DP__OP_ON_CUDA_cuda(x) x
-#define DP__OP_ON_NONE_cpu(x)
-#define DP__OP_ON_NONE_cuda(x)
+/* The backends column as a mask of backend ids (1u << DP__BACKEND_<name>):
+ * DP__OP_BACKENDS_<column>. A name that is no backend's does not compile. */
+#define DP__OP_BACKENDS_ALL ((1u << DP__BACKEND_COUNT) - 1u)
+#define DP__OP_BACKENDS_NONE 0u
+#define DP__OP_BACKENDS_ONLY(...) (0u DP__OP_BITS_(__VA_ARGS__, 4, 3, 2, 1, 0)(__VA_ARGS__))
+#define DP__OP_BITS_(a, b, c, d, n, ...) DP__OP_BITS_##n
+#define DP__OP_BIT(b) | (1u << DP__BACKEND_##b)
+#define DP__OP_BITS_1(a) DP__OP_BIT(a)
+#define DP__OP_BITS_2(a, b) DP__OP_BIT(a) DP__OP_BIT(b)
+#define DP__OP_BITS_3(a, b, c) DP__OP_BIT(a) DP__OP_BIT(b) DP__OP_BIT(c)
+#define DP__OP_BITS_4(a, b, c, d) DP__OP_BIT(a) DP__OP_BIT(b) DP__OP_BIT(c) DP__OP_BIT(d)
 
-/* S(slot, args) for each slot of the line that `backend` implements: a
- * backend makes its prototypes and its table with it. */
-#define DP__OP_BACKEND_SLOTS(backend, S, name, args, kernels, backends)                            \
-    DP__OP_ON_##backends##_##backend(DP__OP_SLOTS_##kernels(S, name, args))
+/* For backend b's prototypes and table: S(slot, args, given) for each slot
+ * of the line, `given` an integer constant expression, nonzero where the
+ * line's backends include b. */
+#define DP__OP_BACKEND_SLOTS(b, S, name, args, kernels, backends)                                  \
+    DP__OP_SLOTS_##kernels(S, name, args, ((DP__OP_BACKENDS_##backends >> DP__BACKEND_##b) & 1u))
+
+/* A table's entry: f where `given`, else NULL. The choice is made by the
+ * compiler, so a function not given is never referenced, and one given
+ * must exist or the library does not link. */
+#define DP__OP_ENTRY(given, f) ((given) ? (f) : NULL)
 
 #ifdef __cplusplus
 extern "C" {

@@ -140,11 +140,13 @@ const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 int dp__cpu_bn_statistics(const dp__batch_norm_args *a);
 int dp__cpu_bn_train_backward(const dp__batch_norm_args *a);
 
-/* Kernel entries, one file per op family: dp__cpu_<slot> for each slot of
- * the op list (device/op_list.h) that names the CPU, e.g.
- *   int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a); */
+/* Kernel entries, one file per op family: dp__cpu_<slot> for the slots of
+ * the op list (device/op_list.h), e.g.
+ *   int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a);
+ * declared for every slot; those of the lines that give the CPU the op are
+ * defined, and the table (cpu_device.c) takes them. */
 /* clang-format off */
-#define DP__CPU_KERNEL(slot, args) int dp__cpu_##slot(dp_device_t *dev, const args *a);
+#define DP__CPU_KERNEL(slot, args, given) int dp__cpu_##slot(dp_device_t *dev, const args *a);
 #define DP__CPU_LINE(name, args, kernels, backends, cost) \
     DP__OP_BACKEND_SLOTS(cpu, DP__CPU_KERNEL, name, args, kernels, backends)
 DP__OP_LIST(DP__CPU_LINE)

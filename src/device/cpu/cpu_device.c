@@ -3,14 +3,27 @@
 #include "device/cpu/cpu.h"
 
 #include <omp.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The CPU count tests make the library see (dp__devices_see_cpus): 0 for
+ * the machine's own. */
+static atomic_int cpus_seen;
+
+void dp__devices_see_cpus(int n)
+{
+    atomic_store(&cpus_seen, n);
+}
 
 /* The cores this process may run on: all of the machine's, or those that
  * taskset or mpirun's binding (one core per rank) leave it. */
 int dp__cpu_count(void)
 {
+    int seen = atomic_load(&cpus_seen);
+    if (seen > 0)
+        return seen;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         return CPU_COUNT(&set);
@@ -299,13 +312,24 @@ const dp__device_ops dp__cpu_ops = {
     .copy_from_host = cpu_copy,
     .copy_to_host = cpu_copy,
     .copy_device = cpu_copy,
-/* Every slot of the op list that names the CPU: dp__cpu_<slot>. */
+/* Every slot of the op list that a line gives the CPU: dp__cpu_<slot>. */
 /* clang-format off */
-#define KERNEL(slot, args) .slot = dp__cpu_##slot,
+#define KERNEL(slot, args, given) .slot = DP__OP_ENTRY(given, dp__cpu_##slot),
 #define LINE(name, args, kernels, backends, cost) \
     DP__OP_BACKEND_SLOTS(cpu, KERNEL, name, args, kernels, backends)
     DP__OP_LIST(LINE)
 #undef LINE
 #undef KERNEL
     /* clang-format on */
+};
+
+/* The CPU's line of the backend list: devices that share the host's cores,
+ * as many as asked for; `auto` opens one a core. */
+const dp__backend dp__cpu_backend = {
+    .name = "cpu",
+    .hardware = "CPU device",
+    .ops = &dp__cpu_ops,
+    .count = dp__cpu_count,
+    .why_none = "no CPU core is available to this process",
+    .shares_cores = true,
 };

@@ -1,9 +1,11 @@
 /* The public dp_cuda_* and TF32 entry points. This one file of the folder is
  * built in every configuration (cmake/cuda.cmake): in a CPU-only build it
- * answers that there is no GPU. */
+ * answers that there is no GPU, and holds CUDA's entry of the backend list
+ * (device/backend_list.h) without a device table. */
 #include "dp/tensor.h"
 
 #include "core/internal.h"
+#include "device/device.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -81,5 +83,15 @@ int dp_cuda_device_info(int ordinal, char *name, size_t size, size_t *total_byte
     DP_ERROR("cuda:%d: this build has no CUDA backend", ordinal);
     return DP_ENOTSUP;
 }
+
+/* CUDA's line of the backend list in a CPU-only build (a CUDA build's is in
+ * cuda_device.c): no table, no devices. */
+const dp__backend dp__cuda_backend = {
+    .name = "cuda",
+    .hardware = "GPU",
+    .ops = NULL,
+    .count = dp_cuda_device_count,
+    .why_none = "this build has no CUDA backend",
+};
 
 #endif

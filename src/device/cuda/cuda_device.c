@@ -432,13 +432,34 @@ const dp__device_ops dp__cuda_ops = {
     .copy_device = dp__cuda_copy_device,
     .can_read = dp__cuda_kernel_can_read,
     .cuda_stream = cuda_stream,
-/* Every slot of the op list that names CUDA: dp__cuda_<slot>. */
+/* Every slot of the op list that a line gives CUDA: dp__cuda_<slot>. */
 /* clang-format off */
-#define KERNEL(slot, args) .slot = dp__cuda_##slot,
+#define KERNEL(slot, args, given) .slot = DP__OP_ENTRY(given, dp__cuda_##slot),
 #define LINE(name, args, kernels, backends, cost) \
     DP__OP_BACKEND_SLOTS(cuda, KERNEL, name, args, kernels, backends)
     DP__OP_LIST(LINE)
 #undef LINE
 #undef KERNEL
     /* clang-format on */
+};
+
+/* GPU `index` for listings: its name and memory. */
+static int describe(int index, char *buf, size_t size)
+{
+    char name[256];
+    size_t bytes = 0;
+    DP_TRY(dp_cuda_device_info(index, name, sizeof name, &bytes));
+    snprintf(buf, size, "%s, %.1f GiB", name, (double)bytes / (1 << 30));
+    return 0;
+}
+
+/* CUDA's line of the backend list in a CUDA build (a CPU-only build's is in
+ * cuda_api.c): the GPUs the runtime finds. */
+const dp__backend dp__cuda_backend = {
+    .name = "cuda",
+    .hardware = "GPU",
+    .ops = &dp__cuda_ops,
+    .count = dp_cuda_device_count,
+    .why_none = "the CUDA runtime finds no GPU",
+    .describe = describe,
 };

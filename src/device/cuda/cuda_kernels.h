@@ -2,9 +2,10 @@
  * kernels (the .cu files of this folder), callable from C. Valid C and C++:
  * the .cu files include it too.
  *
- * Entries: dp__cuda_<slot> for each slot of the op list
- * (device/op_list.h) that names CUDA, the device table's functions (they
- * enqueue, see device/device.h).
+ * Entries: dp__cuda_<slot> for the slots of the op list (device/op_list.h),
+ * declared for every slot, defined for those of the lines that give CUDA
+ * the op: the device table's functions (they enqueue, see
+ * device/device.h).
  *
  * Launchers: each enqueues its kernel on `stream` and returns the launch
  * status (cudaGetLastError). Each takes the typed argument struct of
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 /* clang-format off */
-#define DP__CUDA_KERNEL(slot, args) int dp__cuda_##slot(dp_device_t *dev, const args *a);
+#define DP__CUDA_KERNEL(slot, args, given) int dp__cuda_##slot(dp_device_t *dev, const args *a);
 #define DP__CUDA_LINE(name, args, kernels, backends, cost) \
     DP__OP_BACKEND_SLOTS(cuda, DP__CUDA_KERNEL, name, args, kernels, backends)
 DP__OP_LIST(DP__CUDA_LINE)
