@@ -44,6 +44,15 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
 typedef int (*dp__host_fn)(float *data, int64_t n);
 int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name);
 
+/* The same over `bytes` of any memory of dev: enqueues fn(host, ctx) on
+ * dev's worker, host being `data` itself on a device with host memory,
+ * else a host copy of it taken after dev's earlier commands and copied
+ * back before its later ones. ctx (ctx_size bytes, at most 64) is copied
+ * into the command. */
+typedef int (*dp__host_cmd_fn)(void *host, const void *ctx);
+int dp__host_command(dp_device_t *dev, void *data, size_t bytes, dp__host_cmd_fn fn,
+                     const void *ctx, size_t ctx_size, const char *name);
+
 /* A 1-D view of base's floats [off, off + n) whose commands go to `on`
  * (base's device or its communication path, dp__comm_path); freed with
  * dp_tensor_free, which leaves the memory to base. */

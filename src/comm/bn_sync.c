@@ -1,6 +1,7 @@
 /* SyncBatchNorm's groups: one statistics exchange (exchange.h) per batch
  * norm layer, each contribution a count and, per channel, two sums (1 + 2 C
- * doubles). The CPU batch norm kernel exchanges through it. */
+ * doubles). The batch norm op issues the exchange between its kernels
+ * (ops/bn_exchange.h). */
 #include "dp/ops.h"
 
 #include "comm/exchange.h"

@@ -6,6 +6,9 @@
 #include "device/device.h"
 #include "engine/stream.h"
 
+#include <stddef.h>
+#include <string.h>
+
 static int check_range(const char *what, const dp_tensor_t *t, int64_t off, int64_t n)
 {
     if (t->dtype != DP_F32 || off < 0 || n < 0 || off + n > dp__numel(t->ndim, t->shape)) {
@@ -80,17 +83,18 @@ int dp__check_kernel_read(const char *what, dp_device_t *reader, dp_device_t *ow
     return DP_ENOTSUP;
 }
 
-typedef struct host_apply_args {
-    dp__host_fn fn;
-    float *data;
-    int64_t n;
-} host_apply_args;
+/* A command of dp__host_command: fn over host memory with its context. */
+typedef struct host_cmd {
+    dp__host_cmd_fn fn;
+    void *host;
+    _Alignas(16) unsigned char ctx[64];
+} host_cmd;
 
-static int run_host_fn(void *p, void *ctx)
+static int run_host_cmd(void *p, void *ctx)
 {
     (void)ctx;
-    host_apply_args *a = p;
-    return a->fn(a->data, a->n);
+    host_cmd *c = p;
+    return c->fn(c->host, c->ctx);
 }
 
 static int run_free(void *p, void *ctx)
@@ -100,29 +104,55 @@ static int run_free(void *p, void *ctx)
     return 0;
 }
 
+int dp__host_command(dp_device_t *dev, void *data, size_t bytes, dp__host_cmd_fn fn,
+                     const void *ctx, size_t ctx_size, const char *name)
+{
+    host_cmd c = {fn, data, {0}};
+    DP_ASSERT(ctx_size <= sizeof c.ctx);
+    memcpy(c.ctx, ctx, ctx_size);
+    size_t size = offsetof(host_cmd, ctx) + ctx_size;
+    if (dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
+        /* A CPU device's memory is this process's: fn reads it directly. */
+        dp__stream_push_named(dev->stream, run_host_cmd, name, &c, size);
+        return 0;
+    }
+    /* Through host memory: commands on a device's stream run after every
+     * earlier one has finished, copies included. */
+    void *host = dp__malloc(bytes);
+    if (!host)
+        return DP_ENOMEM;
+    int rc = dev->ops->copy_to_host(dev, host, data, bytes);
+    if (rc < 0) {
+        dp__free(host);
+        return rc;
+    }
+    c.host = host;
+    dp__stream_push_named(dev->stream, run_host_cmd, name, &c, size);
+    rc = dev->ops->copy_from_host(dev, data, host, bytes);
+    /* Freed after the copy back, whether or not it was queued. */
+    dp__stream_push_named(dev->stream, run_free, "free", &host, sizeof host);
+    return rc;
+}
+
+typedef struct host_apply_args {
+    dp__host_fn fn;
+    int64_t n;
+} host_apply_args;
+
+static int run_host_fn(void *host, const void *ctx)
+{
+    const host_apply_args *a = ctx;
+    return a->fn(host, a->n);
+}
+
 int dp__host_apply(dp_tensor_t *t, int64_t n, dp__host_fn fn, const char *name)
 {
     DP_TRY(check_range(name, t, 0, n));
     if (n == 0)
         return 0;
-    dp_device_t *dev = t->dev;
-    host_apply_args a = {fn, t->data, n};
-    if (dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
-        /* A CPU device's memory is this process's: fn reads it directly. */
-        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
-    } else {
-        /* Through host memory: commands on a device's stream run after
-         * every earlier one has finished, copies included. */
-        size_t bytes = (size_t)n * sizeof(float);
-        float *host_buf = dp__malloc(bytes);
-        if (!host_buf)
-            return DP_ENOMEM;
-        a.data = host_buf;
-        DP_TRY(dev->ops->copy_to_host(dev, host_buf, t->data, bytes));
-        dp__stream_push_named(dev->stream, run_host_fn, name, &a, sizeof a);
-        DP_TRY(dev->ops->copy_from_host(dev, t->data, host_buf, bytes));
-        dp__stream_push_named(dev->stream, run_free, "free", &host_buf, sizeof host_buf);
-    }
+    host_apply_args a = {fn, n};
+    DP_TRY(dp__host_command(t->dev, t->data, (size_t)n * sizeof(float), run_host_fn, &a, sizeof a,
+                            name));
     dp__tensor_written(t);
     return 0;
 }

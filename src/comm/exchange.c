@@ -5,17 +5,18 @@
  * slow one joins only after reading round g. */
 #include "comm/exchange.h"
 
+#include "comm/allreduce.h"
 #include "comm/mpi.h"
 #include "core/internal.h"
 #include "core/pairwise.h"
-#include "device/kernels.h"
+#include "ops/bn_exchange.h"
 
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
 struct dp__exchange {
-    dp__stats_exchange head; /* first: the kernels' way in (device/kernels.h) */
+    dp__bn_exchange head; /* first: the batch norm op's way in (ops/bn_exchange.h) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
@@ -26,7 +27,31 @@ struct dp__exchange {
     double *totals[2]; /* [len]: each round's sum */
     int rc[2];         /* each round's: the ranks' sum's */
 };
-_Static_assert(offsetof(struct dp__exchange, head) == 0, "kernels reach the sum through the head");
+_Static_assert(offsetof(struct dp__exchange, head) == 0,
+               "the op reaches the exchange through the head");
+
+/* One member's exchange, a command on its device's stream over its sums in
+ * host memory (dp__host_command). */
+typedef struct exchange_cmd {
+    dp__exchange *x;
+    int member, members;
+    int64_t len;
+} exchange_cmd;
+
+static int run_exchange(void *host, const void *ctx)
+{
+    const exchange_cmd *c = ctx;
+    return dp__exchange_sum(c->x, c->member, c->members, host, c->len, host);
+}
+
+static int issue(dp__exchange *x, dp_device_t *dev, int member, int members, double *sums,
+                 int64_t len)
+{
+    DP_ASSERT(member >= 0 && member < members && members <= x->max_members && len <= x->len);
+    exchange_cmd c = {x, member, members, len};
+    return dp__host_command(dev, sums, (size_t)len * sizeof *sums, run_exchange, &c, sizeof c,
+                            "bn_exchange");
+}
 
 int dp__exchange_create(dp__exchange **out, int max_members, int64_t len)
 {
@@ -35,7 +60,7 @@ int dp__exchange_create(dp__exchange **out, int max_members, int64_t len)
     dp__exchange *x = dp__calloc(1, sizeof *x);
     if (!x)
         return DP_ENOMEM;
-    x->head.sum = dp__exchange_sum;
+    x->head.issue = issue;
     x->max_members = max_members;
     x->len = len;
     for (int i = 0; i < 2; i++) {

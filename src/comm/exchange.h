@@ -5,8 +5,10 @@
  * (SyncBatchNorm's statistics: a dp_bn_sync_t is one, bn_sync.c). A
  * participant blocks in dp__exchange_sum until all have arrived; the front
  * end must have issued every participant's command before it waits on any
- * of them, so that they all arrive. Kernels call the sum through the
- * group's head (dp__stats_exchange_sum, device/kernels.h).
+ * of them, so that they all arrive. The batch norm op issues the sum as a
+ * command of its own between its kernels, through the group's head
+ * (ops/bn_exchange.h): on the device's stream, over its sums in host
+ * memory (a host copy of a GPU's).
  *
  * Lock order: the exchange's mutex is a leaf, held to write a
  * contribution, to pass the barrier and, by the last to arrive, over the

@@ -299,7 +299,20 @@ typedef struct dp__check_finite_args {
  *   into save_mean and save_var when those are not NULL.
  * backward: from x, dy (already through the ReLU), gamma, beta and the saved
  *   statistics: dx, dgamma = sum dy xhat, dbeta = sum dy (all written, =);
- *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps). */
+ *   in eval the statistics are constants, dx = dy gamma / sqrt(var + eps).
+ *
+ * SyncBatchNorm splits training's passes in two around an exchange that
+ * src/comm/ issues between them (ops/batch_norm.c): the batch_norm_sums
+ * kernels write this shard's sums, the exchange replaces them with the
+ * group's, and batch_norm_forward / _backward go on from those (totals):
+ * sums_forward: sums = [count n, sum x (C), sum x^2 (C)] (written);
+ * sums_backward: sums = [count n, sum dy (C), sum dy xhat (C)] with xhat
+ *   from the saved statistics, and this shard's dbeta, dgamma (written, =),
+ *   which the gradients' allreduce adds up;
+ * forward / backward, training, with totals: the statistics, or the
+ *   backward pass's sums, are totals' (the group's [count, sum, sum]), and
+ *   the backward pass leaves dgamma and dbeta to the sums kernel.
+ * A backend that implements batch_norm_sums honours totals. */
 typedef struct dp__batch_norm_args {
     dp__tdesc x, y, dx, dy;
     const float *gamma, *beta;
@@ -308,37 +321,16 @@ typedef struct dp__batch_norm_args {
     float *save_mean, *save_var;
     float momentum, eps;
     bool training, relu;
-    /* SyncBatchNorm (training only): statistics over all `ranks` replicas,
-     * summed through dp__stats_exchange_sum (below) */
-    struct dp__exchange *sync;
-    int rank, ranks;
+    /* 1 + 2 C doubles each, in the device's memory: the sums kernels'
+     * output; the group's sums the training passes take (NULL: this
+     * shard's own, taken by the pass itself) */
+    double *sums;
+    const double *totals;
     /* dp_get_split_invariant() (training): the sums over the batch taken
      * over blocks of block_rows samples, added pairwise (0: the shard's
      * whole, in the kernel's own order) */
     int64_t block_rows;
 } dp__batch_norm_args;
-
-/* SyncBatchNorm's statistics exchange as a kernel calls it. The group (a
- * dp_bn_sync_t, struct dp__exchange: src/comm/exchange.c) begins with this
- * head, so that a backend sums through it without depending on src/comm/.
- * sum: total[0..len) = the elementwise sum over the `members` participants
- *   of their `mine`, added pairwise in member order (the same bits on every
- *   device), and under mpirun over every rank's group; 0 or an error;
- *   `member` is this participant's place. Blocks until all `members` have
- *   called it for this round. */
-typedef struct dp__stats_exchange {
-    int (*sum)(struct dp__exchange *x, int member, int members, const double *mine, int64_t len,
-               double *total);
-} dp__stats_exchange;
-
-static inline int dp__stats_exchange_sum(struct dp__exchange *x, int member, int members,
-                                         const double *mine, int64_t len, double *total)
-{
-    /* A pointer to a struct, converted, points to its first member (an
-     * explicit cast: the .cu files read this header as C++). */
-    const dp__stats_exchange *head = (const dp__stats_exchange *)(const void *)x;
-    return head->sum(x, member, members, mine, len, total);
-}
 
 /* Adaptive average pooling, PyTorch's windows: output row p of P averages
  * input rows floor(p H / P) .. ceil((p + 1) H / P) - 1, columns likewise

@@ -76,6 +76,7 @@
     X(linear,                dp__gemm_args,           NONE,   NONE,    MATMUL)                    \
     X(reshape,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(batch_norm,            dp__batch_norm_args,     FB,     ALL,     NONE)                      \
+    X(batch_norm_sums,       dp__batch_norm_args,     FB,     ONLY(cpu), NONE)                    \
     X(batch_norm2d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
     X(batch_norm1d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
     X(cross_entropy,         dp__xent_args,           FB,     ALL,     ELEMENTS)                  \

@@ -12,6 +12,7 @@
  * gamma and beta are f32). The statistics the forward used (C each,
  * mean then var) are kept in a tensor of the tape for the backward pass,
  * so a later forward that moves the running ones cannot change it. */
+#include "ops/bn_exchange.h"
 #include "ops/op.h"
 
 #include <math.h>
@@ -20,6 +21,33 @@
 typedef struct bn_node {
     dp_batch_norm_params p;
 } bn_node;
+
+/* Training's forward or backward pass of a SyncBatchNorm replica: this
+ * shard's sums (the batch_norm_sums kernel), the group's exchange of them
+ * (src/comm/ issues it, ops/bn_exchange.h), then the pass on the group's
+ * sums. Every step is a command on dev's stream, in that order. */
+static int sync_pass(dp_device_t *dev, dp__batch_norm_args *a, const dp_batch_norm_params *p,
+                     bool backward)
+{
+    typedef int (*kernel)(dp_device_t *, const dp__batch_norm_args *);
+    kernel sums_kernel =
+        backward ? dev->ops->batch_norm_sums_backward : dev->ops->batch_norm_sums_forward;
+    kernel pass = backward ? dev->ops->batch_norm_backward : dev->ops->batch_norm_forward;
+    int64_t len = 1 + 2 * a->x.shape[1];
+    size_t bytes = (size_t)len * sizeof(double);
+    double *sums = dp__device_alloc(dev, bytes);
+    if (!sums)
+        return DP_ENOMEM;
+    a->sums = sums;
+    a->totals = sums;
+    int rc = sums_kernel(dev, a);
+    if (rc == 0)
+        rc = dp__bn_exchange_of(p->sync)->issue(p->sync, dev, p->rank, p->ranks, sums, len);
+    if (rc == 0)
+        rc = pass(dev, a);
+    dp__device_release_later(dev, sums, bytes);
+    return rc;
+}
 
 /* t described for the kernels as 4-D: (N, C) as (N, C, 1, 1), (N, C, L) as
  * (N, C, L, 1). */
@@ -72,11 +100,11 @@ static int batch_norm_backward(dp__node *node)
     a.relu = bn->p.relu;
     a.eps = bn->p.eps;
     a.training = bn->p.training;
-    a.sync = bn->p.sync;
-    a.rank = bn->p.rank;
-    a.ranks = bn->p.ranks;
     a.block_rows = dp_get_split_invariant();
-    if (dp__numel(x->ndim, x->shape) > 0 || (a.sync && a.training)) {
+    if (bn->p.sync && bn->p.training) {
+        /* A replica in a SyncBatchNorm group joins every exchange. */
+        DP_TRY(sync_pass(dev, &a, &bn->p, true));
+    } else if (dp__numel(x->ndim, x->shape) > 0) {
         DP_TRY(dev->ops->batch_norm_backward(dev, &a));
     } else {
         /* An empty batch (eval only): no gradient for gamma and beta. */
@@ -140,6 +168,17 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
         DP_ERROR("%s: not implemented on %s", op, dev->name);
         return DP_ENOTSUP;
     }
+    bool sync = p.sync && p.training;
+    if (sync && (!dev->ops->batch_norm_sums_forward || !dev->ops->batch_norm_sums_backward)) {
+        DP_ERROR("%s: SyncBatchNorm is not implemented on %s (its backend has no batch_norm_sums "
+                 "kernels); train without sync_bn",
+                 op, dev->name);
+        return DP_ENOTSUP;
+    }
+    if (sync && (p.rank < 0 || p.rank >= p.ranks)) {
+        DP_ERROR("%s: rank %d outside the group of %d", op, p.rank, p.ranks);
+        return DP_EINVAL;
+    }
     /* Only x, gamma and beta are differentiable. */
     int record = dp__tape_needs_grad(ts, 3);
     dp_tensor_t *y, *stats = NULL;
@@ -163,18 +202,11 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     a.eps = p.eps;
     a.training = p.training;
     a.relu = p.relu;
-    a.sync = p.sync;
-    a.rank = p.rank;
-    a.ranks = p.ranks;
     a.block_rows = dp_get_split_invariant();
-    if (p.sync && (p.rank < 0 || p.rank >= p.ranks)) {
-        DP_ERROR("%s: rank %d outside the group of %d", op, p.rank, p.ranks);
-        return DP_EINVAL;
-    }
     int rc = 0;
     /* A replica in a SyncBatchNorm group must join every exchange. */
-    if (N * C * H * W > 0 || (p.sync && p.training)) {
-        rc = dev->ops->batch_norm_forward(dev, &a);
+    if (N * C * H * W > 0 || sync) {
+        rc = sync ? sync_pass(dev, &a, &p, false) : dev->ops->batch_norm_forward(dev, &a);
         if (rc == 0 && p.training) {
             dp__tensor_written(running_mean);
             dp__tensor_written(running_var);

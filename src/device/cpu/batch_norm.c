@@ -2,8 +2,9 @@
  * convolution, NCHW for a user's input).
  *
  * Training takes the batch statistics, and the backward pass its sums, in
- * double (batch_norm_train.c, which says why), SyncBatchNorm's shards
- * added there; oneDNN then normalises with those statistics as given ones,
+ * double (batch_norm_train.c, which says why), or SyncBatchNorm's group's
+ * sums that the batch_norm_sums kernels and src/comm/'s exchange gave;
+ * oneDNN then normalises with those statistics as given ones,
  * the ReLU fused with its flag. Eval normalises with the running
  * statistics, and its backward pass treats them as constants: oneDNN's
  * global statistics, forward and backward. A fused ReLU's backward takes dy
@@ -177,6 +178,28 @@ static int run_backward(void *p, void *ctx)
                                {DNNL_ARG_DIFF_SHIFT, c->mem[DIFF_SHIFT]}};
     DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 9, args));
     return 0;
+}
+
+static int run_sums_forward(void *p, void *ctx)
+{
+    (void)ctx;
+    return dp__cpu_bn_sums(p, false);
+}
+
+static int run_sums_backward(void *p, void *ctx)
+{
+    (void)ctx;
+    return dp__cpu_bn_sums(p, true);
+}
+
+int dp__cpu_batch_norm_sums_forward(dp_device_t *dev, const dp__batch_norm_args *a)
+{
+    return dp__cpu_push(dev, run_sums_forward, a, sizeof *a);
+}
+
+int dp__cpu_batch_norm_sums_backward(dp_device_t *dev, const dp__batch_norm_args *a)
+{
+    return dp__cpu_push(dev, run_sums_backward, a, sizeof *a);
 }
 
 int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a)

@@ -10,8 +10,9 @@
  * gradient of a bias before batch norm, 0 in exact arithmetic, was 7e-3
  * (tests/test_bn_accuracy.c). Sums in double keep every such term at
  * float rounding, and make them the same for any split of the batch into
- * shards: SyncBatchNorm adds the shards' sums (dp__stats_exchange_sum) and
- * goes on as one shard would.
+ * shards: SyncBatchNorm adds the shards' sums (the exchange src/comm/
+ * issues between the batch_norm_sums kernel and the pass, device/kernels.h)
+ * and goes on as one shard would.
  *
  * Channels are spread over the kernel threads in blocks, each block's sums
  * taken in one fixed order (lanes of 16 channels in NHWC, of 16 positions
@@ -231,35 +232,80 @@ static int tree_sums(const pass *p, size_t esize, int64_t block_rows, block_fn f
     return 0;
 }
 
-/* sums = this shard's [count, sum 1 (C), sum 2 (C)] by fn (p's s1 and s2
- * point into it), and total = the group's (SyncBatchNorm's exchange) or a
- * copy; f1, f2 as tree_sums. */
-static int group_sums(const dp__batch_norm_args *a, const pass *p, block_fn fn, double *sums,
-                      double *total, float *f1, float *f2)
+/* sums = this shard's [count, sum 1 (C), sum 2 (C)] by fn; f1, f2 as
+ * tree_sums. */
+static int shard_sums(const dp__batch_norm_args *a, const pass *p, block_fn fn, double *sums,
+                      float *f1, float *f2)
 {
     int64_t C = p->s.C;
     sums[0] = (double)(p->s.N * p->s.HW);
-    DP_TRY(tree_sums(p, dp_dtype_size(a->x.dtype), a->block_rows, fn, p->s1, p->s2, f1, f2));
-    if (a->sync)
-        return dp__stats_exchange_sum(a->sync, a->rank, a->ranks, sums, 1 + 2 * C, total);
-    memcpy(total, sums, (size_t)(1 + 2 * C) * sizeof *sums);
-    return 0;
+    return tree_sums(p, dp_dtype_size(a->x.dtype), a->block_rows, fn, sums + 1, sums + 1 + C, f1,
+                     f2);
+}
+
+/* The forward pass's sums: [count, sum x (C), sum x^2 (C)]. */
+static int forward_sums(const dp__batch_norm_args *a, double *sums)
+{
+    pass p = {.s = shard_of(&a->x), .x = a->x.data};
+    return shard_sums(a, &p, a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x, sums, NULL, NULL);
+}
+
+/* The backward pass over x, dy and dx, its per-channel floats in f (4 C:
+ * inv_std from the saved variance, then scale, shift and slope for
+ * backward_dx to fill). */
+static pass backward_pass(const dp__batch_norm_args *a, float *f)
+{
+    int64_t C = a->x.shape[1];
+    for (int64_t c = 0; c < C; c++)
+        f[c] = (float)(1.0 / sqrt((double)a->save_var[c] + (double)a->eps));
+    return (pass){.s = shard_of(&a->x),
+                  .x = a->x.data,
+                  .dy = a->dy.data,
+                  .dx = a->dx.data,
+                  .mean = a->save_mean,
+                  .inv_std = f,
+                  .scale = f + C,
+                  .shift = f + 2 * C,
+                  .slope = f + 3 * C};
+}
+
+/* The backward pass's sums: [count, sum dy (C), sum dy xhat (C)], and this
+ * shard's dbeta and dgamma (the gradients' allreduce adds the shards'). */
+static int backward_sums(const dp__batch_norm_args *a, const pass *p, double *sums)
+{
+    return shard_sums(a, p, a->x.dtype == DP_BF16 ? bf16_sums_dy : f32_sums_dy, sums, a->dbeta,
+                      a->dgamma);
+}
+
+int dp__cpu_bn_sums(const dp__batch_norm_args *a, bool backward)
+{
+    if (!backward)
+        return forward_sums(a, a->sums);
+    float *f = dp__malloc((size_t)(4 * a->x.shape[1]) * sizeof *f);
+    if (!f)
+        return DP_ENOMEM;
+    pass p = backward_pass(a, f);
+    int rc = backward_sums(a, &p, a->sums);
+    dp__free(f);
+    return rc;
 }
 
 int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
 {
     int64_t C = a->x.shape[1];
-    /* this shard's [count, sum x (C), sum x^2 (C)], then the group's */
-    double *sums = dp__calloc((size_t)(2 + 4 * C), sizeof *sums);
-    if (!sums)
-        return DP_ENOMEM;
-    double *total = sums + 1 + 2 * C;
-    pass p = {.s = shard_of(&a->x), .x = a->x.data, .s1 = sums + 1, .s2 = sums + 1 + C};
-    int rc = group_sums(a, &p, a->x.dtype == DP_BF16 ? bf16_sums_x : f32_sums_x, sums, total, NULL,
-                        NULL);
-    if (rc < 0) {
-        dp__free(sums);
-        return rc;
+    /* the group's [count, sum x (C), sum x^2 (C)], or this shard's */
+    const double *total = a->totals;
+    double *own = NULL;
+    if (!total) {
+        own = dp__malloc((size_t)(1 + 2 * C) * sizeof *own);
+        if (!own)
+            return DP_ENOMEM;
+        int rc = forward_sums(a, own);
+        if (rc < 0) {
+            dp__free(own);
+            return rc;
+        }
+        total = own;
     }
     double count = total[0];
     float m = a->momentum;
@@ -274,48 +320,36 @@ int dp__cpu_bn_statistics(const dp__batch_norm_args *a)
         a->running_var[c] = (1.0f - m) * a->running_var[c] +
                             m * (float)(count > 1 ? var * count / (count - 1) : var);
     }
-    dp__free(sums);
+    dp__free(own);
     return 0;
 }
 
 int dp__cpu_bn_train_backward(const dp__batch_norm_args *a)
 {
     int64_t C = a->x.shape[1];
-    /* sums and total (1 + 2 C doubles each), then inv_std, scale, shift
-     * and slope (C floats each) */
-    double *sums = dp__calloc((size_t)(2 + 4 * C + 2 * C), sizeof *sums);
-    if (!sums)
+    /* inv_std, scale, shift and slope (C floats each), then this shard's
+     * sums (1 + 2 C doubles) where the group's are not given */
+    size_t floats = (size_t)(4 * C), doubles = a->totals ? 0 : (size_t)(1 + 2 * C);
+    double *own = dp__malloc(doubles * sizeof(double) + floats * sizeof(float));
+    if (!own)
         return DP_ENOMEM;
-    double *total = sums + 1 + 2 * C;
-    float *inv_std = (float *)(total + 1 + 2 * C), *scale = inv_std + C, *shift = scale + C;
-    float *slope = shift + C;
-    for (int64_t c = 0; c < C; c++)
-        inv_std[c] = (float)(1.0 / sqrt((double)a->save_var[c] + (double)a->eps));
-    pass p = {.s = shard_of(&a->x),
-              .x = a->x.data,
-              .dy = a->dy.data,
-              .dx = a->dx.data,
-              .mean = a->save_mean,
-              .inv_std = inv_std,
-              .scale = scale,
-              .shift = shift,
-              .slope = slope,
-              .s1 = sums + 1,
-              .s2 = sums + 1 + C};
-    bool bf16 = a->x.dtype == DP_BF16;
-    /* and this shard's dbeta and dgamma: the gradients' allreduce adds the
-     * shards' */
-    int rc = group_sums(a, &p, bf16 ? bf16_sums_dy : f32_sums_dy, sums, total, a->dbeta, a->dgamma);
-    if (rc < 0) {
-        dp__free(sums);
-        return rc;
+    float *f = (float *)(own + doubles), *scale = f + C, *shift = f + 2 * C, *slope = f + 3 * C;
+    pass p = backward_pass(a, f);
+    const double *total = a->totals;
+    if (!total) {
+        int rc = backward_sums(a, &p, own);
+        if (rc < 0) {
+            dp__free(own);
+            return rc;
+        }
+        total = own;
     }
     for (int64_t c = 0; c < C; c++) {
-        scale[c] = a->gamma[c] * inv_std[c];
+        scale[c] = a->gamma[c] * p.inv_std[c];
         shift[c] = (float)(total[1 + c] / total[0]);
         slope[c] = (float)(total[1 + C + c] / total[0]);
     }
-    over_blocks(&p, bf16 ? bf16_dx : f32_dx);
-    dp__free(sums);
+    over_blocks(&p, a->x.dtype == DP_BF16 ? bf16_dx : f32_dx);
+    dp__free(own);
     return 0;
 }

@@ -135,10 +135,12 @@ const float *dp__cpu_as_f32(dp__cpu *cpu, int slot, const dp__tdesc *t);
 
 /* Batch normalisation's training passes, summed in double
  * (batch_norm_train.c): the batch statistics into save_mean, save_var and
- * the running ones; dx, dgamma and dbeta. Both add SyncBatchNorm's shards
- * through a->sync. */
+ * the running ones; dx, dgamma and dbeta (dx alone when a->totals gives the
+ * group's sums); and the sums kernels' shard sums into a->sums (the
+ * backward ones with dgamma and dbeta). */
 int dp__cpu_bn_statistics(const dp__batch_norm_args *a);
 int dp__cpu_bn_train_backward(const dp__batch_norm_args *a);
+int dp__cpu_bn_sums(const dp__batch_norm_args *a, bool backward);
 
 /* Kernel entries, one file per op family: dp__cpu_<slot> for the slots of
  * the op list (device/op_list.h), e.g.
