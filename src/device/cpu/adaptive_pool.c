@@ -133,12 +133,5 @@ static int run_backward(void *p, void *ctx)
     return 0;
 }
 
-int dp__cpu_adaptive_avg_pool_forward(dp_device_t *dev, const dp__adaptive_pool_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_adaptive_avg_pool_backward(dp_device_t *dev, const dp__adaptive_pool_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_ENTRY(adaptive_avg_pool_forward, dp__adaptive_pool_args, run_forward)
+DP__CPU_ENTRY(adaptive_avg_pool_backward, dp__adaptive_pool_args, run_backward)

@@ -107,17 +107,11 @@ static int normalise(dp_device_t *dev, const dp__batch_norm_args *a)
         dp__cpu_bf16_from_f32(a->y.data, f.y.data, numel4(a->y.shape));
         return 0;
     }
-    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
-    dnnl_memory_set_data_handle(c->mem[DST], a->y.data);
-    dnnl_memory_set_data_handle(c->mem[SCALE], (void *)a->gamma);
-    dnnl_memory_set_data_handle(c->mem[SHIFT], (void *)a->beta);
-    dnnl_memory_set_data_handle(c->mem[MEAN], a->running_mean);
-    dnnl_memory_set_data_handle(c->mem[VAR], a->running_var);
-    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, c->mem[SRC]},     {DNNL_ARG_DST, c->mem[DST]},
-                               {DNNL_ARG_SCALE, c->mem[SCALE]}, {DNNL_ARG_SHIFT, c->mem[SHIFT]},
-                               {DNNL_ARG_MEAN, c->mem[MEAN]},   {DNNL_ARG_VARIANCE, c->mem[VAR]}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 6, args));
-    return 0;
+    const dp__cpu_arg args[] = {
+        {DNNL_ARG_SRC, SRC, a->x.data},         {DNNL_ARG_DST, DST, a->y.data},
+        {DNNL_ARG_SCALE, SCALE, a->gamma},      {DNNL_ARG_SHIFT, SHIFT, a->beta},
+        {DNNL_ARG_MEAN, MEAN, a->running_mean}, {DNNL_ARG_VARIANCE, VAR, a->running_var}};
+    return dp__cpu_primitive_run(dev->impl, c, args, 6);
 }
 
 static int run_forward(void *p, void *ctx)
@@ -156,28 +150,18 @@ static int run_backward(void *p, void *ctx)
         dp__cpu_bf16_from_f32(a->dx.data, f.dx.data, numel4(a->dx.shape));
         return 0;
     }
-    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
-    dnnl_memory_set_data_handle(c->mem[DIFF_DST], a->dy.data);
-    dnnl_memory_set_data_handle(c->mem[DIFF_SRC], a->dx.data);
-    dnnl_memory_set_data_handle(c->mem[MEAN], a->save_mean);
-    dnnl_memory_set_data_handle(c->mem[VAR], a->save_var);
-    dnnl_memory_set_data_handle(c->mem[SCALE], (void *)a->gamma);
-    dnnl_memory_set_data_handle(c->mem[SHIFT], (void *)a->beta);
-    dnnl_memory_set_data_handle(c->mem[DIFF_SCALE], a->dgamma);
-    dnnl_memory_set_data_handle(c->mem[DIFF_SHIFT], a->dbeta);
     /* oneDNN 2.6 checks that the shift is given to the backward pass too,
      * though no gradient depends on it. */
-    dnnl_exec_arg_t args[9] = {{DNNL_ARG_SRC, c->mem[SRC]},
-                               {DNNL_ARG_DIFF_DST, c->mem[DIFF_DST]},
-                               {DNNL_ARG_MEAN, c->mem[MEAN]},
-                               {DNNL_ARG_VARIANCE, c->mem[VAR]},
-                               {DNNL_ARG_SCALE, c->mem[SCALE]},
-                               {DNNL_ARG_SHIFT, c->mem[SHIFT]},
-                               {DNNL_ARG_DIFF_SRC, c->mem[DIFF_SRC]},
-                               {DNNL_ARG_DIFF_SCALE, c->mem[DIFF_SCALE]},
-                               {DNNL_ARG_DIFF_SHIFT, c->mem[DIFF_SHIFT]}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, 9, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_SRC, SRC, a->x.data},
+                                {DNNL_ARG_DIFF_DST, DIFF_DST, a->dy.data},
+                                {DNNL_ARG_MEAN, MEAN, a->save_mean},
+                                {DNNL_ARG_VARIANCE, VAR, a->save_var},
+                                {DNNL_ARG_SCALE, SCALE, a->gamma},
+                                {DNNL_ARG_SHIFT, SHIFT, a->beta},
+                                {DNNL_ARG_DIFF_SRC, DIFF_SRC, a->dx.data},
+                                {DNNL_ARG_DIFF_SCALE, DIFF_SCALE, a->dgamma},
+                                {DNNL_ARG_DIFF_SHIFT, DIFF_SHIFT, a->dbeta}};
+    return dp__cpu_primitive_run(dev->impl, c, args, 9);
 }
 
 static int run_sums_forward(void *p, void *ctx)
@@ -192,22 +176,7 @@ static int run_sums_backward(void *p, void *ctx)
     return dp__cpu_bn_sums(p, true);
 }
 
-int dp__cpu_batch_norm_sums_forward(dp_device_t *dev, const dp__batch_norm_args *a)
-{
-    return dp__cpu_push(dev, run_sums_forward, a, sizeof *a);
-}
-
-int dp__cpu_batch_norm_sums_backward(dp_device_t *dev, const dp__batch_norm_args *a)
-{
-    return dp__cpu_push(dev, run_sums_backward, a, sizeof *a);
-}
-
-int dp__cpu_batch_norm_forward(dp_device_t *dev, const dp__batch_norm_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_batch_norm_backward(dp_device_t *dev, const dp__batch_norm_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_ENTRY(batch_norm_sums_forward, dp__batch_norm_args, run_sums_forward)
+DP__CPU_ENTRY(batch_norm_sums_backward, dp__batch_norm_args, run_sums_backward)
+DP__CPU_ENTRY(batch_norm_forward, dp__batch_norm_args, run_forward)
+DP__CPU_ENTRY(batch_norm_backward, dp__batch_norm_args, run_backward)

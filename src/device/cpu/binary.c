@@ -104,14 +104,10 @@ static int run_forward(void *p, void *ctx)
     dp__cpu_primitive *c;
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, binary_pd, &c));
     DP_ASSERT(c); /* f32 always has a primitive */
-    dnnl_memory_set_data_handle(c->mem[SRC0], (void *)(swap ? a->b : a->a));
-    dnnl_memory_set_data_handle(c->mem[SRC1], (void *)(swap ? a->a : a->b));
-    dnnl_memory_set_data_handle(c->mem[DST], a->y);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC_0, c->mem[SRC0]},
-                               {DNNL_ARG_SRC_1, c->mem[SRC1]},
-                               {DNNL_ARG_DST, c->mem[DST]}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 3, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_SRC_0, SRC0, swap ? a->b : a->a},
+                                {DNNL_ARG_SRC_1, SRC1, swap ? a->a : a->b},
+                                {DNNL_ARG_DST, DST, a->y}};
+    return dp__cpu_primitive_run(cpu, c, args, 3);
 }
 
 /* The gradient of element i towards operand a (which = 0) or b (1). */
@@ -196,12 +192,5 @@ static int run_backward(void *p, void *ctx)
     return 0;
 }
 
-int dp__cpu_binary_forward(dp_device_t *dev, const dp__binary_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_binary_backward(dp_device_t *dev, const dp__binary_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_ENTRY(binary_forward, dp__binary_args, run_forward)
+DP__CPU_ENTRY(binary_backward, dp__binary_args, run_backward)

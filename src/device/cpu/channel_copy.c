@@ -78,11 +78,9 @@ static int run(void *p, void *ctx)
     dp__cpu_primitive *c;
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, copy_pd, &c));
     DP_ASSERT(c);
-    dnnl_memory_set_data_handle(c->mem[SRC], channel_at(&a->src, a->src_off));
-    dnnl_memory_set_data_handle(c->mem[DST], channel_at(&a->dst, a->dst_off));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, c->mem[SRC]}, {DNNL_ARG_TO, c->mem[DST]}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 2, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_FROM, SRC, channel_at(&a->src, a->src_off)},
+                                {DNNL_ARG_TO, DST, channel_at(&a->dst, a->dst_off)}};
+    return dp__cpu_primitive_run(cpu, c, args, 2);
 }
 
 int dp__cpu_channel_copy(dp_device_t *dev, const dp__channel_copy_args *a)

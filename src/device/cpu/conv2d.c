@@ -252,17 +252,6 @@ static int run_backward_weights(void *p, void *ctx)
     return run_pass(ctx, DP__CONV_BACKWARD_WEIGHTS, p);
 }
 
-int dp__cpu_conv2d_forward(dp_device_t *dev, const dp__conv2d_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_conv2d_backward_data(dp_device_t *dev, const dp__conv2d_args *a)
-{
-    return dp__cpu_push(dev, run_backward_data, a, sizeof *a);
-}
-
-int dp__cpu_conv2d_backward_weights(dp_device_t *dev, const dp__conv2d_args *a)
-{
-    return dp__cpu_push(dev, run_backward_weights, a, sizeof *a);
-}
+DP__CPU_ENTRY(conv2d_forward, dp__conv2d_args, run_forward)
+DP__CPU_ENTRY(conv2d_backward_data, dp__conv2d_args, run_backward_data)
+DP__CPU_ENTRY(conv2d_backward_weights, dp__conv2d_args, run_backward_weights)

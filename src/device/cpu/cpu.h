@@ -67,6 +67,29 @@ void dp__cpu_destroy_nothing(void *value);
 #define dp__cpu_push(dev, fn, args, size)                                                          \
     (dp__stream_push_named((dev)->stream, fn, __FILE__ ":" #fn, args, size), 0)
 
+/* A kernel entry of the op list (dp__cpu_<slot>): enqueues the command
+ * `fn` with a copy of the argument struct. */
+#define DP__CPU_ENTRY(slot, args_type, fn)                                                         \
+    int dp__cpu_##slot(dp_device_t *dev, const args_type *a)                                       \
+    {                                                                                              \
+        return dp__cpu_push(dev, fn, a, sizeof *a);                                                \
+    }
+
+/* The forward and backward entries of an op (dp__cpu_<name>_forward and
+ * _backward) whose passes are one function run(args, dev, backward): each
+ * enqueues it, with backward 0 or 1. */
+#define DP__CPU_PASSES(name, args_type, run)                                                       \
+    static int run_forward(void *p, void *ctx)                                                     \
+    {                                                                                              \
+        return run(p, ctx, 0);                                                                     \
+    }                                                                                              \
+    static int run_backward(void *p, void *ctx)                                                    \
+    {                                                                                              \
+        return run(p, ctx, 1);                                                                     \
+    }                                                                                              \
+    DP__CPU_ENTRY(name##_forward, args_type, run_forward)                                          \
+    DP__CPU_ENTRY(name##_backward, args_type, run_backward)
+
 /* A oneDNN primitive of a kernel, as dp__cpu_primitive_get makes and caches
  * it: the primitive, memory objects for the descriptions its pd function
  * gave (mem[i]; each execution points them at the call's tensors with
@@ -96,6 +119,20 @@ int dp__cpu_primitive_get(dp__cpu *cpu, const void *key, size_t key_size, dp__cp
 int dp__cpu_pass_pd(dp__cpu *cpu, const void *fwd_desc, const void *bwd_desc,
                     const_dnnl_primitive_attr_t attr, dnnl_data_type_t type, const char *what,
                     dnnl_primitive_desc_t *pd);
+
+/* One argument of a primitive's execution: oneDNN's name for it
+ * (DNNL_ARG_SRC, ...), the primitive's memory object that carries it
+ * (mem[i], or DP__CPU_WORKSPACE for its workspace), and the data that
+ * object points at this time. */
+#define DP__CPU_WORKSPACE (-1)
+typedef struct dp__cpu_arg {
+    int name, mem;
+    const void *data;
+} dp__cpu_arg;
+/* Executes c on cpu's stream with args[0..n), each memory object pointed
+ * at its data first; a workspace argument is left out where c has none. */
+int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args,
+                          int n);
 
 /* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
 void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);

@@ -123,33 +123,23 @@ static int run_primitive(const dp__eltwise_args *a, dp__cpu *cpu, bool *done)
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, act_pd, &c));
     if (!c)
         return 0;
-    dnnl_exec_arg_t args[3];
+    *done = true;
     if (k.kind == ELT_BINARY_ADD || k.kind == ELT_BINARY_ADD_RELU) {
         /* accumulate: out = out + a, in place on the first source */
         bool acc = a->op == DP__ELT_ACCUMULATE;
-        dnnl_memory_set_data_handle(c->mem[MEM_A], acc ? a->out : (void *)a->a);
-        dnnl_memory_set_data_handle(c->mem[MEM_B], acc ? (void *)a->a : (void *)a->b);
-        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, c->mem[MEM_A]};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, c->mem[MEM_B]};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_OUT]};
-    } else if (k.kind == ELT_BACKWARD) {
-        dnnl_memory_set_data_handle(c->mem[MEM_A], (void *)a->a);
-        dnnl_memory_set_data_handle(c->mem[MEM_B], (void *)a->b);
-        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->mem[MEM_A]};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_B]};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->mem[MEM_OUT]};
-    } else {
-        dnnl_memory_set_data_handle(c->mem[MEM_A], (void *)a->a);
-        dnnl_memory_set_data_handle(c->mem[MEM_OUT], a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->mem[MEM_A]};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[MEM_OUT]};
+        const dp__cpu_arg args[] = {{DNNL_ARG_SRC_0, MEM_A, acc ? a->out : a->a},
+                                    {DNNL_ARG_SRC_1, MEM_B, acc ? a->a : a->b},
+                                    {DNNL_ARG_DST, MEM_OUT, a->out}};
+        return dp__cpu_primitive_run(cpu, c, args, 3);
     }
-    DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, cpu->stream, k.kind == ELT_FORWARD ? 2 : 3, args));
-    *done = true;
-    return 0;
+    if (k.kind == ELT_BACKWARD) {
+        const dp__cpu_arg args[] = {{DNNL_ARG_DIFF_DST, MEM_A, a->a},
+                                    {DNNL_ARG_DST, MEM_B, a->b},
+                                    {DNNL_ARG_DIFF_SRC, MEM_OUT, a->out}};
+        return dp__cpu_primitive_run(cpu, c, args, 3);
+    }
+    const dp__cpu_arg args[] = {{DNNL_ARG_SRC, MEM_A, a->a}, {DNNL_ARG_DST, MEM_OUT, a->out}};
+    return dp__cpu_primitive_run(cpu, c, args, 2);
 }
 
 /* Sigmoid and tanh in bf16 where oneDNN has no bf16 eltwise: its f32

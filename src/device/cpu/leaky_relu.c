@@ -48,40 +48,10 @@ static int run(const dp__eltwise_args *a, dp_device_t *dev, int backward)
     dp__cpu_primitive *c;
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, leaky_pd, &c));
     DP_ASSERT(c); /* f32 always has a primitive */
-    dnnl_exec_arg_t args[3];
-    if (backward) {
-        dnnl_memory_set_data_handle(c->mem[X], (void *)a->b);
-        dnnl_memory_set_data_handle(c->mem[DY], (void *)a->a);
-        dnnl_memory_set_data_handle(c->mem[OUT], a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->mem[X]};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->mem[DY]};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->mem[OUT]};
-    } else {
-        dnnl_memory_set_data_handle(c->mem[X], (void *)a->a);
-        dnnl_memory_set_data_handle(c->mem[OUT], a->out);
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->mem[X]};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[OUT]};
-    }
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, backward ? 3 : 2, args));
-    return 0;
+    const dp__cpu_arg fwd[] = {{DNNL_ARG_SRC, X, a->a}, {DNNL_ARG_DST, OUT, a->out}};
+    const dp__cpu_arg bwd[] = {
+        {DNNL_ARG_SRC, X, a->b}, {DNNL_ARG_DIFF_DST, DY, a->a}, {DNNL_ARG_DIFF_SRC, OUT, a->out}};
+    return backward ? dp__cpu_primitive_run(cpu, c, bwd, 3) : dp__cpu_primitive_run(cpu, c, fwd, 2);
 }
 
-static int run_forward(void *p, void *ctx)
-{
-    return run(p, ctx, 0);
-}
-
-static int run_backward(void *p, void *ctx)
-{
-    return run(p, ctx, 1);
-}
-
-int dp__cpu_leaky_relu_forward(dp_device_t *dev, const dp__eltwise_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_leaky_relu_backward(dp_device_t *dev, const dp__eltwise_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_PASSES(leaky_relu, dp__eltwise_args, run)

@@ -116,15 +116,10 @@ static int run_forward(void *p, void *ctx)
         dp__cpu_bf16_from_f32(a->y.data, f.y.data, numel4(a->y.shape));
         return 0;
     }
-    dnnl_memory_set_data_handle(c->mem[SRC], a->x.data);
-    dnnl_memory_set_data_handle(c->mem[DST], a->y.data);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, c->mem[SRC]}, {DNNL_ARG_DST, c->mem[DST]}, {DNNL_ARG_WORKSPACE, c->ws}};
-    if (c->ws)
-        dnnl_memory_set_data_handle(c->ws, a->workspace);
-    DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 3 : 2, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_SRC, SRC, a->x.data},
+                                {DNNL_ARG_DST, DST, a->y.data},
+                                {DNNL_ARG_WORKSPACE, DP__CPU_WORKSPACE, a->workspace}};
+    return dp__cpu_primitive_run(dev->impl, c, args, 3);
 }
 
 /* dx = (mask > 0) * avg_pool_backward(dy) in one pass, for windows that
@@ -229,24 +224,11 @@ static int run_backward(void *p, void *ctx)
 
 static int run_primitive_backward(dp_device_t *dev, const dp__pool2d_args *a, dp__cpu_primitive *c)
 {
-    dnnl_memory_set_data_handle(c->mem[SRC], a->dx.data);
-    dnnl_memory_set_data_handle(c->mem[DST], a->dy.data);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, c->mem[DST]},
-                               {DNNL_ARG_DIFF_SRC, c->mem[SRC]},
-                               {DNNL_ARG_WORKSPACE, c->ws}};
-    if (c->ws)
-        dnnl_memory_set_data_handle(c->ws, a->workspace);
-    DP_DNNL_CHECK(
-        dnnl_primitive_execute(c->prim, ((dp__cpu *)dev->impl)->stream, c->ws ? 3 : 2, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_DIFF_DST, DST, a->dy.data},
+                                {DNNL_ARG_DIFF_SRC, SRC, a->dx.data},
+                                {DNNL_ARG_WORKSPACE, DP__CPU_WORKSPACE, a->workspace}};
+    return dp__cpu_primitive_run(dev->impl, c, args, 3);
 }
 
-int dp__cpu_pool2d_forward(dp_device_t *dev, const dp__pool2d_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_pool2d_backward(dp_device_t *dev, const dp__pool2d_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_ENTRY(pool2d_forward, dp__pool2d_args, run_forward)
+DP__CPU_ENTRY(pool2d_backward, dp__pool2d_args, run_backward)

@@ -54,42 +54,14 @@ static int run(const dp__prelu_args *a, dp_device_t *dev, int backward)
     dp__cpu_primitive *c;
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, prelu_pd, &c));
     DP_ASSERT(c); /* f32 always has a primitive */
-    dnnl_memory_set_data_handle(c->mem[X], a->x.data);
-    dnnl_memory_set_data_handle(c->mem[W], (void *)a->w);
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, c->mem[X]}, {DNNL_ARG_WEIGHTS, c->mem[W]}};
-    int nargs = 3;
-    if (backward) {
-        dnnl_memory_set_data_handle(c->mem[Y], (void *)a->dy);
-        dnnl_memory_set_data_handle(c->mem[DX], a->dx);
-        dnnl_memory_set_data_handle(c->mem[DW], a->dw);
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, c->mem[Y]};
-        args[3] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, c->mem[DX]};
-        args[4] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, c->mem[DW]};
-        nargs = 5;
-    } else {
-        dnnl_memory_set_data_handle(c->mem[Y], a->y);
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->mem[Y]};
-    }
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, nargs, args));
-    return 0;
+    const dp__cpu_arg fwd[] = {
+        {DNNL_ARG_SRC, X, a->x.data}, {DNNL_ARG_WEIGHTS, W, a->w}, {DNNL_ARG_DST, Y, a->y}};
+    const dp__cpu_arg bwd[] = {{DNNL_ARG_SRC, X, a->x.data},
+                               {DNNL_ARG_WEIGHTS, W, a->w},
+                               {DNNL_ARG_DIFF_DST, Y, a->dy},
+                               {DNNL_ARG_DIFF_SRC, DX, a->dx},
+                               {DNNL_ARG_DIFF_WEIGHTS, DW, a->dw}};
+    return backward ? dp__cpu_primitive_run(cpu, c, bwd, 5) : dp__cpu_primitive_run(cpu, c, fwd, 3);
 }
 
-static int run_forward(void *p, void *ctx)
-{
-    return run(p, ctx, 0);
-}
-
-static int run_backward(void *p, void *ctx)
-{
-    return run(p, ctx, 1);
-}
-
-int dp__cpu_prelu_forward(dp_device_t *dev, const dp__prelu_args *a)
-{
-    return dp__cpu_push(dev, run_forward, a, sizeof *a);
-}
-
-int dp__cpu_prelu_backward(dp_device_t *dev, const dp__prelu_args *a)
-{
-    return dp__cpu_push(dev, run_backward, a, sizeof *a);
-}
+DP__CPU_PASSES(prelu, dp__prelu_args, run)

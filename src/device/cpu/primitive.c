@@ -1,7 +1,8 @@
 /* oneDNN primitives as the kernels make and cache them (cpu.h,
  * dp__cpu_primitive): one place for the steps every kernel repeated, from
  * the primitive descriptor to the memory objects, the workspace and the
- * cache entry, and for what a bf16 primitive oneDNN lacks here means. */
+ * cache entry, and for what a bf16 primitive oneDNN lacks here means; and
+ * their execution over a call's tensors. */
 #include "device/cpu/cpu.h"
 
 static void primitive_destroy(void *p)
@@ -93,5 +94,22 @@ int dp__cpu_primitive_get(dp__cpu *cpu, const void *key, size_t key_size, dp__cp
     DP_TRY(create(cpu, pd, mds, n, &c));
     DP_TRY(dp__cpu_prim_put(cpu, key, key_size, c, primitive_destroy));
     *out = c;
+    return 0;
+}
+
+int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args,
+                          int n)
+{
+    dnnl_exec_arg_t exec[DP__CPU_PRIM_MEMS + 1];
+    int m = 0;
+    DP_ASSERT(n <= (int)DP_COUNTOF(exec));
+    for (int i = 0; i < n; i++) {
+        dnnl_memory_t mem = args[i].mem == DP__CPU_WORKSPACE ? c->ws : c->mem[args[i].mem];
+        if (!mem)
+            continue; /* no workspace */
+        dnnl_memory_set_data_handle(mem, (void *)args[i].data);
+        exec[m++] = (dnnl_exec_arg_t){args[i].name, mem};
+    }
+    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, m, exec));
     return 0;
 }

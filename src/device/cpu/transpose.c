@@ -35,11 +35,8 @@ static int run(void *p, void *ctx)
     dp__cpu_primitive *c;
     DP_TRY(dp__cpu_primitive_get(cpu, &k, sizeof k, transpose_pd, &c));
     DP_ASSERT(c);
-    dnnl_memory_set_data_handle(c->mem[SRC], (void *)a->src);
-    dnnl_memory_set_data_handle(c->mem[DST], a->dst);
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, c->mem[SRC]}, {DNNL_ARG_TO, c->mem[DST]}};
-    DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, 2, args));
-    return 0;
+    const dp__cpu_arg args[] = {{DNNL_ARG_FROM, SRC, a->src}, {DNNL_ARG_TO, DST, a->dst}};
+    return dp__cpu_primitive_run(cpu, c, args, 2);
 }
 
 int dp__cpu_transpose(dp_device_t *dev, const dp__transpose_args *a)
