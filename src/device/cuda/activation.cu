@@ -1,9 +1,8 @@
 // The activations on a GPU, as src/device/cpu/activation.c: every kind
 // through device/activation_math.h's formulas, forward from the input and
 // backward from the saved input, f32, over the tensor as a vector of n
-// values. Kernels, launchers and the device table's entries in one file:
-// each entry enqueues one launcher (dp__cuda_push_launch). Grid-stride
-// loops; 256 threads a block.
+// values. Kernels, launchers and the device table's entries in one file
+// (launch.cuh: each entry enqueues one launcher). Grid-stride loops.
 #include "device/activation_math.h"
 #include "device/cuda/cuda_kernels.h"
 
@@ -11,53 +10,35 @@
 
 #include <cuda_runtime.h>
 
-namespace {
-
-constexpr int kThreads = 256;
+namespace
+{
 
 __global__ void forward_kernel(int kind, const float *x, float *y, int64_t n, float a, float b)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         y[i] = dp__act_forward(kind, x[i], a, b);
 }
 
 __global__ void backward_kernel(int kind, const float *x, const float *dy, float *dx, int64_t n,
                                 float a, float b)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         dx[i] = dp__act_backward(kind, x[i], dy[i], a, b);
 }
 
-cudaError_t launch_forward(const void *args, cudaStream_t stream)
+cudaError_t launch_forward(const dp__activation_args *a, cudaStream_t stream)
 {
-    const dp__activation_args *a = static_cast<const dp__activation_args *>(args);
-    forward_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>(a->kind, a->x, a->out,
-                                                                      a->n, a->alpha, a->beta);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->n, stream, forward_kernel, a->kind, a->x, a->out, a->n, a->alpha,
+                                a->beta);
 }
 
-cudaError_t launch_backward(const void *args, cudaStream_t stream)
+cudaError_t launch_backward(const dp__activation_args *a, cudaStream_t stream)
 {
-    const dp__activation_args *a = static_cast<const dp__activation_args *>(args);
-    backward_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>(
-        a->kind, a->x, a->dy, a->out, a->n, a->alpha, a->beta);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->n, stream, backward_kernel, a->kind, a->x, a->dy, a->out, a->n,
+                                a->alpha, a->beta);
 }
 
 } // namespace
 
-extern "C" int dp__cuda_activation_forward(dp_device_t *dev, const dp__activation_args *a)
-{
-    if (a->n == 0)
-        return 0;
-    return dp__cuda_push_launch(dev, launch_forward, "activation.cu:forward", a, sizeof *a);
-}
-
-extern "C" int dp__cuda_activation_backward(dp_device_t *dev, const dp__activation_args *a)
-{
-    if (a->n == 0)
-        return 0;
-    return dp__cuda_push_launch(dev, launch_backward, "activation.cu:backward", a, sizeof *a);
-}
+DP_CUDA_ENTRY(activation_forward, dp__activation_args, launch_forward)
+DP_CUDA_ENTRY(activation_backward, dp__activation_args, launch_backward)

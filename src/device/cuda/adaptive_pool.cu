@@ -32,8 +32,7 @@ __global__ void forward_kernel(const float *x, float *y, int64_t N, int64_t C, i
                                int64_t W, int64_t P, int64_t Q, int nhwc)
 {
     int64_t total = N * C * P * Q;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, total) {
         int64_t n, c, ph, qw;
         if (nhwc) {
             c = i % C;
@@ -60,8 +59,7 @@ __global__ void backward_kernel(const float *dy, float *dx, const float *mask, i
                                 int64_t C, int64_t H, int64_t W, int64_t P, int64_t Q, int nhwc)
 {
     int64_t total = N * C * H * W;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, total) {
         int64_t n, c, h, w;
         if (nhwc) {
             c = i % C;
@@ -96,18 +94,16 @@ extern "C" cudaError_t dp__cuda_adaptive_avg_pool_forward_launch(const dp__adapt
                                                                  cudaStream_t stream)
 {
     const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
-    forward_kernel<<<dp_cuda::blocks_for(y[0] * y[1] * y[2] * y[3]), 256, 0, stream>>>(
-        (const float *)a->x.data, (float *)a->y.data, x[0], x[1], x[2], x[3], y[2], y[3],
-        a->x.nhwc);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(y[0] * y[1] * y[2] * y[3], stream, forward_kernel,
+                                (const float *)a->x.data, (float *)a->y.data, x[0], x[1], x[2],
+                                x[3], y[2], y[3], a->x.nhwc);
 }
 
 extern "C" cudaError_t
 dp__cuda_adaptive_avg_pool_backward_launch(const dp__adaptive_pool_args *a, cudaStream_t stream)
 {
     const int64_t *x = a->x.shape, *y = a->y.shape; // (N, C, H, W), (N, C, P, Q)
-    backward_kernel<<<dp_cuda::blocks_for(x[0] * x[1] * x[2] * x[3]), 256, 0, stream>>>(
-        (const float *)a->dy.data, (float *)a->dx.data, a->relu_mask, x[0], x[1], x[2], x[3], y[2],
-        y[3], a->x.nhwc);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(x[0] * x[1] * x[2] * x[3], stream, backward_kernel,
+                                (const float *)a->dy.data, (float *)a->dx.data, a->relu_mask, x[0],
+                                x[1], x[2], x[3], y[2], y[3], a->x.nhwc);
 }

@@ -6,12 +6,13 @@
 #include "device/cuda/cuda_kernels.h"
 
 #include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
 
 #include <cuda_runtime.h>
 
 namespace {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 __global__ void invstd_to_var_kernel(float *v, int64_t C, float eps)
 {
@@ -50,19 +51,11 @@ __global__ void backward_eval_kernel(const float *x, const float *dy, const floa
         sum_dyx += (double)dy[k] * xhat;
         dx[k] = dy[k] * scale;
     }
-    s_dy[threadIdx.x] = sum_dy;
-    s_dyx[threadIdx.x] = sum_dyx;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s /= 2) {
-        if ((int)threadIdx.x < s) {
-            s_dy[threadIdx.x] += s_dy[threadIdx.x + s];
-            s_dyx[threadIdx.x] += s_dyx[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
+    sum_dy = dp_cuda::block_sum<kThreads>(s_dy, sum_dy);
+    sum_dyx = dp_cuda::block_sum<kThreads>(s_dyx, sum_dyx);
     if (threadIdx.x == 0) {
-        dbeta[c] = (float)s_dy[0];
-        dgamma[c] = (float)s_dyx[0];
+        dbeta[c] = (float)sum_dy;
+        dgamma[c] = (float)sum_dyx;
     }
 }
 
@@ -71,15 +64,13 @@ __global__ void backward_eval_kernel(const float *x, const float *dy, const floa
 extern "C" cudaError_t dp__cuda_bn_invstd_to_var(float *v, int64_t C, float eps,
                                                  cudaStream_t stream)
 {
-    invstd_to_var_kernel<<<dp_cuda::blocks_for(C), kThreads, 0, stream>>>(v, C, eps);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(C, stream, invstd_to_var_kernel, v, C, eps);
 }
 
 extern "C" cudaError_t dp__cuda_bn_var_to_invstd(const float *var, float *inv_std, int64_t C,
                                                  float eps, cudaStream_t stream)
 {
-    var_to_invstd_kernel<<<dp_cuda::blocks_for(C), kThreads, 0, stream>>>(var, inv_std, C, eps);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(C, stream, var_to_invstd_kernel, var, inv_std, C, eps);
 }
 
 extern "C" cudaError_t dp__cuda_bn_backward_eval(const dp__batch_norm_args *a,

@@ -7,19 +7,19 @@
 #include "device/cuda/cuda_kernels.h"
 
 #include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
 
 #include <cuda_runtime.h>
 
 namespace
 {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 __global__ void forward_kernel(dp__binary_args a)
 {
     int64_t per = a.C * a.HW, total = a.N * per;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, total) {
         int64_t n = i / per, c = dp__binary_channel(i % per, a.C, a.HW, a.nhwc);
         a.y[i] = dp__binary_apply(a.op, a.a[dp__binary_at(a.a_bcast, i, n, c, a.C)],
                                   a.b[dp__binary_at(a.b_bcast, i, n, c, a.C)]);
@@ -36,8 +36,7 @@ __device__ float grad_at(const dp__binary_args &a, int which, int64_t i)
 __global__ void full_grad_kernel(dp__binary_args a, int which, float *out)
 {
     int64_t total = a.N * a.C * a.HW;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, total)
         out[i] = grad_at(a, which, i);
 }
 
@@ -61,27 +60,18 @@ __global__ void reduce_kernel(dp__binary_args a, int which, int bc, float *out)
         }
         sum += grad_at(a, which, i);
     }
-    part[threadIdx.x] = sum;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half)
-            part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
+    sum = dp_cuda::block_sum<kThreads>(part, sum);
     if (threadIdx.x == 0)
-        out[r] = part[0];
+        out[r] = sum;
 }
 
-cudaError_t launch_forward(const void *args, cudaStream_t stream)
+cudaError_t launch_forward(const dp__binary_args *a, cudaStream_t stream)
 {
-    const dp__binary_args *a = static_cast<const dp__binary_args *>(args);
-    forward_kernel<<<dp_cuda::blocks_for(a->N * a->C * a->HW), kThreads, 0, stream>>>(*a);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->N * a->C * a->HW, stream, forward_kernel, *a);
 }
 
-cudaError_t launch_backward(const void *args, cudaStream_t stream)
+cudaError_t launch_backward(const dp__binary_args *a, cudaStream_t stream)
 {
-    const dp__binary_args *a = static_cast<const dp__binary_args *>(args);
     float *outs[2] = {a->da, a->db};
     int bcs[2] = {a->a_bcast, a->b_bcast};
     for (int which = 0; which < 2; which++) {
@@ -90,26 +80,20 @@ cudaError_t launch_backward(const void *args, cudaStream_t stream)
         int64_t values = bcs[which] == DP__BCAST_CHANNEL          ? a->C
                          : bcs[which] == DP__BCAST_SAMPLE_CHANNEL ? a->N * a->C
                                                                   : 1;
-        if (bcs[which] == DP__BCAST_FULL) {
-            if (a->N * a->C * a->HW > 0)
-                full_grad_kernel<<<dp_cuda::blocks_for(a->N * a->C * a->HW), kThreads, 0, stream>>>(
-                    *a, which, outs[which]);
-        } else if (values > 0) {
+        cudaError_t e = cudaSuccess;
+        if (bcs[which] == DP__BCAST_FULL)
+            e = dp_cuda::launch_over(a->N * a->C * a->HW, stream, full_grad_kernel, *a, which,
+                                     outs[which]);
+        else if (values > 0)
             reduce_kernel<<<(unsigned)values, kThreads, 0, stream>>>(*a, which, bcs[which],
                                                                      outs[which]);
-        }
+        if (e != cudaSuccess)
+            return e;
     }
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" int dp__cuda_binary_forward(dp_device_t *dev, const dp__binary_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_forward, "binary.cu:forward", a, sizeof *a);
-}
-
-extern "C" int dp__cuda_binary_backward(dp_device_t *dev, const dp__binary_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_backward, "binary.cu:backward", a, sizeof *a);
-}
+DP_CUDA_ENTRY(binary_forward, dp__binary_args, launch_forward)
+DP_CUDA_ENTRY(binary_backward, dp__binary_args, launch_backward)

@@ -10,8 +10,6 @@
 namespace
 {
 
-constexpr int kThreads = 256;
-
 // Offset of (n, c, h) in a tensor of C channels and HW positions.
 __device__ int64_t at(int64_t n, int64_t c, int64_t h, int64_t C, int64_t HW, int nhwc)
 {
@@ -23,8 +21,7 @@ __global__ void copy_kernel(const float *src, float *dst, int64_t N, int64_t HW,
                             int64_t dst_off, int dst_nhwc, bool accumulate)
 {
     int64_t total = N * count * HW;
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-         t += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(t, total) {
         // Walk dst's order, so that its writes coalesce.
         int64_t n, c, h;
         if (dst_nhwc) {
@@ -42,20 +39,15 @@ __global__ void copy_kernel(const float *src, float *dst, int64_t N, int64_t HW,
     }
 }
 
-cudaError_t launch(const void *args, cudaStream_t stream)
+cudaError_t launch(const dp__channel_copy_args *a, cudaStream_t stream)
 {
-    const dp__channel_copy_args *a = static_cast<const dp__channel_copy_args *>(args);
     int64_t N = a->src.shape[0], HW = a->src.shape[2] * a->src.shape[3];
-    copy_kernel<<<dp_cuda::blocks_for(N * a->count * HW), kThreads, 0, stream>>>(
-        static_cast<const float *>(a->src.data), static_cast<float *>(a->dst.data), N, HW, a->count,
-        a->src.shape[1], a->src_off, a->src.nhwc, a->dst.shape[1], a->dst_off, a->dst.nhwc,
-        a->accumulate);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(
+        N * a->count * HW, stream, copy_kernel, static_cast<const float *>(a->src.data),
+        static_cast<float *>(a->dst.data), N, HW, a->count, a->src.shape[1], a->src_off,
+        a->src.nhwc, a->dst.shape[1], a->dst_off, a->dst.nhwc, a->accumulate);
 }
 
 } // namespace
 
-extern "C" int dp__cuda_channel_copy(dp_device_t *dev, const dp__channel_copy_args *a)
-{
-    return dp__cuda_push_launch(dev, launch, "channel_copy.cu:copy", a, sizeof *a);
-}
+DP_CUDA_ENTRY(channel_copy, dp__channel_copy_args, launch)

@@ -13,7 +13,7 @@
 namespace
 {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 // The element of t (N, C, H, W), stored NHWC or NCHW, at (n, c, h, w).
 __device__ int64_t at(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H, int64_t W,
@@ -28,8 +28,7 @@ __global__ void pad_kernel(const float *t, float *padded, int64_t N, int64_t C, 
                            int64_t W, int64_t H2, int64_t W2, int top, int left, int nhwc)
 {
     int64_t n_all = N * H2 * W2 * C;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_all;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n_all) {
         int64_t c = i % C, w = (i / C) % W2 - left, h = (i / (C * W2)) % H2 - top;
         int64_t n = i / (C * W2 * H2);
         bool inside = h >= 0 && h < H && w >= 0 && w < W;
@@ -42,8 +41,7 @@ __global__ void crop_kernel(const float *padded, float *t, int64_t N, int64_t C,
                             int64_t W, int64_t H2, int64_t W2, int top, int left, int nhwc)
 {
     int64_t n_all = N * C * H * W;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_all;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n_all) {
         int64_t n, c, h, w;
         if (nhwc) {
             c = i % C, w = (i / C) % W, h = (i / (C * W)) % H, n = i / (C * W * H);
@@ -61,12 +59,10 @@ extern "C" cudaError_t dp__cuda_conv_pad_launch(const dp__cuda_conv_pad_args *a,
 {
     const int64_t *s = a->t.shape; // logical (N, C, H, W)
     if (a->to_padded)
-        pad_kernel<<<dp_cuda::blocks_for(s[0] * a->h2 * a->w2 * s[1]), kThreads, 0, stream>>>(
-            (const float *)a->t.data, a->padded, s[0], s[1], s[2], s[3], a->h2, a->w2, a->top,
-            a->left, a->t.nhwc);
-    else
-        crop_kernel<<<dp_cuda::blocks_for(s[0] * s[1] * s[2] * s[3]), kThreads, 0, stream>>>(
-            a->padded, (float *)a->t.data, s[0], s[1], s[2], s[3], a->h2, a->w2, a->top, a->left,
-            a->t.nhwc);
-    return cudaGetLastError();
+        return dp_cuda::launch_over(s[0] * a->h2 * a->w2 * s[1], stream, pad_kernel,
+                                    (const float *)a->t.data, a->padded, s[0], s[1], s[2], s[3],
+                                    a->h2, a->w2, a->top, a->left, a->t.nhwc);
+    return dp_cuda::launch_over(s[0] * s[1] * s[2] * s[3], stream, crop_kernel, a->padded,
+                                (float *)a->t.data, s[0], s[1], s[2], s[3], a->h2, a->w2, a->top,
+                                a->left, a->t.nhwc);
 }

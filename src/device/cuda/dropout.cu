@@ -11,14 +11,13 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 __global__ void dropout_kernel(const float *x, float *y, int64_t total, int64_t S,
                                int64_t sample_offset, uint64_t key, uint32_t threshold,
                                float scale, int nhwc, int64_t C, int64_t HW)
 {
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < total;
-         k += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(k, total) {
         int64_t n = k / S, j = k % S;
         // j is the physical offset within the sample; i the logical index
         int64_t i = nhwc ? (j % C) * HW + j / C : j;
@@ -33,8 +32,7 @@ __global__ void dropout_kernel(const float *x, float *y, int64_t total, int64_t 
 extern "C" cudaError_t dp__cuda_dropout_launch(const dp__dropout_args *a, cudaStream_t stream)
 {
     int64_t total = a->samples * a->sample_size;
-    dropout_kernel<<<dp_cuda::blocks_for(total), kThreads, 0, stream>>>(
-        a->x, a->y, total, a->sample_size, a->sample_offset, a->key, a->threshold, a->scale,
-        a->nhwc, a->C, a->HW);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(total, stream, dropout_kernel, a->x, a->y, total, a->sample_size,
+                                a->sample_offset, a->key, a->threshold, a->scale, a->nhwc, a->C,
+                                a->HW);
 }

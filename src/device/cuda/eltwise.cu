@@ -5,6 +5,7 @@
 #include "device/cuda/cuda_kernels.h"
 
 #include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
 
 #include <cuda_runtime.h>
 
@@ -12,12 +13,11 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 __global__ void fill_kernel(uint32_t *d, int64_t n, uint32_t bits)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         d[i] = bits;
 }
 
@@ -39,8 +39,7 @@ enum {
 __global__ void eltwise_kernel(int op, const float *a, const float *b, float *out, int64_t n,
                                float alpha)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n) {
         switch (op) {
         case RELU:
             out[i] = a[i] > 0.0f ? a[i] : 0.0f;
@@ -81,8 +80,7 @@ __global__ void eltwise_kernel(int op, const float *a, const float *b, float *ou
 
 __global__ void relu_mask_kernel(float *x, const float *mask, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         x[i] = mask[i] > 0.0f ? x[i] : 0.0f;
 }
 
@@ -91,8 +89,7 @@ __global__ void relayout_kernel(const float *src, float *dst, int64_t N, int64_t
                                 int src_nhwc)
 {
     int64_t n_all = N * C * HW;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_all;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n_all) {
         if (src_nhwc) { // dst NCHW: i = (n C + c) HW + p
             int64_t p = i % HW, c = (i / HW) % C, n = i / (HW * C);
             dst[i] = src[(n * HW + p) * C + c];
@@ -106,8 +103,7 @@ __global__ void relayout_kernel(const float *src, float *dst, int64_t N, int64_t
 __global__ void bias_add_kernel(float *y, const float *b, int64_t rows, int64_t cols)
 {
     int64_t n = rows * cols;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         y[i] += b[i % cols];
 }
 
@@ -129,16 +125,9 @@ __global__ void bias_grad_kernel(const float *dy, float *db, int64_t rows, int64
         float s = 0.0f;
         for (int64_t i = t; i < rows; i += kBiasThreads)
             s += dy[i * cols + j];
-        part[t] = s;
-        __syncthreads();
-        for (int h = kBiasThreads / 2; h > 0; h /= 2) {
-            if (t < h)
-                part[t] += part[t + h];
-            __syncthreads();
-        }
+        s = dp_cuda::block_sum<kBiasThreads>(part, s);
         if (t == 0)
-            db[j] = accumulate ? db[j] + part[0] : part[0];
-        __syncthreads(); // part is the next column's
+            db[j] = accumulate ? db[j] + s : s;
     }
 }
 
@@ -149,39 +138,34 @@ extern "C" cudaError_t dp__cuda_fill_launch(const dp__fill_args *a, cudaStream_t
     uint32_t bits;
     static_assert(sizeof bits == sizeof a->value, "32-bit float");
     memcpy(&bits, &a->value, sizeof bits);
-    fill_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>((uint32_t *)a->data, a->n,
-                                                                    bits);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->n, stream, fill_kernel, (uint32_t *)a->data, a->n, bits);
 }
 
 extern "C" cudaError_t dp__cuda_eltwise_launch(const dp__eltwise_args *a, cudaStream_t stream)
 {
     // f32 only: CUDA devices hold no bf16 tensors (DP_DEVICE_BF16 unset)
-    eltwise_kernel<<<dp_cuda::blocks_for(a->n), kThreads, 0, stream>>>(
-        (int)a->op, (const float *)a->a, (const float *)a->b, (float *)a->out, a->n, a->alpha);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->n, stream, eltwise_kernel, (int)a->op, (const float *)a->a,
+                                (const float *)a->b, (float *)a->out, a->n, a->alpha);
 }
 
 extern "C" cudaError_t dp__cuda_relu_mask(float *x, const float *mask, int64_t n,
                                           cudaStream_t stream)
 {
-    relu_mask_kernel<<<dp_cuda::blocks_for(n), kThreads, 0, stream>>>(x, mask, n);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(n, stream, relu_mask_kernel, x, mask, n);
 }
 
 extern "C" cudaError_t dp__cuda_relayout_launch(const dp__relayout_args *a, cudaStream_t stream)
 {
     const int64_t *s = a->src.shape; // logical (N, C, H, W)
-    relayout_kernel<<<dp_cuda::blocks_for(s[0] * s[1] * s[2] * s[3]), kThreads, 0, stream>>>(
-        (const float *)a->src.data, (float *)a->dst.data, s[0], s[1], s[2] * s[3], a->src.nhwc);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(s[0] * s[1] * s[2] * s[3], stream, relayout_kernel,
+                                (const float *)a->src.data, (float *)a->dst.data, s[0], s[1],
+                                s[2] * s[3], a->src.nhwc);
 }
 
 extern "C" cudaError_t dp__cuda_bias_add_launch(float *y, const float *b, int64_t rows,
                                                 int64_t cols, cudaStream_t stream)
 {
-    bias_add_kernel<<<dp_cuda::blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows, cols);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(rows * cols, stream, bias_add_kernel, y, b, rows, cols);
 }
 
 extern "C" cudaError_t dp__cuda_bias_grad_launch(const float *dy, float *db, int64_t rows,

@@ -7,11 +7,14 @@
 #include "device/cuda/cuda_kernels.h"
 #include "device/logsumexp.h"
 
+#include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
+
 #include <cuda_runtime.h>
 
 namespace {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, float *loss,
                                     int64_t n, int64_t k, int mean, float smoothing)
@@ -26,15 +29,9 @@ __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, 
         else
             total += dp__row_xent(z, k, y, smoothing);
     }
-    part[threadIdx.x] = total;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s /= 2) {
-        if ((int)threadIdx.x < s)
-            part[threadIdx.x] += part[threadIdx.x + s];
-        __syncthreads();
-    }
+    total = dp_cuda::block_sum<kThreads>(part, total);
     if (threadIdx.x == 0) {
-        double t = part[0];
+        double t = total;
         if (mean && n > 0)
             t /= (double)n;
         loss[0] = (float)t;
@@ -49,8 +46,7 @@ __global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
     float g = dloss[0];
     if (mean && n > 0)
         g /= (float)n;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n) {
         const float *z = logits + i * k;
         float *dz = dlogits + i * k;
         double lse = dp__row_logsumexp(z, k);
@@ -85,20 +81,12 @@ __global__ void accuracy_kernel(const float *logits, const int32_t *labels, floa
         if (confusion)
             atomicAdd(&confusion[(int64_t)y * k + best], 1.0f); // exact: counts < 2^24
     }
-    part[threadIdx.x] = count;
-    part5[threadIdx.x] = count5;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s /= 2) {
-        if ((int)threadIdx.x < s) {
-            part[threadIdx.x] += part[threadIdx.x + s];
-            part5[threadIdx.x] += part5[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
+    count = dp_cuda::block_sum<kThreads>(part, count);
+    count5 = dp_cuda::block_sum<kThreads>(part5, count5);
     if (threadIdx.x == 0) {
-        correct[0] += (float)part[0];
+        correct[0] += (float)count;
         if (top5)
-            top5[0] += (float)part5[0];
+            top5[0] += (float)count5;
     }
 }
 

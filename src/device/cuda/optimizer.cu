@@ -8,6 +8,7 @@
 #include "device/cuda/cuda_kernels.h"
 
 #include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
 
 #include <cuda_runtime.h>
 
@@ -18,8 +19,7 @@ __global__ void sgd_kernel(dp__optimizer_args a, float *v)
     if (a.first_nonfinite && *a.first_nonfinite < a.n)
         return;
     float scale = a.grad_scale * (a.clip ? a.clip[0] : 1.0f);
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, a.n) {
         float d = a.grads[i] * scale + a.weight_decay * a.params[i];
         if (v) {
             v[i] = a.momentum * v[i] + d;
@@ -38,8 +38,7 @@ __global__ void adam_kernel(dp__optimizer_args a)
     float step = a.lr / a.bias1;
     float wd = a.kind == DP__OPTIM_ADAM ? a.weight_decay : 0.0f;
     float decay = a.kind == DP__OPTIM_ADAMW ? 1.0f - a.lr * a.weight_decay : 1.0f;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, a.n) {
         float p = a.params[i] * decay;
         float d = a.grads[i] * scale + wd * p;
         float m = a.state0[i] + (1.0f - a.beta1) * (d - a.state0[i]);
@@ -55,21 +54,15 @@ __global__ void adam_kernel(dp__optimizer_args a)
 __global__ void grad_clip_kernel(const float *g, int64_t n, float scale, float max_norm,
                                  float *out)
 {
-    __shared__ double partial[256];
+    __shared__ double partial[dp_cuda::kThreads];
     double acc = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         float x = g[i] * scale;
         acc += (double)x * (double)x;
     }
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
+    acc = dp_cuda::block_sum<dp_cuda::kThreads>(partial, acc);
     if (threadIdx.x == 0) {
-        float norm = (float)sqrt(partial[0]);
+        float norm = (float)sqrt(acc);
         float coef = max_norm / (norm + 1e-6f);
         out[0] = coef < 1.0f ? coef : 1.0f;
         out[1] = norm;
@@ -83,8 +76,7 @@ __global__ void set_kernel(int64_t *word, int64_t value)
 
 __global__ void check_finite_kernel(const float *x, int64_t n, unsigned long long *first)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         if (!isfinite(x[i]))
             atomicMin(first, (unsigned long long)i);
 }
@@ -98,10 +90,11 @@ extern "C" cudaError_t dp__cuda_check_finite_launch(const dp__check_finite_args 
     int64_t n = a->n, *first_nonfinite = a->first_nonfinite;
     static_assert(sizeof(int64_t) == sizeof(unsigned long long), "64-bit word");
     set_kernel<<<1, 1, 0, stream>>>(first_nonfinite, n);
-    if (n > 0)
-        check_finite_kernel<<<dp_cuda::blocks_for(n), 256, 0, stream>>>(
-            data, n, (unsigned long long *)first_nonfinite);
-    return cudaGetLastError();
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    return dp_cuda::launch_over(n, stream, check_finite_kernel, data, n,
+                                (unsigned long long *)first_nonfinite);
 }
 
 extern "C" cudaError_t dp__cuda_optimizer_step_launch(const dp__optimizer_args *a,
@@ -109,15 +102,14 @@ extern "C" cudaError_t dp__cuda_optimizer_step_launch(const dp__optimizer_args *
 {
     if (a->kind == DP__OPTIM_SGD) {
         float *v = a->state0 && a->momentum != 0.0f ? a->state0 : nullptr;
-        sgd_kernel<<<dp_cuda::blocks_for(a->n), 256, 0, stream>>>(*a, v);
-    } else {
-        adam_kernel<<<dp_cuda::blocks_for(a->n), 256, 0, stream>>>(*a);
+        return dp_cuda::launch_over(a->n, stream, sgd_kernel, *a, v);
     }
-    return cudaGetLastError();
+    return dp_cuda::launch_over(a->n, stream, adam_kernel, *a);
 }
 
 extern "C" cudaError_t dp__cuda_grad_clip_launch(const dp__grad_clip_args *a, cudaStream_t stream)
 {
-    grad_clip_kernel<<<1, 256, 0, stream>>>(a->grads, a->n, a->grad_scale, a->max_norm, a->out);
+    grad_clip_kernel<<<1, dp_cuda::kThreads, 0, stream>>>(a->grads, a->n, a->grad_scale,
+                                                          a->max_norm, a->out);
     return cudaGetLastError();
 }

@@ -54,8 +54,7 @@ __device__ void coords(int64_t i, int64_t C, int64_t H, int64_t W, int nhwc, int
 __global__ void forward_kernel(const float *x, float *y, int32_t *argmax, geometry g)
 {
     int64_t total = g.N * g.C * g.P * g.Q;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, total) {
         int64_t n, c, p, q;
         coords(i, g.C, g.P, g.Q, g.nhwc, &n, &c, &p, &q);
         float best = -INFINITY;
@@ -85,8 +84,7 @@ __global__ void backward_kernel(const float *dy, const int32_t *argmax, float *d
                                 const float *mask, geometry g)
 {
     int64_t total = g.N * g.C * g.H * g.W;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, total) {
         int64_t n, c, h, w;
         coords(i, g.C, g.H, g.W, g.nhwc, &n, &c, &h, &w);
         float sum = 0.0f;
@@ -114,17 +112,16 @@ extern "C" cudaError_t dp__cuda_max_pool_dilated_forward_launch(const dp__pool2d
                                                                 cudaStream_t stream)
 {
     geometry g = geometry_of(a);
-    forward_kernel<<<dp_cuda::blocks_for(g.N * g.C * g.P * g.Q), 256, 0, stream>>>(
-        (const float *)a->x.data, (float *)a->y.data, (int32_t *)a->workspace, g);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(g.N * g.C * g.P * g.Q, stream, forward_kernel,
+                                (const float *)a->x.data, (float *)a->y.data,
+                                (int32_t *)a->workspace, g);
 }
 
 extern "C" cudaError_t dp__cuda_max_pool_dilated_backward_launch(const dp__pool2d_args *a,
                                                                  cudaStream_t stream)
 {
     geometry g = geometry_of(a);
-    backward_kernel<<<dp_cuda::blocks_for(g.N * g.C * g.H * g.W), 256, 0, stream>>>(
-        (const float *)a->dy.data, (const int32_t *)a->workspace, (float *)a->dx.data,
-        (const float *)a->relu_mask, g);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(g.N * g.C * g.H * g.W, stream, backward_kernel,
+                                (const float *)a->dy.data, (const int32_t *)a->workspace,
+                                (float *)a->dx.data, (const float *)a->relu_mask, g);
 }

@@ -6,13 +6,14 @@
 #include "device/cuda/cuda_kernels.h"
 
 #include "device/cuda/launch.cuh"
+#include "device/cuda/reduce.cuh"
 
 #include <cuda_runtime.h>
 
 namespace
 {
 
-constexpr int kThreads = 256;
+using dp_cuda::kThreads;
 
 struct shape {
     int64_t N, C, HW;
@@ -35,8 +36,7 @@ __device__ int64_t channel(int64_t i, shape s)
 __global__ void forward_kernel(const float *x, const float *w, float *y, shape s, int64_t nw)
 {
     int64_t n = s.N * s.C * s.HW;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(i, n) {
         float v = x[i];
         y[i] = v > 0.0f ? v : w[nw == 1 ? 0 : channel(i, s)] * v;
     }
@@ -46,8 +46,7 @@ __global__ void backward_data_kernel(const float *x, const float *w, const float
                                      shape s, int64_t nw)
 {
     int64_t n = s.N * s.C * s.HW;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    DP_CUDA_KERNEL_LOOP(i, n)
         dx[i] = x[i] > 0.0f ? dy[i] : w[nw == 1 ? 0 : channel(i, s)] * dy[i];
 }
 
@@ -67,46 +66,31 @@ __global__ void backward_weight_kernel(const float *x, const float *dy, float *d
         }
         sum += x[i] > 0.0f ? 0.0f : x[i] * dy[i];
     }
-    part[threadIdx.x] = sum;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half)
-            part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
+    sum = dp_cuda::block_sum<kThreads>(part, sum);
     if (threadIdx.x == 0)
-        dw[k] = part[0];
+        dw[k] = sum;
 }
 
-cudaError_t launch_forward(const void *args, cudaStream_t stream)
+cudaError_t launch_forward(const dp__prelu_args *a, cudaStream_t stream)
 {
-    const dp__prelu_args *a = static_cast<const dp__prelu_args *>(args);
     shape s = shape_of(a);
-    forward_kernel<<<dp_cuda::blocks_for(s.N * s.C * s.HW), kThreads, 0, stream>>>(
-        static_cast<const float *>(a->x.data), a->w, a->y, s, a->nw);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(s.N * s.C * s.HW, stream, forward_kernel,
+                                static_cast<const float *>(a->x.data), a->w, a->y, s, a->nw);
 }
 
-cudaError_t launch_backward(const void *args, cudaStream_t stream)
+cudaError_t launch_backward(const dp__prelu_args *a, cudaStream_t stream)
 {
-    const dp__prelu_args *a = static_cast<const dp__prelu_args *>(args);
     shape s = shape_of(a);
     const float *x = static_cast<const float *>(a->x.data);
-    if (s.N * s.C * s.HW > 0)
-        backward_data_kernel<<<dp_cuda::blocks_for(s.N * s.C * s.HW), kThreads, 0, stream>>>(
-            x, a->w, a->dy, a->dx, s, a->nw);
+    cudaError_t e = dp_cuda::launch_over(s.N * s.C * s.HW, stream, backward_data_kernel, x, a->w,
+                                         a->dy, a->dx, s, a->nw);
+    if (e != cudaSuccess)
+        return e;
     backward_weight_kernel<<<(unsigned)a->nw, kThreads, 0, stream>>>(x, a->dy, a->dw, s, a->nw);
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" int dp__cuda_prelu_forward(dp_device_t *dev, const dp__prelu_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_forward, "prelu.cu:forward", a, sizeof *a);
-}
-
-extern "C" int dp__cuda_prelu_backward(dp_device_t *dev, const dp__prelu_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_backward, "prelu.cu:backward", a, sizeof *a);
-}
+DP_CUDA_ENTRY(prelu_forward, dp__prelu_args, launch_forward)
+DP_CUDA_ENTRY(prelu_backward, dp__prelu_args, launch_backward)

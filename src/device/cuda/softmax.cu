@@ -12,8 +12,6 @@
 namespace
 {
 
-constexpr int kThreads = 256;
-
 struct rows {
     int64_t N, C, HW;
     int nhwc;
@@ -37,8 +35,7 @@ __device__ void row_at(int64_t t, rows r, int64_t *base, int64_t *stride)
 
 __global__ void forward_kernel(const float *x, float *y, rows r, bool log)
 {
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < r.N * r.HW;
-         t += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(t, r.N * r.HW) {
         int64_t base, st;
         row_at(t, r, &base, &st);
         dp__softmax_row(x + base, y + base, r.C, st, log);
@@ -47,40 +44,28 @@ __global__ void forward_kernel(const float *x, float *y, rows r, bool log)
 
 __global__ void backward_kernel(const float *y, const float *dy, float *dx, rows r, bool log)
 {
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < r.N * r.HW;
-         t += (int64_t)gridDim.x * blockDim.x) {
+    DP_CUDA_KERNEL_LOOP(t, r.N * r.HW) {
         int64_t base, st;
         row_at(t, r, &base, &st);
         dp__softmax_row_backward(y + base, dy + base, dx + base, r.C, st, log);
     }
 }
 
-cudaError_t launch_forward(const void *args, cudaStream_t stream)
+cudaError_t launch_forward(const dp__softmax_args *a, cudaStream_t stream)
 {
-    const dp__softmax_args *a = static_cast<const dp__softmax_args *>(args);
     rows r = rows_of(a);
-    forward_kernel<<<dp_cuda::blocks_for(r.N * r.HW), kThreads, 0, stream>>>(
-        static_cast<const float *>(a->x.data), a->y, r, a->log);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(r.N * r.HW, stream, forward_kernel,
+                                static_cast<const float *>(a->x.data), a->y, r, a->log);
 }
 
-cudaError_t launch_backward(const void *args, cudaStream_t stream)
+cudaError_t launch_backward(const dp__softmax_args *a, cudaStream_t stream)
 {
-    const dp__softmax_args *a = static_cast<const dp__softmax_args *>(args);
     rows r = rows_of(a);
-    backward_kernel<<<dp_cuda::blocks_for(r.N * r.HW), kThreads, 0, stream>>>(a->y_in, a->dy, a->dx,
-                                                                              r, a->log);
-    return cudaGetLastError();
+    return dp_cuda::launch_over(r.N * r.HW, stream, backward_kernel, a->y_in, a->dy, a->dx, r,
+                                a->log);
 }
 
 } // namespace
 
-extern "C" int dp__cuda_softmax_forward(dp_device_t *dev, const dp__softmax_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_forward, "softmax.cu:forward", a, sizeof *a);
-}
-
-extern "C" int dp__cuda_softmax_backward(dp_device_t *dev, const dp__softmax_args *a)
-{
-    return dp__cuda_push_launch(dev, launch_backward, "softmax.cu:backward", a, sizeof *a);
-}
+DP_CUDA_ENTRY(softmax_forward, dp__softmax_args, launch_forward)
+DP_CUDA_ENTRY(softmax_backward, dp__softmax_args, launch_backward)

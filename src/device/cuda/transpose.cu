@@ -3,6 +3,8 @@
 // both the reads and the writes coalesce.
 #include "device/cuda/cuda_kernels.h"
 
+#include "device/cuda/launch.cuh"
+
 #include <cuda_runtime.h>
 
 namespace
@@ -32,9 +34,8 @@ __global__ void transpose_kernel(const float *src, float *dst, int64_t rows, int
         }
 }
 
-cudaError_t launch(const void *args, cudaStream_t stream)
+cudaError_t launch(const dp__transpose_args *a, cudaStream_t stream)
 {
-    const dp__transpose_args *a = static_cast<const dp__transpose_args *>(args);
     int64_t gx = (a->cols + kTile - 1) / kTile, gy = (a->rows + kTile - 1) / kTile;
     dim3 grid((unsigned)(gx < 65535 ? gx : 65535), (unsigned)(gy < 65535 ? gy : 65535));
     transpose_kernel<<<grid, dim3(kTile, kRows), 0, stream>>>(a->src, a->dst, a->rows, a->cols);
@@ -43,7 +44,4 @@ cudaError_t launch(const void *args, cudaStream_t stream)
 
 } // namespace
 
-extern "C" int dp__cuda_transpose(dp_device_t *dev, const dp__transpose_args *a)
-{
-    return dp__cuda_push_launch(dev, launch, "transpose.cu:transpose", a, sizeof *a);
-}
+DP_CUDA_ENTRY(transpose, dp__transpose_args, launch)
