@@ -56,8 +56,13 @@ int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *
     return 0;
 }
 
-void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g)
+void dp__conv_args_init(dp__conv2d_args *a, const dp__conv_geom *g, const dp_tensor_t *x,
+                        const dp_tensor_t *w, const dp_tensor_t *y)
 {
+    memset(a, 0, sizeof *a);
+    a->x = dp__desc(x);
+    a->w = dp__desc(w);
+    a->y = dp__desc(y);
     a->stride_h = g->stride_h;
     a->stride_w = g->stride_w;
     a->pad_h = g->pad_h;
@@ -81,12 +86,8 @@ static int conv2d_backward(dp__node *node)
     if (cn->relu)
         DP_TRY(dp__relu_masked_grad(y, &dy));
     dp__conv2d_args a;
-    memset(&a, 0, sizeof a);
-    a.x = dp__desc(x);
-    a.w = dp__desc(w);
+    dp__conv_args_init(&a, &cn->geom, x, w, y);
     a.dy = dp__desc(dy);
-    a.y = dp__desc(y);
-    dp__conv_geom_apply(&a, &cn->geom);
     a.precision = cn->precision;
     a.algo = cn->algo;
     return dp__conv_backward_passes(x, w, b, &a, dev->ops->conv2d_backward_weights,
@@ -176,16 +177,8 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
     dp__conv_geom g;
     DP_TRY(dp__conv_geometry(op, &p, &g));
-    DP_TRY(dp__check_rank(op, "input", x, 4));
-    DP_TRY(dp__check_rank(op, "weight", w, 4));
-    if (b)
-        DP_TRY(dp__check_rank(op, "bias", b, 1));
-    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
-        DP_ERROR("%s: weight and bias must be float32 (bf16 is for activations)", op);
-        return DP_EINVAL;
-    }
+    DP_TRY(dp__check_weight_args(op, x, w, b, 4));
     dp_tensor_t *ts[] = {x, w, b};
-    DP_TRY(dp__check_same_device(op, ts, 3));
     dp_precision prec = dp_get_precision();
     DP_TRY(dp__precision_check(op, x->dev, prec));
     /* the activations in the precision's type, as autocast casts them */
@@ -214,12 +207,8 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, 1));
     dp__conv2d_args a;
-    memset(&a, 0, sizeof a);
-    dp__conv_geom_apply(&a, &g);
-    a.x = dp__desc(x);
-    a.w = dp__desc(w);
+    dp__conv_args_init(&a, &g, x, w, y);
     a.b = dp__desc(b);
-    a.y = dp__desc(y);
     a.fuse_relu = p.relu;
     a.precision = prec;
     a.algo = dp_get_conv_algo();

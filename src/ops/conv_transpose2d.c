@@ -24,11 +24,7 @@ static int conv_transpose2d_backward(dp__node *node)
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
     dp__conv2d_args a;
-    memset(&a, 0, sizeof a);
-    dp__conv_geom_apply(&a, &cn->geom);
-    a.x = dp__desc(x);
-    a.w = dp__desc(w);
-    a.y = dp__desc(y);
+    dp__conv_args_init(&a, &cn->geom, x, w, y);
     a.dy = dp__desc(y->ag->grad);
     a.precision = DP_PRECISION_FP32;
     return dp__conv_backward_passes(x, w, b, &a, dev->ops->conv_transpose2d_backward_weights,
@@ -62,16 +58,8 @@ int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_te
                  p.output_padding_h, p.output_padding_w, g.stride_h, g.stride_w);
         return DP_EINVAL;
     }
-    DP_TRY(dp__check_rank(op, "input", x, 4));
-    DP_TRY(dp__check_rank(op, "weight", w, 4));
-    if (b)
-        DP_TRY(dp__check_rank(op, "bias", b, 1));
-    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
-        DP_ERROR("%s: weight and bias must be float32", op);
-        return DP_EINVAL;
-    }
+    DP_TRY(dp__check_weight_args(op, x, w, b, 4));
     dp_tensor_t *ts[] = {x, w, b};
-    DP_TRY(dp__check_same_device(op, ts, 3));
     DP_TRY(dp__as_f32(&x));
     ts[0] = x;
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
@@ -91,12 +79,8 @@ int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_te
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc(&y, x->dev, DP_F32, 4, shape, 1));
     dp__conv2d_args a;
-    memset(&a, 0, sizeof a);
-    dp__conv_geom_apply(&a, &g);
-    a.x = dp__desc(x);
-    a.w = dp__desc(w);
+    dp__conv_args_init(&a, &g, x, w, y);
     a.b = dp__desc(b);
-    a.y = dp__desc(y);
     a.precision = DP_PRECISION_FP32;
     if (N > 0)
         DP_TRY(dp__conv_rows(x->dev, x->dev->ops->conv_transpose2d_forward, &a, N));

@@ -102,16 +102,8 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
 {
     const char *op = dp__op_name(DP__OP_linear);
     char xs[64], ws[64];
-    DP_TRY(dp__check_rank(op, "input", x, 2));
-    DP_TRY(dp__check_rank(op, "weight", w, 2));
-    if (b)
-        DP_TRY(dp__check_rank(op, "bias", b, 1));
-    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
-        DP_ERROR("%s: weight and bias must be float32 (bf16 is for activations)", op);
-        return DP_EINVAL;
-    }
+    DP_TRY(dp__check_weight_args(op, x, w, b, 2));
     dp_tensor_t *ts[] = {x, w, b};
-    DP_TRY(dp__check_same_device(op, ts, 3));
     dp_precision prec = dp_get_precision();
     DP_TRY(dp__precision_check(op, x->dev, prec));
     if (prec == DP_PRECISION_FP32) {

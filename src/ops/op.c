@@ -46,3 +46,17 @@ int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n)
     }
     return 0;
 }
+
+int dp__check_weight_args(const char *op, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, int rank)
+{
+    DP_TRY(dp__check_rank(op, "input", x, rank));
+    DP_TRY(dp__check_rank(op, "weight", w, rank));
+    if (b)
+        DP_TRY(dp__check_rank(op, "bias", b, 1));
+    if (w->dtype != DP_F32 || (b && b->dtype != DP_F32)) {
+        DP_ERROR("%s: weight and bias must be float32 (bf16 is for activations)", op);
+        return DP_EINVAL;
+    }
+    dp_tensor_t *ts[] = {x, w, b};
+    return dp__check_same_device(op, ts, 3);
+}

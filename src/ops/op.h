@@ -16,6 +16,10 @@ int dp__check_rank(const char *op, const char *what, const dp_tensor_t *x, int n
 int dp__relu_masked_grad(dp_tensor_t *y, dp_tensor_t **dz);
 /* Checks that every non-NULL tensor is on the device of the first. */
 int dp__check_same_device(const char *op, dp_tensor_t *const *ts, int n);
+/* The arguments of an op with weights (linear, the convolutions): input x
+ * and weight w of rank `rank` each, bias b NULL or of rank 1, w and b
+ * float32 (bf16 is for activations), all on one device. */
+int dp__check_weight_args(const char *op, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, int rank);
 /* Whether `op` may run in precision p on dev: bf16 needs DP_DEVICE_BF16,
  * native bf16 DP_DEVICE_BF16_NATIVE (logged when not). */
 int dp__precision_check(const char *op, dp_device_t *dev, dp_precision p);
@@ -34,8 +38,10 @@ typedef struct dp__conv_geom {
  * nothing negative; DP_EINVAL logged under `op`). conv_transpose2d passes
  * its own parameters' geometry through a dp_conv2d_params. */
 int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *g);
-/* The kernel arguments' geometry fields from g. */
-void dp__conv_geom_apply(dp__conv2d_args *a, const dp__conv_geom *g);
+/* *a zeroed, then its geometry fields from g and its x, w and y described
+ * from those tensors. */
+void dp__conv_args_init(dp__conv2d_args *a, const dp__conv_geom *g, const dp_tensor_t *x,
+                        const dp_tensor_t *w, const dp_tensor_t *y);
 /* A convolution-shaped op's backward from a (x, w, y, dy and the geometry
  * set): `weights` gives dw and db in one kernel (into a scratch tensor for
  * whichever needs no gradient), then `data` gives dx; each gradient only
