@@ -22,6 +22,23 @@ typedef struct dp__tdesc {
     int64_t shape[4];
 } dp__tdesc;
 
+/* A tensor (N, C, ...) of 2 to 4 dimensions along its channel axis 1, as
+ * the kernels over channels (prelu, softmax) see it: N, C, HW the product
+ * of the dimensions after C (1 for 2-D), and its layout (nhwc: C
+ * innermost). */
+typedef struct dp__channel_view {
+    int64_t N, C, HW;
+    int nhwc;
+} dp__channel_view;
+
+static inline dp__channel_view dp__channel_view_of(const dp__tdesc *x)
+{
+    dp__channel_view v = {x->shape[0], x->shape[1], 1, x->nhwc};
+    for (int d = 2; d < x->ndim; d++)
+        v.HW *= x->shape[d];
+    return v;
+}
+
 /* t[0..n) = value, stored as dtype (f32, bf16 rounded, or the i32 bits of
  * the float as given). */
 typedef struct dp__fill_args {

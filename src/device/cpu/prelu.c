@@ -39,12 +39,11 @@ static int run(const dp__prelu_args *a, dp_device_t *dev, int backward)
     prelu_key k;
     memset(&k, 0, sizeof k);
     k.backward = backward;
-    k.nhwc = a->x.nhwc;
-    k.N = a->x.shape[0];
-    k.C = a->x.shape[1];
-    k.HW = 1;
-    for (int d = 2; d < a->x.ndim; d++)
-        k.HW *= a->x.shape[d];
+    dp__channel_view v = dp__channel_view_of(&a->x);
+    k.nhwc = v.nhwc;
+    k.N = v.N;
+    k.C = v.C;
+    k.HW = v.HW;
     k.nw = a->nw;
     if (k.N * k.C * k.HW == 0) { /* nothing to sum: the slopes' gradient is 0 */
         if (backward)

@@ -58,12 +58,11 @@ static int run(const dp__softmax_args *a, dp_device_t *dev, int backward)
     softmax_key k;
     memset(&k, 0, sizeof k);
     k.backward = backward;
-    k.nhwc = a->x.nhwc;
-    k.N = a->x.shape[0];
-    k.C = a->x.shape[1];
-    k.HW = 1;
-    for (int d = 2; d < a->x.ndim; d++)
-        k.HW *= a->x.shape[d];
+    dp__channel_view v = dp__channel_view_of(&a->x);
+    k.nhwc = v.nhwc;
+    k.N = v.N;
+    k.C = v.C;
+    k.HW = v.HW;
     if (a->log) {
         log_softmax_loop(a, &k, backward);
         return 0;

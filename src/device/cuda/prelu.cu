@@ -15,18 +15,7 @@ namespace
 
 using dp_cuda::kThreads;
 
-struct shape {
-    int64_t N, C, HW;
-    int nhwc;
-};
-
-shape shape_of(const dp__prelu_args *a)
-{
-    shape s = {a->x.shape[0], a->x.shape[1], 1, a->x.nhwc};
-    for (int d = 2; d < a->x.ndim; d++)
-        s.HW *= a->x.shape[d];
-    return s;
-}
+using shape = dp__channel_view;
 
 __device__ int64_t channel(int64_t i, shape s)
 {
@@ -73,14 +62,14 @@ __global__ void backward_weight_kernel(const float *x, const float *dy, float *d
 
 cudaError_t launch_forward(const dp__prelu_args *a, cudaStream_t stream)
 {
-    shape s = shape_of(a);
+    shape s = dp__channel_view_of(&a->x);
     return dp_cuda::launch_over(s.N * s.C * s.HW, stream, forward_kernel,
                                 static_cast<const float *>(a->x.data), a->w, a->y, s, a->nw);
 }
 
 cudaError_t launch_backward(const dp__prelu_args *a, cudaStream_t stream)
 {
-    shape s = shape_of(a);
+    shape s = dp__channel_view_of(&a->x);
     const float *x = static_cast<const float *>(a->x.data);
     cudaError_t e = dp_cuda::launch_over(s.N * s.C * s.HW, stream, backward_data_kernel, x, a->w,
                                          a->dy, a->dx, s, a->nw);

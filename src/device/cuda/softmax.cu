@@ -12,18 +12,7 @@
 namespace
 {
 
-struct rows {
-    int64_t N, C, HW;
-    int nhwc;
-};
-
-rows rows_of(const dp__softmax_args *a)
-{
-    rows r = {a->x.shape[0], a->x.shape[1], 1, a->x.nhwc};
-    for (int d = 2; d < a->x.ndim; d++)
-        r.HW *= a->x.shape[d];
-    return r;
-}
+using rows = dp__channel_view;
 
 // Row t's first element and the stride between its C values.
 __device__ void row_at(int64_t t, rows r, int64_t *base, int64_t *stride)
@@ -53,14 +42,14 @@ __global__ void backward_kernel(const float *y, const float *dy, float *dx, rows
 
 cudaError_t launch_forward(const dp__softmax_args *a, cudaStream_t stream)
 {
-    rows r = rows_of(a);
+    rows r = dp__channel_view_of(&a->x);
     return dp_cuda::launch_over(r.N * r.HW, stream, forward_kernel,
                                 static_cast<const float *>(a->x.data), a->y, r, a->log);
 }
 
 cudaError_t launch_backward(const dp__softmax_args *a, cudaStream_t stream)
 {
-    rows r = rows_of(a);
+    rows r = dp__channel_view_of(&a->x);
     return dp_cuda::launch_over(r.N * r.HW, stream, backward_kernel, a->y_in, a->dy, a->dx, r,
                                 a->log);
 }
