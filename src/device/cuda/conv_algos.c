@@ -90,12 +90,31 @@ static void add_candidate(dp__cuda_conv_algo *e, int algo)
         e->algos[e->count++] = algo;
 }
 
+/* The algorithms of perf[0..got) (cuDNN's ranking, best first, of any of
+ * the three kinds' perf types) that cuDNN says run, in its order, leaving
+ * room for the last resorts. */
+#define TAKE_RANKED(e, perf, got)                                                                  \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < (got) && (e)->count < DP__CUDA_CONV_MAX_CANDIDATES - 2; i_++)        \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS)                                         \
+                (e)->algos[(e)->count++] = (int)(perf)[i_].algo;                                   \
+    } while (0)
+
+/* Each kind's last resorts, in order (-1: none): IMPLICIT_GEMM for the
+ * forward pass and ALGO_0 for the two backward ones need no workspace at
+ * all, so one of them fits whatever memory is left (ALGO_0 sums with
+ * atomics, hence the deterministic ALGO_1 before it). */
+static const int last_resorts[DP__CUDA_CONV_KINDS][2] = {
+    [DP__CUDA_CONV_FWD] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, -1},
+    [DP__CUDA_CONV_BWD_DATA] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_0},
+    [DP__CUDA_CONV_BWD_WEIGHTS] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0},
+};
+
 /* cuDNN's heuristic ranking for this convolution, those it says run, then
- * plain algorithms as the last resort: IMPLICIT_GEMM for the forward pass
- * and ALGO_0 for the two backward ones need no workspace at all, so one of
- * them fits whatever memory is left (ALGO_0 sums with atomics, hence the
- * deterministic ALGO_1 before it). A heuristic query that answers "not
- * supported" (any sub-code) leaves only the last resorts. */
+ * the kind's last resorts. A heuristic query that answers "not supported"
+ * (any sub-code) leaves only the last resorts. */
 static int rank_algos(dp__cuda *cu, const dp__cuda_conv_descs *d, int kind, dp__cuda_conv_algo *e)
 {
     int got = 0;
@@ -105,37 +124,22 @@ static int rank_algos(dp__cuda *cu, const dp__cuda_conv_descs *d, int kind, dp__
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         st = cudnnGetConvolutionForwardAlgorithm_v7(cu->cudnn, d->x, d->w, d->conv, d->y,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
-        for (int i = 0;
-             st == CUDNN_STATUS_SUCCESS && i < got && e->count < DP__CUDA_CONV_MAX_CANDIDATES - 2;
-             i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS)
-                e->algos[e->count++] = (int)perf[i].algo;
-        add_candidate(e, (int)CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+        TAKE_RANKED(e, perf, st == CUDNN_STATUS_SUCCESS ? got : 0);
     } else if (kind == DP__CUDA_CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         st = cudnnGetConvolutionBackwardDataAlgorithm_v7(cu->cudnn, d->w, d->y, d->conv, d->x,
                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                          &got, perf);
-        for (int i = 0;
-             st == CUDNN_STATUS_SUCCESS && i < got && e->count < DP__CUDA_CONV_MAX_CANDIDATES - 2;
-             i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS)
-                e->algos[e->count++] = (int)perf[i].algo;
-        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
-        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+        TAKE_RANKED(e, perf, st == CUDNN_STATUS_SUCCESS ? got : 0);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(cu->cudnn, d->x, d->y, d->conv, d->w,
                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                            &got, perf);
-        for (int i = 0;
-             st == CUDNN_STATUS_SUCCESS && i < got && e->count < DP__CUDA_CONV_MAX_CANDIDATES - 2;
-             i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS)
-                e->algos[e->count++] = (int)perf[i].algo;
-        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
-        add_candidate(e, (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+        TAKE_RANKED(e, perf, st == CUDNN_STATUS_SUCCESS ? got : 0);
     }
+    for (int i = 0; i < 2 && last_resorts[kind][i] >= 0; i++)
+        add_candidate(e, last_resorts[kind][i]);
     if (st != CUDNN_STATUS_SUCCESS && !dp__cuda_conv_not_supported(st)) {
         DP_ERROR("cuDNN: convolution heuristics (kind %d) failed: %s", kind,
                  cudnnGetErrorString(st));
