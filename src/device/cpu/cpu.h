@@ -131,8 +131,20 @@ typedef struct dp__cpu_arg {
 } dp__cpu_arg;
 /* Executes c on cpu's stream with args[0..n), each memory object pointed
  * at its data first; a workspace argument is left out where c has none. */
-int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args,
-                          int n);
+int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args, int n);
+
+/* The cache key of a kernel over channels (prelu, softmax): its pass and x
+ * (N, C, HW) in its layout (dp__channel_view). No padding: keys are
+ * compared byte for byte. */
+typedef struct dp__cpu_channel_key {
+    int backward, nhwc;
+    int64_t N, C, HW;
+} dp__cpu_channel_key;
+/* *k for x and the pass. */
+void dp__cpu_channel_key_init(dp__cpu_channel_key *k, const dp__tdesc *x, int backward);
+/* x as such a kernel gives it to oneDNN: f32 (N, C, HW) with the strides
+ * of its layout. */
+int dp__cpu_channel_md(dnnl_memory_desc_t *md, const dp__cpu_channel_key *k);
 
 /* A oneDNN memory descriptor of a tensor: 4-D as nchw or nhwc, else row-major. */
 void dp__cpu_md(dnnl_memory_desc_t *md, const dp__tdesc *t);

@@ -7,8 +7,8 @@
 #include <string.h>
 
 typedef struct prelu_key {
-    int backward, nhwc;
-    int64_t N, C, HW, nw;
+    dp__cpu_channel_key x;
+    int64_t nw;
 } prelu_key;
 
 /* The memory objects: X = src, W = weights, Y = dst (forward) or diff_dst
@@ -19,18 +19,17 @@ static int prelu_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
                     dnnl_memory_desc_t *mds, int *n)
 {
     const prelu_key *k = key;
-    dnnl_dims_t dims = {k->N, k->C, k->HW}, wdims = {1, k->nw, 1};
-    dnnl_dims_t strides = {k->C * k->HW, k->nhwc ? 1 : k->HW, k->nhwc ? k->C : 1};
-    DP_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&mds[X], 3, dims, dnnl_f32, strides));
+    dnnl_dims_t wdims = {1, k->nw, 1};
+    DP_TRY(dp__cpu_channel_md(&mds[X], &k->x));
     DP_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&mds[W], 3, wdims, dnnl_f32, dnnl_abc));
     mds[Y] = mds[DX] = mds[X];
     mds[DW] = mds[W];
     *n = 5;
     dnnl_prelu_desc_t fdesc, bdesc;
     DP_DNNL_CHECK(dnnl_prelu_forward_desc_init(&fdesc, dnnl_forward_training, &mds[X], &mds[W]));
-    if (k->backward)
+    if (k->x.backward)
         DP_DNNL_CHECK(dnnl_prelu_backward_desc_init(&bdesc, &mds[X], &mds[W], &mds[DX], &mds[DW]));
-    return dp__cpu_pass_pd(cpu, &fdesc, k->backward ? &bdesc : NULL, NULL, dnnl_f32, "prelu", pd);
+    return dp__cpu_pass_pd(cpu, &fdesc, k->x.backward ? &bdesc : NULL, NULL, dnnl_f32, "prelu", pd);
 }
 
 static int run(const dp__prelu_args *a, dp_device_t *dev, int backward)
@@ -38,14 +37,9 @@ static int run(const dp__prelu_args *a, dp_device_t *dev, int backward)
     dp__cpu *cpu = dev->impl;
     prelu_key k;
     memset(&k, 0, sizeof k);
-    k.backward = backward;
-    dp__channel_view v = dp__channel_view_of(&a->x);
-    k.nhwc = v.nhwc;
-    k.N = v.N;
-    k.C = v.C;
-    k.HW = v.HW;
+    dp__cpu_channel_key_init(&k.x, &a->x, backward);
     k.nw = a->nw;
-    if (k.N * k.C * k.HW == 0) { /* nothing to sum: the slopes' gradient is 0 */
+    if (k.x.N * k.x.C * k.x.HW == 0) { /* nothing to sum: the slopes' gradient is 0 */
         if (backward)
             memset(a->dw, 0, (size_t)a->nw * sizeof *a->dw);
         return 0;

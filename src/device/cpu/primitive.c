@@ -5,6 +5,8 @@
  * their execution over a call's tensors. */
 #include "device/cpu/cpu.h"
 
+#include <string.h>
+
 static void primitive_destroy(void *p)
 {
     dp__cpu_primitive *c = p;
@@ -97,8 +99,7 @@ int dp__cpu_primitive_get(dp__cpu *cpu, const void *key, size_t key_size, dp__cp
     return 0;
 }
 
-int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args,
-                          int n)
+int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cpu_arg *args, int n)
 {
     dnnl_exec_arg_t exec[DP__CPU_PRIM_MEMS + 1];
     int m = 0;
@@ -111,5 +112,24 @@ int dp__cpu_primitive_run(dp__cpu *cpu, const dp__cpu_primitive *c, const dp__cp
         exec[m++] = (dnnl_exec_arg_t){args[i].name, mem};
     }
     DP_DNNL_CHECK(dnnl_primitive_execute(c->prim, cpu->stream, m, exec));
+    return 0;
+}
+
+void dp__cpu_channel_key_init(dp__cpu_channel_key *k, const dp__tdesc *x, int backward)
+{
+    dp__channel_view v = dp__channel_view_of(x);
+    memset(k, 0, sizeof *k);
+    k->backward = backward;
+    k->nhwc = v.nhwc;
+    k->N = v.N;
+    k->C = v.C;
+    k->HW = v.HW;
+}
+
+int dp__cpu_channel_md(dnnl_memory_desc_t *md, const dp__cpu_channel_key *k)
+{
+    dnnl_dims_t dims = {k->N, k->C, k->HW};
+    dnnl_dims_t strides = {k->C * k->HW, k->nhwc ? 1 : k->HW, k->nhwc ? k->C : 1};
+    DP_DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, 3, dims, dnnl_f32, strides));
     return 0;
 }

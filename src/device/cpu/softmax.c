@@ -10,10 +10,7 @@
 
 #include <string.h>
 
-typedef struct softmax_key {
-    int backward, nhwc;
-    int64_t N, C, HW;
-} softmax_key;
+typedef dp__cpu_channel_key softmax_key;
 
 /* The memory objects: forward X = src, Y = dst; backward Y = dst, DY =
  * diff_dst, DX = diff_src. */
@@ -23,9 +20,7 @@ static int softmax_pd(dp__cpu *cpu, const void *key, dnnl_primitive_desc_t *pd,
                       dnnl_memory_desc_t *mds, int *n)
 {
     const softmax_key *k = key;
-    dnnl_dims_t dims = {k->N, k->C, k->HW};
-    dnnl_dims_t strides = {k->C * k->HW, k->nhwc ? 1 : k->HW, k->nhwc ? k->C : 1};
-    DP_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&mds[X], 3, dims, dnnl_f32, strides));
+    DP_TRY(dp__cpu_channel_md(&mds[X], k));
     mds[Y] = mds[DY] = mds[DX] = mds[X];
     *n = 4;
     dnnl_alg_kind_t alg = dnnl_softmax_accurate;
@@ -56,13 +51,7 @@ static int run(const dp__softmax_args *a, dp_device_t *dev, int backward)
 {
     dp__cpu *cpu = dev->impl;
     softmax_key k;
-    memset(&k, 0, sizeof k);
-    k.backward = backward;
-    dp__channel_view v = dp__channel_view_of(&a->x);
-    k.nhwc = v.nhwc;
-    k.N = v.N;
-    k.C = v.C;
-    k.HW = v.HW;
+    dp__cpu_channel_key_init(&k, &a->x, backward);
     if (a->log) {
         log_softmax_loop(a, &k, backward);
         return 0;
