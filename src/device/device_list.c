@@ -81,26 +81,32 @@ static const dp__backend *preferred(int n, int *count)
     return NULL;
 }
 
+/* "N": a count from 1 to DP_MAX_DEVICES into *n. */
+static int parse_count(const char *spec, int *n)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(spec, &end, 10);
+    if (errno || *end != '\0' || v < 1 || v > DP_MAX_DEVICES) {
+        DP_ERROR("the device list %s: expected a count from 1 to %d, a list like cpu:0,cpu:1, or "
+                 "auto",
+                 spec, DP_MAX_DEVICES);
+        return DP_EINVAL;
+    }
+    *n = (int)v;
+    return 0;
+}
+
 int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int threads)
 {
     char names[DP_MAX_DEVICES][32];
     int n;
     int cores = dp__cpu_count();
-    if (strcmp(spec, "auto") == 0 || (spec[0] >= '0' && spec[0] <= '9')) {
-        if (strcmp(spec, "auto") == 0) {
-            n = 0;
-        } else {
-            char *end;
-            errno = 0;
-            long v = strtol(spec, &end, 10);
-            if (errno || *end != '\0' || v < 1 || v > DP_MAX_DEVICES) {
-                DP_ERROR("the device list %s: expected a count from 1 to %d, a list like "
-                         "cpu:0,cpu:1, or auto",
-                         spec, DP_MAX_DEVICES);
-                return DP_EINVAL;
-            }
-            n = (int)v;
-        }
+    bool is_auto = strcmp(spec, "auto") == 0;
+    if (is_auto || (spec[0] >= '0' && spec[0] <= '9')) {
+        n = 0;
+        if (!is_auto)
+            DP_TRY(parse_count(spec, &n));
         int count;
         const dp__backend *b = preferred(n, &count);
         if (!b) {
