@@ -116,7 +116,35 @@ static double simulated_bubble(const dp_pipeline_stats *s)
  * - within 0.05 of (K - 1) / (M + K - 1) for M <= 4. The stages are equal
  *   in FLOPs but not quite in time (the last one adds the loss), and the
  *   difference idles the faster stage once per micro-batch, so the excess
- *   over the formula grows with M: at M = 8 it measured 0.03 to 0.06. */
+ *   over the formula grows with M: at M = 8 it measured 0.03 to 0.06.
+ * Another process on the machine stretches some tasks and not others (the
+ * test runs alone in CTest, RUN_SERIAL, but not alone on a busy machine):
+ * each M gets up to three tries of 6 steps, and one within both bounds
+ * passes it; an executor that idles more than its schedule fails all three. */
+static bool bubble_within_bounds(const dp_model_def *def, dp_device_t **devs, const int64_t *chw,
+                                 int M)
+{
+    stepper st;
+    stepper_open(&st, def, devs, 2, chw, M, DP_PIPELINE_1F1B, 256 * M);
+    double bubble[6], played[6];
+    dp_pipeline_stats s;
+    for (int step = 0; step < 6; step++) {
+        stepper_step(&st, (uint64_t)step, &s);
+        bubble[step] = s.bubble_fraction;
+        played[step] = simulated_bubble(&s);
+    }
+    stepper_close(&st);
+    /* The first step warms the kernels up: the median of the others. */
+    qsort(bubble + 1, 5, sizeof *bubble, compare_doubles);
+    qsort(played + 1, 5, sizeof *played, compare_doubles);
+    double expect = 1.0 / (M + 1);
+    print_message("K=2 M=%d: idle share %.3f (steps %.3f .. %.3f), the schedule with these "
+                  "task times %.3f, (K-1)/(M+K-1) = %.3f\n",
+                  M, bubble[3], bubble[1], bubble[5], played[3], expect);
+    /* Written so that a NaN fails. */
+    return fabs(bubble[3] - played[3]) <= 0.05 && (M > 4 || fabs(bubble[3] - expect) <= 0.05);
+}
+
 static void bubble_measured(void **state)
 {
     (void)state;
@@ -132,27 +160,10 @@ static void bubble_measured(void **state)
     tu_open_cpu_devices(devs, 2);
     static const int ms[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
-        int M = ms[i];
-        stepper st;
-        stepper_open(&st, def, devs, 2, chw, M, DP_PIPELINE_1F1B, 256 * M);
-        double bubble[6], played[6];
-        dp_pipeline_stats s;
-        for (int step = 0; step < 6; step++) {
-            stepper_step(&st, (uint64_t)step, &s);
-            bubble[step] = s.bubble_fraction;
-            played[step] = simulated_bubble(&s);
-        }
-        /* The first step warms the kernels up: the median of the others. */
-        qsort(bubble + 1, 5, sizeof *bubble, compare_doubles);
-        qsort(played + 1, 5, sizeof *played, compare_doubles);
-        double expect = 1.0 / (M + 1);
-        print_message("K=2 M=%d: idle share %.3f (steps %.3f .. %.3f), the schedule with these "
-                      "task times %.3f, (K-1)/(M+K-1) = %.3f\n",
-                      M, bubble[3], bubble[1], bubble[5], played[3], expect);
-        assert_true(fabs(bubble[3] - played[3]) <= 0.05);
-        if (M <= 4)
-            assert_true(fabs(bubble[3] - expect) <= 0.05);
-        stepper_close(&st);
+        bool ok = false;
+        for (int attempt = 0; attempt < 3 && !ok; attempt++)
+            ok = bubble_within_bounds(def, devs, chw, ms[i]);
+        assert_true(ok);
     }
     dp_devices_close(devs, 2);
     dp_model_def_free(def);
