@@ -20,6 +20,17 @@ stage=$tmp/stage
 fails=0; passes=0
 ok() { passes=$((passes + 1)); echo "ok   $1"; }
 fail() { fails=$((fails + 1)); echo "FAIL $1"; [[ -n "${2:-}" ]] && sed 's/^/     /' <<<"$2"; }
+# loads WHAT PROGRAM [LIB]: ldd finds every library PROGRAM needs, and its
+# libdptrain.so is LIB (a path), or, without LIB, it needs none.
+loads() {
+  local what=$1 prog=$2 lib=${3:-} out
+  [[ -x $prog ]] || return 0
+  out=$(ldd "$prog" 2>&1)
+  if grep -q 'not found' <<<"$out"; then fail "$what: a library is not found" "$out"
+  elif [[ -n $lib ]] && ! grep -q "$lib" <<<"$out"; then fail "$what: libdptrain.so is not $lib" "$out"
+  elif [[ -z $lib ]] && grep -q libdptrain <<<"$out"; then fail "$what: needs libdptrain.so" "$out"
+  else ok "$what: every library found, ${lib:-no libdptrain.so needed}"; fi
+}
 
 if out=$(cmake --install "$build" --prefix "$stage" 2>&1); then ok "cmake --install"; else
   fail "cmake --install" "$out"; exit 1; fi
@@ -27,10 +38,7 @@ for f in lib/libdptrain.a lib/libdptrain.so lib/pkgconfig/dptrain.pc include/dp/
          lib/cmake/dptrain/dptrainConfig.cmake lib/cmake/dptrain/dptrainConfigVersion.cmake; do
   [[ -e "$stage/$f" ]] && ok "installed $f" || fail "installed $f"
 done
-if out=$(ldd "$stage/bin/dptrain" 2>&1) && ! grep -q 'not found' <<<"$out" &&
-   grep -q "$stage/bin/../lib/libdptrain.so" <<<"$out"; then
-  ok "ldd bin/dptrain: every library found, libdptrain.so the staged one"
-else fail "ldd bin/dptrain" "$out"; fi
+loads "ldd bin/dptrain" "$stage/bin/dptrain" "$stage/bin/../lib/libdptrain.so"
 
 export PKG_CONFIG_PATH=$stage/lib/pkgconfig
 cc=${CC:-cc}
@@ -50,11 +58,7 @@ if out=$($cc -std=c11 -Wall -Wextra -Werror -o "$tmp/custom_static" "$src/exampl
            $static_flags $rpaths 2>&1); then
   ok "cc custom_model.c $static_flags"
 else fail "cc against libdptrain.a" "$out"; fi
-if [[ -x "$tmp/custom_static" ]]; then
-  out=$(ldd "$tmp/custom_static" 2>&1)
-  if grep -q 'libdptrain\|not found' <<<"$out"; then fail "static: no libdptrain.so needed" "$out"
-  else ok "static: no libdptrain.so needed, every library found"; fi
-fi
+loads "static" "$tmp/custom_static"
 
 # CMake: examples/cmake/CMakeLists.txt finds the staged package (moved
 # to another prefix first: the package finds its prefix from its own place)
@@ -69,17 +73,8 @@ if out=$(cmake -S "$src/examples/cmake" -B "$cmake_dir" -DCMAKE_PREFIX_PATH="$mo
   cp "$cmake_dir/custom_model" "$tmp/custom_cmake_shared"
   cp "$cmake_dir/custom_model_static" "$tmp/custom_cmake_static"
 else fail "cmake find_package(dptrain CONFIG)" "$out"; fi
-if [[ -x "$tmp/custom_cmake_shared" ]]; then
-  out=$(ldd "$tmp/custom_cmake_shared" 2>&1)
-  if grep -q "$moved/lib/libdptrain.so" <<<"$out" && ! grep -q 'not found' <<<"$out"; then
-    ok "cmake, shared: libdptrain.so from the moved prefix, every library found"
-  else fail "cmake, shared: ldd" "$out"; fi
-fi
-if [[ -x "$tmp/custom_cmake_static" ]]; then
-  out=$(ldd "$tmp/custom_cmake_static" 2>&1)
-  if grep -q 'libdptrain\|not found' <<<"$out"; then fail "cmake, static: no libdptrain.so needed" "$out"
-  else ok "cmake, static: no libdptrain.so needed, every library found"; fi
-fi
+loads "cmake, shared" "$tmp/custom_cmake_shared" "$moved/lib/libdptrain.so"
+loads "cmake, static" "$tmp/custom_cmake_static"
 # A version the package is not: refused.
 mkdir -p "$tmp/v2"
 printf 'cmake_minimum_required(VERSION 3.20)\nproject(v LANGUAGES C)\nfind_package(dptrain 2 CONFIG REQUIRED)\n' \
