@@ -19,8 +19,9 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# libdptrain.so.0, libdptrain.a, the headers (include/dp/), the dptrain tool
-# and lib/pkgconfig/dptrain.pc under PREFIX (README: "Your own model").
+# libdptrain.so.0, libdptrain.a, the headers (include/dp/), the dptrain tool,
+# lib/pkgconfig/dptrain.pc and the CMake package lib/cmake/dptrain/ under
+# PREFIX (docs/c-library.md).
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 

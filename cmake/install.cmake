@@ -1,6 +1,7 @@
 # `cmake --install BUILD --prefix P` (and `make install PREFIX=P`): the
 # library as P/lib/libdptrain.so.0 and P/lib/libdptrain.a, the public headers
-# in P/include/dp/, the tool in P/bin/, and P/lib/pkgconfig/dptrain.pc.
+# in P/include/dp/, the tool in P/bin/, P/lib/pkgconfig/dptrain.pc, and the
+# CMake package P/lib/cmake/dptrain/ (find_package(dptrain CONFIG)).
 #
 # dptrain.pc is written at install time, from dptrain.pc.in, so that its
 # prefix is the one given to `cmake --install --prefix`, not the configured
@@ -43,7 +44,8 @@ endif()
 if(DP_HAVE_CUDA)
   get_target_property(dp_cudart CUDA::cudart IMPORTED_LOCATION)
   get_target_property(dp_cublas CUDA::cublas IMPORTED_LOCATION)
-  list(APPEND dp_pc_libs ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY})
+  # nvcc's objects in libdptrain.a call the C++ runtime (static local guards).
+  list(APPEND dp_pc_libs ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY} stdc++)
 endif()
 dp_pc_link_flags(dp_pc_libs_private ${dp_pc_libs} -pthread ${M_LIBRARY})
 # A library built with sanitizers (make test's build-asan) needs their
@@ -64,3 +66,45 @@ install(CODE "
   configure_file(\"${CMAKE_SOURCE_DIR}/dptrain.pc.in\" \"${CMAKE_BINARY_DIR}/dptrain.pc\" @ONLY)
 ")
 install(FILES ${CMAKE_BINARY_DIR}/dptrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The CMake package: dptrainConfig.cmake (from cmake/dptrainConfig.cmake.in)
+# and its version file, in P/lib/cmake/dptrain/, where find_package looks
+# under a prefix. The config finds the prefix from its own place, so the
+# installed tree may move. Its imported targets mirror dptrain.pc:
+# dptrain::dptrain is libdptrain.so (its dependencies come through its
+# RUNPATH), dptrain::dptrain_static is libdptrain.a with what a static link
+# needs besides, the libraries of Requires.private and Libs.private by the
+# full paths this build found.
+include(CMakePackageConfigHelpers)
+set(dp_cmake_deps ${ZLIB_LIBRARIES} ${PLPLOT_LINK_LIBRARIES} ${PNG_LINK_LIBRARIES}
+    ${JPEG_LINK_LIBRARIES} ${PROTOBUF_C_LINK_LIBRARIES} ${ISAL_LINK_LIBRARIES} ${DNNL_LIBRARY})
+# OpenMP's runtime by its path; pthreads as -pthread (FindOpenMP lists its
+# static archive too).
+foreach(lib ${OpenMP_C_LIBRARIES})
+  if(NOT lib MATCHES "pthread")
+    list(APPEND dp_cmake_deps ${lib})
+  endif()
+endforeach()
+if(DP_HAVE_MPI)
+  list(APPEND dp_cmake_deps ${MPI_C_LIBRARIES})
+endif()
+if(DP_HAVE_CUDA)
+  list(APPEND dp_cmake_deps ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY} stdc++)
+endif()
+list(APPEND dp_cmake_deps -pthread ${M_LIBRARY})
+list(REMOVE_DUPLICATES dp_cmake_deps)
+set(DP_CMAKE_STATIC_DEPS "${dp_cmake_deps}")
+set(DP_CMAKE_SHARED_NAME
+    ${CMAKE_SHARED_LIBRARY_PREFIX}dptrain${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION})
+set(DP_CMAKE_SONAME
+    ${CMAKE_SHARED_LIBRARY_PREFIX}dptrain${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR})
+set(DP_CMAKE_STATIC_NAME ${CMAKE_STATIC_LIBRARY_PREFIX}dptrain${CMAKE_STATIC_LIBRARY_SUFFIX})
+set(DP_CMAKE_SANITIZE "${dp_pc_sanitize}")
+set(dp_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/dptrain)
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/dptrainConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/dptrainConfig.cmake INSTALL_DESTINATION ${dp_cmake_dir}
+  PATH_VARS CMAKE_INSTALL_LIBDIR CMAKE_INSTALL_INCLUDEDIR)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/dptrainConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/dptrainConfig.cmake ${CMAKE_BINARY_DIR}/dptrainConfigVersion.cmake
+        DESTINATION ${dp_cmake_dir})

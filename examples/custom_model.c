@@ -11,8 +11,9 @@
  * checkpoint, then goes on from that checkpoint for a second epoch; a run of
  * two epochs straight must end with the same weights, bit for bit.
  *
- * Build against an installed dptrain (README, "Your own model"):
+ * Build against an installed dptrain (docs/c-library.md):
  *   cc custom_model.c $(pkg-config --cflags --libs dptrain) -o custom_model
+ * or with CMake's find_package(dptrain CONFIG): examples/cmake/.
  * Run: ./custom_model [FASHION_MNIST_DIR]
  * With a directory it trains on 512 Fashion-MNIST images and tests on 256;
  * without, on a small synthetic dataset held in memory. It writes its

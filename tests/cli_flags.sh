@@ -4,7 +4,7 @@
 # glibc's getopt_long reads), with the same meaning and the same errors as
 # --flag value; --epochs is 1 to 1000 in the CLI as in the library; more
 # kernel threads per device than CPUs is warned about; --help and the
-# README say what the tool does; DPTRAIN_CONV_ALGO sets --conv-algo's default.
+# docs say what the tool does; DPTRAIN_CONV_ALGO sets --conv-algo's default.
 # Usage: cli_flags.sh path/to/dptrain
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -117,19 +117,19 @@ else
   echo "skip --split-invariant's last-batch warning: Fashion-MNIST is not installed"
 fi
 
-# What the README and --help say is what dptrain does: the demos --help
-# lists are those `demo nope` names, and the README's unclosed bracket
-# prints what it shows.
+# What the docs and --help say is what dptrain does: the demos --help
+# lists are those `demo nope` names, and the docs' unclosed bracket
+# (docs/your-model.md) prints what they show.
 listed=$("$bin" --help | sed -n '/^  demo /,/^$/p' | sed 's/.*demonstrations://' | tr -d ' \n')
 named=$("$bin" demo nope 2>&1 | sed 's/.*(\(.*\))/\1/' | tr -d ' ')
 if [[ -n $listed && $listed == "$named" ]]; then ok "--help lists the demos demo nope names: $listed"
 else bad "--help lists '$listed', demo nope names '$named'"; fi
-readme=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/README.md
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 printf 'Conv2d(1, 6, 5\n' >"$dir/paren.txt"
 said=$(cd "$dir" && "$bin" train --model paren.txt 2>&1)
-if grep -qxF -- "$said" "$readme" && grep -qF "missing ')'" <<<"$said"; then
-  ok "the README's unclosed bracket is what dptrain prints: $said"
-else bad "the README does not show '$said'"; fi
+if cat "$root/README.md" "$root"/docs/*.md | grep -qxF -- "$said" && grep -qF "missing ')'" <<<"$said"; then
+  ok "the docs' unclosed bracket is what dptrain prints: $said"
+else bad "the docs do not show '$said'"; fi
 
 # --conv-algo's default: auto (the kernels timed, --verbose lists them)
 # unless DPTRAIN_CONV_ALGO names another; a bad value there is refused.

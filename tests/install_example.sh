@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A user's program against the installed library: `cmake --install` into a
-# staging prefix, then examples/custom_model.c compiled with nothing but
-# pkg-config's flags, once against libdptrain.so and once against
-# libdptrain.a (pkg-config --static), and each run: two epoch lines and the
-# line saying that the resumed run matched an unbroken one.
+# staging prefix, then examples/custom_model.c built both ways a user would:
+# with nothing but pkg-config's flags, once against libdptrain.so and once
+# against libdptrain.a (pkg-config --static); and with CMake's
+# find_package(dptrain CONFIG) (examples/cmake/: dptrain::dptrain and
+# dptrain::dptrain_static). Each program runs: two epoch lines and the line
+# saying that the resumed run matched an unbroken one.
 # Usage: install_example.sh BUILD_DIR   (skips, 77, without pkg-config)
 set -u
 build=$1
@@ -18,16 +20,25 @@ stage=$tmp/stage
 fails=0; passes=0
 ok() { passes=$((passes + 1)); echo "ok   $1"; }
 fail() { fails=$((fails + 1)); echo "FAIL $1"; [[ -n "${2:-}" ]] && sed 's/^/     /' <<<"$2"; }
+# loads WHAT PROGRAM [LIB]: ldd finds every library PROGRAM needs, and its
+# libdptrain.so is LIB (a path), or, without LIB, it needs none.
+loads() {
+  local what=$1 prog=$2 lib=${3:-} out
+  [[ -x $prog ]] || return 0
+  out=$(ldd "$prog" 2>&1)
+  if grep -q 'not found' <<<"$out"; then fail "$what: a library is not found" "$out"
+  elif [[ -n $lib ]] && ! grep -q "$lib" <<<"$out"; then fail "$what: libdptrain.so is not $lib" "$out"
+  elif [[ -z $lib ]] && grep -q libdptrain <<<"$out"; then fail "$what: needs libdptrain.so" "$out"
+  else ok "$what: every library found, ${lib:-no libdptrain.so needed}"; fi
+}
 
 if out=$(cmake --install "$build" --prefix "$stage" 2>&1); then ok "cmake --install"; else
   fail "cmake --install" "$out"; exit 1; fi
-for f in lib/libdptrain.a lib/libdptrain.so lib/pkgconfig/dptrain.pc include/dp/dp.h bin/dptrain; do
+for f in lib/libdptrain.a lib/libdptrain.so lib/pkgconfig/dptrain.pc include/dp/dp.h bin/dptrain \
+         lib/cmake/dptrain/dptrainConfig.cmake lib/cmake/dptrain/dptrainConfigVersion.cmake; do
   [[ -e "$stage/$f" ]] && ok "installed $f" || fail "installed $f"
 done
-if out=$(ldd "$stage/bin/dptrain" 2>&1) && ! grep -q 'not found' <<<"$out" &&
-   grep -q "$stage/bin/../lib/libdptrain.so" <<<"$out"; then
-  ok "ldd bin/dptrain: every library found, libdptrain.so the staged one"
-else fail "ldd bin/dptrain" "$out"; fi
+loads "ldd bin/dptrain" "$stage/bin/dptrain" "$stage/bin/../lib/libdptrain.so"
 
 export PKG_CONFIG_PATH=$stage/lib/pkgconfig
 cc=${CC:-cc}
@@ -47,19 +58,39 @@ if out=$($cc -std=c11 -Wall -Wextra -Werror -o "$tmp/custom_static" "$src/exampl
            $static_flags $rpaths 2>&1); then
   ok "cc custom_model.c $static_flags"
 else fail "cc against libdptrain.a" "$out"; fi
-if [[ -x "$tmp/custom_static" ]]; then
-  out=$(ldd "$tmp/custom_static" 2>&1)
-  if grep -q 'libdptrain\|not found' <<<"$out"; then fail "static: no libdptrain.so needed" "$out"
-  else ok "static: no libdptrain.so needed, every library found"; fi
-fi
+loads "static" "$tmp/custom_static"
 
-# The shared build on the in-memory dataset, the static one on Fashion-MNIST
-# where Debian's package is installed.
+# CMake: examples/cmake/CMakeLists.txt finds the staged package (moved
+# to another prefix first: the package finds its prefix from its own place)
+# and builds custom_model.c against each target, warnings as errors.
+moved=$tmp/moved
+cp -a "$stage" "$moved"
+cmake_dir=$tmp/cmake-build
+if out=$(cmake -S "$src/examples/cmake" -B "$cmake_dir" -DCMAKE_PREFIX_PATH="$moved" \
+           -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" 2>&1) &&
+   out=$(cmake --build "$cmake_dir" 2>&1); then
+  ok "cmake find_package(dptrain CONFIG) in the moved prefix: custom_model (dptrain::dptrain) and custom_model_static (dptrain::dptrain_static) built"
+  cp "$cmake_dir/custom_model" "$tmp/custom_cmake_shared"
+  cp "$cmake_dir/custom_model_static" "$tmp/custom_cmake_static"
+else fail "cmake find_package(dptrain CONFIG)" "$out"; fi
+loads "cmake, shared" "$tmp/custom_cmake_shared" "$moved/lib/libdptrain.so"
+loads "cmake, static" "$tmp/custom_cmake_static"
+# A version the package is not: refused.
+mkdir -p "$tmp/v2"
+printf 'cmake_minimum_required(VERSION 3.20)\nproject(v LANGUAGES C)\nfind_package(dptrain 2 CONFIG REQUIRED)\n' \
+  >"$tmp/v2/CMakeLists.txt"
+if ! out=$(cmake -S "$tmp/v2" -B "$tmp/v2/build" -DCMAKE_PREFIX_PATH="$moved" 2>&1) &&
+   grep -q 'version: 0.1.0' <<<"$out"; then
+  ok "find_package(dptrain 2) refuses version 0.1.0"
+else fail "find_package(dptrain 2)" "$out"; fi
+
+# The pkg-config shared build on the in-memory dataset, the others on
+# Fashion-MNIST where Debian's package is installed.
 fmnist=/usr/share/datasets/fashion-mnist
 [[ -e $fmnist/train-images-idx3-ubyte.gz ]] || fmnist=""
-for kind in shared static; do
+for kind in shared static cmake_shared cmake_static; do
   [[ -x "$tmp/custom_$kind" ]] || continue
-  data=""; [[ $kind == static ]] && data=$fmnist
+  data=""; [[ $kind != shared ]] && data=$fmnist
   if out=$(cd "$tmp" && "./custom_$kind" $data 2>&1) &&
      [[ $(grep -c '^epoch [12]\( (resumed)\)\?: loss ' <<<"$out") == 2 ]] &&
      [[ $(tail -n1 <<<"$out") == "resume matched: "* ]]; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The op list and the module list hold the code to them at build time
-# (README, "How it is built"): each break below is made in a scratch copy of
-# one file and rebuilt with the build's own flags, and must fail, where the
-# same step on the untouched file succeeds.
+# (docs/architecture.md, "How to add an op"): each break below is made in a
+# scratch copy of one file and rebuilt with the build's own flags, and must
+# fail, where the same step on the untouched file succeeds.
 #   1. A module whose line leaves the module list (Dropout): its bind and
 #      forward functions in nn/sequential_modules.c are no longer used, and
 #      with warnings as errors that file does not compile.
