@@ -7,7 +7,6 @@
 #include "nn/model.h"
 
 #include "core/internal.h"
-#include "nn/onnx_model.h"
 #include "nn/sequential.h"
 
 #include <pthread.h>
@@ -116,14 +115,5 @@ int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const 
     loaded = l;
     pthread_mutex_unlock(&lock);
     *out = l->def;
-    return 0;
-}
-
-int dp_model_def_input_chw(const dp_model_def *def, int64_t chw[3])
-{
-    const dp__onnx_graph *g = dp__onnx_graph_of(def);
-    if (!g || g->in_rank != 4 || g->in_shape[1] < 1 || g->in_shape[2] < 1 || g->in_shape[3] < 1)
-        return DP_ENOENT;
-    memcpy(chw, g->in_shape + 1, 3 * sizeof *chw);
     return 0;
 }

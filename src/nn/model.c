@@ -135,6 +135,17 @@ void dp_model_close(dp_model_t *m)
     dp__free(m);
 }
 
+void dp_model_def_free(dp_model_def *def)
+{
+    if (def && def->release)
+        def->release(def);
+}
+
+int dp_model_def_input_chw(const dp_model_def *def, int64_t chw[3])
+{
+    return def && def->input_chw ? def->input_chw(def, chw) : DP_ENOENT;
+}
+
 const dp_model_def *dp_model_definition(const dp_model_t *m)
 {
     return &m->def;

@@ -230,8 +230,8 @@ int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path)
     static const int64_t fashion_mnist[3] = {1, 28, 28};
     const int64_t *chw = in_chw ? in_chw : fashion_mnist;
     const dp_model_def *def = dp_model_definition(m), *builtin = NULL;
-    if (dp__onnx_graph_of(def))
-        return dp__onnx_export_graph(m, path);
+    if (def->export_onnx)
+        return def->export_onnx(m, in_chw, path);
     const dp__seq *seq = dp__seq_of(def);
     bool is_lenet = strcmp(def->name, "lenet") == 0, is_resnet = strcmp(def->name, "resnet18") == 0;
     if (!seq && (is_lenet || is_resnet))

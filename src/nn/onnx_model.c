@@ -412,6 +412,23 @@ int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *cons
     return rc;
 }
 
+/* ---- the definition's entries -------------------------------------------- */
+
+static void release(dp_model_def *def)
+{
+    dp__onnx_graph_free((dp__onnx_graph *)def->user);
+}
+
+/* The (C, H, W) that the graph's input (N, C, H, W) declares. */
+static int input_chw(const dp_model_def *def, int64_t chw[3])
+{
+    const dp__onnx_graph *g = def->user;
+    if (g->in_rank != 4 || g->in_shape[1] < 1 || g->in_shape[2] < 1 || g->in_shape[3] < 1)
+        return DP_ENOENT;
+    memcpy(chw, g->in_shape + 1, 3 * sizeof *chw);
+    return 0;
+}
+
 /* ---- loading ------------------------------------------------------------- */
 
 static int load(dp__onnx_graph **out, Onnx__ModelProto *model, const char *name,
@@ -445,7 +462,11 @@ static int load(dp__onnx_graph **out, Onnx__ModelProto *model, const char *name,
                             .forward_layers = dp__onnx_forward_layers,
                             .user = g,
                             .param_values = g->init_values,
-                            .buffer_values = g->nbuffers ? g->buffer_values : NULL};
+                            .buffer_values = g->nbuffers ? g->buffer_values : NULL,
+                            .release = release,
+                            .export_onnx = dp__onnx_export_graph,
+                            .input_chw = input_chw,
+                            .stage_starts = dp__onnx_stage_starts};
     *out = g;
     return 0;
 }
@@ -463,12 +484,6 @@ int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw)
     Onnx__ModelProto *model;
     DP_TRY(dp__onnx_read(&model, path));
     return load(out, model, path, in_chw);
-}
-
-dp__onnx_graph *dp__onnx_graph_of(const dp_model_def *def)
-{
-    /* def may be a model's copy: the graph is its user. */
-    return def && def->forward == model_forward ? (dp__onnx_graph *)def->user : NULL;
 }
 
 int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw)

@@ -173,8 +173,6 @@ int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw)
 int dp__onnx_load_bytes(dp__onnx_graph **out, const uint8_t *data, size_t size, const char *name,
                         const int64_t *in_chw);
 void dp__onnx_graph_free(dp__onnx_graph *g);
-/* The graph behind a definition, or NULL when it is not an ONNX one. */
-dp__onnx_graph *dp__onnx_graph_of(const dp_model_def *def);
 
 /* Runs the graph on inputs[0..g->ninputs) with the parameters and buffers
  * given (spec order); outputs[0..g->noutputs) get the outputs' tensors. A
@@ -211,13 +209,14 @@ int dp__onnx_plan_stages(dp__onnx_graph *g);
  * cut after row last (*y: the value crossing it; the graph's output). */
 int dp__onnx_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
                             dp_tensor_t **y);
-/* dp_model_summary's can_start for an ONNX graph's n rows: row 0, and the
- * rows where a cut of one crossing value begins. */
-void dp__onnx_mark_stage_starts(const dp__onnx_graph *g, dp_layer_summary *rows, int n);
+/* The definition's stage_starts: can_start of dp_model_summary's n rows
+ * for an ONNX graph (def->user): row 0, and the rows where a cut of one
+ * crossing value begins. */
+void dp__onnx_stage_starts(const dp_model_def *def, dp_layer_summary *rows, int n);
 
-/* dp_model_export_onnx of an ONNX model (onnx_rewrite.c): its own graph,
- * the initializers holding m's weights, batch norm in inference mode, any
- * batch size. */
-int dp__onnx_export_graph(dp_model_t *m, const char *path);
+/* The definition's export_onnx (onnx_rewrite.c): an ONNX model's own
+ * graph, the initializers holding m's weights, batch norm in inference
+ * mode, any batch size (in_chw unused: the graph declares its input). */
+int dp__onnx_export_graph(dp_model_t *m, const int64_t *in_chw, const char *path);
 
 #endif

@@ -83,9 +83,10 @@ static void inference_bn(Onnx__GraphProto *gp)
     }
 }
 
-int dp__onnx_export_graph(dp_model_t *m, const char *path)
+int dp__onnx_export_graph(dp_model_t *m, const int64_t *in_chw, const char *path)
 {
-    const dp__onnx_graph *g = dp__onnx_graph_of(dp_model_definition(m));
+    (void)in_chw;
+    const dp__onnx_graph *g = dp_model_user(m);
     size_t size = onnx__model_proto__get_packed_size(g->model);
     uint8_t *bytes = dp__malloc(size ? size : 1);
     if (!bytes)

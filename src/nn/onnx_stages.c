@@ -160,8 +160,9 @@ int dp__onnx_plan_stages(dp__onnx_graph *g)
     return rc;
 }
 
-void dp__onnx_mark_stage_starts(const dp__onnx_graph *g, dp_layer_summary *rows, int n)
+void dp__onnx_stage_starts(const dp_model_def *def, dp_layer_summary *rows, int n)
 {
+    const dp__onnx_graph *g = def->user;
     const dp__onnx_stages *s = g->stages;
     bool known = s && s->nrows == n;
     if (!known && n > 1)

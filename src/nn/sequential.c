@@ -4,7 +4,6 @@
 #include "nn/sequential.h"
 
 #include "core/internal.h"
-#include "nn/onnx_model.h"
 #include "nn/sequential_modules.h"
 
 #include <stdio.h>
@@ -24,15 +23,11 @@ static void free_seq(dp__seq *s)
     dp__free(s);
 }
 
-void dp_model_def_free(dp_model_def *def)
+/* The definition's release entry: the layers and the arrays it points
+ * into, all in its dp__seq. */
+static void release(dp_model_def *def)
 {
-    /* def is the first member of the dp__seq (or the ONNX graph) that
-     * holds it. */
-    dp__onnx_graph *g = dp__onnx_graph_of(def);
-    if (g)
-        dp__onnx_graph_free(g);
-    else
-        free_seq((dp__seq *)def);
+    free_seq((dp__seq *)def->user);
 }
 
 /* Modules before the first one with parameters record no op in a training
@@ -183,7 +178,8 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
                             .nbn = s->nbn,
                             .forward = forward,
                             .forward_layers = forward_layers,
-                            .user = s};
+                            .user = s,
+                            .release = release};
     *out = &s->def;
     return 0;
 }

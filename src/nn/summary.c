@@ -8,7 +8,6 @@
 #include "core/internal.h"
 #include "device/device.h"
 #include "nn/model.h"
-#include "nn/onnx_model.h"
 
 #include <stdlib.h>
 
@@ -141,9 +140,10 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     }
     if (rc == 0)
         mark_stage_starts(tape, x, *rows);
-    /* An ONNX graph's stages start where its nodes allow (onnx_stages.c). */
-    if (rc == 0 && dp__onnx_graph_of(def))
-        dp__onnx_mark_stage_starts(dp__onnx_graph_of(def), *rows, *n);
+    /* A model that cuts its forward elsewhere says where (an ONNX graph:
+     * where one tensor crosses between its nodes). */
+    if (rc == 0 && def->stage_starts)
+        def->stage_starts(def, *rows, *n);
     if (rc < 0) {
         free(*rows);
         *rows = NULL;
