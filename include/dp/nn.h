@@ -131,8 +131,10 @@ struct dp_model_def {
     void (*release)(dp_model_def *def);
     /* Writes a model of this definition as ONNX, dp_model_export_onnx's
      * contract (its current weights, batch norm in inference mode, any
-     * batch size). NULL: dp_model_export_onnx's own graphs (LeNet,
-     * resnet18, nn.Sequential files). */
+     * batch size). NULL: dp_model_export_onnx runs the forward once on the
+     * meta device for inputs in_chw and writes each op it records by that
+     * op's export rule, the initializers named and ordered as the
+     * parameters and buffers; an op with no ONNX form is refused by name. */
     int (*export_onnx)(dp_model_t *m, const int64_t *in_chw, const char *path);
     /* The (C, H, W) of one sample that the definition itself declares
      * (dp_model_def_input_chw): 0, or DP_ENOENT (not logged) when it
@@ -217,10 +219,10 @@ void dp_model_def_free(dp_model_def *def);
 /* Writes a model with its current weights as an ONNX file that ONNX Runtime
  * runs, batch norm in inference mode, for a batch of any size: through the
  * definition's export_onnx entry (an ONNX model: its own graph with its
- * initializers replaced), or (opset 17) the graph of the built-in LeNet
- * or resnet18 or of an nn.Sequential file's modules for inputs in_chw
- * (NULL: 1x28x28). DP_ENOTSUP (logged) for a definition it has no graph
- * for (a program's own). */
+ * initializers replaced), else (opset 17) the graph of the ops its forward
+ * runs on inputs in_chw (NULL: 1x28x28), each written as torch.onnx.export
+ * writes it. DP_ENOTSUP (logged, naming the op) for a forward that runs an
+ * op with no ONNX form. */
 int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path);
 /* One row of a model's summary, as torchinfo.summary prints it: each op
  * of a forward of one sample, in order. */

@@ -146,17 +146,7 @@ void dp__ob_init(dp__ob_builder *b, const char *name, int ndim, const int64_t *s
     dp__ob_push(b, (void ***)&b->inits, &b->ninits, t);
 }
 
-/* ---- the modules as ONNX nodes ------------------------------------------- */
-
-/* Initializer for spec i (named as it), once; its name. */
-const char *dp__ob_use(dp__ob_builder *b, const dp__ob_weights *w, int i, bool *added)
-{
-    if (!added[i])
-        dp__ob_init(b, w->specs[i].name, w->specs[i].ndim, w->specs[i].shape,
-                    w->values + w->offset[i]);
-    added[i] = true;
-    return w->specs[i].name;
-}
+/* ---- nodes of common shapes ------------------------------------------------ */
 
 const char *dp__ob_scalar(dp__ob_builder *b, float v)
 {

@@ -1,5 +1,5 @@
 /* An ONNX graph under construction, for dp_model_export_onnx
- * (onnx_export.c, onnx_export_resnet.c): every allocation in one list,
+ * (onnx_export.c, onnx_export_ops.c): every allocation in one list,
  * nodes and initializers appended, value names made fresh ("t12"); the
  * first failure is kept in rc and later calls do nothing. */
 #ifndef DP_NN_ONNX_BUILD_H
@@ -23,12 +23,6 @@ typedef struct dp__ob_builder {
     int rc;
 } dp__ob_builder;
 
-typedef struct dp__ob_weights {
-    const dp_param_spec *specs;
-    const float *values; /* all of them, spec order */
-    int64_t *offset;
-} dp__ob_weights;
-
 /* Zeroed memory freed by dp__ob_free; NULL (and b->rc set) when out of it. */
 void *dp__ob_alloc(dp__ob_builder *b, size_t bytes);
 void dp__ob_free(dp__ob_builder *b);
@@ -43,8 +37,6 @@ Onnx__NodeProto *dp__ob_node(dp__ob_builder *b, const char *op, const char *cons
 /* A float initializer `name` of shape[0..ndim) holding v. */
 void dp__ob_init(dp__ob_builder *b, const char *name, int ndim, const int64_t *shape,
                  const float *v);
-/* Initializer for spec i (named as it), once; its name. */
-const char *dp__ob_use(dp__ob_builder *b, const dp__ob_weights *w, int i, bool *added);
 /* A float scalar initializer of a fresh name. */
 const char *dp__ob_scalar(dp__ob_builder *b, float v);
 /* kernel_shape, strides (0 means 1) and pads [top, left, bottom, right]. */
@@ -58,10 +50,5 @@ const char *dp__ob_binary(dp__ob_builder *b, const char *op, const char *x1, con
 /* A float tensor's type: dims[d] < 0 is the symbolic batch "N". */
 Onnx__ValueInfoProto *dp__ob_value_info(dp__ob_builder *b, const char *name, int ndim,
                                         const int64_t *dims);
-
-/* The models with a graph made here (onnx_export_resnet.c): resnet18's
- * nodes after x, its output's name. */
-const char *dp__ob_resnet18(dp__ob_builder *b, dp_model_t *m, const dp__ob_weights *P,
-                            const dp__ob_weights *B, bool *pa, bool *ba, const char *x);
 
 #endif

@@ -1,317 +1,195 @@
 /* dp_model_export_onnx: a model with its current weights as an ONNX file
- * that ONNX Runtime runs, batch norm in inference mode. An imported graph
- * is written back with its initializers replaced; the built-in LeNet and
- * resnet18 (onnx_export_resnet.c) and nn.Sequential files get a graph made
- * here (onnx_build.c), node by node, each module as torch.onnx.export
- * writes it at opset 17, the initializers named and ordered as the
- * model's parameters and buffers. */
-#include "nn/onnx_build.h"
-#include "nn/onnx_model.h"
+ * that ONNX Runtime runs, batch norm in inference mode, for a batch of any
+ * size. A definition with its own export_onnx entry writes itself (an
+ * imported graph: onnx_rewrite.c); every other one (the built-ins, an
+ * nn.Sequential file, a program's own) is traced: its forward runs once in
+ * inference mode on the meta device (shapes, no memory) with the input
+ * requiring a gradient, so that every op it runs leaves a node on the
+ * tape, and each node is written by its op's rule (onnx_export_ops.c).
+ * The initializers are the model's parameters, then its buffers, named and
+ * ordered as their specs (the loader keeps that order: a checkpoint of the
+ * file lists them as the model's does); the nodes read them by identity
+ * with the traced model's views. */
+#include "nn/onnx_export.h"
 
 #include "dp/dp.h"
 
 #include "core/internal.h"
 #include "device/device.h"
-#include "nn/sequential_modules.h"
+#include "io/onnx.h"
+#include "nn/model.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
-enum { EXPORT_OPSET = 17 };
+enum { EXPORT_OPSET = 17, BATCH = 2 };
 
-/* Conv's and ConvTranspose's pads [top, left, bottom, right]: the four
- * sides where any is set, else the symmetric pair. */
-static void conv_pads(int64_t *p, int ph, int pw, int t, int l, int bt, int r)
+void dp__export_bind(dp__export *e, const dp_tensor_t *t, const char *name)
 {
-    bool sides = t || l || bt || r;
-    p[0] = sides ? t : ph;
-    p[1] = sides ? l : pw;
-    p[2] = sides ? bt : ph;
-    p[3] = sides ? r : pw;
+    if (e->nknown == e->capknown) {
+        size_t cap = e->capknown ? 2 * e->capknown : 256;
+        const dp_tensor_t **known = dp__ob_alloc(&e->b, cap * sizeof *known);
+        const char **names = dp__ob_alloc(&e->b, cap * sizeof *names);
+        if (!known || !names)
+            return;
+        if (e->nknown) {
+            memcpy(known, e->known, e->nknown * sizeof *known);
+            memcpy(names, e->names, e->nknown * sizeof *names);
+        }
+        e->known = known;
+        e->names = names;
+        e->capknown = cap;
+    }
+    e->known[e->nknown] = t;
+    e->names[e->nknown++] = dp__ob_str(&e->b, name);
 }
 
-static void conv_extras(dp__ob_builder *b, Onnx__NodeProto *n, int groups, int dh, int dw)
+const char *dp__export_name(dp__export *e, const dp__node *n, const dp_tensor_t *t)
 {
-    if (!n)
-        return;
-    const int64_t d[2] = {dh ? dh : 1, dw ? dw : 1}, g = groups ? groups : 1;
-    dp__ob_attr_ints(b, n, "dilations", 2, d, false);
-    dp__ob_attr_ints(b, n, "group", 1, &g, true);
+    /* Newest first: an op's output is most often read by the next op. */
+    for (size_t i = e->nknown; t && i-- > 0;)
+        if (e->known[i] == t)
+            return e->names[i];
+    if (!e->b.rc) {
+        DP_ERROR("export: op %zu (%s) reads a tensor that is not the input, a parameter, a "
+                 "buffer or an earlier op's output (a tensor the forward made otherwise has no "
+                 "place in the graph)",
+                 (size_t)(n - e->tape->nodes), dp__op_name(n->op));
+        e->b.rc = DP_ENOTSUP;
+    }
+    return NULL;
 }
 
-/* Layer l of an nn.Sequential file after x, a tensor of *rank dimensions
- * (4 for images, 2 after Flatten); its output's name. */
-static const char *seq_layer(dp__ob_builder *b, const dp__seq_layer *l, const dp__ob_weights *P,
-                             const dp__ob_weights *B, bool *pa, bool *ba, const char *x, int *rank)
+/* Initializers for every tensor of `live` (the exported model's values),
+ * named by its specs, and the traced model's views `traced` bound to
+ * those names. */
+static int add_weights(dp__export *e, dp_params_t *live, dp_params_t *traced,
+                       const dp_param_spec *specs, int n)
 {
-    const char *y = x;
-    Onnx__NodeProto *n = NULL;
-    int64_t pads[4];
-    switch (l->kind) {
-    case DP__SEQ_Conv2d:
-    case DP__SEQ_ConvTranspose2d: {
-        const char *ins[3] = {x, dp__ob_use(b, P, l->weight, pa),
-                              l->bias >= 0 ? dp__ob_use(b, P, l->bias, pa) : ""};
-        const int64_t *ws = P->specs[l->weight].shape;
-        if (l->kind == DP__SEQ_Conv2d) {
-            const dp_conv2d_params *c = &l->conv;
-            n = dp__ob_node(b, "Conv", ins, l->bias >= 0 ? 3 : 2, &y);
-            conv_pads(pads, c->pad_h, c->pad_w, c->pad_top, c->pad_left, c->pad_bottom,
-                      c->pad_right);
-            dp__ob_window(b, n, (int)ws[2], (int)ws[3], c->stride_h, c->stride_w, pads);
-            conv_extras(b, n, c->groups, c->dilation_h, c->dilation_w);
-            return c->relu ? dp__ob_unary(b, "Relu", y) : y;
-        }
-        const dp_conv_transpose2d_params *c = &l->conv_transpose;
-        n = dp__ob_node(b, "ConvTranspose", ins, l->bias >= 0 ? 3 : 2, &y);
-        conv_pads(pads, c->pad_h, c->pad_w, c->pad_top, c->pad_left, c->pad_bottom, c->pad_right);
-        dp__ob_window(b, n, (int)ws[2], (int)ws[3], c->stride_h, c->stride_w, pads);
-        conv_extras(b, n, c->groups, c->dilation_h, c->dilation_w);
-        if (n)
-            dp__ob_attr_ints(b, n, "output_padding", 2,
-                             (const int64_t[]){c->output_padding_h, c->output_padding_w}, false);
-        return y;
+    if (!live || n == 0)
+        return 0;
+    float *v = dp__malloc((size_t)DP_MAX(dp_params_numel(live), 1) * sizeof *v);
+    int rc = v ? dp_params_get_all(live, v) : DP_ENOMEM;
+    int64_t off = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        dp__ob_init(&e->b, specs[i].name, specs[i].ndim, specs[i].shape, v + off);
+        dp__export_bind(e, dp_params_get(traced, i), specs[i].name);
+        off += dp__numel(specs[i].ndim, specs[i].shape);
     }
-    case DP__SEQ_Linear: {
-        const char *ins[3] = {x, dp__ob_use(b, P, l->weight, pa),
-                              l->bias >= 0 ? dp__ob_use(b, P, l->bias, pa) : ""};
-        n = dp__ob_node(b, "Gemm", ins, l->bias >= 0 ? 3 : 2, &y);
-        if (n)
-            dp__ob_attr_ints(b, n, "transB", 1, (const int64_t[]){1}, true);
-        return y;
-    }
-    case DP__SEQ_MaxPool2d:
-    case DP__SEQ_AvgPool2d: {
-        const dp_pool2d_params *p = &l->pool;
-        n = dp__ob_node(b, l->kind == DP__SEQ_MaxPool2d ? "MaxPool" : "AveragePool", &x, 1, &y);
-        conv_pads(pads, p->pad_h, p->pad_w, 0, 0, 0, 0);
-        dp__ob_window(b, n, p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, pads);
-        if (n)
-            dp__ob_attr_ints(b, n, "ceil_mode", 1, (const int64_t[]){p->ceil_mode}, true);
-        if (n && (p->dilation_h > 1 || p->dilation_w > 1))
-            dp__ob_attr_ints(b, n, "dilations", 2, (const int64_t[]){p->dilation_h, p->dilation_w},
-                             false);
-        if (n && l->kind == DP__SEQ_AvgPool2d)
-            dp__ob_attr_ints(b, n, "count_include_pad", 1, (const int64_t[]){!p->exclude_pad},
-                             true);
-        return y;
-    }
-    case DP__SEQ_AdaptiveAvgPool2d:
-        if (l->out_h != 1 || l->out_w != 1) {
-            DP_ERROR("AdaptiveAvgPool2d(%d, %d): only (1, 1) is exported (GlobalAveragePool)",
-                     l->out_h, l->out_w);
-            b->rc = DP_ENOTSUP;
-            return y;
-        }
-        return dp__ob_unary(b, "GlobalAveragePool", x);
-    case DP__SEQ_BatchNorm2d:
-    case DP__SEQ_BatchNorm1d: {
-        const char *ins[5] = {x, dp__ob_use(b, P, l->weight, pa), dp__ob_use(b, P, l->bias, pa),
-                              dp__ob_use(b, B, l->running_mean, ba),
-                              dp__ob_use(b, B, l->running_var, ba)};
-        n = dp__ob_node(b, "BatchNormalization", ins, 5, &y);
-        if (n) {
-            dp__ob_attr_float(b, n, "epsilon", l->eps);
-            dp__ob_attr_float(b, n, "momentum", 1.0f - l->momentum);
-        }
-        return y;
-    }
-    case DP__SEQ_Flatten:
-        n = dp__ob_node(b, "Flatten", &x, 1, &y);
-        if (n)
-            dp__ob_attr_ints(b, n, "axis", 1, (const int64_t[]){1}, true);
-        *rank = 2;
-        return y;
-    case DP__SEQ_Dropout:
-        return x; /* inference */
-    case DP__SEQ_ReLU:
-        return dp__ob_unary(b, "Relu", x);
-    case DP__SEQ_Sigmoid:
-        return dp__ob_unary(b, "Sigmoid", x);
-    case DP__SEQ_Tanh:
-        return dp__ob_unary(b, "Tanh", x);
-    case DP__SEQ_LeakyReLU:
-    case DP__SEQ_ELU:
-        n = dp__ob_node(b, l->kind == DP__SEQ_ELU ? "Elu" : "LeakyRelu", &x, 1, &y);
-        if (n)
-            dp__ob_attr_float(b, n, "alpha", l->number);
-        return y;
-    case DP__SEQ_ReLU6: {
-        const char *ins[3] = {x, dp__ob_scalar(b, 0.0f), dp__ob_scalar(b, 6.0f)};
-        dp__ob_node(b, "Clip", ins, 3, &y);
-        return y;
-    }
-    case DP__SEQ_Hardswish:
-        return dp__ob_unary(b, "HardSwish", x);
-    case DP__SEQ_Hardsigmoid:
-        n = dp__ob_node(b, "HardSigmoid", &x, 1, &y);
-        if (n)
-            dp__ob_attr_float(b, n, "alpha", 1.0f / 6.0f);
-        return y;
-    case DP__SEQ_SELU:
-        return dp__ob_unary(b, "Selu", x);
-    case DP__SEQ_SiLU:
-        return dp__ob_binary(b, "Mul", x, dp__ob_unary(b, "Sigmoid", x));
-    case DP__SEQ_GELU: { /* x 0.5 (1 + erf(x / sqrt 2)), as torch.onnx.export at opset 17 */
-        const char *e =
-            dp__ob_unary(b, "Erf", dp__ob_binary(b, "Div", x, dp__ob_scalar(b, (float)M_SQRT2)));
-        return dp__ob_binary(
-            b, "Mul",
-            dp__ob_binary(b, "Mul", x, dp__ob_binary(b, "Add", e, dp__ob_scalar(b, 1.0f))),
-            dp__ob_scalar(b, 0.5f));
-    }
-    case DP__SEQ_PReLU: {
-        /* The slope keeps its name and shape (C); on images it broadcasts
-         * over the channels as (C, 1, 1), which Unsqueeze makes (as
-         * torch.onnx.export does in training mode). */
-        const char *w = dp__ob_use(b, P, l->weight, pa);
-        if (*rank == 4 && P->specs[l->weight].shape[0] > 1) {
-            const char *ins[2] = {w, dp__ob_init_i64(b, 2, (const int64_t[]){1, 2})};
-            dp__ob_node(b, "Unsqueeze", ins, 2, &w);
-        }
-        return dp__ob_binary(b, "PRelu", x, w);
-    }
-    case DP__SEQ_Softmax:
-    case DP__SEQ_LogSoftmax:
-        n = dp__ob_node(b, l->kind == DP__SEQ_Softmax ? "Softmax" : "LogSoftmax", &x, 1, &y);
-        if (n)
-            dp__ob_attr_ints(b, n, "axis", 1, (const int64_t[]){1}, true);
-        return y;
-    default:
-        DP_ERROR("module %d: not exported", (int)l->kind);
-        b->rc = DP_ENOTSUP;
-        return y;
-    }
+    dp__free(v);
+    return rc ? rc : e->b.rc;
 }
 
-/* The seeds' LeNet (lenet.c) as nodes: W3 and W4 are (in, out). */
-static const char *lenet_nodes(dp__ob_builder *b, const dp__ob_weights *P, bool *pa, const char *x)
+/* The ModelProto around the built graph, written to path. */
+static int write_model(dp__export *e, const dp_tensor_t *x, const dp_tensor_t *y, const char *out,
+                       const char *path)
 {
-    const char *y = x;
-    for (int c = 0; c < 2; c++) {
-        const char *ins[3] = {y, dp__ob_use(b, P, 2 * c, pa), dp__ob_use(b, P, 2 * c + 1, pa)};
-        const int64_t *ws = P->specs[2 * c].shape;
-        const int64_t none[4] = {0, 0, 0, 0};
-        dp__ob_window(b, dp__ob_node(b, "Conv", ins, 3, &y), (int)ws[2], (int)ws[3], 1, 1, none);
-        y = dp__ob_unary(b, "Relu", y);
-        dp__ob_window(b, dp__ob_node(b, "AveragePool", &y, 1, &y), 2, 2, 2, 2, none);
-    }
-    Onnx__NodeProto *n = dp__ob_node(b, "Flatten", &y, 1, &y);
-    if (n)
-        dp__ob_attr_ints(b, n, "axis", 1, (const int64_t[]){1}, true);
-    for (int f = 0; f < 2; f++) {
-        const char *ins[3] = {y, dp__ob_use(b, P, 4 + 2 * f, pa), dp__ob_use(b, P, 5 + 2 * f, pa)};
-        dp__ob_node(b, "Gemm", ins, 3, &y);
-        if (f == 0)
-            y = dp__ob_unary(b, "Relu", y);
-    }
-    return y;
+    /* The input and the output with a batch of any size. */
+    int64_t in_dims[DP_MAX_DIMS], out_dims[DP_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        in_dims[d] = d ? x->shape[d] : -1;
+    for (int d = 0; d < y->ndim; d++)
+        out_dims[d] = d ? y->shape[d] : -1;
+    Onnx__ValueInfoProto *in = dp__ob_value_info(&e->b, "input", x->ndim, in_dims);
+    Onnx__ValueInfoProto *output = dp__ob_value_info(&e->b, out, y->ndim, out_dims);
+    if (e->b.rc)
+        return e->b.rc;
+    Onnx__GraphProto graph;
+    Onnx__OperatorSetIdProto opset;
+    Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+    Onnx__ModelProto model;
+    onnx__graph_proto__init(&graph);
+    onnx__operator_set_id_proto__init(&opset);
+    onnx__model_proto__init(&model);
+    graph.name = (char *)"dptrain";
+    graph.n_node = e->b.nnodes;
+    graph.node = e->b.nodes;
+    graph.n_initializer = e->b.ninits;
+    graph.initializer = e->b.inits;
+    graph.n_input = 1;
+    graph.input = &in;
+    graph.n_output = 1;
+    graph.output = &output;
+    opset.domain = (char *)"";
+    opset.has_version = 1;
+    opset.version = EXPORT_OPSET;
+    model.has_ir_version = 1;
+    model.ir_version = 8;
+    model.n_opset_import = 1;
+    model.opset_import = opsets;
+    model.producer_name = (char *)"dptrain";
+    model.producer_version = (char *)DP_VERSION_STRING;
+    model.graph = &graph;
+    return dp__onnx_write(&model, path);
 }
 
-/* Rows of a model's values: each spec's offset in the one buffer. */
-static int read_weights(dp_params_t *p, const dp_param_spec *specs, int n, dp__ob_weights *w,
-                        float **store)
+/* Writes each node of the tape by its op's rule, then the model. */
+static int write_tape(dp__export *e, dp_model_t *m, dp_model_t *traced, const dp_tensor_t *x,
+                      const dp_tensor_t *y, const char *path)
 {
-    w->specs = specs;
-    w->offset = dp__calloc((size_t)DP_MAX(n, 1), sizeof *w->offset);
-    int64_t total = p ? dp_params_numel(p) : 0;
-    *store = dp__malloc((size_t)DP_MAX(total, 1) * sizeof **store);
-    if (!w->offset || !*store)
-        return DP_ENOMEM;
-    for (int i = 1; i < n; i++)
-        w->offset[i] = w->offset[i - 1] + dp__numel(specs[i - 1].ndim, specs[i - 1].shape);
-    w->values = *store;
-    return p ? dp_params_get_all(p, *store) : 0;
+    const dp_model_def *def = dp_model_definition(m);
+    dp__export_bind(e, x, "input");
+    DP_TRY(add_weights(e, dp_model_params(m), dp_model_params(traced), def->params, def->nparams));
+    DP_TRY(
+        add_weights(e, dp_model_buffers(m), dp_model_buffers(traced), def->buffers, def->nbuffers));
+    for (e->node = 0; e->node < e->tape->nnodes; e->node = e->next) {
+        const dp__node *n = &e->tape->nodes[e->node];
+        e->next = e->node + 1;
+        DP_TRY(dp__export_rules[n->op](e, n));
+    }
+    const char *out = NULL;
+    for (size_t i = e->nknown; i-- > 0 && !out;)
+        if (e->known[i] == y)
+            out = e->names[i];
+    if (!out || strcmp(out, "input") == 0) {
+        DP_ERROR("export: %s: the forward's output is %s", def->name,
+                 out ? "its input, unchanged" : "made by no op of the graph");
+        return DP_ENOTSUP;
+    }
+    return write_model(e, x, y, out, path);
 }
 
 int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path)
 {
     static const int64_t fashion_mnist[3] = {1, 28, 28};
     const int64_t *chw = in_chw ? in_chw : fashion_mnist;
-    const dp_model_def *def = dp_model_definition(m), *builtin = NULL;
+    const dp_model_def *def = dp_model_definition(m);
     if (def->export_onnx)
         return def->export_onnx(m, in_chw, path);
-    const dp__seq *seq = dp__seq_of(def);
-    bool is_lenet = strcmp(def->name, "lenet") == 0, is_resnet = strcmp(def->name, "resnet18") == 0;
-    if (!seq && (is_lenet || is_resnet))
-        DP_TRY(dp_model_builtin(&builtin, def->name, chw));
-    if (!seq && !(builtin && builtin->forward == def->forward)) {
-        DP_ERROR("%s: no ONNX graph for this model (export writes ONNX models, lenet, resnet18 "
-                 "and nn.Sequential files)",
-                 def->name);
-        return DP_ENOTSUP;
-    }
-    dp__ob_builder b = {0};
-    dp__ob_weights P = {0}, B = {0};
-    float *pstore = NULL, *bstore = NULL;
-    bool *pa = dp__calloc((size_t)def->nparams + 1, 1),
-         *ba = dp__calloc((size_t)def->nbuffers + 1, 1);
-    int rc = pa && ba ? 0 : DP_ENOMEM;
+    dp_device_t *meta = NULL;
+    dp_model_t *traced = NULL;
+    dp_tape_t *tape = NULL;
+    dp_tensor_t *x = NULL, *y = NULL;
+    const int64_t xs[4] = {BATCH, chw[0], chw[1], chw[2]};
+    int rc = dp__device_open_meta(&meta);
     if (rc == 0)
-        rc = read_weights(dp_model_params(m), def->params, def->nparams, &P, &pstore);
+        rc = dp__model_init_uninit(&traced, def, meta);
     if (rc == 0)
-        rc = read_weights(dp_model_buffers(m), def->buffers, def->nbuffers, &B, &bstore);
-    /* The initializers in the model's order, which the loader keeps:
-     * a checkpoint of the file then lists them as the model's does. */
-    for (int i = 0; rc == 0 && i < def->nparams; i++)
-        dp__ob_use(&b, &P, i, pa);
-    for (int i = 0; rc == 0 && i < def->nbuffers; i++)
-        dp__ob_use(&b, &B, i, ba);
-    const char *y = "input";
-    int rank = 4;
-    if (rc == 0 && seq)
-        for (int i = 0; i < seq->nlayers && !b.rc; i++)
-            y = seq_layer(&b, &seq->layers[i], &P, &B, pa, ba, y, &rank);
-    else if (rc == 0 && is_resnet)
-        y = dp__ob_resnet18(&b, m, &P, &B, pa, ba, y);
-    else if (rc == 0)
-        y = lenet_nodes(&b, &P, pa, y);
-    /* The input (N, C, H, W) and the output (N, classes), any batch. */
-    const int64_t in_dims[4] = {-1, chw[0], chw[1], chw[2]};
-    int64_t out_dims[2] = {-1, 0};
-    for (int i = def->nparams - 1; i >= 0 && !out_dims[1]; i--)
-        if (def->params[i].ndim == 1)
-            out_dims[1] = def->params[i].shape[0];
-    Onnx__ValueInfoProto *in = dp__ob_value_info(&b, "input", 4, in_dims);
-    Onnx__ValueInfoProto *out = dp__ob_value_info(&b, y, 2, out_dims);
+        rc = dp_tensor_new(&x, meta, DP_F32, 4, xs);
     if (rc == 0)
-        rc = b.rc;
+        rc = dp_tensor_set_requires_grad(x, NULL);
+    if (rc == 0)
+        rc = dp_tape_init(&tape, true);
     if (rc == 0) {
-        Onnx__GraphProto graph;
-        Onnx__OperatorSetIdProto opset;
-        Onnx__OperatorSetIdProto *opsets[1] = {&opset};
-        Onnx__ModelProto model;
-        onnx__graph_proto__init(&graph);
-        onnx__operator_set_id_proto__init(&opset);
-        onnx__model_proto__init(&model);
-        graph.name = (char *)"dptrain";
-        graph.n_node = b.nnodes;
-        graph.node = b.nodes;
-        graph.n_initializer = b.ninits;
-        graph.initializer = b.inits;
-        graph.n_input = 1;
-        graph.input = &in;
-        graph.n_output = 1;
-        graph.output = &out;
-        opset.domain = (char *)"";
-        opset.has_version = 1;
-        opset.version = EXPORT_OPSET;
-        model.has_ir_version = 1;
-        model.ir_version = 8;
-        model.n_opset_import = 1;
-        model.opset_import = opsets;
-        model.producer_name = (char *)"dptrain";
-        model.producer_version = (char *)DP_VERSION_STRING;
-        model.graph = &graph;
-        rc = dp__onnx_write(&model, path);
+        /* The graph is float32 whatever this thread's precision. */
+        dp_precision precision = dp_set_precision(DP_PRECISION_FP32);
+        dp_tape_begin(tape);
+        rc = dp_model_forward(traced, x, false, &y);
+        dp_tape_end(tape);
+        dp_set_precision(precision);
     }
-    dp__ob_free(&b);
-    dp__free(pa);
-    dp__free(ba);
-    dp__free(P.offset);
-    dp__free(B.offset);
-    dp__free(pstore);
-    dp__free(bstore);
+    if (rc == 0)
+        rc = dp_device_sync(meta);
+    dp__export e = {.tape = tape};
+    if (rc == 0)
+        rc = write_tape(&e, m, traced, x, y, path);
+    dp__ob_free(&e.b);
+    if (tape) {
+        dp_tape_reset(tape);
+        dp_tape_close(tape);
+    }
+    dp_tensor_free(x);
+    dp_model_close(traced);
+    if (meta)
+        dp_device_close(meta);
     return rc;
 }

@@ -163,14 +163,3 @@ int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw)
                           .user = net};
     return 0;
 }
-
-void dp__resnet18_parts_of(const dp_model_t *m, dp__resnet18_parts *out)
-{
-    const resnet *net = dp_model_user(m);
-    *out = (dp__resnet18_parts){.stem = &net->stem,
-                                .stem_bn = &net->stem_bn,
-                                .blocks = net->blocks,
-                                .nblocks = (int)DP_COUNTOF(net->blocks),
-                                .fc_weight = net->fc_weight,
-                                .fc_bias = net->fc_bias};
-}

@@ -65,12 +65,6 @@ static int forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logi
     return forward_layers(m, x, 0, s->nlayers - leading_modules(s) - 1, train, logits);
 }
 
-const dp__seq *dp__seq_of(const dp_model_def *def)
-{
-    /* def may be a model's copy: the layers are its user. */
-    return def && def->forward == forward ? (const dp__seq *)def->user : NULL;
-}
-
 /* Strips a `#` comment and surrounding blanks in place; returns the start. */
 static char *strip(char *line)
 {

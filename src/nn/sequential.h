@@ -35,9 +35,4 @@ int dp__seq_parse_line(const char *text, dp__seq_call *call, const char **why);
 /* Loads a file (its path becomes the definition's name). */
 int dp_sequential_load(dp_model_def **out, const char *path, const int64_t *in_chw);
 
-/* The file's layers behind a definition, or NULL when def is not one
- * (dp_model_export_onnx writes them as ONNX nodes). */
-struct dp__seq;
-const struct dp__seq *dp__seq_of(const dp_model_def *def);
-
 #endif

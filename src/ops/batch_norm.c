@@ -12,14 +12,10 @@
  * gamma and beta are f32). The statistics the forward used (C each,
  * mean then var) are kept in a tensor of the tape for the backward pass,
  * so a later forward that moves the running ones cannot change it. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct bn_node {
-    dp_batch_norm_params p;
-} bn_node;
 
 /* t described for the kernels as 4-D: (N, C) as (N, C, 1, 1), (N, C, L) as
  * (N, C, L, 1). */
@@ -37,7 +33,7 @@ static dp__tdesc bn_desc(const dp_tensor_t *t)
 
 static int batch_norm_backward(dp__node *node)
 {
-    const bn_node *bn = (const bn_node *)node->params;
+    const dp__batch_norm_node *bn = (const dp__batch_norm_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
     dp_tensor_t *y = node->output, *stats = node->saved;
     dp_device_t *dev = x->dev;
@@ -188,7 +184,7 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     DP_TRY(rc);
     dp__tensor_written(y);
     if (record) {
-        bn_node bn = {p};
+        dp__batch_norm_node bn = {p, running_mean, running_var};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(id, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }
