@@ -44,13 +44,20 @@ ALLOWED = {
     "device/cuda": ["core", "engine", "device"],
     "autograd": ["core", "engine", "device"],
     "ops": ["core", "engine", "device", "autograd"],
-    "nn": BELOW_NN + ["io"],
+    "nn": BELOW_NN,
+    # Two sources of model definitions, each its own kind: nn.Sequential's
+    # text and ONNX graphs. nn may not know them; the loader (models) above
+    # them picks one by the name or path it is given.
+    "nn/sequential": BELOW_NN + ["nn", "io"],
+    "onnx": BELOW_NN + ["nn", "io"],
+    "models": BELOW_NN + ["nn", "nn/sequential", "onnx", "io"],
     "optim": BELOW_NN + ["nn"],
     "comm": BELOW_NN + ["nn"],
     "parallel": BELOW_NN + ["nn", "optim", "comm"],
     "data": ["core"],
     "io": ["core"],
-    "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],
+    "train": ["core", "engine", "autograd", "ops", "nn", "models", "optim", "parallel", "data",
+              "io"],
 }
 BACKENDS = ("device/cpu", "device/cuda")
 

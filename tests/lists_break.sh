@@ -4,8 +4,8 @@
 # one file and rebuilt with the build's own flags, and must fail, where the
 # same step on the untouched file succeeds.
 #   1. A module whose line leaves the module list (Dropout): its bind and
-#      forward functions in nn/sequential_modules.c are no longer used, and
-#      with warnings as errors that file does not compile.
+#      forward functions in nn/sequential/sequential_modules.c are no longer
+#      used, and with warnings as errors that file does not compile.
 #   2. An op that leaves the op list (leaky_relu): src/ops/leaky_relu.c
 #      names DP__OP_leaky_relu and does not compile.
 #   3. A backend that the op list says implements an op but lacks one of
@@ -51,13 +51,13 @@ expect_break() {
 }
 
 # 1. Dropout's line out of the module list.
-mkdir -p "$tmp/inc/nn"
-grep -v '^    X(Dropout,' "$src/src/nn/module_list.h" >"$tmp/inc/nn/module_list.h"
-if cmp -s "$src/src/nn/module_list.h" "$tmp/inc/nn/module_list.h"; then
+mkdir -p "$tmp/inc/nn/sequential"
+grep -v '^    X(Dropout,' "$src/src/nn/sequential/module_list.h" >"$tmp/inc/nn/sequential/module_list.h"
+if cmp -s "$src/src/nn/sequential/module_list.h" "$tmp/inc/nn/sequential/module_list.h"; then
   fail "module list: no Dropout line to remove"
 else
-  c_out=$(compile ctl1 "$src/src/nn/sequential_modules.c"); c_rc=$?
-  b_out=$(compile brk1 "$src/src/nn/sequential_modules.c" "$tmp/inc"); b_rc=$?
+  c_out=$(compile ctl1 "$src/src/nn/sequential/sequential_modules.c"); c_rc=$?
+  b_out=$(compile brk1 "$src/src/nn/sequential/sequential_modules.c" "$tmp/inc"); b_rc=$?
   expect_break "a module missing from the module list does not compile" "$c_out" $c_rc "$b_out" \
     $b_rc "forward_dropout"
 fi

@@ -77,13 +77,6 @@ int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t
     return create(out, def, dev, false, 0);
 }
 
-int dp_model_init_builtin(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
-{
-    const dp_model_def *def;
-    DP_TRY(dp_model_builtin(&def, name, NULL));
-    return dp_model_init(out, def, dev, seed);
-}
-
 void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user)
 {
     m->hook = hook;

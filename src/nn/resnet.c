@@ -11,6 +11,7 @@
  *
  * Parameter and buffer names are those of that nn.Sequential's state_dict,
  * so PyTorch's load_state_dict accepts a checkpoint of it. */
+#include "nn/builtins.h"
 #include "nn/modules.h"
 
 #include "core/internal.h"

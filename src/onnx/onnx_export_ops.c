@@ -6,7 +6,7 @@
  * ONNX form (kernels, the loss, DataParallel's scatter and gather) refuse
  * by name. Shapes are the trace's, whose batch is any: only settings and
  * the dimensions after the batch are written. */
-#include "nn/onnx_export.h"
+#include "onnx/onnx_export.h"
 
 #include "core/internal.h"
 #include "ops/nodes.h"

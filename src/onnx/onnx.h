@@ -2,8 +2,8 @@
  * makes at build time from the onnx.proto of Debian's libonnx-dev), read
  * within bounds and checked before anyone looks at the graph; tensors'
  * data as floats or integers; a ModelProto written back. */
-#ifndef DP_IO_ONNX_H
-#define DP_IO_ONNX_H
+#ifndef DP_ONNX_ONNX_H
+#define DP_ONNX_ONNX_H
 
 #include "onnx.pb-c.h"
 

@@ -1,7 +1,7 @@
 /* The modules of nn.Sequential files: their arguments as PyTorch's
  * constructors take them (read through sequential_bind.h), the shape each
  * gives, its parameters and its forward. */
-#include "nn/sequential_bind.h"
+#include "nn/sequential/sequential_bind.h"
 
 #include "core/internal.h"
 

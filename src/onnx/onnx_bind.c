@@ -4,7 +4,7 @@
  * the shapes made from them) and which on a device, which initializers are
  * trained parameters, which batch norm buffers and which constants, the
  * batch norm layers' names, and each node's attributes read. */
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include "core/internal.h"
 

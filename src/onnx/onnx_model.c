@@ -4,7 +4,7 @@
  * float initializers that nodes read as tensors made parameters (batch
  * norm's running statistics buffers) named by the initializers' names and
  * starting from their values, and the forward that runs the nodes. */
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include "core/internal.h"
 

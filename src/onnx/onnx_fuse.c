@@ -12,7 +12,7 @@
  * And nn.AvgPool2d(k, s, padding=p) (count_include_pad=True), which torch
  * writes as Pad(x, p of zeros on H and W) -> AveragePool(pads 0): the
  * pool of x with pads p, counted in the mean, is the same. */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

@@ -2,7 +2,7 @@
  * constructors bind them (positional, then by keyword, with PyTorch's
  * defaults), and the helpers that read and check them
  * (sequential_bind.h); the modules themselves are sequential_modules.c's. */
-#include "nn/sequential_bind.h"
+#include "nn/sequential/sequential_bind.h"
 
 #include "core/internal.h"
 

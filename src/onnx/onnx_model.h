@@ -1,12 +1,12 @@
-/* ONNX graphs as model definitions: the graph read (io/onnx.h), its nodes
+/* ONNX graphs as model definitions: the graph read (onnx.h), its nodes
  * sorted into an order that runs (onnx_model.c), each node one call of
  * the public ops through the table of operators (onnx_ops.c), and the
  * graph written back with trained weights (onnx_export.c). */
-#ifndef DP_NN_ONNX_MODEL_H
-#define DP_NN_ONNX_MODEL_H
+#ifndef DP_ONNX_ONNX_MODEL_H
+#define DP_ONNX_ONNX_MODEL_H
 
 #include "dp/nn.h"
-#include "io/onnx.h"
+#include "onnx/onnx.h"
 
 /* 64: DenseNet-201 concatenates 49 feature maps in one node. */
 enum { DP__ONNX_MAX_IO = 64 };

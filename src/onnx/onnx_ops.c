@@ -3,7 +3,7 @@
  * line there and its functions, which live in a file of their family
  * (onnx_ops_conv.c, onnx_ops_eltwise.c, onnx_ops_graph.c, onnx_ops_shape.c). Here also the
  * helpers those files share (onnx_ops.h). */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

@@ -5,10 +5,10 @@
  * in one line naming the node, a setting dptrain cannot run; run makes
  * the node's outputs from its inputs' slots, and names the node in its
  * error when the shapes it meets do not fit. */
-#ifndef DP_NN_ONNX_OPS_H
-#define DP_NN_ONNX_OPS_H
+#ifndef DP_ONNX_ONNX_OPS_H
+#define DP_ONNX_ONNX_OPS_H
 
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 /* Input k of n as a device tensor, or NULL (left out, or a host value). */
 dp_tensor_t *dp__onnx_in_t(const dp__onnx_run *r, const dp__onnx_node *n, int k);

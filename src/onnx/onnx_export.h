@@ -5,11 +5,11 @@
  * table indexed by op id and made from the op list (device/op_list.h):
  * an op without its export_<name> function does not compile, and an op
  * with no ONNX form has a rule that refuses it by name. */
-#ifndef DP_NN_ONNX_EXPORT_H
-#define DP_NN_ONNX_EXPORT_H
+#ifndef DP_ONNX_ONNX_EXPORT_H
+#define DP_ONNX_ONNX_EXPORT_H
 
 #include "autograd/tape.h"
-#include "nn/onnx_build.h"
+#include "onnx/onnx_build.h"
 
 /* A graph being written from a tape: the builder and the ONNX value
  * names of the tensors seen so far (the input "input", the parameters and

@@ -1,9 +1,9 @@
 /* The module list: every module an nn.Sequential file may hold, one line
- * each. It makes the layer kinds (DP__SEQ_<name>, nn/sequential_modules.h)
- * and the table of modules that binds, checks and runs them
- * (nn/sequential_modules.c), so that the two cannot disagree: a kind that
- * the code names and the list lacks does not compile, and neither does
- * (with warnings as errors) a module's function that no line uses.
+ * each. It makes the layer kinds (DP__SEQ_<name>, sequential_modules.h) and
+ * the table of modules that binds, checks and runs them
+ * (sequential_modules.c), so that the two cannot disagree: a kind that the
+ * code names and the list lacks does not compile, and neither does (with
+ * warnings as errors) a module's function that no line uses.
  *
  * X(name, required, args, ...)
  *   name      the module as PyTorch's torch.nn names it (nn.Conv2d).

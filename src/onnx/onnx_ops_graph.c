@@ -4,7 +4,7 @@
  * channels (dp_binary), Split along any axis (dp_split),
  * GlobalMaxPool, Transpose of a matrix, MatMul of two matrices and Gelu
  * (dp_activation). */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

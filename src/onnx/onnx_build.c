@@ -1,5 +1,5 @@
 /* The ONNX graph builder of the exporter (onnx_build.h). */
-#include "nn/onnx_build.h"
+#include "onnx/onnx_build.h"
 
 #include "core/internal.h"
 

@@ -10,13 +10,13 @@
  * ordered as their specs (the loader keeps that order: a checkpoint of the
  * file lists them as the model's does); the nodes read them by identity
  * with the traced model's views. */
-#include "nn/onnx_export.h"
+#include "onnx/onnx_export.h"
 
 #include "dp/dp.h"
 
 #include "core/internal.h"
 #include "device/device.h"
-#include "io/onnx.h"
+#include "onnx/onnx.h"
 #include "nn/model.h"
 
 #include <string.h>

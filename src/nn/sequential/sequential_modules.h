@@ -3,8 +3,8 @@
 #ifndef DP_NN_SEQUENTIAL_MODULES_H
 #define DP_NN_SEQUENTIAL_MODULES_H
 
-#include "nn/module_list.h"
-#include "nn/sequential.h"
+#include "nn/sequential/module_list.h"
+#include "nn/sequential/sequential.h"
 
 /* The kind of a layer: its line in the module list. */
 /* clang-format off */

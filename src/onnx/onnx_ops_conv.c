@@ -3,7 +3,7 @@
  * each side, auto_pad), the pools (ceil_mode, count_include_pad either
  * way) and batch norm, each one call of the
  * public op on x (N, C, H, W). */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

@@ -4,7 +4,7 @@
  * writes x.view(x.size(0), -1)). They read no tensor's values, only its
  * shape, so they cost nothing on a device and the same graph runs any
  * batch size. */
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include "core/internal.h"
 

@@ -2,8 +2,8 @@
  * (onnx_export.c, onnx_export_ops.c): every allocation in one list,
  * nodes and initializers appended, value names made fresh ("t12"); the
  * first failure is kept in rc and later calls do nothing. */
-#ifndef DP_NN_ONNX_BUILD_H
-#define DP_NN_ONNX_BUILD_H
+#ifndef DP_ONNX_ONNX_BUILD_H
+#define DP_ONNX_ONNX_BUILD_H
 
 #include "dp/nn.h"
 #include "onnx.pb-c.h"

@@ -3,7 +3,7 @@
  * values, batch norm in inference mode (training_mode 0, one output), the
  * batch dimension of its inputs and outputs left free, and no stale
  * value_info. Everything else is the graph as it was read. */
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include "core/internal.h"
 

@@ -2,7 +2,7 @@
  * Reshape, Concat of device tensors along the channels (dp_concat; a
  * Concat of constants and shapes is computed on the host, onnx_fold.c),
  * and Gemm. */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

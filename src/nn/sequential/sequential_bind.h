@@ -6,12 +6,12 @@
 #ifndef DP_NN_SEQUENTIAL_BIND_H
 #define DP_NN_SEQUENTIAL_BIND_H
 
-#include "nn/sequential_modules.h"
+#include "nn/sequential/sequential_modules.h"
 
 typedef struct dp__seq_module_info dp__seq_module_info;
 typedef struct dp__seq_bound dp__seq_bound;
 
-/* A line of the module list (nn/module_list.h). */
+/* A line of the module list (nn/sequential/module_list.h). */
 struct dp__seq_module_info {
     const char *name;
     int required;

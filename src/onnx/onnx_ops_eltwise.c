@@ -3,7 +3,7 @@
  * kind of dp_activation with ONNX's attributes and defaults (Clip is the
  * clamp to its constant bounds, ReLU6 when they are 0 and 6), and
  * Dropout. */
-#include "nn/onnx_ops.h"
+#include "onnx/onnx_ops.h"
 
 #include "core/internal.h"
 

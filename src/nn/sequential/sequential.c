@@ -1,10 +1,10 @@
 /* nn.Sequential models from text: each line's module checked against the
  * shape the layer before gives, its parameters named and drawn as PyTorch's
  * (sequential_modules.c), and the forward that runs the layers in order. */
-#include "nn/sequential.h"
+#include "nn/sequential/sequential.h"
 
 #include "core/internal.h"
-#include "nn/sequential_modules.h"
+#include "nn/sequential/sequential_modules.h"
 
 #include <stdio.h>
 #include <stdlib.h>

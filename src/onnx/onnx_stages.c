@@ -9,7 +9,7 @@
  * neither starts nor ends inside the block. Host values (shapes and the
  * constants made from them) never cross: a stage computes those it reads
  * again, from the constants and the one tensor it receives. */
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include "core/internal.h"
 

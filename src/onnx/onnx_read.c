@@ -1,7 +1,7 @@
 /* ONNX files in and out (onnx.h): protobuf-c decodes and encodes the
  * messages; what is here bounds the input and checks every tensor's claim
  * against the bytes that back it before anything is sized by it. */
-#include "io/onnx.h"
+#include "onnx/onnx.h"
 
 #include "core/internal.h"
 
