@@ -3,6 +3,11 @@
 # table of DESIGN.md allows, by their #include "..." lines (.c, .h, .cu,
 # .cuh), and its "never" list:
 #   - no include cycle between folders of src/;
+#   - no include cycle between the files of one folder: a source file and
+#     its header are one unit (foo.c implements foo.h), a unit includes
+#     another when either of its files does, and the units of a folder
+#     depend one way, e.g.
+#       include cycle between files in src/nn: a.h -> b.h -> a.h (a.c: includes b.h; b.h: includes a.h)
 #   - each folder includes only the folders it may depend on (below);
 #   - a backend (device/cpu, device/cuda) never includes another backend,
 #     and no folder above src/device/ includes one;
@@ -82,6 +87,7 @@ comm_api_re = re.compile(
 
 violations = []
 edges = {}  # (from folder, to folder) -> first "file: includes header"
+file_edges = {}  # (from unit, to unit) in one directory -> first "file: includes header"
 
 files = []
 for dirpath, dirnames, filenames in os.walk(src):
@@ -112,6 +118,11 @@ for path in files:
                 target_rel = os.path.normpath(header).replace(os.sep, "/")
             if target_rel.startswith("../") or target_rel.startswith("dp/"):
                 continue  # outside src/: public or generated headers
+            if os.path.dirname(target_rel) == os.path.dirname(rel):
+                unit_from, unit_to = os.path.splitext(rel)[0], os.path.splitext(target_rel)[0]
+                if unit_from != unit_to:
+                    file_edges.setdefault((unit_from, unit_to),
+                                          f"{os.path.basename(rel)}: includes {header}")
             target = folder_of(target_rel)
             if target is None:
                 if os.path.exists(os.path.join(src, target_rel)):
@@ -190,6 +201,78 @@ for folder in sorted(graph):
     cycle = find_cycle_from(folder)
     via = "; ".join(edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
     violations.append(f"include cycle between folders: {' -> '.join(cycle)} ({via})")
+
+# Cycles between the files (units) of one directory.
+unit_graph = {}
+for a, b in file_edges:
+    unit_graph.setdefault(a, set()).add(b)
+
+
+def strongly_connected(graph):
+    """The groups of two or more nodes that all reach one another."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def shortest_cycle(graph, start, within):
+    prev, queue = {start: None}, [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in within:
+                continue
+            if nxt == start:
+                path = [node]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                return list(reversed(path)) + [start]
+            if nxt not in prev:
+                prev[nxt] = node
+                queue.append(nxt)
+    return [start]
+
+
+def unit_name(unit):
+    """A unit by its header where it has one, else its source file."""
+    for ext in (".h", ".cuh", ".c", ".cu"):
+        if os.path.exists(os.path.join(src, unit + ext)):
+            return os.path.basename(unit) + ext
+    return os.path.basename(unit)
+
+
+for group in strongly_connected(unit_graph):
+    cycle = shortest_cycle(unit_graph, group[0], set(group))
+    via = "; ".join(file_edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
+    names = " -> ".join(unit_name(u) for u in cycle)
+    others = [unit_name(u) for u in group if u not in cycle]
+    more = f"; in one circle with {', '.join(others)}" if others else ""
+    violations.append(f"include cycle between files in src/{os.path.dirname(group[0])}: "
+                      f"{names} ({via}{more})")
 
 for v in violations:
     print(v)

@@ -61,7 +61,7 @@ typedef struct dp__onnx_node {
 } dp__onnx_node;
 
 typedef struct dp__onnx_graph {
-    dp_model_def def; /* first: dp_model_def_free finds the rest from it */
+    dp_model_def def; /* what dp_model_def_load_onnx gives; its user is this */
     char *name;
     Onnx__ModelProto *model; /* kept: the names point into it, export rewrites it */
     int64_t opset;

@@ -1,5 +1,5 @@
 /* The module list: every module an nn.Sequential file may hold, one line
- * each. It makes the layer kinds (DP__SEQ_<name>, sequential_modules.h) and
+ * each. It makes the layer kinds (DP__SEQ_<name>, sequential_layers.h) and
  * the table of modules that binds, checks and runs them
  * (sequential_modules.c), so that the two cannot disagree: a kind that the
  * code names and the list lacks does not compile, and neither does (with

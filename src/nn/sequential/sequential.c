@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 #include "nn/sequential/sequential_modules.h"
+#include "nn/sequential/sequential_parse.h"
 
 #include <stdio.h>
 #include <stdlib.h>

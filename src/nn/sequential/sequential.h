@@ -1,36 +1,11 @@
 /* Models written as the body of PyTorch's nn.Sequential, one module a line
- * (sequential_parse.c reads the text, sequential.c checks shapes, names the
- * parameters as nn.Sequential's state_dict does and runs the forward). */
+ * (sequential_parse.c reads the text, sequential_modules.c checks shapes
+ * and names the parameters as nn.Sequential's state_dict does,
+ * sequential.c makes the definition and runs the forward). */
 #ifndef DP_NN_SEQUENTIAL_H
 #define DP_NN_SEQUENTIAL_H
 
 #include "dp/nn.h"
-
-enum { DP__SEQ_MAX_ARGS = 8, DP__SEQ_NAME = 24 };
-
-/* One argument as written: a number (integer arithmetic allowed), a pair
- * `(a, b)`, True/False, None, or a quoted string; `key` empty when positional. */
-typedef struct dp__seq_arg {
-    char key[DP__SEQ_NAME];
-    enum { DP__ARG_NUMBER, DP__ARG_PAIR, DP__ARG_BOOL, DP__ARG_STRING, DP__ARG_NONE } kind;
-    bool is_int;             /* a number without a decimal point or exponent */
-    double value;            /* number, bool (0/1), first of a pair */
-    double second;           /* second of a pair */
-    char text[DP__SEQ_NAME]; /* a string's content */
-} dp__seq_arg;
-
-/* One line: `[nn.]Name(args)`. */
-typedef struct dp__seq_call {
-    char module[DP__SEQ_NAME];
-    dp__seq_arg args[DP__SEQ_MAX_ARGS];
-    int nargs;
-    int line;        /* 1-based line number in the file */
-    char source[96]; /* the line as written, trimmed, for messages */
-} dp__seq_call;
-
-/* Parses one line (no comment, not blank). 0, or DP_EFORMAT with *why set to
- * a static phrase ("missing ')'", ...). */
-int dp__seq_parse_line(const char *text, dp__seq_call *call, const char **why);
 
 /* Loads a file (its path becomes the definition's name). */
 int dp_sequential_load(dp_model_def **out, const char *path, const int64_t *in_chw);

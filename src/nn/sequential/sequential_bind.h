@@ -6,7 +6,8 @@
 #ifndef DP_NN_SEQUENTIAL_BIND_H
 #define DP_NN_SEQUENTIAL_BIND_H
 
-#include "nn/sequential/sequential_modules.h"
+#include "nn/sequential/sequential_layers.h"
+#include "nn/sequential/sequential_parse.h"
 
 typedef struct dp__seq_module_info dp__seq_module_info;
 typedef struct dp__seq_bound dp__seq_bound;

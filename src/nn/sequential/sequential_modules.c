@@ -1,9 +1,10 @@
 /* The modules of nn.Sequential files: their arguments as PyTorch's
  * constructors take them (read through sequential_bind.h), the shape each
  * gives, its parameters and its forward. */
-#include "nn/sequential/sequential_bind.h"
+#include "nn/sequential/sequential_modules.h"
 
 #include "core/internal.h"
+#include "nn/sequential/sequential_bind.h"
 
 #include <float.h>
 #include <math.h>

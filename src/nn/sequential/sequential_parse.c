@@ -2,7 +2,7 @@
  * an argument is integer arithmetic (`16 * 5 * 5`), a float (`1e-5`), a pair
  * (`(2, 2)`), True/False or a quoted string. A recursive-descent parser over
  * the line's characters; the caller strips comments and blank lines. */
-#include "nn/sequential/sequential.h"
+#include "nn/sequential/sequential_parse.h"
 
 #include "core/internal.h"
 
