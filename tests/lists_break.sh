@@ -11,6 +11,9 @@
 #   3. A backend that the op list says implements an op but lacks one of
 #      its functions (the CPU's dp__cpu_leaky_relu_backward): the library
 #      does not link (-Wl,--no-undefined, as the tool's link would fail).
+#   4. An op of the op list without its ONNX export rule (leaky_relu's
+#      export_leaky_relu in onnx/onnx_export_ops.c): the table of rules,
+#      made from the op list, names it and the file does not compile.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
@@ -92,6 +95,14 @@ else
       "undefined reference to .dp__cpu_leaky_relu_backward"
   fi
 fi
+
+# 4. leaky_relu's export rule gone from the exporter's rules.
+sed 's/\bexport_leaky_relu\b/export_leaky_relu_gone/' "$src/src/onnx/onnx_export_ops.c" \
+  >"$tmp/onnx_export_ops.c"
+c_out=$(compile ctl4 "$src/src/onnx/onnx_export_ops.c"); c_rc=$?
+b_out=$(compile brk4 "$tmp/onnx_export_ops.c"); b_rc=$?
+expect_break "an op without an export rule does not compile" "$c_out" $c_rc "$b_out" $b_rc \
+  "export_leaky_relu"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
