@@ -3,7 +3,8 @@
  * refused), each node's operator looked up and its attributes read, the
  * float initializers that nodes read as tensors made parameters (batch
  * norm's running statistics buffers) named by the initializers' names and
- * starting from their values, and the forward that runs the nodes. */
+ * starting from their values, and a run of the nodes (onnx_load.c makes
+ * the definition around it). */
 #include "onnx/onnx_model.h"
 
 #include "core/internal.h"
@@ -243,7 +244,7 @@ static int read_input_shape(dp__onnx_graph *g, const Onnx__ValueInfoProto *vi,
     return 0;
 }
 
-static int build(dp__onnx_graph *g)
+int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
 {
     const Onnx__GraphProto *gp = g->model->graph;
     size_t cap = gp->n_input + gp->n_initializer;
@@ -353,6 +354,10 @@ static int build(dp__onnx_graph *g)
     }
     if (rc == 0)
         rc = dp__onnx_bind(g);
+    /* The first input's declared shape, against the data's. */
+    for (size_t i = 0; rc == 0 && i < gp->n_input; i++)
+        if (strcmp(gp->input[i]->name, g->values[g->inputs[0]].name) == 0)
+            rc = read_input_shape(g, gp->input[i], in_chw);
 out:
     dp__free(mp.slot);
     dp__free(ins);
@@ -363,19 +368,6 @@ out:
 }
 
 /* ---- running ------------------------------------------------------------- */
-
-static int model_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
-{
-    const dp__onnx_graph *g = dp_model_user(m);
-    dp_params_t *P = dp_model_params(m), *B = dp_model_buffers(m);
-    dp_tensor_t *params[g->nparams + 1], *buffers[g->nbuffers + 1];
-    for (int i = 0; i < g->nparams; i++)
-        params[i] = dp_params_get(P, i);
-    for (int i = 0; i < g->nbuffers; i++)
-        buffers[i] = dp_params_get(B, i);
-    /* One output: dp_model_def_load_onnx refuses graphs of more. */
-    return dp__onnx_run_graph(g, m, params, buffers, &x, train, logits);
-}
 
 int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *const *params,
                        dp_tensor_t *const *buffers, dp_tensor_t *const *inputs, bool train,
@@ -410,100 +402,4 @@ int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *cons
     }
     dp__onnx_free_slots(g, slots);
     return rc;
-}
-
-/* ---- the definition's entries -------------------------------------------- */
-
-static void release(dp_model_def *def)
-{
-    dp__onnx_graph_free((dp__onnx_graph *)def->user);
-}
-
-/* The (C, H, W) that the graph's input (N, C, H, W) declares. */
-static int input_chw(const dp_model_def *def, int64_t chw[3])
-{
-    const dp__onnx_graph *g = def->user;
-    if (g->in_rank != 4 || g->in_shape[1] < 1 || g->in_shape[2] < 1 || g->in_shape[3] < 1)
-        return DP_ENOENT;
-    memcpy(chw, g->in_shape + 1, 3 * sizeof *chw);
-    return 0;
-}
-
-/* ---- loading ------------------------------------------------------------- */
-
-static int load(dp__onnx_graph **out, Onnx__ModelProto *model, const char *name,
-                const int64_t *in_chw)
-{
-    dp__onnx_graph *g = dp__calloc(1, sizeof *g);
-    if (!g) {
-        dp__onnx_free(model);
-        return DP_ENOMEM;
-    }
-    g->model = model;
-    g->opset = dp__onnx_opset(model);
-    g->name = dp__strdup(name);
-    int rc = g->name ? build(g) : DP_ENOMEM;
-    if (rc == 0 && g->ninputs > 0)
-        for (size_t i = 0; i < model->graph->n_input; i++)
-            if (strcmp(model->graph->input[i]->name, g->values[g->inputs[0]].name) == 0)
-                rc = read_input_shape(g, model->graph->input[i], in_chw);
-    if (rc < 0) {
-        dp__onnx_graph_free(g);
-        return rc;
-    }
-    g->def = (dp_model_def){.name = g->name,
-                            .params = g->params,
-                            .nparams = g->nparams,
-                            .buffers = g->nbuffers ? g->buffers : NULL,
-                            .nbuffers = g->nbuffers,
-                            .bn_names = g->nbn ? g->bn_names : NULL,
-                            .nbn = g->nbn,
-                            .forward = model_forward,
-                            .forward_layers = dp__onnx_forward_layers,
-                            .user = g,
-                            .param_values = g->init_values,
-                            .buffer_values = g->nbuffers ? g->buffer_values : NULL,
-                            .release = release,
-                            .export_onnx = dp__onnx_export_graph,
-                            .input_chw = input_chw,
-                            .stage_starts = dp__onnx_stage_starts};
-    *out = g;
-    return 0;
-}
-
-int dp__onnx_load_bytes(dp__onnx_graph **out, const uint8_t *data, size_t size, const char *name,
-                        const int64_t *in_chw)
-{
-    Onnx__ModelProto *model;
-    DP_TRY(dp__onnx_decode(&model, data, size, name));
-    return load(out, model, name, in_chw);
-}
-
-int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw)
-{
-    Onnx__ModelProto *model;
-    DP_TRY(dp__onnx_read(&model, path));
-    return load(out, model, path, in_chw);
-}
-
-int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw)
-{
-    dp__onnx_graph *g;
-    DP_TRY(dp__onnx_load(&g, path, in_chw));
-    if (g->ninputs != 1 || g->noutputs != 1) {
-        DP_ERROR("%s: the graph has %d inputs and %d outputs; a model takes one input and gives "
-                 "one output",
-                 path, g->ninputs, g->noutputs);
-        dp__onnx_graph_free(g);
-        return DP_EFORMAT;
-    }
-    if (g->nparams == 0) {
-        DP_ERROR("%s: the graph has no initializer that a node reads as a weight: nothing to "
-                 "train",
-                 path);
-        dp__onnx_graph_free(g);
-        return DP_EFORMAT;
-    }
-    *out = &g->def;
-    return 0;
 }

@@ -167,7 +167,12 @@ dp__onnx_host *dp__onnx_new_host(dp__onnx_run *r, const dp__onnx_node *n, int k,
 /* Frees a run's slots (g->nvalues of them) and the host values it made. */
 void dp__onnx_free_slots(const dp__onnx_graph *g, dp__onnx_slot *slots);
 
-/* Loads `path` for inputs in_chw (NULL: the graph's own shape). */
+/* Builds g from g->model (onnx_model.c): its values, its nodes in an order
+ * that runs, bound to their operators; the first input's declared shape
+ * read and checked against in_chw (NULL: not checked). */
+int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw);
+/* Loads `path` for inputs in_chw (NULL: the graph's own shape)
+ * (onnx_load.c). */
 int dp__onnx_load(dp__onnx_graph **out, const char *path, const int64_t *in_chw);
 /* The same from bytes (the fuzz target); `name` names the model. */
 int dp__onnx_load_bytes(dp__onnx_graph **out, const uint8_t *data, size_t size, const char *name,
