@@ -15,9 +15,8 @@
 #include "dp/dp.h"
 
 #include "core/internal.h"
-#include "device/device.h"
 #include "onnx/onnx.h"
-#include "nn/model.h"
+#include "nn/trace.h"
 
 #include <string.h>
 
@@ -155,41 +154,12 @@ int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path)
     const dp_model_def *def = dp_model_definition(m);
     if (def->export_onnx)
         return def->export_onnx(m, in_chw, path);
-    dp_device_t *meta = NULL;
-    dp_model_t *traced = NULL;
-    dp_tape_t *tape = NULL;
-    dp_tensor_t *x = NULL, *y = NULL;
-    const int64_t xs[4] = {BATCH, chw[0], chw[1], chw[2]};
-    int rc = dp__device_open_meta(&meta);
+    dp__trace trace;
+    int rc = dp__trace_forward(&trace, def, chw, BATCH, false, true);
+    dp__export e = {.tape = trace.tape};
     if (rc == 0)
-        rc = dp__model_init_uninit(&traced, def, meta);
-    if (rc == 0)
-        rc = dp_tensor_new(&x, meta, DP_F32, 4, xs);
-    if (rc == 0)
-        rc = dp_tensor_set_requires_grad(x, NULL);
-    if (rc == 0)
-        rc = dp_tape_init(&tape, true);
-    if (rc == 0) {
-        /* The graph is float32 whatever this thread's precision. */
-        dp_precision precision = dp_set_precision(DP_PRECISION_FP32);
-        dp_tape_begin(tape);
-        rc = dp_model_forward(traced, x, false, &y);
-        dp_tape_end(tape);
-        dp_set_precision(precision);
-    }
-    if (rc == 0)
-        rc = dp_device_sync(meta);
-    dp__export e = {.tape = tape};
-    if (rc == 0)
-        rc = write_tape(&e, m, traced, x, y, path);
+        rc = write_tape(&e, m, trace.model, trace.x, trace.y, path);
     dp__ob_free(&e.b);
-    if (tape) {
-        dp_tape_reset(tape);
-        dp_tape_close(tape);
-    }
-    dp_tensor_free(x);
-    dp_model_close(traced);
-    if (meta)
-        dp_device_close(meta);
+    dp__trace_close(&trace);
     return rc;
 }
