@@ -156,14 +156,16 @@ for path in files:
             violations.append(f"{shown}:{lineno}: calls MPI or NCCL (only comm may: they "
                               f"are its backends)")
 
-# Cycles between folders, from the includes actually present.
-graph = {}
-for a, b in edges:
-    graph.setdefault(a, set()).add(b)
+
+def graph_of(edge_map):
+    graph = {}
+    for a, b in edge_map:
+        graph.setdefault(a, set()).add(b)
+    return graph
 
 
-def find_cycle_from(start):
-    """A shortest cycle through `start`, as a list of folders, or None."""
+def shortest_cycle(graph, start):
+    """A shortest cycle through `start`, as a list of nodes, or None."""
     prev = {start: None}
     queue = [start]
     while queue:
@@ -180,7 +182,7 @@ def find_cycle_from(start):
     return None
 
 
-def reachable(start):
+def reachable(graph, start):
     found, stack = set(), [start]
     while stack:
         for nxt in graph.get(stack.pop(), ()):
@@ -190,73 +192,27 @@ def reachable(start):
     return found
 
 
-# One cycle per group of folders that all reach one another.
-reach = {folder: reachable(folder) for folder in graph}
-reported = set()
-for folder in sorted(graph):
-    if folder in reported or folder not in reach[folder]:
-        continue
-    group = {f for f in reach[folder] if folder in reach.get(f, ())}
-    reported |= group
-    cycle = find_cycle_from(folder)
+def cycles(graph):
+    """One shortest cycle per group of nodes that all reach one another,
+    with the group."""
+    reach = {node: reachable(graph, node) for node in graph}
+    reported, found = set(), []
+    for node in sorted(graph):
+        if node in reported or node not in reach[node]:
+            continue
+        group = {n for n in reach[node] if node in reach.get(n, ())}
+        reported |= group
+        found.append((shortest_cycle(graph, node), group))
+    return found
+
+
+# Cycles between folders, from the includes actually present.
+for cycle, _ in cycles(graph_of(edges)):
     via = "; ".join(edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
     violations.append(f"include cycle between folders: {' -> '.join(cycle)} ({via})")
 
+
 # Cycles between the files (units) of one directory.
-unit_graph = {}
-for a, b in file_edges:
-    unit_graph.setdefault(a, set()).add(b)
-
-
-def strongly_connected(graph):
-    """The groups of two or more nodes that all reach one another."""
-    index, low, stack, on_stack, groups = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                groups.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return groups
-
-
-def shortest_cycle(graph, start, within):
-    prev, queue = {start: None}, [start]
-    while queue:
-        node = queue.pop(0)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in within:
-                continue
-            if nxt == start:
-                path = [node]
-                while prev[path[-1]] is not None:
-                    path.append(prev[path[-1]])
-                return list(reversed(path)) + [start]
-            if nxt not in prev:
-                prev[nxt] = node
-                queue.append(nxt)
-    return [start]
-
-
 def unit_name(unit):
     """A unit by its header where it has one, else its source file."""
     for ext in (".h", ".cuh", ".c", ".cu"):
@@ -265,13 +221,12 @@ def unit_name(unit):
     return os.path.basename(unit)
 
 
-for group in strongly_connected(unit_graph):
-    cycle = shortest_cycle(unit_graph, group[0], set(group))
+for cycle, group in cycles(graph_of(file_edges)):
     via = "; ".join(file_edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
     names = " -> ".join(unit_name(u) for u in cycle)
-    others = [unit_name(u) for u in group if u not in cycle]
+    others = sorted(unit_name(u) for u in group if u not in cycle)
     more = f"; in one circle with {', '.join(others)}" if others else ""
-    violations.append(f"include cycle between files in src/{os.path.dirname(group[0])}: "
+    violations.append(f"include cycle between files in src/{os.path.dirname(cycle[0])}: "
                       f"{names} ({via}{more})")
 
 for v in violations:
