@@ -111,7 +111,7 @@ struct dp_model_def {
     const char *const *bn_names;
     int nbn;
     dp_forward_fn forward;
-    const void *user; /* anything the forward needs (dp_model_user) */
+    const void *user; /* the kind's own data, for its entries (dp_model_user) */
     /* Optional, for pipeline stages: runs only ops first..last (rows of
      * dp_model_summary) of a forward from x, the output of op first - 1 (the
      * model's input when first is 0); *y is op last's output. A range may
@@ -124,7 +124,7 @@ struct dp_model_def {
      * initializers) in place of the specs' draws. NULL: drawn. */
     const float *param_values, *buffer_values;
 
-    /* ---- optional entries --------------------------------------------- */
+    /* ---- the other optional entries ----------------------------------- */
     /* Frees the definition and what it points to (dp_model_def_free calls
      * it once no model of it is left). NULL: dp_model_def_free leaves the
      * definition alone (static storage, a program's own). */
