@@ -3,6 +3,11 @@
 # table of DESIGN.md allows, by their #include "..." lines (.c, .h, .cu,
 # .cuh), and its "never" list:
 #   - no include cycle between folders of src/;
+#   - no include cycle between the files of one folder: a source file and
+#     its header are one unit (foo.c implements foo.h), a unit includes
+#     another when either of its files does, and the units of a folder
+#     depend one way, e.g.
+#       include cycle between files in src/nn: a.h -> b.h -> a.h (a.c: includes b.h; b.h: includes a.h)
 #   - each folder includes only the folders it may depend on (below);
 #   - the backends are those of src/device/backend_list.h's list, each the
 #     folder src/device/<name>/, and every folder under src/device/ is one;
@@ -45,13 +50,20 @@ ALLOWED = {
     "device": ["core", "engine"],
     "autograd": ["core", "engine", "device"],
     "ops": ["core", "engine", "device", "autograd"],
-    "nn": BELOW_NN + ["io"],
+    "nn": BELOW_NN,
+    # Two sources of model definitions, each its own kind: nn.Sequential's
+    # text and ONNX graphs. nn may not know them; the loader (models) above
+    # them picks one by the name or path it is given.
+    "nn/sequential": BELOW_NN + ["nn", "io"],
+    "onnx": BELOW_NN + ["nn", "io"],
+    "models": BELOW_NN + ["nn", "nn/sequential", "onnx", "io"],
     "optim": BELOW_NN + ["nn"],
     "comm": BELOW_NN + ["nn"],
     "parallel": BELOW_NN + ["nn", "optim", "comm"],
     "data": ["core"],
     "io": ["core"],
-    "train": ["core", "engine", "autograd", "ops", "nn", "optim", "parallel", "data", "io"],
+    "train": ["core", "engine", "autograd", "ops", "nn", "models", "optim", "parallel", "data",
+              "io"],
 }
 
 # The backends: the names of DP__BACKEND_LIST in src/device/backend_list.h,
@@ -99,6 +111,7 @@ comm_api_re = re.compile(
 
 violations = backend_violations
 edges = {}  # (from folder, to folder) -> first "file: includes header"
+file_edges = {}  # (from unit, to unit) in one directory -> first "file: includes header"
 
 files = []
 for dirpath, dirnames, filenames in os.walk(src):
@@ -129,6 +142,11 @@ for path in files:
                 target_rel = os.path.normpath(header).replace(os.sep, "/")
             if target_rel.startswith("../") or target_rel.startswith("dp/"):
                 continue  # outside src/: public or generated headers
+            if os.path.dirname(target_rel) == os.path.dirname(rel):
+                unit_from, unit_to = os.path.splitext(rel)[0], os.path.splitext(target_rel)[0]
+                if unit_from != unit_to:
+                    file_edges.setdefault((unit_from, unit_to),
+                                          f"{os.path.basename(rel)}: includes {header}")
             target = folder_of(target_rel)
             if target is None:
                 if os.path.exists(os.path.join(src, target_rel)):
@@ -162,14 +180,16 @@ for path in files:
             violations.append(f"{shown}:{lineno}: calls MPI or NCCL (only comm may: they "
                               f"are its backends)")
 
-# Cycles between folders, from the includes actually present.
-graph = {}
-for a, b in edges:
-    graph.setdefault(a, set()).add(b)
+
+def graph_of(edge_map):
+    graph = {}
+    for a, b in edge_map:
+        graph.setdefault(a, set()).add(b)
+    return graph
 
 
-def find_cycle_from(start):
-    """A shortest cycle through `start`, as a list of folders, or None."""
+def shortest_cycle(graph, start):
+    """A shortest cycle through `start`, as a list of nodes, or None."""
     prev = {start: None}
     queue = [start]
     while queue:
@@ -186,7 +206,7 @@ def find_cycle_from(start):
     return None
 
 
-def reachable(start):
+def reachable(graph, start):
     found, stack = set(), [start]
     while stack:
         for nxt in graph.get(stack.pop(), ()):
@@ -196,17 +216,42 @@ def reachable(start):
     return found
 
 
-# One cycle per group of folders that all reach one another.
-reach = {folder: reachable(folder) for folder in graph}
-reported = set()
-for folder in sorted(graph):
-    if folder in reported or folder not in reach[folder]:
-        continue
-    group = {f for f in reach[folder] if folder in reach.get(f, ())}
-    reported |= group
-    cycle = find_cycle_from(folder)
+def cycles(graph):
+    """One shortest cycle per group of nodes that all reach one another,
+    with the group."""
+    reach = {node: reachable(graph, node) for node in graph}
+    reported, found = set(), []
+    for node in sorted(graph):
+        if node in reported or node not in reach[node]:
+            continue
+        group = {n for n in reach[node] if node in reach.get(n, ())}
+        reported |= group
+        found.append((shortest_cycle(graph, node), group))
+    return found
+
+
+# Cycles between folders, from the includes actually present.
+for cycle, _ in cycles(graph_of(edges)):
     via = "; ".join(edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
     violations.append(f"include cycle between folders: {' -> '.join(cycle)} ({via})")
+
+
+# Cycles between the files (units) of one directory.
+def unit_name(unit):
+    """A unit by its header where it has one, else its source file."""
+    for ext in (".h", ".cuh", ".c", ".cu"):
+        if os.path.exists(os.path.join(src, unit + ext)):
+            return os.path.basename(unit) + ext
+    return os.path.basename(unit)
+
+
+for cycle, group in cycles(graph_of(file_edges)):
+    via = "; ".join(file_edges[(cycle[i], cycle[i + 1])] for i in range(len(cycle) - 1))
+    names = " -> ".join(unit_name(u) for u in cycle)
+    others = sorted(unit_name(u) for u in group if u not in cycle)
+    more = f"; in one circle with {', '.join(others)}" if others else ""
+    violations.append(f"include cycle between files in src/{os.path.dirname(cycle[0])}: "
+                      f"{names} ({via}{more})")
 
 for v in violations:
     print(v)

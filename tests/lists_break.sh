@@ -4,8 +4,8 @@
 # scratch copy of one file and rebuilt with the build's own flags, and must
 # fail, where the same step on the untouched file succeeds.
 #   1. A module whose line leaves the module list (Dropout): its bind and
-#      forward functions in nn/sequential_modules.c are no longer used, and
-#      with warnings as errors that file does not compile.
+#      forward functions in nn/sequential/sequential_modules.c are no longer
+#      used, and with warnings as errors that file does not compile.
 #   2. An op that leaves the op list (leaky_relu): src/ops/leaky_relu.c
 #      names DP__OP_leaky_relu and does not compile.
 #   3. A backend that the op list gives an op (its backends column ALL, or
@@ -15,6 +15,9 @@
 #      (-Wl,--no-undefined, as the tool's link would fail).
 #   4. A backends column naming a backend that is not in the backend list
 #      (src/device/backend_list.h): the backends' tables do not compile.
+#   5. An op of the op list without its ONNX export rule (leaky_relu's
+#      export_leaky_relu in onnx/onnx_export_ops.c): the table of rules,
+#      made from the op list, names it and the file does not compile.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
@@ -55,13 +58,13 @@ expect_break() {
 }
 
 # 1. Dropout's line out of the module list.
-mkdir -p "$tmp/inc/nn"
-grep -v '^    X(Dropout,' "$src/src/nn/module_list.h" >"$tmp/inc/nn/module_list.h"
-if cmp -s "$src/src/nn/module_list.h" "$tmp/inc/nn/module_list.h"; then
+mkdir -p "$tmp/inc/nn/sequential"
+grep -v '^    X(Dropout,' "$src/src/nn/sequential/module_list.h" >"$tmp/inc/nn/sequential/module_list.h"
+if cmp -s "$src/src/nn/sequential/module_list.h" "$tmp/inc/nn/sequential/module_list.h"; then
   fail "module list: no Dropout line to remove"
 else
-  c_out=$(compile ctl1 "$src/src/nn/sequential_modules.c"); c_rc=$?
-  b_out=$(compile brk1 "$src/src/nn/sequential_modules.c" "$tmp/inc"); b_rc=$?
+  c_out=$(compile ctl1 "$src/src/nn/sequential/sequential_modules.c"); c_rc=$?
+  b_out=$(compile brk1 "$src/src/nn/sequential/sequential_modules.c" "$tmp/inc"); b_rc=$?
   expect_break "a module missing from the module list does not compile" "$c_out" $c_rc "$b_out" \
     $b_rc "forward_dropout"
 fi
@@ -116,6 +119,14 @@ else
   expect_break "a backends column naming no backend of the list does not compile" "$c_out" $c_rc \
     "$b_out" $b_rc "DP__BACKEND_nosuch"
 fi
+
+# 5. leaky_relu's export rule gone from the exporter's rules.
+sed 's/\bexport_leaky_relu\b/export_leaky_relu_gone/' "$src/src/onnx/onnx_export_ops.c" \
+  >"$tmp/onnx_export_ops.c"
+c_out=$(compile ctl5 "$src/src/onnx/onnx_export_ops.c"); c_rc=$?
+b_out=$(compile brk5 "$tmp/onnx_export_ops.c"); b_rc=$?
+expect_break "an op without an export rule does not compile" "$c_out" $c_rc "$b_out" $b_rc \
+  "export_leaky_relu"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

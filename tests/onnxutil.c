@@ -4,7 +4,7 @@
 #include "gradcheck.h"
 
 #include "core/rng_mix.h"
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include <math.h>
 #include <stdio.h>

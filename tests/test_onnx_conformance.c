@@ -14,7 +14,7 @@
 #include "testutil.h"
 
 #include "dp/dp.h"
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -8,7 +8,7 @@
 #include "onnxutil.h"
 
 #include "gradcheck.h"
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #include "onnxutil.h"
 
 #include "gradcheck.h"
-#include "nn/onnx_model.h"
+#include "onnx/onnx_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* ONNX graphs cut into pipeline stages (src/nn/onnx_stages.c): torchvision's
+/* ONNX graphs cut into pipeline stages (src/onnx/onnx_stages.c): torchvision's
  * ResNet-18 written with protobuf-c (onnxutil.c) may start a stage at the
  * stem's rows, at each BasicBlock's first op and final ReLU (the cut after
  * its Add) and at the head's rows, and nowhere inside a block; every such

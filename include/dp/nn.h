@@ -77,6 +77,8 @@ int dp_params_finish_grad(dp_params_t *p);
 
 /* ---- models ----------------------------------------------------------------- */
 typedef struct dp_model dp_model_t;
+typedef struct dp_model_def dp_model_def;
+typedef struct dp_layer_summary dp_layer_summary;
 
 /* The output (N, classes) of a model from its input x (N, C, H, W) (or
  * (N, features)), written with the public ops (dp/ops.h) over the model's
@@ -88,9 +90,16 @@ typedef int (*dp_forward_fn)(dp_model_t *m, dp_tensor_t *x, bool train, dp_tenso
  * buffers and its forward. Everything it points to must outlive the models
  * built from it. The built-in models are definitions like any other
  * (dp_model_builtin); a program defines its own (examples/custom_model.c),
- * and a file in nn.Sequential's syntax is parsed into one
- * (dp_model_def_load). */
-typedef struct dp_model_def {
+ * and a file in nn.Sequential's syntax or an ONNX model is loaded into one
+ * (dp_model_def_load).
+ *
+ * A definition is the one interface of every kind of model, as a device's
+ * table is of every backend: its data (name, specs, user) and its entries
+ * (forward, then the optional ones, NULL where the default named at each
+ * serves). Callers ask the definition through these entries; none asks
+ * which kind of model it is. A program that fills only the fields before
+ * `release` gets every default. */
+struct dp_model_def {
     const char *name;            /* kept in checkpoints: "lenet", a file's path, ... */
     const dp_param_spec *params; /* trained, in state_dict order */
     int nparams;
@@ -102,7 +111,7 @@ typedef struct dp_model_def {
     const char *const *bn_names;
     int nbn;
     dp_forward_fn forward;
-    const void *user; /* anything the forward needs (dp_model_user) */
+    const void *user; /* the kind's own data, for its entries (dp_model_user) */
     /* Optional, for pipeline stages: runs only ops first..last (rows of
      * dp_model_summary) of a forward from x, the output of op first - 1 (the
      * model's input when first is 0); *y is op last's output. A range may
@@ -114,7 +123,30 @@ typedef struct dp_model_def {
      * of them, spec order, as dp_params_set takes them: an ONNX model's
      * initializers) in place of the specs' draws. NULL: drawn. */
     const float *param_values, *buffer_values;
-} dp_model_def;
+
+    /* ---- the other optional entries ----------------------------------- */
+    /* Frees the definition and what it points to (dp_model_def_free calls
+     * it once no model of it is left). NULL: dp_model_def_free leaves the
+     * definition alone (static storage, a program's own). */
+    void (*release)(dp_model_def *def);
+    /* Writes a model of this definition as ONNX, dp_model_export_onnx's
+     * contract (its current weights, batch norm in inference mode, any
+     * batch size). NULL: dp_model_export_onnx runs the forward once on the
+     * meta device for inputs in_chw and writes each op it records by that
+     * op's export rule, the initializers named and ordered as the
+     * parameters and buffers; an op with no ONNX form is refused by name. */
+    int (*export_onnx)(dp_model_t *m, const int64_t *in_chw, const char *path);
+    /* The (C, H, W) of one sample that the definition itself declares
+     * (dp_model_def_input_chw): 0, or DP_ENOENT (not logged) when it
+     * declares none. NULL: it declares none; the data decide. */
+    int (*input_chw)(const dp_model_def *def, int64_t chw[3]);
+    /* Where pipeline stages may start, for a model whose forward_layers
+     * cuts elsewhere than the tape shows: sets can_start of the n rows of
+     * its dp_model_summary. NULL: the tape's answer stands (a stage may
+     * start before op i when no op from i on reads a tensor made before op
+     * i - 1). */
+    void (*stage_starts)(const dp_model_def *def, dp_layer_summary *rows, int n);
+};
 
 /* The most parameters one model may have: 2^30, 4 GiB of float32 weights
  * (training keeps their gradients and the optimizer's state beside them).
@@ -177,21 +209,24 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
  * checked). Free it with dp_model_def_free. dp_model_def_load reads a path
  * ending in ".onnx" with it. */
 int dp_model_def_load_onnx(dp_model_def **out, const char *path, const int64_t *in_chw);
-/* The (C, H, W) of one sample that an ONNX model's input (N, C, H, W)
- * declares: 0, or DP_ENOENT (not logged) when def is not an ONNX model or
- * leaves C, H or W symbolic. */
+/* The (C, H, W) of one sample that a definition declares (its input_chw
+ * entry: an ONNX model's input (N, C, H, W)): 0, or DP_ENOENT (not logged)
+ * when it declares none or leaves C, H or W symbolic. */
 int dp_model_def_input_chw(const dp_model_def *def, int64_t chw[3]);
+/* Frees a loaded or parsed definition through its release entry; NULL and
+ * definitions without one are left alone. */
 void dp_model_def_free(dp_model_def *def);
 /* Writes a model with its current weights as an ONNX file that ONNX Runtime
- * runs, batch norm in inference mode, for a batch of any size: an ONNX
- * model's own graph with its initializers replaced, or (opset 17) the graph
- * of the built-in LeNet or of an nn.Sequential file's modules for inputs
- * in_chw (NULL: 1x28x28). DP_ENOTSUP (logged) for a definition it has no
- * graph for (resnet18, a program's own). */
+ * runs, batch norm in inference mode, for a batch of any size: through the
+ * definition's export_onnx entry (an ONNX model: its own graph with its
+ * initializers replaced), else (opset 17) the graph of the ops its forward
+ * runs on inputs in_chw (NULL: 1x28x28), each written as torch.onnx.export
+ * writes it. DP_ENOTSUP (logged, naming the op) for a forward that runs an
+ * op with no ONNX form. */
 int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path);
 /* One row of a model's summary, as torchinfo.summary prints it: each op
  * of a forward of one sample, in order. */
-typedef struct dp_layer_summary {
+struct dp_layer_summary {
     char op[24];                /* "conv2d", "batch_norm2d", "linear", ... */
     int ndim;                   /* of the output, batch dimension included */
     int64_t shape[DP_MAX_DIMS]; /* the output for one sample: shape[0] = 1 */
@@ -203,7 +238,7 @@ typedef struct dp_layer_summary {
      * later one. False inside a residual block, whose sum reads the block's
      * input. */
     bool can_start;
-} dp_layer_summary;
+};
 
 /* Runs a forward of one sample of in_chw (NULL: 1x28x28) through a model of
  * `def` on the meta device (tensors with shapes and no memory, kernels that

@@ -10,7 +10,7 @@
  * Weights N(0, 0.01^2), biases 0; parameter names and shapes are the seed's
  * W1..b4, so W3 is (800, 128) and used as torch.mm(h, W3) + b3. The ReLUs
  * after the convolutions are fused into them. */
-#include "nn/model.h"
+#include "nn/builtins.h"
 
 #include "core/internal.h"
 

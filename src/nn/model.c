@@ -77,13 +77,6 @@ int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t
     return create(out, def, dev, false, 0);
 }
 
-int dp_model_init_builtin(dp_model_t **out, const char *name, dp_device_t *dev, uint64_t seed)
-{
-    const dp_model_def *def;
-    DP_TRY(dp_model_builtin(&def, name, NULL));
-    return dp_model_init(out, def, dev, seed);
-}
-
 void dp_model_set_forward_hook(dp_model_t *m, dp_forward_hook hook, void *user)
 {
     m->hook = hook;
@@ -133,6 +126,17 @@ void dp_model_close(dp_model_t *m)
     dp_params_close(m->params);
     dp_params_close(m->buffers);
     dp__free(m);
+}
+
+void dp_model_def_free(dp_model_def *def)
+{
+    if (def && def->release)
+        def->release(def);
+}
+
+int dp_model_def_input_chw(const dp_model_def *def, int64_t chw[3])
+{
+    return def && def->input_chw ? def->input_chw(def, chw) : DP_ENOENT;
 }
 
 const dp_model_def *dp_model_definition(const dp_model_t *m)

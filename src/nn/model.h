@@ -1,4 +1,4 @@
-/* The model struct behind dp_model_t, and the built-in definitions. */
+/* The model struct behind dp_model_t. */
 #ifndef DP_NN_MODEL_H
 #define DP_NN_MODEL_H
 
@@ -31,12 +31,5 @@ int dp__model_init_uninit(dp_model_t **out, const dp_model_def *def, dp_device_t
  * `ranks` how many replicas take part in the next forward. groups NULL: each
  * replica's own shard again. */
 void dp__model_set_sync_group(dp_model_t *m, dp_bn_sync_t **groups, int rank, int ranks);
-
-/* The built-in definitions for inputs (C, H, W) (lenet.c, resnet.c,
- * tutorial.c): filled into *def, with storage that lives as long as the
- * process (they are built once per shape and cached by builtin.c). */
-int dp__lenet_def(dp_model_def *def, const int64_t *in_chw);
-int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw);
-int dp__tutorial_def(dp_model_def *def, const int64_t *in_chw);
 
 #endif

@@ -57,17 +57,7 @@ int dp__residual_ops(const dp__residual *r);
  * output; with relu, that ReLU too, in the sum's sweep (dp_add_relu). A
  * pipeline stage may start at that ReLU, which reads the sum alone, but
  * not between conv1 and the add, which reads the block's input. */
-int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train,
-                     bool relu, dp_tensor_t **sum);
-
-/* The built-in resnet18's modules (resnet.c), for its ONNX export. */
-typedef struct dp__resnet18_parts {
-    const dp__conv *stem;
-    const dp__bn *stem_bn;
-    const dp__residual *blocks;
-    int nblocks;
-    int fc_weight, fc_bias;
-} dp__resnet18_parts;
-void dp__resnet18_parts_of(const dp_model_t *m, dp__resnet18_parts *out);
+int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,
+                     dp_tensor_t **sum);
 
 #endif

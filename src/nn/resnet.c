@@ -11,6 +11,7 @@
  *
  * Parameter and buffer names are those of that nn.Sequential's state_dict,
  * so PyTorch's load_state_dict accepts a checkpoint of it. */
+#include "nn/builtins.h"
 #include "nn/modules.h"
 
 #include "core/internal.h"
@@ -162,15 +163,4 @@ int dp__resnet18_def(dp_model_def *def, const int64_t *in_chw)
                           .forward_layers = resnet_forward_layers,
                           .user = net};
     return 0;
-}
-
-void dp__resnet18_parts_of(const dp_model_t *m, dp__resnet18_parts *out)
-{
-    const resnet *net = dp_model_user(m);
-    *out = (dp__resnet18_parts){.stem = &net->stem,
-                                .stem_bn = &net->stem_bn,
-                                .blocks = net->blocks,
-                                .nblocks = (int)DP_COUNTOF(net->blocks),
-                                .fc_weight = net->fc_weight,
-                                .fc_bias = net->fc_bias};
 }

@@ -1,14 +1,12 @@
 /* dp_model_summary: the ops of one forward, read back from the tape that
  * recorded them, with their output shapes, the parameters each uses first
  * and their FLOPs: torchinfo.summary's table for any model definition. */
-#include "dp/autograd.h"
+#include "nn/trace.h"
+
 #include "dp/nn.h"
 
-#include "autograd/tape.h"
 #include "core/internal.h"
 #include "device/device.h"
-#include "nn/model.h"
-#include "nn/onnx_model.h"
 
 #include <stdlib.h>
 
@@ -95,34 +93,11 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     const int64_t *chw = in_chw ? in_chw : fashion_mnist;
     *rows = NULL;
     *n = 0;
-    dp_device_t *dev = NULL;
-    dp_model_t *m = NULL;
-    dp_tape_t *tape = NULL;
-    dp_tensor_t *x = NULL, *y;
     bool *seen = NULL;
-    int64_t xs[4] = {BATCH, chw[0], chw[1], chw[2]};
-    /* On the meta device: shapes and no memory, so that a model too large
-     * for this machine (or an input of 4096x65536x65536) is summarised all
-     * the same; no weights are drawn, as nothing reads them. */
-    int rc = dp__device_open_meta(&dev);
-    if (rc == 0)
-        rc = dp__model_init_uninit(&m, def, dev);
-    if (rc == 0)
-        rc = dp_tensor_new(&x, dev, DP_F32, 4, xs);
-    if (rc == 0)
-        rc = dp_tape_init(&tape, true);
-    if (rc == 0) {
-        /* Shapes do not depend on the thread's precision (a bf16 run asks
-         * for its summary too); the meta device runs float32 only. */
-        dp_precision precision = dp_set_precision(DP_PRECISION_FP32);
-        dp_tape_begin(tape);
-        rc = dp_model_forward(m, x, true, &y);
-        dp_tape_end(tape);
-        dp_set_precision(precision);
-    }
-    if (rc == 0)
-        rc = dp_device_sync(dev);
-    dp_params_t *P = m ? dp_model_params(m) : NULL;
+    dp__trace trace;
+    int rc = dp__trace_forward(&trace, def, chw, BATCH, true, false);
+    const dp__tape *tape = trace.tape;
+    dp_params_t *P = trace.model ? dp_model_params(trace.model) : NULL;
     if (rc == 0) {
         seen = calloc((size_t)dp_params_count(P), sizeof *seen);
         *rows = calloc(tape->nnodes ? tape->nnodes : 1, sizeof **rows);
@@ -140,23 +115,17 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
         r->flops = node_flops(node) / BATCH;
     }
     if (rc == 0)
-        mark_stage_starts(tape, x, *rows);
-    /* An ONNX graph's stages start where its nodes allow (onnx_stages.c). */
-    if (rc == 0 && dp__onnx_graph_of(def))
-        dp__onnx_mark_stage_starts(dp__onnx_graph_of(def), *rows, *n);
+        mark_stage_starts(tape, trace.x, *rows);
+    /* A model that cuts its forward elsewhere says where (an ONNX graph:
+     * where one tensor crosses between its nodes). */
+    if (rc == 0 && def->stage_starts)
+        def->stage_starts(def, *rows, *n);
     if (rc < 0) {
         free(*rows);
         *rows = NULL;
         *n = 0;
     }
     free(seen);
-    if (tape) {
-        dp_tape_reset(tape);
-        dp_tape_close(tape);
-    }
-    dp_tensor_free(x);
-    dp_model_close(m);
-    if (dev)
-        dp_device_close(dev);
+    dp__trace_close(&trace);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* The PyTorch DataParallel tutorial's model: one nn.Linear(5, 2),
  * y (N, 2) = x (N, 5) fc.weight^T + fc.bias. */
-#include "nn/model.h"
+#include "nn/builtins.h"
 
 #include "core/internal.h"
 

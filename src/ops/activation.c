@@ -8,7 +8,7 @@
  * a bf16 input is cast first (autocast's float32 list). Kernels:
  * activation_forward (x, out) and activation_backward (x, dy, out) over
  * dp__activation_args. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include "device/activation_math.h"
 
@@ -24,14 +24,9 @@ _Static_assert((int)DP_ACT_HARDTANH == DP__ACT_HARDTANH &&
                    (int)DP_ACT_COUNT == DP__ACT_LINEAR + 1,
                "one numbering of the activations");
 
-typedef struct activation_node {
-    dp_activation_kind kind;
-    float alpha, beta;
-} activation_node;
-
 static int activation_backward(dp__node *node)
 {
-    const activation_node *an = (const activation_node *)node->params;
+    const dp__activation_node *an = (const dp__activation_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
@@ -76,7 +71,7 @@ int dp_activation(dp_tensor_t **out, dp_tensor_t *x, dp_activation_kind kind, fl
     DP_TRY(dev->ops->activation_forward(dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
-        activation_node an = {kind, alpha, beta};
+        dp__activation_node an = {kind, alpha, beta};
         DP_TRY(dp__tape_record(DP__OP_activation, activation_backward, &x, 1, y, &an, sizeof an));
     }
     *out = y;

@@ -13,14 +13,10 @@
  * mean then var) are kept in a tensor of the tape for the backward pass,
  * so a later forward that moves the running ones cannot change it. */
 #include "ops/bn_exchange.h"
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct bn_node {
-    dp_batch_norm_params p;
-} bn_node;
 
 /* Training's forward or backward pass of a SyncBatchNorm replica: this
  * shard's sums (the batch_norm_sums kernel), the group's exchange of them
@@ -65,7 +61,7 @@ static dp__tdesc bn_desc(const dp_tensor_t *t)
 
 static int batch_norm_backward(dp__node *node)
 {
-    const bn_node *bn = (const bn_node *)node->params;
+    const dp__batch_norm_node *bn = (const dp__batch_norm_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
     dp_tensor_t *y = node->output, *stats = node->saved;
     dp_device_t *dev = x->dev;
@@ -220,7 +216,7 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     DP_TRY(rc);
     dp__tensor_written(y);
     if (record) {
-        bn_node bn = {p};
+        dp__batch_norm_node bn = {p, running_mean, running_var};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(id, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
     }

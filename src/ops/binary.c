@@ -13,14 +13,9 @@
  * bf16. The broadcasting kernels are f32: bf16 operands are cast first.
  * Kernels: binary_forward (a, b, y) and binary_backward (a, b, y_in, dy,
  * da, db) over dp__binary_args. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <string.h>
-
-typedef struct binary_node {
-    dp__binary_op op;
-    dp__broadcast a_bcast, b_bcast;
-} binary_node;
 
 static bool same_shape(const dp_tensor_t *a, const dp_tensor_t *b)
 {
@@ -64,7 +59,7 @@ static void sizes_of(dp__binary_args *a, const dp_tensor_t *full)
 
 static int binary_backward(dp__node *node)
 {
-    const binary_node *bn = (const binary_node *)node->params;
+    const dp__binary_node *bn = (const dp__binary_node *)node->params;
     dp_tensor_t *a = node->inputs[0], *b = node->inputs[1], *y = node->output;
     dp_tensor_t *da = NULL, *db = NULL;
     DP_TRY(dp__grad_begin(a, &da));
@@ -143,7 +138,7 @@ int dp_binary(dp_tensor_t **out, dp_binary_op bop, dp_tensor_t *a, dp_tensor_t *
         DP_TRY(dev->ops->binary_forward(dev, &k));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 2)) {
-        binary_node bn = {k.op, k.a_bcast, k.b_bcast};
+        dp__binary_node bn = {k.op, k.a_bcast, k.b_bcast};
         DP_TRY(dp__tape_record(DP__OP_binary, binary_backward, ts, 2, y, &bn, sizeof bn));
     }
     *out = y;

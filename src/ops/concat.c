@@ -14,13 +14,9 @@
  * one node per group of inputs, all with the same output; each passes its
  * own inputs their channels. Inputs of a concat are f32 or bf16; when they
  * differ, all are cast to f32. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <string.h>
-
-typedef struct copy_node {
-    int64_t offset[DP__NODE_INPUTS]; /* concat: each input's first channel in y */
-} copy_node;
 
 /* 2-D and 4-D tensors; the copy kernel sees (N, C) as (N, C, 1, 1). */
 static dp__tdesc desc4(const dp_tensor_t *t)
@@ -53,7 +49,7 @@ static int copy_channels(const dp_tensor_t *src, int64_t src_off, dp_tensor_t *d
 
 static int concat_backward(dp__node *node)
 {
-    const copy_node *cn = (const copy_node *)node->params;
+    const dp__concat_node *cn = (const dp__concat_node *)node->params;
     dp_tensor_t *g = node->output->ag->grad;
     for (int i = 0; i < node->ninputs; i++) {
         dp_tensor_t *x = node->inputs[i], *dx;
@@ -130,7 +126,7 @@ int dp_concat(dp_tensor_t **out, dp_tensor_t *const *inputs, int n)
     off = 0;
     for (int first = 0; rc == 0 && first < n; first += DP__NODE_INPUTS) {
         int k = n - first < DP__NODE_INPUTS ? n - first : DP__NODE_INPUTS;
-        copy_node cn;
+        dp__concat_node cn;
         memset(&cn, 0, sizeof cn);
         for (int i = 0; i < k; i++) {
             cn.offset[i] = off;
@@ -145,13 +141,9 @@ int dp_concat(dp_tensor_t **out, dp_tensor_t *const *inputs, int n)
     return 0;
 }
 
-typedef struct split_node {
-    int64_t offset; /* the piece's first channel in x */
-} split_node;
-
 static int split_backward(dp__node *node)
 {
-    const split_node *sn = (const split_node *)node->params;
+    const dp__split_node *sn = (const dp__split_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *y = node->output, *g = y->ag->grad;
     if (!x->ag)
         return 0;
@@ -203,7 +195,7 @@ int dp_split(dp_tensor_t **outs, dp_tensor_t *x, int n, const int64_t *sizes)
         DP_TRY(copy_channels(x, off, y, 0, sizes[i], false));
         dp__tensor_written(y);
         if (dp__tape_needs_grad(&x, 1)) {
-            split_node sn = {off};
+            dp__split_node sn = {off};
             DP_TRY(dp__tape_record(DP__OP_split, split_backward, &x, 1, y, &sn, sizeof sn));
         }
         outs[i] = y;

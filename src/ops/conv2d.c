@@ -9,19 +9,11 @@
  * Under bf16 precision x is taken as bf16 (a recorded cast when it is f32)
  * and y is bf16; w, b and their gradients stay f32 (dp/ops.h). The
  * precision and the algorithm in force at the call also run its backward. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include "device/conv_choice.h"
 
 #include <string.h>
-
-typedef struct conv_node {
-    dp__conv_geom geom;
-    bool relu;
-    dp_precision precision;
-    dp_conv_algo algo;
-} conv_node;
-_Static_assert(sizeof(conv_node) <= DP__NODE_PARAMS, "a convolution node fits a tape node");
 
 int dp__conv_geometry(const char *op, const dp_conv2d_params *p, dp__conv_geom *g)
 {
@@ -76,7 +68,7 @@ void dp__conv_args_init(dp__conv2d_args *a, const dp__conv_geom *g, const dp_ten
 
 static int conv2d_backward(dp__node *node)
 {
-    const conv_node *cn = (const conv_node *)node->params;
+    const dp__conv_node *cn = (const dp__conv_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
@@ -216,7 +208,7 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
         DP_TRY(dp__conv_rows(x->dev, x->dev->ops->conv2d_forward, &a, N));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        conv_node cn = {g, p.relu, prec, a.algo};
+        dp__conv_node cn = {g, p.relu, prec, a.algo};
         dp__saved saved = {.relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(DP__OP_conv2d, conv2d_backward, ts, 3, y, &saved, &cn,
                                      sizeof cn));

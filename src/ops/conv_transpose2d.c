@@ -9,17 +9,13 @@
  * and db = sum dy accumulated into the parameters' gradients. float32 only
  * (a bf16 input is cast first, as autocast's float32 list); y is stored
  * NHWC, as a convolution's output. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <string.h>
 
-typedef struct conv_transpose_node {
-    dp__conv_geom geom;
-} conv_transpose_node;
-
 static int conv_transpose2d_backward(dp__node *node)
 {
-    const conv_transpose_node *cn = (const conv_transpose_node *)node->params;
+    const dp__conv_transpose_node *cn = (const dp__conv_transpose_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
     dp_tensor_t *y = node->output;
     dp_device_t *dev = x->dev;
@@ -86,7 +82,7 @@ int dp_conv_transpose2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_te
         DP_TRY(dp__conv_rows(x->dev, x->dev->ops->conv_transpose2d_forward, &a, N));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        conv_transpose_node cn = {g};
+        dp__conv_transpose_node cn = {g};
         DP_TRY(dp__tape_record(DP__OP_conv_transpose2d, conv_transpose2d_backward, ts, 3, y, &cn,
                                sizeof cn));
     }

@@ -5,17 +5,13 @@
  * kernels are f32: a bf16 input is cast first (autocast's float32 list).
  * Kernels: leaky_relu_forward (a = x, out = y, alpha = negative_slope) and
  * leaky_relu_backward (a = dy, b = x, out = dx) over dp__eltwise_args. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <math.h>
 
-typedef struct leaky_relu_node {
-    float negative_slope;
-} leaky_relu_node;
-
 static int leaky_relu_backward(dp__node *node)
 {
-    const leaky_relu_node *ln = (const leaky_relu_node *)node->params;
+    const dp__leaky_relu_node *ln = (const dp__leaky_relu_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
@@ -54,7 +50,7 @@ int dp_leaky_relu(dp_tensor_t **out, dp_tensor_t *x, float negative_slope)
     DP_TRY(dev->ops->leaky_relu_forward(dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
-        leaky_relu_node ln = {negative_slope};
+        dp__leaky_relu_node ln = {negative_slope};
         DP_TRY(dp__tape_record(DP__OP_leaky_relu, leaky_relu_backward, &x, 1, y, &ln, sizeof ln));
     }
     *out = y;

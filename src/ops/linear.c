@@ -5,12 +5,7 @@
  * Under bf16 precision the products take bf16 operands (x may be bf16; w
  * and the f32 dy are rounded) and sum in f32; y and dw stay f32, dx has
  * x's dtype (dp/ops.h). */
-#include "ops/op.h"
-
-typedef struct linear_node {
-    dp_weight_layout layout;
-    dp_precision precision;
-} linear_node;
+#include "ops/nodes.h"
 
 /* dw and db of the batch's rows [row0, row0 + count). */
 typedef struct weights_block {
@@ -51,7 +46,7 @@ static int weights_of_rows(void *ctx, int64_t row0, int64_t count, dp_tensor_t *
 
 static int linear_backward(dp__node *node)
 {
-    const linear_node *ln = (const linear_node *)node->params;
+    const dp__linear_node *ln = (const dp__linear_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *w = node->inputs[1], *b = node->inputs[2];
     dp_tensor_t *dy = node->output->ag->grad;
     dp_device_t *dev = x->dev;
@@ -143,7 +138,7 @@ int dp_linear(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     }
     dp__tensor_written(y);
     if (dp__tape_needs_grad(ts, 3)) {
-        linear_node ln = {layout, prec};
+        dp__linear_node ln = {layout, prec};
         DP_TRY(dp__tape_record(DP__OP_linear, linear_backward, ts, 3, y, &ln, sizeof ln));
     }
     *out = y;

@@ -5,14 +5,9 @@
  * the input's physical layout. Backward writes dx (=); max pooling routes
  * each gradient to its window's argmax, kept in a workspace of 4 bytes per
  * output element. */
-#include "ops/op.h"
+#include "ops/nodes.h"
 
 #include <string.h>
-
-typedef struct pool_node {
-    dp__pool_kind kind;
-    dp_pool2d_params p;
-} pool_node;
 
 static void fill_args(dp__pool2d_args *a, dp__pool_kind kind, const dp_pool2d_params *p)
 {
@@ -29,7 +24,7 @@ static void fill_args(dp__pool2d_args *a, dp__pool_kind kind, const dp_pool2d_pa
 
 static int pool2d_backward(dp__node *node)
 {
-    const pool_node *pn = (const pool_node *)node->params;
+    const dp__pool_node *pn = (const dp__pool_node *)node->params;
     dp_tensor_t *x = node->inputs[0], *y = node->output, *dx;
     DP_TRY(dp__grad_begin(x, &dx));
     if (!dx)
@@ -149,7 +144,7 @@ static int pool2d(dp_tensor_t **out, dp_tensor_t *x, const dp_pool2d_params *par
         DP_TRY(x->dev->ops->pool2d_forward(x->dev, &a));
     dp__tensor_written(y);
     if (dp__tape_needs_grad(&x, 1)) {
-        pool_node pn = {kind, p};
+        dp__pool_node pn = {kind, p};
         dp__saved saved = {.tensor = ws};
         DP_TRY(dp__tape_record_saved(id, pool2d_backward, &x, 1, y, &saved, &pn, sizeof pn));
     }
