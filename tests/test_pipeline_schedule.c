@@ -111,16 +111,20 @@ static double simulated_bubble(const dp_pipeline_stats *s)
 
 /* The devices' idle share, timed on them, for K = 2 and M = 1, 2, 4, 8
  * (micro-batches of 256 rows, tasks of about 40 ms), the median of 5 steps:
- * - within 0.05 of the schedule played out with the step's own task times,
- *   for every M: the executor runs the schedule without idling more;
- * - within 0.05 of (K - 1) / (M + K - 1) for M <= 4. The stages are equal
+ * - at most 0.05 above the schedule played out with the step's own task
+ *   times, for every M: the executor runs the schedule without idling more;
+ * - at most 0.05 above (K - 1) / (M + K - 1) for M <= 4. The stages are equal
  *   in FLOPs but not quite in time (the last one adds the loss), and the
  *   difference idles the faster stage once per micro-batch, so the excess
  *   over the formula grows with M: at M = 8 it measured 0.03 to 0.06.
- * Another process on the machine stretches some tasks and not others (the
- * test runs alone in CTest, RUN_SERIAL, but not alone on a busy machine):
- * each M gets up to three tries of 6 steps, and one within both bounds
- * passes it; an executor that idles more than its schedule fails all three. */
+ * The claims are upper bounds (the executor idles no more than that); a
+ * busy machine measured less idle than the schedule (0.24 against 0.34 at
+ * M = 2, at a load of 7 on 2 cores), so below them only half the formula's
+ * share is required, which still fails an idle time that reads zero.
+ * Another process stretches some tasks and not others (the test runs alone
+ * in CTest, RUN_SERIAL, but not alone on a busy machine): each M gets up
+ * to three tries of 6 steps, and one within the bounds passes it; an
+ * executor that idles more than its schedule fails all three. */
 static bool bubble_within_bounds(const dp_model_def *def, dp_device_t **devs, const int64_t *chw,
                                  int M)
 {
@@ -142,7 +146,8 @@ static bool bubble_within_bounds(const dp_model_def *def, dp_device_t **devs, co
                   "task times %.3f, (K-1)/(M+K-1) = %.3f\n",
                   M, bubble[3], bubble[1], bubble[5], played[3], expect);
     /* Written so that a NaN fails. */
-    return fabs(bubble[3] - played[3]) <= 0.05 && (M > 4 || fabs(bubble[3] - expect) <= 0.05);
+    return bubble[3] <= played[3] + 0.05 && (M > 4 || bubble[3] <= expect + 0.05) &&
+           bubble[3] >= 0.5 * expect;
 }
 
 static void bubble_measured(void **state)
