@@ -29,7 +29,7 @@ import time
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import compare
+from compare import close, max_rel_diff
 
 STEP_TAGS = ["train/loss", "train/lr"]
 EPOCH_TAGS = ["train/epoch_loss", "train/epoch_accuracy", "train/samples_per_second",
@@ -102,9 +102,9 @@ def compare(name, d, batches, steps_of=None, rtol=1e-6):
                     if set(got[t]) != want_epoch_steps]
     bad = []
     for s, m in steps.items():
-        if not compare.close(got["train/loss"].get(s), m["loss"], rtol, 1e-6):
+        if not close(got["train/loss"].get(s), m["loss"], rtol, 1e-6):
             bad.append(("train/loss", s, got["train/loss"].get(s), m["loss"]))
-        if not compare.close(got["train/lr"].get(s), m["lr"], 1e-7, 1e-12):
+        if not close(got["train/lr"].get(s), m["lr"], 1e-7, 1e-12):
             bad.append(("train/lr", s, got["train/lr"].get(s), m["lr"]))
     for e, m in epochs.items():
         s = e * batches
@@ -113,10 +113,10 @@ def compare(name, d, batches, steps_of=None, rtol=1e-6):
                 "test/loss": (m["test_loss"], 1e-6), "test/top5_accuracy": (m["test_top5"], 1e-4),
                 "train/samples_per_second": (m["samples_per_second"], 0.1)}
         for t, (v, tol) in want.items():
-            if not compare.close(got[t].get(s), v, 1e-6, tol):
+            if not close(got[t].get(s), v, 1e-6, tol):
                 bad.append((t, s, got[t].get(s), v))
     want_steps = list(range(1, len(epochs) * batches + 1))
-    worst = compare.max_rel_diff([got["train/loss"].get(s) for s in steps],
+    worst = max_rel_diff([got["train/loss"].get(s) for s in steps],
                                  [m["loss"] for m in steps.values()])
     ok = (not bad and not dup and not wrong_steps and sorted(steps) == want_steps
           and worst <= rtol + 1e-6)
