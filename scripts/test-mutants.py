@@ -42,21 +42,26 @@ VENVS = ["tensorboard-venv", "onnxruntime-venv"]
 
 
 class Line:
-    """One break: `name | file | pattern | replacement | test [filter]`."""
+    """One break: `name | file | pattern | replacement | [NAME=VALUE...] test [filter]`."""
 
     def __init__(self, number, text):
         self.number, self.text = number, text
         fields = [f.strip() for f in text.split(" | ")]
         self.error = None
         if len(fields) != 5 or not all(fields[:2]) or not fields[2] or not fields[4]:
-            self.error = "needs 5 fields: name | file | pattern | replacement | test [filter]"
+            self.error = ("needs 5 fields: name | file | pattern | replacement | "
+                          "[NAME=VALUE...] test [filter]")
             fields = (fields + [""] * 5)[:5]
         self.name, self.file, self.pattern, self.replacement, test = fields
         words = test.split()
+        # leading NAME=VALUE words: environment for the test (a shorter run)
+        self.env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("="))
+        words = words[len(self.env):]
         self.test = words[0] if words else ""
         self.filter = words[1] if len(words) > 1 else None
-        if len(words) > 2:
-            self.error = "the test field is a CTest name and at most one cmocka test"
+        if len(words) > 2 or any("=" in w for w in words):
+            self.error = ("the test field is [NAME=VALUE...] a CTest name and at most one cmocka "
+                          "test")
 
     def where(self):
         return f"tests/mutants.txt:{self.number} ({self.name})"
@@ -154,7 +159,7 @@ def run_test(line, spec, timeout, log_path):
         if not program_target(command):
             return "stale", f"{line.test} is not a cmocka program: it takes no test filter"
         cmd = cmd[:1] + [line.filter]
-    full_env = dict(os.environ, **env)
+    full_env = dict(os.environ, **env, **line.env)
     start = time.time()
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
