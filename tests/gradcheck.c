@@ -39,6 +39,18 @@ int gc_close_device(void **state)
     return 0;
 }
 
+int gc_open_device_and_tmp(void **state)
+{
+    tu_setup_tmp(state);
+    return gc_open_device(state);
+}
+
+int gc_close_device_and_tmp(void **state)
+{
+    gc_close_device(state);
+    return tu_teardown_tmp(state);
+}
+
 int64_t count(int ndim, const int64_t *shape)
 {
     int64_t n = 1;

@@ -175,18 +175,6 @@ static void test_export_refused(void **state)
     dp_model_def_free(def);
 }
 
-static int setup(void **state)
-{
-    tu_setup_tmp(state);
-    return gc_open_device(state);
-}
-
-static int teardown(void **state)
-{
-    gc_close_device(state);
-    return tu_teardown_tmp(state);
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -194,5 +182,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_export_every_module),
         cmocka_unit_test(test_export_refused),
     };
-    return tu_run(argc, argv, tests, setup, teardown);
+    return tu_run(argc, argv, tests, gc_open_device_and_tmp, gc_close_device_and_tmp);
 }

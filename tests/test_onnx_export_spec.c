@@ -413,23 +413,11 @@ static void seed_lenet(void **state)
     dp_model_close(m);
 }
 
-static int setup(void **state)
-{
-    tu_setup_tmp(state);
-    return gc_open_device(state);
-}
-
-static int teardown(void **state)
-{
-    gc_close_device(state);
-    return tu_teardown_tmp(state);
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(small_sequential),
         cmocka_unit_test(seed_lenet),
     };
-    return tu_run(argc, argv, tests, setup, teardown);
+    return tu_run(argc, argv, tests, gc_open_device_and_tmp, gc_close_device_and_tmp);
 }
