@@ -151,6 +151,21 @@ def why_failed(out):
     return lines[-1] if lines else "(no output)"
 
 
+def kill_session(sid):
+    """SIGKILL to every process of session sid: the test and what it started
+    in process groups of its own (mpirun, dptrain), which killpg misses."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:  # after the name: state, ppid, pgrp, session
+                os.kill(int(name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
 def run_test(line, spec, timeout, log_path):
     """(outcome, detail): outcome 'caught', 'missed' or 'stale'."""
     command, env, cwd, limit = spec
@@ -167,13 +182,14 @@ def run_test(line, spec, timeout, log_path):
         try:
             rc = p.wait(timeout=min(limit, timeout))
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_session(p.pid)
             p.wait()
             rc = None
         except BaseException:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_session(p.pid)
             p.wait()
             raise
+        kill_session(p.pid)  # anything the test left running
     took = time.time() - start
     with open(log_path, errors="replace") as f:
         out = f.read()
