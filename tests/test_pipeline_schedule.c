@@ -149,9 +149,9 @@ static void bubble_measured(void **state)
         print_message("K=2 M=%d: idle share %.3f (steps %.3f .. %.3f), the schedule with these "
                       "task times %.3f, (K-1)/(M+K-1) = %.3f\n",
                       M, bubble[3], bubble[1], bubble[5], played[3], expect);
-        tu_assert_close(bubble[3], played[3], 0, 0.05);
+        assert_true(fabs(bubble[3] - played[3]) <= 0.05);
         if (M <= 4)
-            tu_assert_close(bubble[3], expect, 0, 0.05);
+            assert_true(fabs(bubble[3] - expect) <= 0.05);
         stepper_close(&st);
     }
     dp_devices_close(devs, 2);
