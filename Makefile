@@ -6,7 +6,7 @@ EPOCHS ?= 10
 DEVICES ?= auto
 PREFIX ?= /usr/local
 
-.PHONY: all deps build install train test test-asan test-tsan test-interop clean fuzz
+.PHONY: all deps build install train test test-asan test-tsan test-interop test-mutants clean fuzz
 
 all: build
 
@@ -76,6 +76,18 @@ test-interop: build
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
 
+# The standing list of breaks, tests/mutants.txt: scripts/test-mutants.py
+# makes each one-line break in a scratch copy of the tree (build-mutants/,
+# a Release build without CUDA, configured once), rebuilds the library and
+# the test the line names, runs that test alone and puts the file back;
+# every test must fail on its break. Prints each break's outcome, then "N
+# caught, M missed" naming the missed ones and any stale line (a pattern
+# not found exactly once, an unknown test), and fails unless all were
+# caught. Some breaks are caught by the PyTorch and TensorBoard tests: run
+# it after test-interop, whose venvs under $(BUILD) it uses.
+test-mutants: deps
+	python3 scripts/test-mutants.py --jobs $(JOBS) --interop-build $(BUILD)
+
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \
 	  -DDP_CUDA=OFF
@@ -135,4 +147,4 @@ fuzz:
 	fi
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-mutants

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torchvision.transforms.functional as TF  # noqa: E402
 
+import compare  # noqa: E402
 from pytorch_compat import DATA_DIR  # noqa: E402
 from pytorch_compat_io import read_idx_images  # noqa: E402
 
@@ -108,7 +109,7 @@ def check(lib, name, images, augment, normalize, seed, epoch, batch):
         if d.flip:
             t = TF.hflip(t)
         t = TF.normalize(t, mean, std)
-        worst = max(worst, float(np.abs(t.numpy() - got[i]).max()))
+        worst = compare.worst([worst, float(np.abs(t.numpy() - got[i]).max())])  # inf for NaN
         flips += d.flip
         moved += (d.top, d.left) != (pad, pad)
     ok = worst == 0 and 0 < flips < n and moved > n // 2

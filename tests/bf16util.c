@@ -36,7 +36,22 @@ static void result_free(bf_result *r)
         free(r->g[i]);
 }
 
-/* The op in precision p on inputs vals[i], and the gradients of sum r y. */
+static float round_bf16(float x);
+
+/* A bf16 result read back as f32: every value one that bf16 holds exactly
+ * (so a "bf16" path that computed in f32 and never rounded fails, as its
+ * error is within every bound here). */
+static void assert_bf16_values(const char *name, const char *what, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || v[i] != round_bf16(v[i]))
+            fail_msg("%s: %s[%lld] = %.9g is not a bf16 value (bf16 rounds it to %.9g)", name, what,
+                     (long long)i, (double)v[i], (double)round_bf16(v[i]));
+}
+
+/* The op in precision p on inputs vals[i], and the gradients of sum r y.
+ * In a bf16 precision an op whose output is not float32 (b->out_f32) must
+ * give a bf16 tensor of bf16 values. */
 static void evaluate(const bf_problem *b, dp_precision p, float *const *vals, const float *r,
                      int64_t n_expected, bf_result *out)
 {
@@ -53,6 +68,13 @@ static void evaluate(const bf_problem *b, dp_precision p, float *const *vals, co
     dp_tensor_t *y, *y32, *row, *loss, *rt = NULL;
     int rc = b->build(&y, in, b->ctx, p);
     dp_set_precision(DP_PRECISION_FP32);
+    bool bf16_out = p != DP_PRECISION_FP32 && !b->out_f32;
+    if (rc == 0 && bf16_out && dp_tensor_dtype(y) != DP_BF16)
+        fail_msg("%s (%s): the output is not bf16 (dtype %d)", b->name, dp_precision_name(p),
+                 (int)dp_tensor_dtype(y));
+    if (rc == 0 && !bf16_out && dp_tensor_dtype(y) != DP_F32)
+        fail_msg("%s (%s): the output is not float32 (dtype %d)", b->name, dp_precision_name(p),
+                 (int)dp_tensor_dtype(y));
     if (rc == 0)
         rc = dp_cast(&y32, y, DP_F32);
     int64_t n = rc == 0 ? dp_tensor_numel(y32) : 0;
@@ -70,6 +92,8 @@ static void evaluate(const bf_problem *b, dp_precision p, float *const *vals, co
     if (rc == 0) {
         out->n = n;
         out->y = download(y32);
+        if (bf16_out)
+            assert_bf16_values(b->name, dp_precision_name(p), out->y, n);
         for (int i = 0; i < b->nin; i++)
             if (b->in[i].diff)
                 out->g[i] = download(dp_tensor_grad(in[i]));
@@ -148,7 +172,7 @@ static void within(const char *what, const char *name, const float *got, const f
     int64_t at = 0;
     for (int64_t e = 0; e < n; e++) {
         double tol = coef * fabs((double)bound[e]) + slack;
-        double err = fabs((double)got[e] - want[e]);
+        double err = tu_worst_diff(0, got[e], want[e], what, e); /* fails on NaN and Inf */
         if (!(err <= tol))
             fail_msg("%s: %s[%lld]: %.9g against %.9g (difference %.3g, bound %.3g)", name, what,
                      (long long)e, (double)got[e], (double)want[e], err, tol);
@@ -159,14 +183,6 @@ static void within(const char *what, const char *name, const float *got, const f
     }
     print_message("%-34s %-10s worst |difference| / bound %.3f (element %lld of %lld)\n", name,
                   what, worst, (long long)at, (long long)n);
-}
-
-static double max_abs(const float *v, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)v[i]));
-    return m;
 }
 
 void bf_check_products(const bf_problem *b, int fd)
@@ -214,7 +230,7 @@ void bf_check_products(const bf_problem *b, int fd)
                 lm += (double)r[j] * minus.y[j];
             }
             double num = (lp - lm) / (2 * h), tol = coef * mag.g[i][e] + fd_slack + 1e-6;
-            if (!(fabs(ref.g[i][e] - num) <= tol))
+            if (!tu_close(ref.g[i][e], num, 0, tol))
                 fail_msg("%s: d/d%s[%lld]: bf16 reference %.7g, finite difference %.7g (bound "
                          "%.3g)",
                          b->name, b->in[i].name, (long long)e, (double)ref.g[i][e], num, tol);
@@ -288,7 +304,8 @@ void bf_check_storage(const bf_problem *b)
     bf_result f32, bf;
     evaluate(b, DP_PRECISION_FP32, rounded, r_rounded, n, &f32);
     evaluate(b, DP_PRECISION_BF16_REFERENCE, vals, r, n, &bf);
-    within("output", b->name, bf.y, f32.y, f32.y, 2 * U, 1e-5 * max_abs(f32.y, n) + 1e-7, n);
+    within("output", b->name, bf.y, f32.y, f32.y, 2 * U,
+           1e-5 * tu_max_abs("f32 output", f32.y, n) + 1e-7, n);
     for (int i = 0; i < b->nin; i++) {
         if (!b->in[i].diff)
             continue;
@@ -299,7 +316,8 @@ void bf_check_storage(const bf_problem *b)
         for (int64_t e = 0; e < m; e++)
             bound[e] = (float)(2 * U * fabs((double)f32.g[i][e]) +
                                (b->out_grad_slope > 0 ? b->out_grad_slope * U * fabs(r[e]) : 0));
-        within(what, b->name, bf.g[i], f32.g[i], bound, 1.0, 1e-5 * max_abs(f32.g[i], m) + 1e-7, m);
+        within(what, b->name, bf.g[i], f32.g[i], bound, 1.0,
+               1e-5 * tu_max_abs("f32 gradient", f32.g[i], m) + 1e-7, m);
         free(bound);
     }
     result_free(&f32);

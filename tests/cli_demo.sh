@@ -59,14 +59,10 @@ floats() {
   tail -c +$((9 + n)) "$1" | od -An -v -tf4 -w4 | tr -d ' '
 }
 # rel_diff A B: max |a - b| / max |b| over every weight of two checkpoints;
-# "nan" where a value is not finite or the counts differ.
+# "inf" where a value is not finite or the counts differ (tests/compare.py).
+compare=$(dirname "${BASH_SOURCE[0]}")/compare.py
 rel_diff() {
-  paste <(floats "$1") <(floats "$2") | awk -F'\t' '
-    function finite(x) { return x ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/ }
-    !finite($1) || !finite($2) { bad = 1; exit }
-    { d = $1 - $2; if (d < 0) d = -d; if (d > dmax) dmax = d
-      m = $2 < 0 ? -$2 : $2; if (m > mmax) mmax = m; n++ }
-    END { if (bad || n == 0) print "nan"; else printf "%.3g\n", (mmax > 0 ? dmax / mmax : dmax) }'
+  python3 "$compare" max-rel-diff <(floats "$1") <(floats "$2")
 }
 
 # The seed's from-scratch step on 1, 2 and 3 devices ends at the same
@@ -78,7 +74,7 @@ if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
   "$bin" demo scratch --devices 1 --steps 1 --checkpoint "$tmp/step1.safetensors" >/dev/null
   "$bin" demo scratch --devices 1 --steps 10 --checkpoint "$tmp/ref.safetensors" >/dev/null
   moved=$(rel_diff "$tmp/ref.safetensors" "$tmp/step1.safetensors")
-  if awk -v m="$moved" 'BEGIN { exit !(m != "nan" && m > 1e-2) }'; then
+  if python3 "$compare" more-than "$moved" 1e-2; then
     passes=$((passes + 1)); echo "ok   scratch: steps 2-10 moved the weights by $moved of the largest"
   else fails=$((fails + 1)); echo "FAIL scratch: steps 2-10 moved the weights by $moved"; fi
   for run in "2 naive" "2 ring" "3 naive" "3 ring"; do
@@ -87,7 +83,7 @@ if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
     "$bin" demo scratch --devices "$1" --allreduce "$2" --steps 10 \
       --checkpoint "$tmp/got.safetensors" >/dev/null
     d=$(rel_diff "$tmp/got.safetensors" "$tmp/ref.safetensors")
-    if awk -v d="$d" 'BEGIN { exit !(d != "nan" && d <= 1e-5) }'; then
+    if python3 "$compare" at-most "$d" 1e-5; then
       passes=$((passes + 1)); echo "ok   scratch on $1 devices ($2): every weight within $d of the largest of 1 device's"
     else fails=$((fails + 1)); echo "FAIL scratch on $1 devices ($2): weights $d (of the largest) from 1 device's"; fi
   done

@@ -28,6 +28,7 @@ set -u
 bin=$1
 PY=/usr/bin/python3
 compat=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pytorch_compat.py
+compare_py=$(dirname "$compat")/compare.py
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0; passes=0
@@ -80,9 +81,9 @@ compare() {
   if [[ -z $d || -z $p ]]; then
     fail "$name: no 'test acc:' line (dptrain '$d', pytorch '$p')" "$dir/d.log" "$dir/p.log"; return
   fi
-  if awk -v d="$d" -v p="$p" -v m="$min" 'BEGIN {
-        diff = d - p; if (diff < 0) diff = -diff
-        exit !(diff <= 0.005 + 1e-9 && (m == "" || (d >= m && p >= m))) }'; then
+  if python3 "$compare_py" close "$d" "$p" 0 0.005000001 &&
+     { [[ -z $min ]] || { python3 "$compare_py" at-least "$d" "$min" &&
+                          python3 "$compare_py" at-least "$p" "$min"; }; }; then
     ok "$name: dptrain $d, pytorch $p"
   else
     fail "$name: dptrain $d, pytorch $p (need |diff| <= 0.005${min:+, both >= $min})" \
@@ -116,7 +117,7 @@ sequential_file() {
   fi
   d=$(acc_of "$dir/d.log"); p=$(acc_of "$dir/p.log")
   n=$(sed -n 's/^params: \([0-9]*\)$/\1/p' "$dir/p.log")
-  if [[ -n $d && $d == "$p" ]] && awk -v d="$d" -v m="$min" 'BEGIN { exit !(d >= m) }'; then
+  if [[ -n $d && $d == "$p" ]] && python3 "$compare_py" at-least "$d" "$min"; then
     ok "$name: strict load into nn.Sequential; dptrain eval $d, pytorch $p"
   else
     fail "$name: dptrain eval '$d', pytorch '$p' (need the same 4 decimals, >= $min)" \

@@ -33,13 +33,8 @@ void fill_random(float *v, int64_t n, uint64_t seed)
 /* max |a - b| / max |b|, the relative error in the max norm. */
 double rel_error(const float *a, const float *b, int64_t n)
 {
-    double diff = 0, ref = 1e-30;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        diff = d > diff ? d : diff;
-        ref = fabs((double)b[i]) > ref ? fabs((double)b[i]) : ref;
-    }
-    return diff / ref;
+    double diff = tu_max_diff("CUDA vs CPU", a, b, n), ref = tu_max_abs("CPU", b, n);
+    return diff / (ref > 1e-30 ? ref : 1e-30);
 }
 
 /* What a case gives on one device, on the host. */

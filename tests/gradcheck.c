@@ -39,6 +39,18 @@ int gc_close_device(void **state)
     return 0;
 }
 
+int gc_open_device_and_tmp(void **state)
+{
+    tu_setup_tmp(state);
+    return gc_open_device(state);
+}
+
+int gc_close_device_and_tmp(void **state)
+{
+    gc_close_device(state);
+    return tu_teardown_tmp(state);
+}
+
 int64_t count(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -162,11 +174,6 @@ static bool same_signs(const float *a, const float *b, int64_t n)
     return true;
 }
 
-static bool close_enough(double a, double n, double rtol, double atol)
-{
-    return fabs(a - n) <= rtol * fmax(fabs(a), fabs(n)) + atol;
-}
-
 /* (L(v[e] + h) - L(v[e] - h)) / 2h; *kinked: the problem has kinks and the
  * sign pattern of its output differs between the three points. */
 static double central_difference(const gc_problem *p, dp_tape_t *tape, gc_input *in, int64_t e,
@@ -243,13 +250,13 @@ void gc_run(gc_problem *p)
             checked++;
             double err = fabs(a - num) / (rtol * fmax(fabs(a), fabs(num)) + atol);
             worst = err > worst ? err : worst;
-            if (!close_enough(a, num, rtol, atol)) {
+            if (!tu_close(a, num, rtol, atol)) {
                 if (bad < 5)
                     print_error("%s: d/d%s[%lld]: analytic %.7g, numerical %.7g\n", p->name,
                                 in->name, (long long)e, a, num);
                 bad++;
             }
-            if (!close_enough(1.1 * a, num, rtol, atol))
+            if (!tu_close(1.1 * a, num, rtol, atol))
                 sensitive++;
         }
         print_message("%-34s d/d%-4s %3d checked %2d skipped, worst |a-n|/tol %.3f, %2d of them "
@@ -283,12 +290,9 @@ gc_input input(const char *name, int ndim, const int64_t *shape, float *v, bool 
 void assert_values(const char *what, const float *got, const double *want, int64_t n, double rtol,
                    double atol)
 {
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        double m = fmax(fabs((double)got[i]), fabs(want[i]));
-        if (!(d <= atol + rtol * m))
+    for (int64_t i = 0; i < n; i++)
+        if (!tu_close(got[i], want[i], rtol, atol))
             fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, (double)got[i], want[i]);
-    }
 }
 
 double *to_double(const float *v, int64_t n)

@@ -34,6 +34,10 @@ int gc_open_device(void **state);
 /* Its kernel threads: 1, or $DP_GRADCHECK_THREADS. */
 int gc_threads(void);
 int gc_close_device(void **state);
+/* Both and a temp directory (testutil.h's tu_tmp), as a group's setup and
+ * teardown. */
+int gc_open_device_and_tmp(void **state);
+int gc_close_device_and_tmp(void **state);
 
 int64_t count(int ndim, const int64_t *shape);
 float *normal_array(dp_rng *rng, int64_t n, float scale);

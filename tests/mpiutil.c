@@ -216,14 +216,8 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
             fail_msg("parameter '%s' is missing in %s", dp_params_name(p, i), ck);
         assert_int_equal(st.dtype, DP_ST_F32);
         assert_int_equal(st.bytes, (size_t)n * sizeof(float));
-        const float *w = st.data;
-        for (int64_t k = 0; k < n; k++) {
-            if (!isfinite(w[k])) /* fmax would drop it */
-                fail_msg("%s: '%s'[%lld] is %g", ck, dp_params_name(p, i), (long long)k,
-                         (double)w[k]);
-            d = fmax(d, fabs((double)w[k] - init[k]));
-            scale = fmax(scale, fabs((double)w[k]));
-        }
+        d = fmax(d, tu_max_diff(dp_params_name(p, i), st.data, init, n));
+        scale = fmax(scale, tu_max_abs(dp_params_name(p, i), st.data, n));
         free(init);
     }
     dp_safetensors_close(f);
@@ -232,35 +226,33 @@ double mu_moved_from_init(const char *ck, const char *model, uint64_t seed)
     return scale > 0 ? d / scale : 0;
 }
 
+/* max |a - b| / max |b| over the float tensors of two checkpoints, the
+ * parameters (and running statistics when `running`) taken together and the
+ * optimizer's state (momentum, Adam's moments: "_state.") together, the
+ * larger of the two; a group whose b is all zeros counts max |a - b|. */
 static double max_diff(const char *a, const char *b, bool running)
 {
     dp_safetensors_t *fa, *fb;
     assert_int_equal(dp_safetensors_open(&fa, a), 0);
     assert_int_equal(dp_safetensors_open(&fb, b), 0);
     assert_int_equal(dp_safetensors_count(fa), dp_safetensors_count(fb));
-    double d = 0, scale = 0;
+    double d[2] = {0, 0}, scale[2] = {0, 0};
     for (int i = 0; i < dp_safetensors_count(fa); i++) {
         dp_st_tensor ta, tb;
         assert_int_equal(dp_safetensors_get(fa, i, &ta), 0);
-        if (ta.dtype != DP_ST_F32 || strncmp(ta.name, "_state.", 7) == 0 ||
-            (!running && strstr(ta.name, ".running_")))
+        if (ta.dtype != DP_ST_F32 || (!running && strstr(ta.name, ".running_")))
             continue;
         if (dp_safetensors_find(fb, ta.name, &tb) != 0)
             fail_msg("tensor '%s' of %s is missing in %s", ta.name, a, b);
         assert_int_equal(ta.bytes, tb.bytes);
-        const float *x = ta.data, *y = tb.data;
-        for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
-            if (!isfinite(x[k]) || !isfinite(y[k])) /* fmax would drop it */
-                fail_msg("tensor '%s'[%zu] is %g vs %g: not finite", ta.name, k, (double)x[k],
-                         (double)y[k]);
-            d = fmax(d, fabs((double)x[k] - y[k]));
-            scale = fmax(scale, fabs((double)y[k]));
-        }
+        int g = strncmp(ta.name, "_state.", 7) == 0;
+        int64_t n = (int64_t)(ta.bytes / sizeof(float));
+        d[g] = fmax(d[g], tu_max_diff(ta.name, ta.data, tb.data, n));
+        scale[g] = fmax(scale[g], tu_max_abs(ta.name, tb.data, n));
     }
     dp_safetensors_close(fa);
     dp_safetensors_close(fb);
-    /* All zeros in b: the difference itself, not 0. */
-    return scale > 0 ? d / scale : d;
+    return fmax(scale[0] > 0 ? d[0] / scale[0] : d[0], scale[1] > 0 ? d[1] / scale[1] : d[1]);
 }
 
 double mu_max_param_diff(const char *a, const char *b)

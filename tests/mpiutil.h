@@ -44,14 +44,6 @@ bool mu_find_in_path(const char *name, char *out, size_t size);
  * steps of the common run, as summation order allows. */
 #define MU_VS_ONE_PROCESS 1e-5
 
-/* Fails the test, printing both, unless value <= bound. */
-#define mu_assert_at_most(value, bound)                                                            \
-    do {                                                                                           \
-        double mu_v = (value), mu_b = (bound);                                                     \
-        if (!(mu_v <= mu_b))                                                                       \
-            fail_msg("%s = %.3g, more than %s = %.3g", #value, mu_v, #bound, mu_b);                \
-    } while (0)
-
 /* Starts argv (NULL-terminated) in a process group of its own, stdout and
  * stderr into `log`; under mpirun without leak checks (see mpiutil.c). */
 pid_t mu_start(const char *const *argv, const char *log);
@@ -98,12 +90,15 @@ int mu_run(int ranks, const char *devices, const char *ck, const char *metrics,
 double mu_moved_from_init(const char *ck, const char *model, uint64_t seed);
 
 /* max |a - b| / max |b| over all the parameters of two checkpoints
- * together (the float tensors but the optimizer's "_state."), not per
+ * together (the float tensors: weights and running statistics), not per
  * tensor as tu_max_rel_diff: a bias that started at 0 and is still small
- * weighs as much as the largest weight. max |a - b| where b is all zeros;
- * fails the test on a value that is not finite in either. */
+ * weighs as much as the largest weight; and likewise over the optimizer's
+ * state ("_state.": momentum, Adam's moments) together; the larger of the
+ * two. max |a - b| where b is all zeros; fails the test on a value that is
+ * not finite in either. */
 double mu_max_param_diff(const char *a, const char *b);
-/* The same without batch norm's running statistics. */
+/* The same without batch norm's running statistics (the weights and the
+ * optimizer's state). */
 double mu_max_weight_diff(const char *a, const char *b);
 
 /* Fails unless the tensors of two checkpoints that are not float32 (batch

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
 import onnx_torchvision_nets as nets  # noqa: E402
 from onnx_interop_util import OUT_TOL, CommandError, Report, rel_diff, run  # noqa: E402
 from pytorch_compat_io import read_safetensors  # noqa: E402
@@ -179,10 +180,10 @@ def check_net(ctx, rep, name):
     trained, want_l = torch_steps(mt, xs, ys, lr)
     # How far rounding alone moves the losses: PyTorch in float64.
     exact, exact_l = torch_steps(mt, xs, ys, lr, torch.float64)
-    spread = max(abs(a - b) / abs(b) for a, b in zip(want_l, exact_l))
+    spread = compare.max_rel_diff(want_l, exact_l)
     ckpt = os.path.join(ctx.dir, f"{name}.safetensors")
     got_l = dptrain_steps(ctx, path, data_dir, ckpt, lr)
-    worst = max((abs(a - b) / abs(b) for a, b in zip(got_l, want_l)), default=float("inf"))
+    worst = compare.max_rel_diff(got_l, want_l)  # inf for a NaN loss
     pairs = ", ".join(f"{a:.5f}/{b:.5f}" for a, b in zip(got_l, want_l))
     rep.check(len(got_l) == STEPS and worst <= LOSS_TOL,
               f"{name}: {STEPS} SGD steps (lr {lr:g}, momentum {MOMENTUM}, batch {BATCH}), loss "

@@ -54,6 +54,8 @@ import warnings
 import numpy as np
 import torch
 import torchvision
+
+import compare
 from torch import nn
 from torchvision.models.densenet import _DenseBlock, _Transition
 
@@ -175,7 +177,7 @@ def sync_from_file(m, path):
             missing.append(k)
             continue
         if k in params:
-            diff = max(diff, float((inits[k] - v).abs().max()))
+            diff = compare.worst([diff, float((inits[k] - v).abs().max())])  # inf for NaN
         state[k] = inits[k]
     if not missing:
         m.load_state_dict(state, strict=True)

@@ -489,11 +489,3 @@ void ou_gradcheck(const dp__onnx_graph *g, const char *name, int ndim, const int
     }
     gc_run(&p);
 }
-
-double ou_max_diff(const float *a, const float *b, int64_t n)
-{
-    double d = 0;
-    for (int64_t i = 0; i < n; i++)
-        d = fmax(d, fabs((double)a[i] - b[i]));
-    return d;
-}

@@ -98,8 +98,6 @@ float *ou_run(const struct dp__onnx_graph *g, dp_device_t *dev, dp_tensor_t *con
  * the graph is piecewise linear (ReLU, max, clamp). */
 void ou_gradcheck(const struct dp__onnx_graph *g, const char *name, int ndim, const int64_t *xs,
                   uint64_t seed, bool kink);
-/* max |a - b| over n values. */
-double ou_max_diff(const float *a, const float *b, int64_t n);
 
 #define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 

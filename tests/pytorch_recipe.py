@@ -23,6 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import warnings  # noqa: E402
 
+import compare  # noqa: E402
 from pytorch_compat import DATA_DIR, LeNet  # noqa: E402
 from pytorch_compat_io import load, write_safetensors  # noqa: E402
 
@@ -115,10 +116,11 @@ def main(argv):
                 lr = float(oflags[oflags.index("--lr") + 1])
                 extra = ["--max-lr", str(lr)] if sname == "onecycle" else []
                 got_loss, got_lr = dptrain_run(dptrain, init_path, tmp, oflags + sflags + extra)
-                loss_err = max(abs(a - b) / abs(b) for a, b in zip(got_loss, want_loss))
-                lr_err = max(abs(a - b) / abs(b) for a, b in zip(got_lr, want_lr))
+                # inf when a loss or lr is NaN or missing (compare.py)
+                loss_err = compare.max_rel_diff(got_loss, want_loss)
+                lr_err = compare.max_rel_diff(got_lr, want_lr)
                 ok = (len(got_loss) == STEPS and loss_err <= 1e-4 and lr_err <= 1e-7
-                      and abs(want_loss[-1] - want_loss[0]) > 1e-3)
+                      and compare.differ(want_loss[-1], want_loss[0], 1e-3))
                 fails += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {oname}, {sname}: {len(got_loss)} steps, loss "
                       f"{want_loss[0]:.4f} -> {want_loss[-1]:.4f}, largest relative difference "

@@ -29,6 +29,8 @@ import time
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from compare import close, max_rel_diff
+
 STEP_TAGS = ["train/loss", "train/lr"]
 EPOCH_TAGS = ["train/epoch_loss", "train/epoch_accuracy", "train/samples_per_second",
               "test/accuracy", "test/loss", "test/top5_accuracy"]
@@ -89,11 +91,20 @@ def compare(name, d, batches, steps_of=None, rtol=1e-6):
             if e.step in got[t]:
                 dup.append((t, e.step))
             got[t][e.step] = e.value
+    # Each tag's steps are exactly the expected ones: every step of the
+    # --metrics file for the per-step tags, every epoch's last step for the
+    # per-epoch ones (a step missing from TensorBoard would otherwise read
+    # as NaN, and NaN fails no bound).
+    want_epoch_steps = {e * batches for e in epochs}
+    wrong_steps = [(t, sorted(set(steps) ^ set(got[t]))[:3]) for t in STEP_TAGS
+                   if set(got[t]) != set(steps)]
+    wrong_steps += [(t, sorted(want_epoch_steps ^ set(got[t]))[:3]) for t in EPOCH_TAGS
+                    if set(got[t]) != want_epoch_steps]
     bad = []
     for s, m in steps.items():
-        if abs(got["train/loss"].get(s, float("nan")) - m["loss"]) > 1e-6 + rtol * abs(m["loss"]):
+        if not close(got["train/loss"].get(s), m["loss"], rtol, 1e-6):
             bad.append(("train/loss", s, got["train/loss"].get(s), m["loss"]))
-        if abs(got["train/lr"].get(s, float("nan")) - m["lr"]) > 1e-7 * abs(m["lr"]) + 1e-12:
+        if not close(got["train/lr"].get(s), m["lr"], 1e-7, 1e-12):
             bad.append(("train/lr", s, got["train/lr"].get(s), m["lr"]))
     for e, m in epochs.items():
         s = e * batches
@@ -102,18 +113,18 @@ def compare(name, d, batches, steps_of=None, rtol=1e-6):
                 "test/loss": (m["test_loss"], 1e-6), "test/top5_accuracy": (m["test_top5"], 1e-4),
                 "train/samples_per_second": (m["samples_per_second"], 0.1)}
         for t, (v, tol) in want.items():
-            if abs(got[t].get(s, float("nan")) - v) > tol + 1e-6 * abs(v):
+            if not close(got[t].get(s), v, 1e-6, tol):
                 bad.append((t, s, got[t].get(s), v))
-    extra = [(t, s) for t in STEP_TAGS for s in got[t] if s not in steps]
-    extra += [(t, s) for t in EPOCH_TAGS for s in got[t] if s // batches not in epochs]
     want_steps = list(range(1, len(epochs) * batches + 1))
-    worst = max((abs(got["train/loss"].get(s, 0) - m["loss"]) / abs(m["loss"])
-                 for s, m in steps.items()), default=0)
-    ok = not bad and not dup and not extra and sorted(steps) == want_steps
+    worst = max_rel_diff([got["train/loss"].get(s) for s in steps],
+                                 [m["loss"] for m in steps.values()])
+    ok = (not bad and not dup and not wrong_steps and sorted(steps) == want_steps
+          and worst <= rtol + 1e-6)
     check(f"{name}: {len(steps)} steps x {len(STEP_TAGS)} tags and {len(epochs)} epochs x "
           f"{len(EPOCH_TAGS)} tags, each once and as in --metrics (loss within {worst:.1e})", ok,
-          "" if ok else f"wrong {bad[:3]}, twice {dup[:3]}, not in --metrics {extra[:3]}, "
-          f"--metrics steps {min(steps, default=0)}..{max(steps, default=0)} of {len(steps)}")
+          "" if ok else f"wrong {bad[:3]}, twice {dup[:3]}, steps not as expected "
+          f"{wrong_steps[:3]}, --metrics steps {min(steps, default=0)}..{max(steps, default=0)} "
+          f"of {len(steps)}")
 
 
 def one_device_pair():

@@ -89,7 +89,7 @@ static double max_abs_d(const double *v, int64_t n)
 {
     double m = 0;
     for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs(v[i]));
+        m = tu_worst_abs(m, v[i], "float64 reference", i);
     return m;
 }
 
@@ -98,7 +98,7 @@ static double rel_err(const float *got, const double *want, int64_t n)
 {
     double d = 0;
     for (int64_t i = 0; i < n; i++)
-        d = fmax(d, fabs(got[i] - want[i]));
+        d = tu_worst_diff(d, got[i], want[i], "float32 vs float64", i);
     return d / max_abs_d(want, n);
 }
 
@@ -158,7 +158,7 @@ static void test_conv_bn_gradient(void **state)
     gc_analytic(&pb, r, ny, grads);
     double dw_err = rel_err(grads[1], dw, 144), db = 0;
     for (int64_t c = 0; c < cs; c++)
-        db = fmax(db, fabs(grads[2][c]));
+        db = tu_worst_abs(db, grads[2][c], "bias gradient", c);
     db /= max_abs_d(dw, 144);
     printf("conv + batch norm: the weight gradient %.2e off float64's (max |difference| / "
            "max |value|); the bias gradient (0 in exact arithmetic) %.2e of the weight's\n",
@@ -220,7 +220,7 @@ static void bn_offset_case(bool nhwc)
                 s += grads[0][(b * C + c) * HW + i];
                 sa += fabs(grads[0][(b * C + c) * HW + i]);
             }
-        drift = fmax(drift, fabs(s) / sa);
+        drift = tu_worst_rel(drift, s, 0, sa, "sum dx", c);
     }
     printf("batch norm of x with mean 50, spread 1%s: y %.2e and dx %.2e off float64's; "
            "|sum dx| / sum |dx| per channel at most %.2e\n",

@@ -83,9 +83,7 @@ static void bucketed_equals_unbucketed(void **state)
             assert_int_equal(nb, 1);
             if (!start)
                 start = tu_lenet_initial_params(5, numel);
-            double moved = 0;
-            for (int64_t i = 0; i < numel; i++)
-                moved = fmax(moved, fabs(whole[i] - start[i]));
+            double moved = tu_max_diff("weights vs their start", whole, start, numel);
             assert_true(moved > 1e-3);
             for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
                 float *bucketed = train(n, (dp_allreduce_algo)algo, sizes[s], &nb, &st, &numel);
@@ -252,9 +250,9 @@ static void bf16_sum_bounded(void **state)
             exact += x[r * COUNT + i];
             mag += fabs(x[r * COUNT + i]);
         }
-        double err = fabs(out[i] - exact), bound = mag * (ldexp(1, -8) + 4 * ldexp(1, -24));
-        worst = fmax(worst, err / mag);
-        worst_rel_to_bound = fmax(worst_rel_to_bound, err / bound);
+        double bound = mag * (ldexp(1, -8) + 4 * ldexp(1, -24));
+        worst = tu_worst_rel(worst, out[i], exact, mag, "bf16 sum", i);
+        worst_rel_to_bound = tu_worst_rel(worst_rel_to_bound, out[i], exact, bound, "bf16 sum", i);
     }
     printf("bf16 sum over %d ranks: max |error| / sum |x_r| = %.3g (bound %.3g), %.2f of the "
            "bound used\n",

@@ -2,6 +2,9 @@
  * several devices:
  *   - the table's text survives a save and load; a bad line installs
  *     nothing and names itself;
+ *   - the chooser keeps each pass's fastest candidate: timings handed to
+ *     it (dp__conv_set_timing_hook), the fastest on each implementation in
+ *     turn, and the table then holds that one;
  *   - every replica of a DataParallel runs the implementation measured
  *     once (the trace of what each device ran);
  *   - N devices train in bf16 as 1 does, within the bound below;
@@ -69,6 +72,106 @@ static void choices_round_trip(void **state)
     char *empty = dp_conv_choices_save();
     assert_string_equal(empty, "");
     free(empty);
+}
+
+/* ---- the fastest candidate is kept --------------------------------------------- */
+
+/* The timings handed to the chooser: implementation i of pass p takes
+ * 1 + (i + p + rotation) mod 4 ms, so each rotation makes another one the
+ * fastest; offered[p][i] records which candidates the chooser timed (a
+ * candidate that does not serve the shape, or that oneDNN lacks here, is
+ * never timed). Written by the device's worker while it measures; read
+ * after the tensors are waited for. */
+static int rotation;
+static bool offered[DP__CONV_PASSES][DP__CONV_IMPLS];
+
+static double injected_ms(int pass, int impl)
+{
+    return 1 + (impl + pass + rotation) % DP__CONV_IMPLS;
+}
+
+static double injected_timing(dp__conv_pass pass, dp__conv_impl impl, double measured)
+{
+    (void)measured;
+    offered[pass][impl] = true;
+    return 1e-3 * injected_ms(pass, impl);
+}
+
+/* in: x (NCHW), w, the identity 1x1 weight (x into NHWC first) */
+static int build_conv(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
+{
+    (void)ctx;
+    dp_tensor_t *x;
+    int rc = dp_conv2d(&x, in[0], in[2], NULL, NULL);
+    const dp_conv2d_params p = {.pad_h = 1, .pad_w = 1};
+    return rc ? rc : dp_conv2d(out, x, in[1], NULL, &p);
+}
+
+static void the_fastest_candidate_is_kept(void **state)
+{
+    (void)state;
+    const int64_t xs[4] = {2, 8, 6, 6}, ws[4] = {8, 8, 3, 3}, is[4] = {8, 8, 1, 1};
+    const dp_conv2d_params cp = {.pad_h = 1, .pad_w = 1};
+    dp__conv_shape s = gc_conv_shape(xs, ws, &cp, DP_PRECISION_FP32);
+    char key[160];
+    dp__conv_shape_str(key, sizeof key, &s);
+    dp__conv_set_timing_hook(injected_timing);
+    dp_set_conv_algo(DP_CONV_ALGO_AUTO);
+    for (rotation = 0; rotation < DP__CONV_IMPLS; rotation++) {
+        dp_conv_choices_clear();
+        memset(offered, 0, sizeof offered);
+        dp_rng rng;
+        dp_rng_init(&rng, 3, (uint64_t)rotation);
+        gc_problem g = {.name = "conv", .build = build_conv};
+        g.in[g.nin++] = input("x", 4, xs, normal_array(&rng, count(4, xs), 1.0f), true);
+        g.in[g.nin++] = input("w", 4, ws, normal_array(&rng, count(4, ws), 0.5f), true);
+        g.in[g.nin++] = input("id", 4, is, identity_1x1(xs[1]), false);
+        int64_t n = xs[0] * ws[0] * xs[2] * xs[3];
+        double *r = to_double(g.in[0].v, n); /* any fixed projection */
+        float *grads[GC_MAX_IN];
+        gc_analytic(&g, r, n, grads);
+        for (int i = 0; i < g.nin; i++) {
+            free(grads[i]);
+            free(g.in[i].v);
+        }
+        free(r);
+        int kept[DP__CONV_PASSES], fastest[DP__CONV_PASSES], timed[DP__CONV_PASSES];
+        print_message("%s, rotation %d:", key, rotation);
+        for (int pass = 0; pass < DP__CONV_PASSES; pass++) {
+            fastest[pass] = -1, timed[pass] = 0;
+            for (int impl = 0; impl < DP__CONV_IMPLS; impl++)
+                if (offered[pass][impl]) {
+                    timed[pass]++;
+                    if (fastest[pass] < 0 ||
+                        injected_ms(pass, impl) < injected_ms(pass, fastest[pass]))
+                        fastest[pass] = impl;
+                }
+            kept[pass] = dp__conv_choice_find(&s, (dp__conv_pass)pass);
+            print_message(" %s %s of %d", dp__conv_pass_name((dp__conv_pass)pass),
+                          dp__conv_impl_name((dp__conv_impl)kept[pass]), timed[pass]);
+        }
+        print_message("\n");
+        for (int pass = 0; pass < DP__CONV_PASSES; pass++) {
+            const char *name = dp__conv_pass_name((dp__conv_pass)pass);
+            if (timed[pass] < 2)
+                fail_msg("%s: only %d candidate(s) timed", name, timed[pass]);
+            if (kept[pass] != fastest[pass])
+                fail_msg("%s, rotation %d: kept %s, the fastest was %s (%.0f ms against %.0f)",
+                         name, rotation, dp__conv_impl_name((dp__conv_impl)kept[pass]),
+                         dp__conv_impl_name((dp__conv_impl)fastest[pass]),
+                         injected_ms(pass, kept[pass]), injected_ms(pass, fastest[pass]));
+        }
+    }
+}
+
+/* After the_fastest_candidate_is_kept, passed or failed: the clock's
+ * timings again, and the suite's defaults. */
+static int real_timings(void **state)
+{
+    dp__conv_set_timing_hook(NULL);
+    dp_set_conv_algo(DP_CONV_ALGO_DIRECT);
+    dp_conv_choices_clear();
+    return gc_close_device(state);
 }
 
 /* ---- LeNet through DataParallel -------------------------------------------- */
@@ -176,38 +279,44 @@ static void replicas_run_the_measured_kernels(void **state)
  * moves one activation by one ulp (2u of it), diluted over the batch. The
  * bound is float32 data parallelism's, 1e-5 of the largest weight; so that
  * it cannot pass with bf16 ignored, the run must also differ from float32
- * by more than u = 2^-8 of it (bf16 rounds every activation). */
-static void bf16_n_devices_equals_one(void **state)
+ * by more than u = 2^-8 of it (bf16 rounds every activation). The
+ * reference path runs on every CPU; the native kernels are a test of their
+ * own, skipped visibly, naming the CPU, where it has none. */
+static void bf16_n_devices_equals_one(dp_precision p)
 {
-    (void)state;
     dp_dataset ds;
     if (!have_data(&ds))
         tu_skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    dp_precision precisions[2] = {DP_PRECISION_BF16_REFERENCE, DP_PRECISION_BF16};
-    for (int i = 0; i < 2; i++) {
-        if (precisions[i] == DP_PRECISION_BF16 && !native_bf16()) {
-            print_message("bf16: no native bf16 on %s; the reference path was compared\n",
-                          tu_cpu_name());
-            continue;
-        }
-        run one = train_lenet(&ds, 1, precisions[i]), two = train_lenet(&ds, 2, precisions[i]);
-        run f32 = train_lenet(&ds, 1, DP_PRECISION_FP32);
-        double scale = 0, worst = 0, vs_f32 = 0;
-        for (int64_t k = 0; k < one.numel; k++) {
-            scale = fmax(scale, fabs(one.params[k]));
-            worst = fmax(worst, fabs(two.params[k] - one.params[k]));
-            vs_f32 = fmax(vs_f32, fabs(f32.params[k] - one.params[k]));
-        }
-        print_message("%s, %d steps: 2 devices vs 1: max |difference| / max |param| = %.2e; "
-                      "1 device vs float32: %.2e\n",
-                      dp_precision_name(precisions[i]), STEPS, worst / scale, vs_f32 / scale);
-        assert_true(worst <= 1e-5 * scale);
-        assert_true(vs_f32 > scale / 256);
-        free(one.params);
-        free(two.params);
-        free(f32.params);
-    }
+    run one = train_lenet(&ds, 1, p), two = train_lenet(&ds, 2, p);
+    run f32 = train_lenet(&ds, 1, DP_PRECISION_FP32);
+    double scale = tu_max_abs("1 device's weights", one.params, one.numel);
+    double worst = tu_max_diff("2 devices vs 1", two.params, one.params, one.numel);
+    double vs_f32 = tu_max_diff("float32 vs bf16", f32.params, one.params, one.numel);
+    print_message("%s, %d steps: 2 devices vs 1: max |difference| / max |param| = %.2e; "
+                  "1 device vs float32: %.2e\n",
+                  dp_precision_name(p), STEPS, worst / scale, vs_f32 / scale);
+    assert_true(worst <= 1e-5 * scale);
+    assert_true(vs_f32 > scale / 256);
+    free(one.params);
+    free(two.params);
+    free(f32.params);
     dp_dataset_close(&ds);
+}
+
+static void bf16_reference_n_devices_equals_one(void **state)
+{
+    (void)state;
+    bf16_n_devices_equals_one(DP_PRECISION_BF16_REFERENCE);
+}
+
+static void bf16_native_n_devices_equals_one(void **state)
+{
+    (void)state;
+    if (!native_bf16())
+        tu_skip("no native bf16 on %s (AVX512-BF16 or AMX): the reference path was compared "
+                "instead (bf16_reference_n_devices_equals_one)",
+                tu_cpu_name());
+    bf16_n_devices_equals_one(DP_PRECISION_BF16);
 }
 
 /* ---- a resumed run's kernels ------------------------------------------------- */
@@ -291,8 +400,11 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(choices_round_trip),
+        cmocka_unit_test_setup_teardown(the_fastest_candidate_is_kept, gc_open_device,
+                                        real_timings),
         cmocka_unit_test(replicas_run_the_measured_kernels),
-        cmocka_unit_test(bf16_n_devices_equals_one),
+        cmocka_unit_test(bf16_reference_n_devices_equals_one),
+        cmocka_unit_test(bf16_native_n_devices_equals_one),
         cmocka_unit_test_setup_teardown(resume_runs_the_recorded_kernels, tu_setup_tmp,
                                         tu_teardown_tmp),
     };

@@ -175,7 +175,7 @@ static void bias_grad_sums_in_the_kernels_tree_order(void **state)
         }
         double bound = ((ROWS + DP__CUDA_BIAS_GRAD_THREADS - 1) / DP__CUDA_BIAS_GRAD_THREADS + 8) *
                        0x1p-24 * mag;
-        if (!(fabs(db[j] - exact) <= bound))
+        if (!tu_close(db[j], exact, 0, bound))
             fail_msg("column %d: %.9g vs the exact %.9g, off by %.3g (the tree order's bound "
                      "%.3g)",
                      j, db[j], exact, fabs(db[j] - exact), bound);

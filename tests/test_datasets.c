@@ -345,7 +345,7 @@ static void test_train_in_memory(void **state)
     /* Counted over the 40 test samples: a whole number of them. */
     double correct = r.test_acc * TEST_N;
     assert_true(r.test_acc >= 0 && r.test_acc <= 1);
-    assert_true(fabs(correct - round(correct)) < 1e-6);
+    tu_assert_close(correct, round(correct), 0, 1e-6);
     /* The training set is untouched. */
     assert_true(train.images[0] == (float)train_px[0] / 255.0f);
 

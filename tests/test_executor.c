@@ -123,10 +123,10 @@ static float *train(const dp_dataset *ds, int n, bool executor, int64_t *numel)
                        "%.6f)\n",
                        n, k, row, (long long)(row + sizes[k] - 1), dp_device_name(devs[k]),
                        (double)mine, (double)expect);
-                assert_true(fabsf(mine - expect) <= 1e-5f * fabsf(expect));
+                tu_assert_close(mine, expect, 1e-5, 0);
             }
             assert_int_equal(dp_tensor_to_host(loss, &total, sizeof total), 0);
-            assert_true(fabsf(total - sum) <= 1e-6f * fabsf(sum));
+            tu_assert_close(total, sum, 1e-6, 0);
         }
         assert_int_equal(dp_executor_step(ex, 1.0f / BATCH), 0);
     }
@@ -157,12 +157,9 @@ static void each_replica_computes_its_loss(void **state)
     int64_t numel;
     float *one = train(&ds, 1, true, &numel);
     float *start = tu_lenet_initial_params(7, numel);
-    double scale = 0, moved = 0;
-    for (int64_t i = 0; i < numel; i++) {
-        scale = fmax(scale, fabs(one[i]));
-        moved = fmax(moved, fabs(one[i] - start[i]));
-    }
-    assert_true(moved > 1e-2); /* trained, so equality below says something */
+    double scale = tu_max_abs("1 device's weights", one, numel);
+    /* trained, so equality below says something */
+    assert_true(tu_max_diff("weights vs their start", one, start, numel) > 1e-2);
     for (int n = 2; n <= 3; n++) {
         setenv("DP_PROFILE", "1", 1);
         profile_len = 0;
@@ -182,9 +179,7 @@ static void each_replica_computes_its_loss(void **state)
             assert_int_equal(calls, want);
         }
         float *seed_dp = train(&ds, n, false, &numel);
-        double worst = 0;
-        for (int64_t i = 0; i < numel; i++)
-            worst = fmax(worst, fabs(mine[i] - one[i]) / scale);
+        double worst = tu_max_diff("n devices vs 1", mine, one, numel) / scale;
         printf("%d devices: %lld weights after %d steps, max |difference| / max |param| vs 1 "
                "device %.2e; vs the seed's DataParallel: %s\n",
                n, (long long)numel, STEPS, worst,

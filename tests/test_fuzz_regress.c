@@ -4,7 +4,10 @@
  * through the same entry point as in the fuzzer (tests/fuzz/fuzz_entry.h),
  * which must end cleanly: success, or an error that names the file. In
  * `make test` this runs under gcc and again under ASan+UBSan, so a fixed
- * crash stays fixed in every build, with or without clang. */
+ * crash stays fixed in every build, with or without clang. The regression
+ * inputs are listed below: each must be there (a missing directory or file
+ * fails, rather than counting as none), and a file not listed fails too,
+ * so that the list and the folder stay one. */
 #include "testutil.h"
 
 /* The entry points and the command line's parsers are compiled into this
@@ -19,9 +22,11 @@
 #include "fuzz/fuzz_table.c"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* tests/fuzz, from CTest's DP_SOURCE_DIR or else from this file's path. */
 static void fuzz_dir(char *buf, size_t size)
@@ -34,6 +39,55 @@ static void fuzz_dir(char *buf, size_t size)
     snprintf(buf, size, "%s", __FILE__);
     char *slash = strrchr(buf, '/');
     snprintf(slash ? slash + 1 : buf, size - (size_t)(slash ? slash + 1 - buf : 0), "fuzz");
+}
+
+/* Every input of tests/fuzz/regress/, as TARGET/FILE: what fuzzing found,
+ * kept so that it stays fixed. A new one is added here with its file. */
+static const char *const regress_inputs[] = {
+    "checkpoint/epochs-done-past-int", "devices/newline-in-list",   "idx/promises-1gib-holds-3",
+    "model/63-digits-then-point",      "onnx/node-without-op-type", "onnx/reshape-one-input",
+    "onnx/scalar-initializer",         "stages/newline-in-list",
+};
+
+/* How many of regress_inputs are `target`'s. */
+static int listed_for(const char *target)
+{
+    int n = 0;
+    size_t len = strlen(target);
+    for (size_t i = 0; i < sizeof regress_inputs / sizeof *regress_inputs; i++)
+        n += strncmp(regress_inputs[i], target, len) == 0 && regress_inputs[i][len] == '/';
+    return n;
+}
+
+/* Fails unless `dir` (tests/fuzz/regress/<target>) holds exactly the files
+ * regress_inputs lists for target, naming the first missing or unlisted
+ * one. */
+static void assert_listed_inputs(const char *target, const char *dir)
+{
+    size_t len = strlen(target);
+    for (size_t i = 0; i < sizeof regress_inputs / sizeof *regress_inputs; i++) {
+        if (strncmp(regress_inputs[i], target, len) != 0 || regress_inputs[i][len] != '/')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, regress_inputs[i] + len + 1);
+        if (access(path, R_OK) != 0)
+            fail_msg("%s: the regression input is missing", path);
+    }
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char name[512];
+        snprintf(name, sizeof name, "%s/%s", target, e->d_name);
+        bool listed = e->d_name[0] == '.';
+        for (size_t i = 0; !listed && i < sizeof regress_inputs / sizeof *regress_inputs; i++)
+            listed = strcmp(regress_inputs[i], name) == 0;
+        if (!listed) {
+            closedir(d);
+            fail_msg("%s/%s is not in test_fuzz_regress.c's regress_inputs: add it there", dir,
+                     e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
 }
 
 static int compare_names(const void *a, const void *b)
@@ -113,9 +167,13 @@ static void run_target(const char *target)
     if (seeds <= 0)
         fail_msg("%s: no seed inputs (missing or empty)", dir);
     snprintf(dir, sizeof dir, "%s/regress/%s", base, target);
-    int regress = run_dir(entry, dir); /* -1: none found for this target yet */
+    int listed = listed_for(target);
+    assert_listed_inputs(target, dir);
+    int regress = run_dir(entry, dir); /* -1: no directory (a target with none listed) */
+    if (listed > 0 && regress != listed)
+        fail_msg("%s: %d regression input(s) ran, %d listed", dir, regress, listed);
     print_message("fuzz %s: %d seed input(s), %d regression input(s), all clean\n", target, seeds,
-                  regress < 0 ? 0 : regress);
+                  listed);
 }
 
 /* One cmocka test per target; its state is the target's name. */

@@ -42,10 +42,18 @@ static void reads_what_numpy_writes(void **state)
     assert_memory_equal(a.data, f32, sizeof f32);
     dp_npy_close(&a);
     /* a 1-tuple, an empty array, keys in another order, double quotes */
-    int64_t lab[2] = {3, 1};
+    int64_t lab[2] = {3, (int64_t)1 << 40 | 1}; /* the high word too */
     iu_write_npy(p, "<i8", 1, s3, lab, sizeof lab);
     assert_int_equal(dp_npy_read(p, &a), 0);
     assert_true(a.ndim == 1 && a.shape[0] == 2 && a.dtype == DP_NPY_I64);
+    assert_int_equal(a.size, sizeof lab);
+    assert_memory_equal(a.data, lab, sizeof lab);
+    dp_npy_close(&a);
+    int32_t lab32[3] = {9, 0, 7};
+    iu_write_npy(p, "<i4", 1, (int64_t[]){3}, lab32, sizeof lab32);
+    assert_int_equal(dp_npy_read(p, &a), 0);
+    assert_true(a.ndim == 1 && a.shape[0] == 3 && a.dtype == DP_NPY_I32);
+    assert_memory_equal(a.data, lab32, sizeof lab32);
     dp_npy_close(&a);
     iu_write_npy(p, "<i4", 1, s0, NULL, 0);
     assert_int_equal(dp_npy_read(p, &a), 0);

@@ -45,7 +45,7 @@ static void ranks_equal_one_process(void **state)
         printf("%-20s vs 1 rank x 1 device: max |difference| / max |param| = %.3g; train loss "
                "%.6f vs %.6f, test acc %.4f vs %.4f\n",
                runs[i].what, d, loss, loss1, acc, acc1);
-        mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+        tu_assert_at_most(d, MU_VS_ONE_PROCESS);
         /* Every sample counted once: the epoch's mean loss over 1217. */
         tu_assert_close(loss, loss1, MU_VS_ONE_PROCESS, 0);
         tu_assert_close(acc, acc1, 0, 0.0021); /* one test image of 500 */
@@ -117,7 +117,7 @@ static void recipe_ranks_equal_one_process(void **state)
            "weights by %.3g); train loss %.6f vs %.6f\n",
            d, moved, loss2, loss1);
     assert_true(moved > 1e-2);
-    mu_assert_at_most(d, 10 * MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, 10 * MU_VS_ONE_PROCESS);
     tu_assert_close(loss2, loss1, MU_VS_ONE_PROCESS, 0);
 }
 
@@ -301,7 +301,7 @@ static void two_network_namespaces(void **state)
     assert_int_equal(rc, 0);
     double d = tu_max_rel_diff(two, one);
     printf("2 ranks over TCP vs 1 process: max |difference| / max |param| = %.3g\n", d);
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     /* 20 allreduces of LeNet's 129068 gradients crossed the veth: with 2
      * ranks any allreduce sends at least the whole buffer. */
     assert_true(sent[0] >= 20LL * 129068 * 4);
@@ -314,7 +314,7 @@ static void two_network_namespaces(void **state)
     printf("--grad-compress bf16 sent %lld bytes, float32 %lld: %.3f of them\n", sent[1], sent[0],
            ratio);
     assert_true(sent[1] >= 20LL * 129068 * 2);
-    mu_assert_at_most(ratio, 0.6);
+    tu_assert_at_most(ratio, 0.6);
     /* Each rank's gradient rounded to bfloat16 (8 significant bits: a
      * relative error of at most 2^-8 = 4e-3 per element) changes each
      * step's update by about that fraction, so the weights, which these 20
@@ -328,7 +328,7 @@ static void two_network_namespaces(void **state)
     printf("2 ranks over TCP, bf16 vs float32 gradients: max |difference| / max |param| = %.3g "
            "(per tensor, the largest: %.3g)\n",
            dbf, per_tensor);
-    mu_assert_at_most(dbf, 1e-2);
+    tu_assert_at_most(dbf, 1e-2);
 }
 
 int main(int argc, char **argv)

@@ -209,7 +209,7 @@ static void batch_norm_stats_over_all_ranks(void **state)
             int counts = mu_assert_same_non_float(ranks, single);
             printf("%d num_batches_tracked identical\n", counts);
             assert_true(counts > 0);
-            mu_assert_at_most(d, plans[i].bound);
+            tu_assert_at_most(d, plans[i].bound);
         }
     }
 }
@@ -314,7 +314,7 @@ static void nan_caught_across_ranks(void **state)
     assert_true(mu_json_number(m1, "skipped_steps") == 1); /* as in one process */
     double d = tu_max_rel_diff(ck, ck1);
     printf("--skip-nonfinite, 2 ranks vs 1 process: max |difference| / max |param| = %.3g\n", d);
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
 }
 
 /* --grad-compress bf16 end to end: 2 ranks exchanging their gradients as
@@ -351,7 +351,7 @@ static void bf16_gradients_train(void **state)
                "acc %.4f\n",
                compress[c], loss[c][0], loss[c][1], acc[c]);
     }
-    mu_assert_at_most(loss[1][1], loss[1][0] - 0.1);
+    tu_assert_at_most(loss[1][1], loss[1][0] - 0.1);
     assert_true(acc[1] >= 0.3);
     tu_assert_close(loss[1][1], loss[0][1], 0, 0.05);
     /* An ignored --grad-compress would be float32 itself: the same bits. */
@@ -368,7 +368,7 @@ static void bf16_gradients_train(void **state)
     d = mu_max_param_diff(ck[1], ck[0]);
     printf("bf16 vs float32 gradients after 20 steps: max |difference| / max |param| = %.3g\n", d);
     assert_true(d > 0);
-    mu_assert_at_most(d, 1e-2);
+    tu_assert_at_most(d, 1e-2);
 }
 
 /* The lines of the kernel table that rank `rank` printed with --verbose

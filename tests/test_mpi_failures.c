@@ -242,7 +242,7 @@ static void resume_with_other_rank_count(void **state)
         printf("epoch 1 on %d rank(s), epoch 2 on %d: max |difference| / max |param| vs 1 "
                "process = %.3g\n",
                plans[i].first ? plans[i].first : 1, plans[i].second ? plans[i].second : 1, d);
-        mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+        tu_assert_at_most(d, MU_VS_ONE_PROCESS);
         remove(ck);
     }
 }

@@ -103,14 +103,6 @@ static void batch(int n, dp_tensor_t **x, dp_tensor_t **y)
     free(l);
 }
 
-static float max_diff(const float *a, const float *b, int64_t n)
-{
-    float d = 0;
-    for (int64_t i = 0; i < n; i++)
-        d = fmaxf(d, fabsf(a[i] - b[i]));
-    return d;
-}
-
 /* Logits (n x 3) of a forward, eval or training. */
 static void forward(dp_model_t *m, dp_tensor_t *x, bool train, float *out, int n)
 {
@@ -187,8 +179,8 @@ static void test_forward_and_training_match_sequential(void **state)
         forward(m, x, train, a, N);
         forward(s, x, train, b, N);
         printf("forward (%s): largest difference %g\n", train ? "training" : "eval",
-               (double)max_diff(a, b, N * 3));
-        assert_true(max_diff(a, b, N * 3) <= 1e-6f);
+               tu_max_diff("values", a, b, N * 3));
+        assert_true(tu_max_diff("values", a, b, N * 3) <= 1e-6f);
     }
     train_steps(m, x, y, 5);
     train_steps(s, x, y, 5);
@@ -197,11 +189,12 @@ static void test_forward_and_training_match_sequential(void **state)
     float *p0 = (float *)def->param_values;
     int64_t n = dp_params_numel(dp_model_params(m));
     printf("after 5 steps: parameters differ by %g, running statistics by %g; moved by %g\n",
-           (double)max_diff(pm, ps, n), (double)max_diff(bm, bs, 8), (double)max_diff(pm, p0, n));
-    assert_true(max_diff(pm, ps, n) <= 1e-6f);
-    assert_true(max_diff(bm, bs, 8) <= 1e-6f);
-    assert_true(max_diff(pm, p0, n) > 1e-3f);                 /* it trained */
-    assert_true(max_diff(bm, def->buffer_values, 8) > 1e-3f); /* and tracked */
+           tu_max_diff("values", pm, ps, n), tu_max_diff("values", bm, bs, 8),
+           tu_max_diff("values", pm, p0, n));
+    assert_true(tu_max_diff("values", pm, ps, n) <= 1e-6f);
+    assert_true(tu_max_diff("values", bm, bs, 8) <= 1e-6f);
+    assert_true(tu_max_diff("values", pm, p0, n) > 1e-3f);                 /* it trained */
+    assert_true(tu_max_diff("values", bm, def->buffer_values, 8) > 1e-3f); /* and tracked */
     free(pm);
     free(ps);
     free(bm);
@@ -264,8 +257,8 @@ static void test_export_loads_back(void **state)
         OK(dp_model_init(&mb, back, cpu, 1));
         forward(mb, x, false, got, N);
         printf("%s export: largest difference %g\n", which ? "nn.Sequential" : "ONNX",
-               (double)max_diff(want, got, N * 3));
-        assert_true(max_diff(want, got, N * 3) <= 1e-6f);
+               tu_max_diff("values", want, got, N * 3));
+        assert_true(tu_max_diff("values", want, got, N * 3) <= 1e-6f);
         dp_model_close(mb);
         dp_model_def_free(back);
     }

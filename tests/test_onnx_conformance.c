@@ -164,10 +164,12 @@ static int run_case(dp_device_t *dev, const char *dir, const char *name)
         if (same) {
             assert_int_equal(dp_tensor_to_host(outputs[k], got, (size_t)n * sizeof *got), 0);
             for (int64_t i = 0; i < n; i++) {
-                double d = fabs((double)got[i] - want[i]), tol = 1e-4 * fabs(want[i]) + 1e-5;
-                worst = fmax(worst, d / tol);
-                if (!(d <= tol))
-                    same = false;
+                double tol = 1e-4 * fabs(want[i]) + 1e-5;
+                if (!tu_close(got[i], want[i], 0, tol)) {
+                    same = false; /* NaN and Inf included */
+                    break;
+                }
+                worst = tu_worst_rel(worst, got[i], want[i], tol, "output", i);
             }
         }
         char gs[64];

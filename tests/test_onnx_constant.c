@@ -59,7 +59,7 @@ static void test_constant_chain(void **state)
     double worst = 0;
     for (int64_t i = 0; i < n; i++) {
         double want = (3.0 - (1.5 + (double)xv[i] * 0.5)) / 4.0 - 0.25;
-        worst = fmax(worst, fabs(got[i] - want));
+        worst = tu_worst_diff(worst, got[i], want, "outputs", i);
     }
     printf("(3 - (1.5 + x * 0.5)) / 4 - 0.25 on %lld values: largest difference from the "
            "formula %.2g\n",

@@ -119,10 +119,7 @@ static void round_trip(dp_model_t *m, const char *what, const char *file)
     OK(dp_model_init(&mb, back, gc_dev, 1));
     float *got = eval(mb, x, &nb);
     assert_int_equal(nb, n);
-    double big = 0;
-    for (int64_t i = 0; i < n; i++)
-        big = fmax(big, fabs(want[i]));
-    double diff = ou_max_diff(want, got, n);
+    double big = tu_max_abs(what, want, n), diff = tu_max_diff(what, want, got, n);
     printf("%-40s %d parameters by their names, %lld outputs: largest difference %.3g, %.3g of "
            "the largest %.3g\n",
            what, def->nparams, (long long)n, diff, diff / big, big);
@@ -178,18 +175,6 @@ static void test_export_refused(void **state)
     dp_model_def_free(def);
 }
 
-static int setup(void **state)
-{
-    tu_setup_tmp(state);
-    return gc_open_device(state);
-}
-
-static int teardown(void **state)
-{
-    gc_close_device(state);
-    return tu_teardown_tmp(state);
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -197,5 +182,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_export_every_module),
         cmocka_unit_test(test_export_refused),
     };
-    return tu_run(argc, argv, tests, setup, teardown);
+    return tu_run(argc, argv, tests, gc_open_device_and_tmp, gc_close_device_and_tmp);
 }

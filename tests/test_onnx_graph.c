@@ -83,7 +83,7 @@ static void check_case(const op_case *c)
     for (int d = 0; d < dp_tensor_ndim(y); d++)
         assert_int_equal(dp_tensor_dim(y, d), shape[d]);
     float *want = download(y);
-    double diff = ou_max_diff(got, want, n);
+    double diff = tu_max_diff("outputs", got, want, n);
     printf("%-36s %lld values: largest difference from the direct op %g\n", c->name, (long long)n,
            diff);
     assert_true(diff <= 1e-6);
@@ -294,7 +294,8 @@ static void test_split_input(void **state)
     for (int b = 0; b < 2; b++)
         for (int c = 0; c < 2; c++)
             for (int i = 0; i < 9; i++)
-                worst = fmax(worst, fabs(y[(b * 2 + c) * 9 + i] - xv[(b * 6 + 4 + c) * 9 + i]));
+                worst = tu_worst_diff(worst, y[(b * 2 + c) * 9 + i], xv[(b * 6 + 4 + c) * 9 + i],
+                                      "the last piece", i);
     printf("Split 1, 3, 2 (opset 13, sizes as an input): the last piece is channels 4 and 5 of "
            "x, largest difference %g\n",
            worst);
@@ -351,8 +352,8 @@ static void split_axis_case(int rank, const int64_t *xs, int axis)
     for (int64_t o = 0; o < outer; o++) /* piece 2 is rows 2..4 of axis */
         for (int64_t c = 0; c < 3; c++)
             for (int64_t i = 0; i < inner; i++)
-                worst =
-                    fmax(worst, fabs(y[(o * 3 + c) * inner + i] - xv[(o * 5 + 2 + c) * inner + i]));
+                worst = tu_worst_diff(worst, y[(o * 3 + c) * inner + i],
+                                      xv[(o * 5 + 2 + c) * inner + i], "the second piece", i);
     printf("Split 2, 3 along axis %d of a rank-%d tensor: the second piece is x's, largest "
            "difference %g\n",
            axis, rank, worst);

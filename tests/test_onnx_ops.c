@@ -82,8 +82,8 @@ static void check_conv(const conv_case *c, const dp_conv2d_params *p)
     float *want = download(y);
     printf("%-28s y [%lld, %lld, %lld, %lld]: largest difference from dp_conv2d %g\n", c->name,
            (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3],
-           ou_max_diff(got, want, n));
-    assert_true(ou_max_diff(got, want, n) == 0.0);
+           tu_max_diff("outputs", got, want, n));
+    assert_true(tu_max_diff("outputs", got, want, n) == 0.0);
     dp_tape_end(tape);
     dp_tape_reset(tape);
     dp_tape_close(tape);
@@ -189,8 +189,8 @@ static void test_identity_shares_initializer(void **state)
     OK(dp_conv2d(&y, h, params[1], params[2], &p));
     float *want = download(y);
     printf("two convolutions sharing a bias through Identity: largest difference %g\n",
-           ou_max_diff(got, want, n_out));
-    assert_true(ou_max_diff(got, want, n_out) == 0.0);
+           tu_max_diff("outputs", got, want, n_out));
+    assert_true(tu_max_diff("outputs", got, want, n_out) == 0.0);
     dp_tape_end(tape);
     dp_tape_reset(tape);
     dp_tape_close(tape);

@@ -72,8 +72,8 @@ static void check_pool(const char *name, const char *type, int k, int s, int p, 
     float *want = download(y);
     printf("%-44s y [%lld, %lld, %lld, %lld]: largest difference from the op %g\n", name,
            (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3],
-           ou_max_diff(got, want, n));
-    assert_true(ou_max_diff(got, want, n) == 0.0);
+           tu_max_diff("outputs", got, want, n));
+    assert_true(tu_max_diff("outputs", got, want, n) == 0.0);
     dp_tape_end(tape);
     dp_tape_reset(tape);
     dp_tape_close(tape);

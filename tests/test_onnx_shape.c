@@ -92,7 +92,7 @@ static void test_concat_ranks(void **state)
                 for (int64_t l = 0; l < L; l++) {
                     float v = xv[(b * C + c % C) * L + l];
                     double want = c < C ? v : tanh(v);
-                    worst = fmax(worst, fabs(y[(b * 2 * C + c) * L + l] - want));
+                    worst = tu_worst_diff(worst, y[(b * 2 * C + c) * L + l], want, "Concat", l);
                 }
         printf("Concat of %d-D x and tanh(x) along axis %d: largest difference %g\n", rank,
                1 - rank, worst);

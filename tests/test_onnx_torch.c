@@ -123,11 +123,7 @@ static void check_model(dp_device_t *dev, const char *dir, const char *name)
         assert_int_equal(dp_tensor_dim(y, d), out[d]);
     float *got = malloc((size_t)nout * sizeof *got);
     OK(dp_tensor_to_host(y, got, (size_t)nout * sizeof *got));
-    double worst = 0, scale = 0;
-    for (int64_t i = 0; i < nout; i++) {
-        worst = fmax(worst, fabs((double)got[i] - want[i]));
-        scale = fmax(scale, fabs((double)want[i]));
-    }
+    double worst = tu_max_diff(name, got, want, nout), scale = tu_max_abs(name, want, nout);
     printf("%-22s %d parameter tensors, output [%lld, %lld]: largest difference %.3g, %.3g of "
            "the largest output %.3g\n",
            name, def->nparams, (long long)out[0], (long long)out[1], worst, worst / scale, scale);

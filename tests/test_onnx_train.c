@@ -101,13 +101,9 @@ static double weight_diff(const char *a, const char *b)
             continue;
         assert_int_equal(dp_safetensors_find(fb, ta.name, &tb), 0);
         assert_int_equal(ta.bytes, tb.bytes);
-        const float *x = ta.data, *y = tb.data;
-        for (size_t k = 0; k < ta.bytes / sizeof(float); k++) {
-            if (!isfinite(x[k]) || !isfinite(y[k]))
-                fail_msg("'%s'[%zu] is %g vs %g", ta.name, k, (double)x[k], (double)y[k]);
-            d = fmax(d, fabs((double)x[k] - y[k]));
-            scale = fmax(scale, fabs((double)y[k]));
-        }
+        int64_t n = (int64_t)(ta.bytes / sizeof(float));
+        d = fmax(d, tu_max_diff(ta.name, ta.data, tb.data, n));
+        scale = fmax(scale, tu_max_abs(ta.name, tb.data, n));
         compared++;
     }
     assert_true(compared > 62); /* 62 weights and biases, and the momentum */
@@ -139,11 +135,8 @@ static double moved_from_init(const char *path, const char *model)
         dp_st_tensor st;
         assert_int_equal(dp_safetensors_find(f, dp_params_name(P, i), &st), 0);
         assert_int_equal(st.bytes, (size_t)n * sizeof *v);
-        const float *c = st.data;
-        for (int64_t k = 0; k < n; k++) {
-            d = fmax(d, fabs((double)c[k] - v[k]));
-            scale = fmax(scale, fabs((double)c[k]));
-        }
+        d = fmax(d, tu_max_diff(dp_params_name(P, i), st.data, v, n));
+        scale = fmax(scale, tu_max_abs(dp_params_name(P, i), st.data, n));
         free(v);
     }
     dp_safetensors_close(f);
@@ -191,10 +184,10 @@ static void test_devices_pipeline_buckets(void **state)
 
     double d = mu_max_param_diff(ck(&p, "pipe1"), ck(&p, "one"));
     report("--pipeline 2 --micro-batches 1 (2 devices)", d, "1 device");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     d = mu_max_param_diff(ck(&p, "two_buckets"), ck(&p, "two"));
     report("2 devices, --bucket-mb 1", d, "2 devices, --bucket-mb 0");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     /* Each device's batch norm sees 16 images, not 32: not the same run. */
     d = mu_max_param_diff(ck(&p, "two"), ck(&p, "one"));
     report("2 devices (batch norm per shard)", d, "1 device");
@@ -218,7 +211,7 @@ static void test_mpi_ranks(void **state)
     run_ok(2, "1", ck(&p, "ranks"), small, &p);
     double d = mu_max_param_diff(ck(&p, "ranks"), ck(&p, "two"));
     report("mpirun -np 2, 1 device each, --bucket-mb 1", d, "1 process, 2 devices");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     assert_int_equal(mu_assert_same_non_float(ck(&p, "ranks"), ck(&p, "two")), 20);
 }
 
@@ -242,7 +235,7 @@ static void test_pipeline_micro_batches(void **state)
     run_ok(0, "2", ck(&p, "pipe4"), pipe4, &p);
     double d = weight_diff(ck(&p, "pipe4"), ck(&p, "four"));
     report("--pipeline 2 --micro-batches 4, 2 steps", d, "4 devices (weights)");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     d = mu_max_param_diff(ck(&p, "pipe4"), ck(&p, "four"));
     printf("  with the running statistics: %.3g\n", d);
     assert_true(d > 0.1);
@@ -313,7 +306,7 @@ static void test_bf16(void **state)
     char what[64];
     snprintf(what, sizeof what, "%s, --pipeline 2 (2 devices)", precision);
     report(what, d, "1 device");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     d = weight_diff(ck(&p, "bf16"), ck(&p, "one"));
     report(precision, d, "float32 (weights)");
     assert_true(d > 1.0 / 256);
@@ -434,10 +427,10 @@ static void test_no_batch_norm_equals_one_device(void **state)
     run_ok(0, "2", ck(&p, "res_pipe4"), pipe4, &p);
     double d = mu_max_param_diff(ck(&p, "res_two"), ck(&p, "res_one"));
     report("residual CNN, 2 devices", d, "1 device");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     d = mu_max_param_diff(ck(&p, "res_pipe4"), ck(&p, "res_one"));
     report("residual CNN, --pipeline 2 --micro-batches 4", d, "1 device");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
     d = moved_from_init(ck(&p, "res_one"), model);
     printf("residual CNN, 1 device: the weights moved by %.3g from the initializers\n", d);
     assert_true(d > 0.01);
@@ -455,7 +448,7 @@ static void test_no_batch_norm_ranks(void **state)
     run_ok(2, "1", ck(&p, "res_ranks"), small, &p);
     double d = mu_max_param_diff(ck(&p, "res_ranks"), ck(&p, "res_one"));
     report("residual CNN, mpirun -np 2, --bucket-mb 0.01", d, "1 device");
-    mu_assert_at_most(d, MU_VS_ONE_PROCESS);
+    tu_assert_at_most(d, MU_VS_ONE_PROCESS);
 }
 
 int main(int argc, char **argv)

@@ -76,7 +76,7 @@ static void test_dropout_fraction_and_scale(void **state)
         double frac = (double)kept / (double)n;
         printf("dropout p=%.1f: kept %.4f of %lld (want %.4f)\n", (double)p.prob, frac,
                (long long)n, 1.0 - p.prob);
-        if (fabs(frac - (1.0 - p.prob)) > 0.01)
+        if (!tu_close(frac, 1.0 - p.prob, 0, 0.01))
             fail_msg("dropout %g kept %.4f of the elements", (double)p.prob, frac);
         free(yv);
     }
@@ -217,11 +217,8 @@ int main(int argc, char **argv)
     printf("op checks on cpu:0 with %d kernel thread(s)\n", gc_threads());
 #define T(f) cmocka_unit_test_setup_teardown(f, gc_open_device, gc_close_device)
     const struct CMUnitTest tests[] = {
-        T(test_dropout_fraction_and_scale),
-        T(test_dropout_shards),
-        T(test_dropout_step_layer),
-        T(test_dropout_eval_and_limits),
-        T(test_dropout_grad),
+        T(test_dropout_fraction_and_scale), T(test_dropout_shards), T(test_dropout_step_layer),
+        T(test_dropout_eval_and_limits),    T(test_dropout_grad),
     };
 #undef T
     return tu_run(argc, argv, tests, NULL, NULL);

@@ -88,8 +88,9 @@ static void running_stats_are_replica_mean(void **state)
                 mean += shard[k][i];
             mean /= n;
             for (int k = 0; k < n; k++)
-                worst = fmax(worst, fabs(got[k][i] - mean) / fmax(fabs(mean), 1e-3));
-            moved = fmax(moved, fabs(shard[0][i] - shard[1][i]));
+                worst = tu_worst_rel(worst, got[k][i], mean, fmax(fabs(mean), 1e-3),
+                                     "running statistics", i);
+            moved = tu_worst_diff(moved, shard[0][i], shard[1][i], "shards", i);
         }
         printf("%d devices, shards of %d, %d and %d rows: running statistics vs the mean of the "
                "shards' own: max relative difference %.3g (shards differ by up to %.3g)\n",
@@ -270,13 +271,9 @@ static void resnet_sync_bn_closer_to_one_device(void **state)
     float *one = train_resnet(1, false, &numel);
     float *synced = train_resnet(2, true, &numel);
     float *plain = train_resnet(2, false, &numel);
-    double d_sync = 0, d_plain = 0, scale = 0;
-    for (int64_t i = 0; i < numel; i++) {
-        assert_true(isfinite(synced[i]));
-        d_sync = fmax(d_sync, fabs(synced[i] - one[i]));
-        d_plain = fmax(d_plain, fabs(plain[i] - one[i]));
-        scale = fmax(scale, fabs(one[i]));
-    }
+    double d_sync = tu_max_diff("--sync-bn vs 1 device", synced, one, numel);
+    double d_plain = tu_max_diff("no sync vs 1 device", plain, one, numel);
+    double scale = tu_max_abs("1 device's weights", one, numel);
     printf("ResNet-18, 2 steps on 2 devices vs 1: with --sync-bn max |difference| / max |value| "
            "%.2e, without %.2e\n",
            d_sync / scale, d_plain / scale);

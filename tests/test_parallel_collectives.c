@@ -157,10 +157,10 @@ static void check_allreduce(int n, int64_t len, dp_allreduce_algo algo, int roun
         assert_int_equal(dp_tensor_to_host(bufs[k], host, (size_t)len * sizeof *host), 0);
         for (int64_t i = 0; i < len; i++) {
             double want = factor * (1000.0 * n * (n + 1) / 2 + (double)n * (double)(i % 97));
-            if (fabs(host[i] - want) > 1e-6 * want)
+            if (!tu_close(host[i], want, 1e-6, 0))
                 fail_msg("%s n=%d len=%lld rounds=%d: device %d element %lld is %g, want %g",
-                         algo == DP_ALLREDUCE_RING ? "ring" : "naive", n, (long long)len, rounds,
-                         k, (long long)i, host[i], want);
+                         algo == DP_ALLREDUCE_RING ? "ring" : "naive", n, (long long)len, rounds, k,
+                         (long long)i, host[i], want);
         }
     }
     for (int k = 0; k < n; k++)

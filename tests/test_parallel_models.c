@@ -51,19 +51,14 @@ static void lenet_n_devices_equals_one(void **state)
     int64_t numel;
     float *one = train_lenet(&ds, 1, DP_ALLREDUCE_RING, &numel);
     float *start = tu_lenet_initial_params(7, numel);
-    double moved = 0, scale = 0;
-    for (int64_t i = 0; i < numel; i++) {
-        moved = fmax(moved, fabs(one[i] - start[i]));
-        scale = fmax(scale, fabs(one[i]));
-    }
+    double moved = tu_max_diff("weights vs their start", one, start, numel);
+    double scale = tu_max_abs("1 device's weights", one, numel);
     printf("1 device: max |param| %.4f, max change over %d steps %.4f\n", scale, STEPS, moved);
     assert_true(moved > 1e-2);
     for (int algo = 0; algo < 2; algo++) {
         for (int n = 2; n <= 3; n++) {
             float *many = train_lenet(&ds, n, (dp_allreduce_algo)algo, &numel);
-            double worst = 0;
-            for (int64_t i = 0; i < numel; i++)
-                worst = fmax(worst, fabs(many[i] - one[i]) / scale);
+            double worst = tu_max_diff("n devices vs 1", many, one, numel) / scale;
             printf("%d devices, %s allreduce: max |difference| / max |param| = %.2e\n", n,
                    algo == DP_ALLREDUCE_RING ? "ring" : "naive", worst);
             assert_true(worst <= 1e-5);
@@ -142,11 +137,8 @@ static void resnet_two_devices(void **state)
         dp_model_close(model);
         dp_devices_close(devs, n);
     }
-    double worst = 0, scale = 0;
-    for (int i = 0; i < N * 10; i++) {
-        worst = fmax(worst, fabs(logits[0][i] - logits[1][i]));
-        scale = fmax(scale, fabs(logits[0][i]));
-    }
+    double worst = tu_max_diff("logits, 2 devices vs 1", logits[0], logits[1], N * 10);
+    double scale = tu_max_abs("logits", logits[0], N * 10);
     printf("ResNet-18 eval logits, 2 devices vs 1: max |difference| %.3g (max |logit| %.3g)\n",
            worst, scale);
     assert_true(worst <= 1e-5 * fmax(scale, 1e-3));

@@ -45,8 +45,9 @@ static result train(const run *r)
     tu_open_cpu_devices(devs, r->ndev);
     dp_model_t *m;
     assert_int_equal(dp_model_init(&m, r->def, devs[0], 7), 0);
-    dp_data_parallel_options u = {
-        .allreduce = DP_ALLREDUCE_RING, .optimizer = {.lr = 0.05f, .momentum = 0.9f}, .bucket_mb = 0};
+    dp_data_parallel_options u = {.allreduce = DP_ALLREDUCE_RING,
+                                  .optimizer = {.lr = 0.05f, .momentum = 0.9f},
+                                  .bucket_mb = 0};
     dp_pipeline_t *p = NULL;
     dp_data_parallel_t *dp;
     if (r->stages) {
@@ -129,19 +130,6 @@ static result train(const run *r)
     return out;
 }
 
-static double max_rel_diff(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i])) /* fmax would drop it */
-            fail_msg("value %lld is %g vs %g: not finite", (long long)i, (double)a[i],
-                     (double)b[i]);
-        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
-        scale = fmax(scale, fabs((double)b[i]));
-    }
-    return scale > 0 ? diff / scale : diff;
-}
-
 static void free_result(result *r)
 {
     free(r->params);
@@ -155,7 +143,7 @@ static void assert_like(const result *ref, const run *r, bool identical)
 {
     result got = train(r);
     assert_int_equal(got.nparams, ref->nparams);
-    double d = max_rel_diff(got.params, ref->params, ref->nparams);
+    double d = tu_max_rel_diff_of("parameters", got.params, ref->params, ref->nparams);
     print_message("%s on %d devices, K=%d M=%d %s: %lld weights, largest difference %.3g of the "
                   "largest weight; last loss %.6f vs %.6f\n",
                   r->def->name, r->ndev, r->stages, r->micro_batches,
@@ -272,8 +260,8 @@ static void resnet18_equals_one_device(void **state)
     r.stages = 2;
     r.micro_batches = 1;
     result got = train(&r);
-    double dp_ = max_rel_diff(got.params, ref.params, ref.nparams);
-    double db = max_rel_diff(got.buffers, ref.buffers, ref.nbuffers);
+    double dp_ = tu_max_rel_diff_of("parameters", got.params, ref.params, ref.nparams);
+    double db = tu_max_rel_diff_of("buffers", got.buffers, ref.buffers, ref.nbuffers);
     print_message("resnet18 K=2 M=1: %lld weights differ by %.3g, %lld statistics by %.3g, "
                   "batches tracked %lld vs %lld\n",
                   (long long)ref.nparams, dp_, (long long)ref.nbuffers, db,

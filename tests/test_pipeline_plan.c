@@ -294,8 +294,8 @@ static void equal_stages_leave_the_gpipe_bubble(void **state)
                 dp_pipeline_timeline tl;
                 assert_int_equal(dp_pipeline_simulate(s, K, M, f, b, &tl, start, end), 0);
                 double want = (double)(K - 1) / (M + K - 1);
-                assert_true(fabs(tl.bubble_fraction - want) < 1e-12);
-                assert_true(fabs(tl.makespan - 3.0 * (M + K - 1)) < 1e-12);
+                tu_assert_close(tl.bubble_fraction, want, 0, 1e-12);
+                tu_assert_close(tl.makespan, 3.0 * (M + K - 1), 0, 1e-12);
                 /* No stage runs two tasks at once. */
                 for (int k = 0; k < K; k++)
                     for (int i = 1; i < 2 * M; i++)
@@ -316,7 +316,7 @@ static void equal_stages_leave_the_gpipe_bubble(void **state)
      * the others' share of one micro-batch. */
     double f2[2] = {1, 3}, b2[2] = {2, 6};
     assert_int_equal(dp_pipeline_simulate(DP_PIPELINE_GPIPE, 2, 4, f2, b2, &g, NULL, NULL), 0);
-    assert_true(fabs(g.makespan - (1 + 4 * 3 + 4 * 6 + 2)) < 1e-12);
+    tu_assert_close(g.makespan, (1 + 4 * 3 + 4 * 6 + 2), 0, 1e-12);
 }
 
 static void schedule_names(void **state)

@@ -394,11 +394,11 @@ static void test_forward_equals_hand_written(void **state)
     dp_tape_end(tape);
     dp_tape_reset(tape);
     dp_tape_close(tape);
-    float spread = 0;
+    double spread = 0;
     for (int i = 0; i < N * 10; i++) {
         if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
             fail_msg("logit %d: parsed %.9g, by hand %.9g", i, (double)a[i], (double)b[i]);
-        spread = fmaxf(spread, fabsf(a[i] - a[0]));
+        spread = tu_worst_diff(spread, a[i], a[0], "logits", i);
     }
     assert_true(spread > 0); /* not a constant output */
     printf("parsed forward = hand-written forward on %d logits, first %.6f\n", N * 10,

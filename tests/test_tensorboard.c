@@ -181,7 +181,7 @@ static void writer_leaves_whole_records(void **state)
     assert_int_equal(n, 6);
     assert_int_equal(ev[0]->what_case, DP_TB__EVENT__WHAT_FILE_VERSION);
     assert_string_equal(ev[0]->file_version, "brain.Event:2");
-    assert_true(fabs(ev[0]->wall_time - (double)time(NULL)) < 60);
+    tu_assert_close(ev[0]->wall_time, (double)time(NULL), 0, 60);
     for (int i = 1; i <= 3; i++) {
         assert_int_equal(ev[i]->what_case, DP_TB__EVENT__WHAT_SUMMARY);
         assert_int_equal(ev[i]->step, i);

@@ -71,7 +71,7 @@ static void callbacks_see_every_step_and_stop_a_run(void **state)
         assert_int_equal(s.steps[i], i + 1);
         double mom = -1, want = dp_lr_at(&(dp_lr_schedule){.kind = DP_LR_COSINE, .total_steps = 30},
                                          (double)0.2f, i, &mom);
-        assert_true(fabs(s.lrs[i] - want) < 1e-12);
+        tu_assert_close(s.lrs[i], want, 0, 1e-12);
     }
     /* Asked at step 5: the run ends after the step it is on, saved. */
     memset(&s, 0, sizeof s);
@@ -132,7 +132,7 @@ static void best_checkpoint_and_early_stop(void **state)
     dp_eval_options eo = {.checkpoint = o.save_best_path, .limit_test = 500};
     dp_eval_result er;
     assert_int_equal(dp_evaluate_detailed(&eo, &er), 0);
-    assert_true(fabs(er.test_acc - r.best_test_acc) < 1e-9);
+    tu_assert_close(er.test_acc, r.best_test_acc, 0, 1e-9);
     dp_eval_result_free(&er);
 }
 
@@ -172,7 +172,7 @@ static void evaluation_counts(void **state)
                (long long)diagonal);
         assert_int_equal(er.classes, 10);
         assert_int_equal(total, 1000);
-        assert_true(fabs((double)diagonal / 1000.0 - er.test_acc) < 1e-12);
+        tu_assert_close((double)diagonal / 1000.0, er.test_acc, 0, 1e-12);
         assert_true(er.test_acc > 0.3 && er.test_top5 > er.test_acc && er.test_top5 <= 1.0);
         assert_true(er.test_loss > 0.1 && er.test_loss < 2.3);
         dp_eval_result_free(&er);

@@ -67,9 +67,7 @@ static void test_drawn_weights_fill_the_bound(void **state)
     int64_t n = dp_params_numel(p);
     float *w = malloc((size_t)n * sizeof *w);
     assert_int_equal(dp_params_get_all(p, w), 0);
-    double bound = sqrt(6.0 / 520), largest = 0;
-    for (int64_t i = 0; i < n; i++)
-        largest = fmax(largest, fabs(w[i]));
+    double bound = sqrt(6.0 / 520), largest = tu_max_abs("weights", w, n);
     printf("largest |w| %.6f, bound %.6f\n", largest, bound);
     assert_true(largest <= bound);
     assert_true(largest > 0.99 * bound);

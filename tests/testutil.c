@@ -143,23 +143,15 @@ void tu_assert_same_tensors(const char *a, const char *b)
     printf("%d tensors identical\n", n);
 }
 
-/* fmax drops a NaN, so a NaN on either side is a failure of its own; a
- * reference tensor of zeros is compared absolutely, not skipped. */
+/* A NaN or an Inf on either side fails (compare.h); a reference tensor of
+ * zeros is compared absolutely, not skipped. */
 static void rel_diff(const dp_st_tensor *ta, const dp_st_tensor *tb, void *ctx)
 {
     if (ta->dtype != DP_ST_F32)
         return;
-    const float *x = ta->data, *y = tb->data;
-    double d = 0, m = 0;
-    for (size_t k = 0; k < ta->bytes / sizeof(float); k++) {
-        if (!isfinite(x[k]) || !isfinite(y[k]))
-            fail_msg("tensor '%s'[%zu] is %g vs %g: not finite", ta->name, k, (double)x[k],
-                     (double)y[k]);
-        d = fmax(d, fabs((double)x[k] - y[k]));
-        m = fmax(m, fabs((double)y[k]));
-    }
     double *worst = ctx;
-    *worst = fmax(*worst, m > 0 ? d / m : d);
+    *worst = fmax(*worst, tu_max_rel_diff_of(ta->name, ta->data, tb->data,
+                                             (int64_t)(ta->bytes / sizeof(float))));
 }
 
 double tu_max_rel_diff(const char *a, const char *b)
@@ -177,9 +169,7 @@ static void l2_sums(const dp_st_tensor *ta, const dp_st_tensor *tb, void *ctx)
     const float *x = ta->data, *y = tb->data;
     double *sums = ctx;
     for (size_t k = 0; k < ta->bytes / sizeof(float); k++) {
-        if (!isfinite(x[k]) || !isfinite(y[k]))
-            fail_msg("tensor '%s'[%zu] is %g vs %g: not finite", ta->name, k, (double)x[k],
-                     (double)y[k]);
+        tu_worst_diff(0, x[k], y[k], ta->name, (int64_t)k); /* fails on NaN and Inf */
         sums[0] += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
         sums[1] += (double)y[k] * y[k];
     }

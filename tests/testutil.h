@@ -109,15 +109,8 @@ void tu__note_skip(const char *test, const char *fmt, ...) __attribute__((format
 int tu__run(int argc, char **argv, const char *group, const struct CMUnitTest *tests, size_t n,
             CMFixtureFunction setup, CMFixtureFunction teardown);
 
-#define tu_assert_close(a, b, rtol, atol)                                                          \
-    do {                                                                                           \
-        double tu_a = (a), tu_b = (b);                                                             \
-        double tu_d = tu_a > tu_b ? tu_a - tu_b : tu_b - tu_a;                                     \
-        double tu_m = (tu_a < 0 ? -tu_a : tu_a) > (tu_b < 0 ? -tu_b : tu_b)                        \
-                          ? (tu_a < 0 ? -tu_a : tu_a)                                              \
-                          : (tu_b < 0 ? -tu_b : tu_b);                                             \
-        if (!(tu_d <= (atol) + (rtol)*tu_m))                                                       \
-            fail_msg("%s = %.9g vs %s = %.9g (diff %.3g)", #a, tu_a, #b, tu_b, tu_d);              \
-    } while (0)
+/* Differences and closeness that fail on NaN and Inf (tu_assert_close,
+ * tu_max_diff, ...). */
+#include "compare.h"
 
 #endif

@@ -265,7 +265,22 @@ void dp__conv_choices_reset(void)
     pthread_mutex_unlock(&table_mu);
 }
 
-/* ---- the test trace ------------------------------------------------------ */
+/* ---- the test hooks: candidates' timings, and the trace -------------------- */
+
+/* Read by the devices' workers while they measure, set by a test's thread:
+ * atomic, so that neither sees half of it. */
+static dp__conv_timing_fn timing_hook;
+
+void dp__conv_set_timing_hook(dp__conv_timing_fn hook)
+{
+    __atomic_store_n(&timing_hook, hook, __ATOMIC_RELEASE);
+}
+
+double dp__conv_timing(dp__conv_pass pass, dp__conv_impl impl, double measured)
+{
+    dp__conv_timing_fn hook = __atomic_load_n(&timing_hook, __ATOMIC_ACQUIRE);
+    return hook ? hook(pass, impl, measured) : measured;
+}
 
 typedef struct trace_entry {
     const void *dev;

@@ -72,6 +72,15 @@ char *dp__conv_choices_text(void);
 int dp__conv_choices_parse(const char *text);
 void dp__conv_choices_reset(void);
 
+/* For tests: a hook that gives the chooser each candidate's time, in
+ * place of the clock's, so that a test can hand the candidates timings of
+ * its choosing and see which one is kept. dp__conv_timing returns the
+ * hook's figure for (pass, impl), or `measured` when no hook is set (NULL,
+ * the default). Set it before the convolutions that measure run. */
+typedef double (*dp__conv_timing_fn)(dp__conv_pass pass, dp__conv_impl impl, double measured);
+void dp__conv_set_timing_hook(dp__conv_timing_fn hook);
+double dp__conv_timing(dp__conv_pass pass, dp__conv_impl impl, double measured);
+
 /* For tests: while tracing is on, every convolution pass that runs is
  * recorded once per (device, shape, pass) with the implementation it ran;
  * dp__conv_trace_find returns that implementation, or -1 when the device
