@@ -322,10 +322,13 @@ static void equal_stages_leave_the_gpipe_bubble(void **state)
 static void schedule_names(void **state)
 {
     (void)state;
-    assert_int_equal(dp_pipeline_schedule_parse("1f1b"), DP_PIPELINE_1F1B);
-    assert_int_equal(dp_pipeline_schedule_parse("gpipe"), DP_PIPELINE_GPIPE);
-    assert_int_equal(dp_pipeline_schedule_parse("GPipe"), -1);
-    assert_int_equal(dp_pipeline_schedule_parse(NULL), -1);
+    int s;
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "1f1b", &s), 0);
+    assert_int_equal(s, DP_PIPELINE_1F1B);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "gpipe", &s), 0);
+    assert_int_equal(s, DP_PIPELINE_GPIPE);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "GPipe", &s), DP_EINVAL);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, NULL, &s), DP_EINVAL);
     assert_string_equal(dp_pipeline_schedule_name(DP_PIPELINE_GPIPE), "gpipe");
     assert_string_equal(dp_pipeline_schedule_name(DP_PIPELINE_1F1B), "1f1b");
 }

@@ -73,6 +73,15 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool 
     return 0;
 }
 
+int cli_parse_name(const char *flag, const char *s, const dp_name_table *names, int *out)
+{
+    char choices[256], want[300];
+    if (dp_name_parse(names, s, out) == 0)
+        return 0;
+    snprintf(want, sizeof want, "expected %s", dp_name_choices(names, choices, sizeof choices));
+    return cli_bad_value(flag, s, want);
+}
+
 int cli_parse_dataset(const char *flag, const char *s, const char **out)
 {
     for (const char *const *n = dp_dataset_names(); *n; n++) {

@@ -20,6 +20,9 @@ int cli_check_plot_path(const char *flag, const char *value);
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, bool lo_open,
                     float *out);
+struct dp_name_table;
+/* A name of the table (dp/option.h) into *out, else "expected a, b or c". */
+int cli_parse_name(const char *flag, const char *s, const struct dp_name_table *names, int *out);
 /* --dataset's value: one of the library's dataset names. */
 int cli_parse_dataset(const char *flag, const char *s, const char **out);
 /* For option argv[*i] of `command`: checks that it is one of names[0..n)

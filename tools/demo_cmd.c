@@ -79,7 +79,8 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
         if (strcmp(f, "--devices") == 0) {
             o.devices = v;
         } else if (strcmp(f, "--allreduce") == 0) {
-            int a = dp_allreduce_algo_parse(v);
+            int a = DP_ALLREDUCE_AUTO;
+            dp_name_parse(&dp_allreduce_algo_names, v, &a);
             if (a != DP_ALLREDUCE_RING && a != DP_ALLREDUCE_NAIVE)
                 return cli_bad_value(f, v, "expected ring or naive");
             o.algo = v;
@@ -100,10 +101,8 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
             if (cli_parse_i64(f, v, 1, 1 << 16, &o.batch))
                 return 2;
         } else if (strcmp(f, "--schedule") == 0) {
-            int s = dp_pipeline_schedule_parse(v);
-            if (s < 0)
-                return cli_bad_value(f, v, "expected 1f1b or gpipe");
-            o.schedule = s;
+            if (cli_parse_name(f, v, &dp_pipeline_schedule_names, &o.schedule))
+                return 2;
         } else if (strcmp(f, "--plot") == 0) {
             if (cli_check_plot_path(f, v))
                 return 2;

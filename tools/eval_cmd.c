@@ -77,10 +77,8 @@ int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help, bool
                 return 2;
             o.batch_size = n;
         } else if (strcmp(f, "--precision") == 0) {
-            dp_precision p;
-            if (dp_precision_parse(v, &p) < 0)
-                return cli_bad_value(f, v, "expected fp32, bf16 or bf16-reference");
-            o.precision = p;
+            if (cli_parse_name(f, v, &dp_precision_names, &o.precision))
+                return 2;
         } else if (cli_parse_i64(f, v, 0, INT64_MAX, &o.limit_test)) {
             return 2;
         }

@@ -181,8 +181,8 @@ int cmd_model(int argc, char **argv)
                 stage_list = v;
             else if (strcmp(f, "--micro-batches") == 0)
                 bad = cli_parse_i64(f, v, 1, 4096, &micro_batches);
-            else if ((schedule = dp_pipeline_schedule_parse(v)) < 0)
-                bad = cli_bad_value(f, v, "expected 1f1b or gpipe");
+            else
+                bad = cli_parse_name(f, v, &dp_pipeline_schedule_names, &schedule);
             if (bad)
                 return 2;
         } else if (model) {

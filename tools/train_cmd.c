@@ -291,10 +291,7 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
         } else if (strcmp(f, "--init") == 0) {
             o.init_path = v;
         } else if (strcmp(f, "--allreduce") == 0) {
-            int algo = dp_allreduce_algo_parse(v);
-            if (algo < DP_ALLREDUCE_AUTO)
-                return cli_bad_value(f, v, "expected auto, ring, naive, mpi or nccl");
-            o.allreduce = algo;
+            rc = cli_parse_name(f, v, &dp_allreduce_algo_names, &o.allreduce);
         } else if (strcmp(f, "--bucket-mb") == 0) {
             float mb;
             if (!(rc = cli_parse_float(f, v, 0, 1e6, false, &mb)))
@@ -313,26 +310,14 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
             if (!(rc = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_MICRO_BATCHES, &n)))
                 o.micro_batches = (int)n;
         } else if (strcmp(f, "--schedule") == 0) {
-            int s = dp_pipeline_schedule_parse(v);
-            if (s < 0)
-                return cli_bad_value(f, v, "expected 1f1b or gpipe");
-            o.schedule = s;
+            rc = cli_parse_name(f, v, &dp_pipeline_schedule_names, &o.schedule);
         } else if (strcmp(f, "--precision") == 0) {
-            dp_precision p;
-            if (dp_precision_parse(v, &p) < 0)
-                return cli_bad_value(f, v, "expected fp32, bf16 or bf16-reference");
-            o.precision = p;
+            rc = cli_parse_name(f, v, &dp_precision_names, &o.precision);
         } else if (strcmp(f, "--conv-algo") == 0) {
-            dp_conv_algo a;
-            if (dp_conv_algo_parse(v, &a) < 0)
-                return cli_bad_value(f, v, "expected auto, direct or winograd");
-            o.conv_algo = a;
+            rc = cli_parse_name(f, v, &dp_conv_algo_names, &o.conv_algo);
             conv_algo_given = true;
         } else if (strcmp(f, "--grad-compress") == 0) {
-            int c = dp_grad_compress_parse(v);
-            if (c < 0)
-                return cli_bad_value(f, v, "expected none or bf16");
-            o.grad_compress = c;
+            rc = cli_parse_name(f, v, &dp_grad_compress_names, &o.grad_compress);
         } else if (strcmp(f, "--on-checkpoint-error") == 0) {
             if (strcmp(v, "stop") == 0)
                 o.on_checkpoint_error = DP_ON_ERROR_STOP;
@@ -356,8 +341,8 @@ int cli_train_parse(int argc, char **argv, dp_train_options *out, bool *help)
      * many short trainings and would rather not time the kernels in each. */
     const char *env_algo = getenv("DPTRAIN_CONV_ALGO");
     if (!conv_algo_given && env_algo && *env_algo) {
-        dp_conv_algo a;
-        if (dp_conv_algo_parse(env_algo, &a) < 0) {
+        int a;
+        if (dp_name_parse(&dp_conv_algo_names, env_algo, &a) < 0) {
             fprintf(stderr,
                     "dptrain: error: DPTRAIN_CONV_ALGO=%s: expected auto, direct or winograd\n",
                     env_algo);

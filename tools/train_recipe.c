@@ -84,11 +84,7 @@ int cli_train_recipe_flag(const char *f, const char *v, dp_train_options *o)
     dp_lr_schedule *s = &o->lr_schedule;
     int64_t n;
     if (strcmp(f, "--optimizer") == 0) {
-        int k = dp_optimizer_kind_parse(v);
-        if (k < 0)
-            return cli_bad_value(f, v, "expected sgd, adam or adamw");
-        o->optimizer = k;
-        return 0;
+        return cli_parse_name(f, v, &dp_optimizer_kind_names, &o->optimizer);
     }
     if (strcmp(f, "--betas") == 0) {
         char *end;
@@ -106,9 +102,9 @@ int cli_train_recipe_flag(const char *f, const char *v, dp_train_options *o)
     if (strcmp(f, "--label-smoothing") == 0)
         return cli_parse_float(f, v, 0, 1, false, &o->label_smoothing);
     if (strcmp(f, "--lr-schedule") == 0) {
-        int k = dp_lr_schedule_parse(v);
-        if (k < 0)
-            return cli_bad_value(f, v, "expected constant, step, multistep, cosine or onecycle");
+        int k;
+        if (cli_parse_name(f, v, &dp_lr_schedule_names, &k))
+            return 2;
         s->kind = (dp_lr_schedule_kind)k;
         return 0;
     }

@@ -11,18 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dp_pipeline_schedule_parse(const char *name)
-{
-    if (name && strcmp(name, "1f1b") == 0)
-        return DP_PIPELINE_1F1B;
-    if (name && strcmp(name, "gpipe") == 0)
-        return DP_PIPELINE_GPIPE;
-    return -1;
-}
+static const dp_named_value schedule_names[] = {{"1f1b", DP_PIPELINE_1F1B},
+                                                {"gpipe", DP_PIPELINE_GPIPE}};
+const dp_name_table dp_pipeline_schedule_names = DP_NAME_TABLE(schedule_names);
 
 const char *dp_pipeline_schedule_name(dp_pipeline_schedule s)
 {
-    return s == DP_PIPELINE_GPIPE ? "gpipe" : "1f1b";
+    const char *name = dp_name_of(&dp_pipeline_schedule_names, s);
+    return name ? name : "?";
 }
 
 static bool may_start(const bool *can_start, int layer)
