@@ -67,8 +67,8 @@ expect_error "epochs 0" "--epochs 0" -- "$bin" train --epochs 0
 expect_error "bad plot name" "--plot x.jpg" -- "$bin" train --plot x.jpg
 expect_error "unknown command" "unknown command 'fly'" -- "$bin" fly
 expect_error "bad device" "unknown device 'gpu:0'" -- "$bin" train --data "$good" --devices gpu:0
-# The library names options by meaning ("the device list"); the CLI says
-# which flag set them.
+# The library names options by the option list's names (`devices`); the
+# CLI shows the flag that set them.
 expect_error "device list with a trailing comma" "^dptrain: error: --devices cpu:0,: trailing comma$" -- \
   "$bin" train --data "$good" --devices cpu:0,
 expect_error "device named twice" "^dptrain: error: --devices cpu:0,cpu:0: cpu:0 is named twice$" -- \
@@ -184,10 +184,11 @@ declare -A defaults=(
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
   [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
   [--normalize]="none")
-# entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
-# joined with single spaces.
+# entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
+# or group heading, joined with single spaces.
 entry() {
-  awk -v f="$1" '/^  -/ { on = ($1 == f) } on' <<<"$help" | tr -s ' \n' '  ' | sed 's/ $//'
+  awk -v f="$1" '/^[^ ]/ { on = 0 } /^  -/ { on = ($1 == f) } on' <<<"$help" | tr -s ' \n' '  ' |
+    sed 's/ $//'
 }
 for flag in "${!defaults[@]}"; do
   text=$(entry "$flag")

@@ -107,6 +107,8 @@ typedef struct dp_option {
  * as it was. Nothing is logged: the caller names the option its own way
  * (a flag, a keyword). */
 int dp_option_parse(const dp_option *opt, void *options, const char *text, char *why, size_t size);
+/* A switch (metavar NULL): the field set to the switch's `on`. */
+void dp_option_switch_on(const dp_option *opt, void *options);
 /* The same, logging a failure as "`name` TEXT: expected ..." (what the
  * library's messages say; dptrain shows the flag instead). */
 int dp_option_set(const dp_option *opt, void *options, const char *text);

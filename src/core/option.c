@@ -159,6 +159,11 @@ int dp_option_parse(const dp_option *opt, void *options, const char *text, char 
     return DP_EINVAL;
 }
 
+void dp_option_switch_on(const dp_option *opt, void *options)
+{
+    set_int(opt, field_of(opt, options), opt->on);
+}
+
 int dp_option_set(const dp_option *opt, void *options, const char *text)
 {
     char why[256];
@@ -168,16 +173,15 @@ int dp_option_set(const dp_option *opt, void *options, const char *text)
     return rc;
 }
 
-/* x in the fewest significant digits that read back as the same float
- * (or double): 0.2f is "0.2", not "0.200000003". */
-static void format_real(double x, bool single, char *buf, size_t size)
+const char *dp__format_real(double x, bool single, char *buf, size_t size)
 {
     for (int digits = 1; digits <= 17; digits++) {
         snprintf(buf, size, "%.*g", digits, x);
         double back = strtod(buf, NULL);
         if (single ? (float)back == (float)x : back == x)
-            return;
+            break;
     }
+    return buf;
 }
 
 const char *dp_option_format(const dp_option *opt, const void *options, char *buf, size_t size)
@@ -197,7 +201,7 @@ const char *dp_option_format(const dp_option *opt, const void *options, char *bu
         break;
     case DP_OPTION_FLOAT:
     case DP_OPTION_DOUBLE:
-        format_real(real_value(opt, field), opt->type == DP_OPTION_FLOAT, buf, size);
+        dp__format_real(real_value(opt, field), opt->type == DP_OPTION_FLOAT, buf, size);
         break;
     case DP_OPTION_ENUM:
         name = dp_name_of(opt->names, *(const int *)field);

@@ -121,7 +121,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     if (rc == 0)
         rc = count_bn_runs(dp, &dp->bn_runs);
     if (rc == 0 && opt->bn_replicas && opt->sync_bn) {
-        DP_ERROR("DataParallel: sync batch norm needs every replica to run every batch norm "
+        DP_ERROR("DataParallel: `sync_bn` needs every replica to run every batch norm "
                  "layer");
         rc = DP_EINVAL;
     }
