@@ -168,7 +168,7 @@ declare -A defaults=(
   [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
   [--init-xavier]="off" [--dataset]="fashion-mnist"
   [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required"
-  [--metrics]="none" [--log-steps]="off" [--plot]="none" [--no-shuffle]="shuffle"
+  [--metrics]="none" [--log-steps]="off" [--log-every]="1" [--plot]="none" [--no-shuffle]="shuffle"
   [--limit-train]="0" [--limit-test]="0" [--sync-bn]="off" [--bucket-mb]="25"
   [--grad-compress]="none" [--pipeline]="off" [--stages]="balanced by FLOPs"
   [--micro-batches]="1" [--schedule]="1f1b" [--verbose]="off"

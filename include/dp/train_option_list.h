@@ -249,6 +249,9 @@
       "write one JSON object per epoch to FILE")                                                   \
     X(output, log_steps, bool, false, "--log-steps", NULL, SWITCH(true), 0,                        \
       "with `metrics_path`, also one JSON object per step")                                        \
+    X(output, log_every, int64_t, 1, "--log-every", "N", RANGE(1, INT64_MAX), 0,                   \
+      "keep every Nth step (counted over the run) in `log_steps`' lines and TensorBoard's "        \
+      "train/loss and train/lr, as Lightning's log_every_n_steps")                                 \
     X(output, plot_path, const char *, NULL, "--plot", "FILE", TEXT(plot), 0,                      \
       "draw the curves to FILE.png or FILE.svg")                                                   \
     X(output, tensorboard_dir, const char *, NULL, "--tensorboard", "DIR", TEXT(directory), 0,     \

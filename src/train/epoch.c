@@ -38,9 +38,11 @@ static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto)
                           .batch = i,
                           .loss = dp__steps_loss(t->steps, i) / (double)n,
                           .lr = dp__steps_lr(t->steps, i)};
-        if (m)
+        bool kept = v.step % o->output.log_every == 0;
+        if (m && kept)
             DP_TRY(dp_metrics_write_step(m, v.step, v.epoch, v.loss, v.lr));
-        DP_TRY(dp__board_step(t->board, v.step, v.loss, v.lr));
+        if (kept)
+            DP_TRY(dp__board_step(t->board, v.step, v.loss, v.lr));
         if (o->on_step && t->rank == 0 && o->on_step(&v, o->callback_user))
             dp__book_request_stop(t->book);
     }
