@@ -11,6 +11,13 @@
 #   3. A backend that the op list says implements an op but lacks one of
 #      its functions (the CPU's dp__cpu_leaky_relu_backward): the library
 #      does not link (-Wl,--no-undefined, as the tool's link would fail).
+# The option list (include/dp/train_option_list.h) the same way:
+#   4. An option that leaves the list (bucket_mb) while the code still
+#      reads it: src/train/net.c does not compile (no such field).
+#   5. A list entry whose kind of value has no parser (VALUE(betas) made
+#      VALUE(adam_betas)): src/train/options.c does not compile.
+#   6. A message that names an option the list lacks (`bucket_size`):
+#      tests/option_names.sh refuses the tree.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
@@ -92,6 +99,43 @@ else
       "undefined reference to .dp__cpu_leaky_relu_backward"
   fi
 fi
+
+list=$src/include/dp/train_option_list.h
+mkdir -p "$tmp/inc1/dp" "$tmp/inc2/dp"
+
+# 4. bucket_mb's entry (its X(...) line and the lines continuing it) out.
+awk '/^    X\(parallel, bucket_mb,/ { skip = 1; next } skip && /^      / { next } { skip = 0; print }' \
+  "$list" >"$tmp/inc1/dp/train_option_list.h"
+if cmp -s "$list" "$tmp/inc1/dp/train_option_list.h"; then
+  fail "option list: no bucket_mb entry to remove"
+else
+  c_out=$(compile ctl1 "$src/src/train/net.c"); c_rc=$?
+  b_out=$(compile brk1 "$src/src/train/net.c" "$tmp/inc1"); b_rc=$?
+  expect_break "an option the code reads but the list lacks does not compile" "$c_out" $c_rc \
+    "$b_out" $b_rc "bucket_mb"
+fi
+
+# 5. betas read by a parser that does not exist.
+sed 's/VALUE(betas)/VALUE(adam_betas)/' "$list" >"$tmp/inc2/dp/train_option_list.h"
+if cmp -s "$list" "$tmp/inc2/dp/train_option_list.h"; then
+  fail "option list: no VALUE(betas) to change"
+else
+  c_out=$(compile ctl2 "$src/src/train/options.c"); c_rc=$?
+  b_out=$(compile brk2 "$src/src/train/options.c" "$tmp/inc2"); b_rc=$?
+  expect_break "an entry whose value has no parser does not compile" "$c_out" $c_rc "$b_out" \
+    $b_rc "dp__option_parse_adam_betas"
+fi
+
+# 6. A message naming `bucket_size`, in a scratch tree of the sources.
+mkdir -p "$tmp/tree/include" "$tmp/tree/src"
+cp -r "$src/include/dp" "$tmp/tree/include/"
+cp -r "$src/src/." "$tmp/tree/src/"
+c_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); c_rc=$?
+sed -i 's/`batch_size` %lld is smaller than the %d devices/`bucket_size` %lld is smaller than the %d devices/' \
+  "$tmp/tree/src/train/trainer.c"
+b_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); b_rc=$?
+expect_break "a message naming an option the list lacks is refused" "$c_out" $c_rc "$b_out" \
+  $b_rc "bucket_size"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

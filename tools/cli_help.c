@@ -162,6 +162,23 @@ static void print_option(FILE *out, const cli_command *c, const dp_option *o)
     print_entry(out, name, help, FLAG_COLUMN);
 }
 
+/* Whether option i of c is listed (it has a flag), and the heading it
+ * starts: its group's, where the flag listed before it is in another
+ * group (else NULL). */
+static bool listed(const cli_command *c, int i, const char **heading)
+{
+    *heading = NULL;
+    if (!c->options[i].flag)
+        return false;
+    const char *group = c->options[i].group_title, *before = NULL;
+    for (int k = i - 1; k >= 0 && !before; k--)
+        if (c->options[k].flag)
+            before = c->options[k].group_title ? c->options[k].group_title : "";
+    if (group && (!before || strcmp(before, group) != 0))
+        *heading = group;
+    return true;
+}
+
 static void print_main_help(FILE *out)
 {
     fputs("usage: dptrain <command> [options]\n\n"
@@ -189,18 +206,17 @@ void cli_print_help(const cli_command *c, FILE *out)
         print_entry(out, c->args[i].name, c->args[i].help, FLAG_COLUMN);
     }
     fputs("\noptions (default in brackets):\n", out);
-    const char *group = NULL;
+    bool grouped = false;
     for (int i = 0; i < c->noptions; i++) {
-        const dp_option *o = &c->options[i];
-        if (!o->flag)
+        const char *heading;
+        if (!listed(c, i, &heading))
             continue;
-        if (o->group_title && (!group || strcmp(group, o->group_title) != 0)) {
-            fprintf(out, "\n%s:\n", o->group_title);
-            group = o->group_title;
-        }
-        print_option(out, c, o);
+        if (heading)
+            fprintf(out, "\n%s:\n", heading);
+        grouped = grouped || heading;
+        print_option(out, c, &c->options[i]);
     }
-    fprintf(out, "%s  -h, --help           show this help\n", group ? "\n" : "");
+    fprintf(out, "%s  -h, --help           show this help\n", grouped ? "\n" : "");
 }
 
 /* ---- Markdown: docs/cli.md ----------------------------------------------- */
@@ -238,21 +254,18 @@ static void markdown_command(FILE *out, const cli_command *c)
         put_rendered(&t, c, c->args[i].help, MARKDOWN);
         fprintf(out, "%s- `%s`: %s\n", i == 0 ? "\n### Arguments\n\n" : "", c->args[i].name, body);
     }
-    const char *group = NULL;
-    bool listed = false;
+    bool any = false;
     for (int i = 0; i < c->noptions; i++) {
         const dp_option *o = &c->options[i];
+        const char *heading;
         char value[256];
-        if (!o->flag)
+        if (!listed(c, i, &heading))
             continue;
-        if (o->group_title && (!group || strcmp(group, o->group_title) != 0)) {
-            fprintf(out, "\n### %c%s\n\n", toupper((unsigned char)o->group_title[0]),
-                    o->group_title + 1);
-            group = o->group_title;
-        } else if (!listed) {
+        if (heading)
+            fprintf(out, "\n### %c%s\n\n", toupper((unsigned char)heading[0]), heading + 1);
+        else if (!any)
             fputs("\n### Options\n\n", out);
-        }
-        listed = true;
+        any = true;
         t.len = 0;
         put_rendered(&t, c, o->help, MARKDOWN);
         fprintf(out, "- `%s%s%s`: %s", o->flag, o->metavar ? " " : "", o->metavar ? o->metavar : "",
@@ -349,17 +362,16 @@ void cli_print_man(const cli_command *c, FILE *out)
         fputs("\n", out);
     }
     fputs(".SH OPTIONS\n", out);
-    const char *group = NULL;
     for (int i = 0; i < c->noptions; i++) {
         const dp_option *o = &c->options[i];
+        const char *heading;
         char value[256];
-        if (!o->flag)
+        if (!listed(c, i, &heading))
             continue;
-        if (o->group_title && (!group || strcmp(group, o->group_title) != 0)) {
+        if (heading) {
             fputs(".SS ", out);
-            roff(out, c, o->group_title);
+            roff(out, c, heading);
             fputs("\n", out);
-            group = o->group_title;
         }
         fputs(".TP\n.B ", out);
         roff_code(out, o->flag);
