@@ -82,10 +82,9 @@ int main(int argc, char **argv)
         return 2;
     }
     dp_log_set(log_info, NULL);
-    dp_precision precision = DP_PRECISION_FP32;
-    dp_conv_algo algo = DP_CONV_ALGO_AUTO;
-    if ((argc > 6 && dp_precision_parse(argv[6], &precision) < 0) ||
-        (argc > 7 && dp_conv_algo_parse(argv[7], &algo) < 0)) {
+    int precision = DP_PRECISION_FP32, algo = DP_CONV_ALGO_AUTO;
+    if ((argc > 6 && dp_name_parse(&dp_precision_names, argv[6], &precision) < 0) ||
+        (argc > 7 && dp_name_parse(&dp_conv_algo_names, argv[7], &algo) < 0)) {
         fprintf(stderr, "bench_step: precision fp32, bf16 or bf16-reference; algo auto, direct "
                         "or winograd\n");
         return 2;

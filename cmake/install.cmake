@@ -1,7 +1,8 @@
 # `cmake --install BUILD --prefix P` (and `make install PREFIX=P`): the
 # library as P/lib/libdptrain.so.0 and P/lib/libdptrain.a, the public headers
-# in P/include/dp/, the tool in P/bin/, P/lib/pkgconfig/dptrain.pc, and the
-# CMake package P/lib/cmake/dptrain/ (find_package(dptrain CONFIG)).
+# in P/include/dp/, the tool in P/bin/, its man pages in P/share/man/man1/,
+# P/lib/pkgconfig/dptrain.pc, and the CMake package P/lib/cmake/dptrain/
+# (find_package(dptrain CONFIG)).
 #
 # dptrain.pc is written at install time, from dptrain.pc.in, so that its
 # prefix is the one given to `cmake --install --prefix`, not the configured
@@ -13,6 +14,9 @@
 install(TARGETS dp dp_static dptrain LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/dp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The man pages the build made (dptrain.1, dptrain-train.1, ...: CMakeLists.txt).
+install(DIRECTORY ${CMAKE_BINARY_DIR}/man/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+        FILES_MATCHING PATTERN "*.1")
 
 # Library files (full paths, or plain names) as -L and -l flags for a .pc.
 function(dp_pc_link_flags out)

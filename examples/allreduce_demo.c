@@ -44,9 +44,8 @@ int example_allreduce(const char *devices, const char *algo_name)
 {
     dp_device_t *devs[DP_MAX_DEVICES];
     dp_tensor_t *data[DP_MAX_DEVICES] = {0}, *batch = NULL, *split[DP_MAX_DEVICES] = {0};
-    int n, rc, nsplit = 0;
-    int algo = dp_allreduce_algo_parse(algo_name);
-    if (algo < 0) {
+    int n, rc, nsplit = 0, algo;
+    if (dp_name_parse(&dp_allreduce_algo_names, algo_name, &algo) < 0) {
         fprintf(stderr, "allreduce: unknown algorithm '%s' (ring or naive)\n", algo_name);
         return DP_EINVAL;
     }

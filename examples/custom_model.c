@@ -176,16 +176,16 @@ int main(int argc, char **argv)
     dp_train_options o;
     dp_train_options_default(&o);
     o.model_def = &custom_cnn; /* instead of a built-in's name */
-    o.devices = "2";           /* two GPUs, or two CPU devices where there are fewer */
-    o.batch_size = 64;         /* global: 32 samples per device and step */
-    o.lr = 0.1f;
-    o.seed = 42;
-    o.deterministic = true;
+    o.parallel.devices = "2";  /* two GPUs, or two CPU devices where there are fewer */
+    o.data.batch_size = 64;    /* global: 32 samples per device and step */
+    o.optim.lr = 0.1f;
+    o.run.seed = 42;
+    o.numerics.deterministic = true;
     int rc = 0;
     if (data_dir) {
-        o.data_dir = data_dir; /* Fashion-MNIST's four IDX files */
-        o.limit_train = 512;
-        o.limit_test = 256;
+        o.data.data_dir = data_dir; /* Fashion-MNIST's four IDX files */
+        o.data.limit_train = 512;
+        o.data.limit_test = 256;
     } else {
         rc = synthetic_dataset(&train, 512, 1);
         if (rc == 0)
@@ -196,25 +196,25 @@ int main(int argc, char **argv)
 
     /* Epoch 1, then a checkpoint: weights, momentum, position, history. */
     dp_train_result r1, r2, straight;
-    o.epochs = 1;
-    o.checkpoint_path = "custom_cnn-epoch1.safetensors";
+    o.run.epochs = 1;
+    o.checkpoint.checkpoint_path = "custom_cnn-epoch1.safetensors";
     if (rc == 0)
         rc = dp_train(&o, &r1);
     if (rc == 0)
         print_epoch("", &r1);
 
     /* Epoch 2, going on from that checkpoint as a new process would. */
-    o.epochs = 2;
-    o.resume_path = "custom_cnn-epoch1.safetensors";
-    o.checkpoint_path = "custom_cnn-resumed.safetensors";
+    o.run.epochs = 2;
+    o.checkpoint.resume_path = "custom_cnn-epoch1.safetensors";
+    o.checkpoint.checkpoint_path = "custom_cnn-resumed.safetensors";
     if (rc == 0)
         rc = dp_train(&o, &r2);
     if (rc == 0)
         print_epoch(" (resumed)", &r2);
 
     /* The same two epochs without a break, to compare with. */
-    o.resume_path = NULL;
-    o.checkpoint_path = "custom_cnn-straight.safetensors";
+    o.checkpoint.resume_path = NULL;
+    o.checkpoint.checkpoint_path = "custom_cnn-straight.safetensors";
     if (rc == 0)
         rc = dp_train(&o, &straight);
 

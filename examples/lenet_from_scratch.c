@@ -62,8 +62,8 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps,
     dp_optimizer_t *sgd[DP_MAX_DEVICES] = {0};
     dp_dataset train = {0};
     dp_tape_t *tape = NULL;
-    int n = 0, rc, algo = dp_allreduce_algo_parse(algo_name);
-    if (algo < 0)
+    int n = 0, rc, algo;
+    if (dp_name_parse(&dp_allreduce_algo_names, algo_name, &algo) < 0)
         return DP_EINVAL;
     if ((rc = dp_devices_open(devs, &n, devices, 1)) < 0)
         return rc;
@@ -74,7 +74,8 @@ int example_lenet_scratch(const char *devices, const char *algo_name, int steps,
     if (rc == 0)
         rc = dp_replicate(replicas, params, devs, n);
     for (int k = 0; rc == 0 && k < n; k++)
-        rc = dp_optimizer_init(&sgd[k], dp_model_params(replicas[k]), &(dp_optimizer_options){.lr = 0.2f});
+        rc = dp_optimizer_init(&sgd[k], dp_model_params(replicas[k]),
+                               &(dp_optimizer_options){.lr = 0.2f});
     if (rc == 0)
         rc = dp_tape_init(&tape, true);
     char names[256];

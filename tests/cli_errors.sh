@@ -67,8 +67,8 @@ expect_error "epochs 0" "--epochs 0" -- "$bin" train --epochs 0
 expect_error "bad plot name" "--plot x.jpg" -- "$bin" train --plot x.jpg
 expect_error "unknown command" "unknown command 'fly'" -- "$bin" fly
 expect_error "bad device" "unknown device 'gpu:0'" -- "$bin" train --data "$good" --devices gpu:0
-# The library names options by meaning ("the device list"); the CLI says
-# which flag set them.
+# The library names options by the option list's names (`devices`); the
+# CLI shows the flag that set them.
 expect_error "device list with a trailing comma" "^dptrain: error: --devices cpu:0,: trailing comma$" -- \
   "$bin" train --data "$good" --devices cpu:0,
 expect_error "device named twice" "^dptrain: error: --devices cpu:0,cpu:0: cpu:0 is named twice$" -- \
@@ -168,7 +168,7 @@ declare -A defaults=(
   [--epochs]="10" [--seed]="0" [--init-normal]="each module's own: PyTorch's default for files"
   [--init-xavier]="off" [--dataset]="fashion-mnist"
   [--data]="fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required"
-  [--metrics]="none" [--log-steps]="off" [--plot]="none" [--no-shuffle]="shuffle"
+  [--metrics]="none" [--log-steps]="off" [--log-every]="1" [--plot]="none" [--no-shuffle]="shuffle"
   [--limit-train]="0" [--limit-test]="0" [--sync-bn]="off" [--bucket-mb]="25"
   [--grad-compress]="none" [--pipeline]="off" [--stages]="balanced by FLOPs"
   [--micro-batches]="1" [--schedule]="1f1b" [--verbose]="off"
@@ -184,10 +184,11 @@ declare -A defaults=(
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
   [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
   [--normalize]="none")
-# entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option,
-# joined with single spaces.
+# entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
+# or group heading, joined with single spaces.
 entry() {
-  awk -v f="$1" '/^  -/ { on = ($1 == f) } on' <<<"$help" | tr -s ' \n' '  ' | sed 's/ $//'
+  awk -v f="$1" '/^[^ ]/ { on = 0 } /^  -/ { on = ($1 == f) } on' <<<"$help" | tr -s ' \n' '  ' |
+    sed 's/ $//'
 }
 for flag in "${!defaults[@]}"; do
   text=$(entry "$flag")

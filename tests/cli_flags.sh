@@ -3,8 +3,9 @@
 # share: every flag that takes a value takes it as --flag=value too (what
 # glibc's getopt_long reads), with the same meaning and the same errors as
 # --flag value; --epochs is 1 to 1000 in the CLI as in the library; more
-# kernel threads per device than CPUs is warned about; --help and the
-# docs say what the tool does; DPTRAIN_CONV_ALGO sets --conv-algo's default.
+# kernel threads per device than CPUs is warned about; --help, the CLI
+# reference (docs/cli.md) and the docs say what the tool does and agree;
+# DPTRAIN_CONV_ALGO sets --conv-algo's default.
 # Usage: cli_flags.sh path/to/dptrain
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -130,6 +131,37 @@ said=$(cd "$dir" && "$bin" train --model paren.txt 2>&1)
 if cat "$root/README.md" "$root"/docs/*.md | grep -qxF -- "$said" && grep -qF "missing ')'" <<<"$said"; then
   ok "the docs' unclosed bracket is what dptrain prints: $said"
 else bad "the docs do not show '$said'"; fi
+
+# The reference, docs/cli.md, lists every flag that each command's --help
+# lists, in that command's section (tests/cli_docs.sh checks that it is
+# what the build makes); and every flag that README.md or a page of docs/
+# shows after `dptrain COMMAND` is one of that command's.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+for cmd in $("$bin" help --commands); do
+  section=$(awk -v h="## dptrain $cmd" '/^## / { on = ($0 == h) } on' "$root/docs/cli.md")
+  missing=""
+  for flag in $("$bin" "$cmd" --help | grep -Eo '^  --[a-z0-9-]+'); do
+    grep -qF -- "\`$flag" <<<"$section" || missing+=" $flag"
+  done
+  if [[ -n $section && -z $missing ]]; then ok "docs/cli.md lists every flag of $cmd --help"
+  else bad "docs/cli.md's dptrain $cmd lacks:${missing:- the section}"; fi
+done
+shown=0
+unknown=""
+for page in "$root/README.md" "$root"/docs/*.md; do
+  [[ $page == */docs/cli.md || ! -f $page ]] && continue
+  # Commands continued over lines with a backslash are read whole.
+  while read -r _ cmd rest; do
+    for flag in $(grep -o -- '--[a-z0-9-]*' <<<"$rest"); do
+      [[ $flag == --help ]] && continue
+      shown=$((shown + 1))
+      "$bin" "$cmd" --help | grep -qE -- "^  $flag( |\$)" || unknown+=" $(basename "$page"): $cmd $flag;"
+    done
+  done < <(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$page" |
+             grep -o 'dptrain \(train\|eval\|predict\|model\|export\|devices\|demo\)\b[^`|;&#)]*')
+done
+if [[ -z $unknown ]]; then ok "the $shown flags README.md and docs/ show after dptrain commands are theirs"
+else bad "flags the docs show that their commands lack:$unknown"; fi
 
 # --conv-algo's default: auto (the kernels timed, --verbose lists them)
 # unless DPTRAIN_CONV_ALGO names another; a bad value there is refused.

@@ -56,6 +56,13 @@ else
   fails=$((fails + 1)); echo "FAIL good outputs: $(cat "$dir/ok"; ls "$out")"
 fi
 
+# --log-every N keeps every Nth step's line, steps counted over the run: of
+# 2 epochs of 2 batches (steps 1 to 4), --log-every 2 keeps steps 2 and 4.
+"${train[@]}" --metrics "$out/every.jsonl" --log-steps --log-every 2 >/dev/null 2>&1
+kept=$(grep -o '^{"step": [0-9]*' "$out/every.jsonl" | sed 's/.* //' | tr '\n' ' ')
+if [[ $kept == "2 4 " ]]; then passes=$((passes + 1)); echo "ok   --log-every 2 keeps steps $kept"
+else fails=$((fails + 1)); echo "FAIL --log-every 2 kept steps '$kept'"; fi
+
 m=$dir/witness.jsonl
 mkdir -p "$dir/a_directory" "$dir/plot_dir.png"
 expect_refused "checkpoint is a directory" "$dir/a_directory: is a directory" "$m" -- \

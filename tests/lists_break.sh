@@ -18,6 +18,13 @@
 #   5. An op of the op list without its ONNX export rule (leaky_relu's
 #      export_leaky_relu in onnx/onnx_export_ops.c): the table of rules,
 #      made from the op list, names it and the file does not compile.
+# The option list (include/dp/train_option_list.h) the same way:
+#   6. An option that leaves the list (bucket_mb) while the code still
+#      reads it: src/train/net.c does not compile (no such field).
+#   7. A list entry whose kind of value has no parser (VALUE(betas) made
+#      VALUE(adam_betas)): src/train/options.c does not compile.
+#   8. A message that names an option the list lacks (`bucket_size`):
+#      tests/option_names.sh refuses the tree.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
@@ -127,6 +134,43 @@ c_out=$(compile ctl5 "$src/src/onnx/onnx_export_ops.c"); c_rc=$?
 b_out=$(compile brk5 "$tmp/onnx_export_ops.c"); b_rc=$?
 expect_break "an op without an export rule does not compile" "$c_out" $c_rc "$b_out" $b_rc \
   "export_leaky_relu"
+
+list=$src/include/dp/train_option_list.h
+mkdir -p "$tmp/inc6/dp" "$tmp/inc7/dp"
+
+# 6. bucket_mb's entry (its X(...) line and the lines continuing it) out.
+awk '/^    X\(parallel, bucket_mb,/ { skip = 1; next } skip && /^      / { next } { skip = 0; print }' \
+  "$list" >"$tmp/inc6/dp/train_option_list.h"
+if cmp -s "$list" "$tmp/inc6/dp/train_option_list.h"; then
+  fail "option list: no bucket_mb entry to remove"
+else
+  c_out=$(compile ctl6 "$src/src/train/net.c"); c_rc=$?
+  b_out=$(compile brk6 "$src/src/train/net.c" "$tmp/inc6"); b_rc=$?
+  expect_break "an option the code reads but the list lacks does not compile" "$c_out" $c_rc \
+    "$b_out" $b_rc "bucket_mb"
+fi
+
+# 7. betas read by a parser that does not exist.
+sed 's/VALUE(betas)/VALUE(adam_betas)/' "$list" >"$tmp/inc7/dp/train_option_list.h"
+if cmp -s "$list" "$tmp/inc7/dp/train_option_list.h"; then
+  fail "option list: no VALUE(betas) to change"
+else
+  c_out=$(compile ctl7 "$src/src/train/options.c"); c_rc=$?
+  b_out=$(compile brk7 "$src/src/train/options.c" "$tmp/inc7"); b_rc=$?
+  expect_break "an entry whose value has no parser does not compile" "$c_out" $c_rc "$b_out" \
+    $b_rc "dp__option_parse_adam_betas"
+fi
+
+# 8. A message naming `bucket_size`, in a scratch tree of the sources.
+mkdir -p "$tmp/tree/include" "$tmp/tree/src"
+cp -r "$src/include/dp" "$tmp/tree/include/"
+cp -r "$src/src/." "$tmp/tree/src/"
+c_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); c_rc=$?
+sed -i 's/`batch_size` %lld is smaller than the %d devices/`bucket_size` %lld is smaller than the %d devices/' \
+  "$tmp/tree/src/train/trainer.c"
+b_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); b_rc=$?
+expect_break "a message naming an option the list lacks is refused" "$c_out" $c_rc "$b_out" \
+  $b_rc "bucket_size"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

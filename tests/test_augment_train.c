@@ -21,32 +21,32 @@ static int run(const char *devices, int epochs, dp_lr_schedule_kind kind, bool a
 {
     dp_train_options o;
     dp_train_options_default(&o);
-    o.devices = devices;
-    o.threads = 1;
-    o.batch_size = 64;
-    o.limit_train = 640;
-    o.limit_test = 1000;
-    o.epochs = epochs;
-    o.lr = 0.01f;
-    o.optimizer = DP_OPTIMIZER_ADAMW;
-    o.weight_decay = 0.01f;
-    o.clip_grad_norm = 0.5f;
-    o.label_smoothing = 0.1f;
-    o.lr_schedule.kind = kind;
-    o.lr_schedule.warmup_steps = 4;
-    o.lr_schedule.nmilestones = 1; /* multistep: epoch 2 at a tenth */
-    o.lr_schedule.milestones[0] = 1;
-    o.augment = (dp_augment_options){.norm_channels = 1, .mean = {0.286f}, .std = {0.353f}};
+    o.parallel.devices = devices;
+    o.parallel.threads = 1;
+    o.data.batch_size = 64;
+    o.data.limit_train = 640;
+    o.data.limit_test = 1000;
+    o.run.epochs = epochs;
+    o.optim.lr = 0.01f;
+    o.optim.optimizer = DP_OPTIMIZER_ADAMW;
+    o.optim.weight_decay = 0.01f;
+    o.optim.clip_grad_norm = 0.5f;
+    o.optim.label_smoothing = 0.1f;
+    o.schedule.lr_schedule = kind;
+    o.schedule.warmup_steps = 4;
+    /* multistep: epoch 2 at a tenth */
+    o.schedule.lr_milestones = (dp_lr_milestones){.n = 1, .epochs = {1}};
+    o.data.normalize = (dp_augment_options){.norm_channels = 1, .mean = {0.286f}, .std = {0.353f}};
     if (augment) {
-        o.augment.crop_pad = 3;
-        o.augment.flip = true;
+        o.data.augment.crop_pad = 3;
+        o.data.augment.flip = true;
     }
-    o.checkpoint_path = ckpt;
-    o.resume_path = resume;
+    o.checkpoint.checkpoint_path = ckpt;
+    o.checkpoint.resume_path = resume;
     /* The seed of a resumed run is its checkpoint's, the augmentation's
      * draws too: another one here must change nothing. */
-    o.seed = resume ? 7 : 0;
-    o.conv_algo = DP_CONV_ALGO_DIRECT;
+    o.run.seed = resume ? 7 : 0;
+    o.numerics.conv_algo = DP_CONV_ALGO_DIRECT;
     return dp_train(&o, r);
 }
 

@@ -39,8 +39,9 @@ static void good_state(dp_checkpoint_state *st)
     st->epochs_done = 1;
     st->step = 10;
     st->seed = 1;
-    st->batch_size = 256;
-    st->lr = 0.1, st->momentum = 0.9, st->weight_decay = 0;
+    dp_train_options_default(&st->options);
+    st->options.data.batch_size = 256;
+    st->options.optim.lr = 0.1f, st->options.optim.momentum = 0.9f;
     st->nhistory = 1;
     st->history[0] = (dp_epoch_stats){.epoch = 1,
                                       .train_loss = 0.5,
@@ -74,23 +75,23 @@ static void test_non_finite_state_is_refused(void **state)
     (void)state;
     dp_checkpoint_state st;
     good_state(&st);
-    st.lr = NAN;
+    st.options.optim.lr = NAN;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.lr' is nan: expected a finite number > 0");
+    tu_assert_error_mentions("metadata 'dptrain.lr' is nan: expected a number > 0");
     good_state(&st);
-    st.lr = 0;
+    st.options.optim.lr = 0;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
     tu_assert_error_mentions("'dptrain.lr' is 0");
     good_state(&st);
-    st.momentum = INFINITY;
+    st.options.optim.momentum = INFINITY;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
     tu_assert_error_mentions("metadata 'dptrain.momentum' is inf");
     good_state(&st);
-    st.momentum = 1; /* SGD takes 0 <= momentum < 1 */
+    st.options.optim.momentum = 1; /* SGD takes 0 <= momentum < 1 */
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
     tu_assert_error_mentions("metadata 'dptrain.momentum' is 1");
     good_state(&st);
-    st.weight_decay = -1;
+    st.options.optim.weight_decay = -1;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
     tu_assert_error_mentions("metadata 'dptrain.weight_decay' is -1");
 }

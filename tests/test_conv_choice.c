@@ -324,13 +324,13 @@ static void bf16_native_n_devices_equals_one(void **state)
 static void lenet_options(dp_train_options *o, int epochs, dp_precision p)
 {
     dp_train_options_default(o);
-    o->epochs = epochs;
-    o->batch_size = 64;
-    o->limit_train = 640;
-    o->limit_test = 128;
-    o->deterministic = true;
-    o->precision = p;
-    o->conv_algo = DP_CONV_ALGO_AUTO;
+    o->run.epochs = epochs;
+    o->data.batch_size = 64;
+    o->data.limit_train = 640;
+    o->data.limit_test = 128;
+    o->numerics.deterministic = true;
+    o->numerics.precision = p;
+    o->numerics.conv_algo = DP_CONV_ALGO_AUTO;
 }
 
 /* The table holds LeNet's kernels chosen by hand (im2col + matrix product
@@ -367,16 +367,16 @@ static void resume_runs_the_recorded_kernels(void **state)
     choose_gemm_everywhere(p);
     char *chosen = dp_conv_choices_save();
     lenet_options(&o, 2, p);
-    o.checkpoint_path = straight;
+    o.checkpoint.checkpoint_path = straight;
     OK(dp_train(&o, &r));
     lenet_options(&o, 1, p);
-    o.checkpoint_path = half;
+    o.checkpoint.checkpoint_path = half;
     OK(dp_train(&o, &r));
     dp_conv_choices_clear();
     dp__conv_trace(true);
     lenet_options(&o, 2, p);
-    o.resume_path = half;
-    o.checkpoint_path = resumed;
+    o.checkpoint.resume_path = half;
+    o.checkpoint.checkpoint_path = resumed;
     OK(dp_train(&o, &r));
     const void *dev;
     dp__conv_shape s;

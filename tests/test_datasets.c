@@ -139,7 +139,7 @@ static void test_cifar10_errors(void **state)
     expect_cifar_error(0, labels, 0, DP_ETRUNC, "truncated record");
 
     assert_int_equal(dp_dataset_load("cifar100", tu_tmp, false, &ds), DP_EINVAL);
-    tu_assert_error_mentions("the dataset cifar100 is unknown");
+    tu_assert_error_mentions("`dataset` cifar100 is unknown");
 }
 
 /* MNIST's test split as IDX files: images [4, 3, 2] gzipped, labels plain. */
@@ -321,14 +321,14 @@ static void test_train_in_memory(void **state)
     /* dptrain train --model lenet, on the program's data: 3 steps. */
     dp_train_options o;
     dp_train_options_default(&o);
-    o.model = "lenet";
-    o.devices = "1";
-    o.threads = 1;
-    o.batch_size = 32;
-    o.lr = 0.1f;
-    o.epochs = 1;
-    o.seed = 2;
-    o.data_dir = "/nonexistent-dptrain-data"; /* never read */
+    o.net.model = "lenet";
+    o.parallel.devices = "1";
+    o.parallel.threads = 1;
+    o.data.batch_size = 32;
+    o.optim.lr = 0.1f;
+    o.run.epochs = 1;
+    o.run.seed = 2;
+    o.data.data_dir = "/nonexistent-dptrain-data"; /* never read */
     o.train_set = &train;
     o.test_set = &test;
     dp_train_result r;

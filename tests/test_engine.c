@@ -283,11 +283,11 @@ static void bad_device_names(void **state)
     dp_device_t *devs[DP_MAX_DEVICES];
     int n;
     assert_int_equal(dp_devices_open(devs, &n, "cpu:0,", 1), DP_EINVAL);
-    assert_string_equal(dp_last_error(), "the device list cpu:0,: trailing comma");
+    assert_string_equal(dp_last_error(), "`devices` cpu:0,: trailing comma");
     assert_int_equal(dp_devices_open(devs, &n, "cpu:0,cpu:0", 1), DP_EINVAL);
-    assert_string_equal(dp_last_error(), "the device list cpu:0,cpu:0: cpu:0 is named twice");
+    assert_string_equal(dp_last_error(), "`devices` cpu:0,cpu:0: cpu:0 is named twice");
     assert_int_equal(dp_devices_open(devs, &n, "", 1), DP_EINVAL);
-    assert_string_equal(dp_last_error(), "the device list is empty");
+    assert_string_equal(dp_last_error(), "`devices` is empty");
     dp_log_set(NULL, NULL);
 }
 

@@ -303,14 +303,14 @@ static dp_train_result train(const dp_model_def *def, const char *devices, int s
     o.model_def = def;
     o.train_set = &train_set;
     o.test_set = &test_set;
-    o.devices = devices;
-    o.threads = 1;
-    o.epochs = 2;
-    o.batch_size = BATCH;
-    o.lr = 0.1f;
-    o.seed = 3;
-    o.pipeline = stages;
-    o.checkpoint_path = checkpoint;
+    o.parallel.devices = devices;
+    o.parallel.threads = 1;
+    o.run.epochs = 2;
+    o.data.batch_size = BATCH;
+    o.optim.lr = 0.1f;
+    o.run.seed = 3;
+    o.parallel.pipeline = stages;
+    o.checkpoint.checkpoint_path = checkpoint;
     dp_train_result r;
     assert_int_equal(dp_train(&o, &r), 0);
     printf("%s on %s%s: train loss %.4f, test acc %.3f\n", def->name, r.devices,

@@ -221,24 +221,24 @@ static void run(const char *devices, int epochs, dp_lr_schedule_kind kind, const
 {
     dp_train_options o;
     dp_train_options_default(&o);
-    o.devices = devices;
-    o.threads = 1;
-    o.batch_size = 64;
-    o.limit_train = 640;
-    o.limit_test = 64;
-    o.epochs = epochs;
-    o.lr = 0.002f;
-    o.optimizer = DP_OPTIMIZER_ADAMW;
-    o.weight_decay = 0.01f;
-    o.clip_grad_norm = 0.5f;
-    o.label_smoothing = 0.1f;
-    o.lr_schedule.kind = kind;
-    o.lr_schedule.warmup_steps = 4;
-    o.lr_schedule.nmilestones = 1; /* multistep: epoch 2 at a tenth */
-    o.lr_schedule.milestones[0] = 1;
-    o.checkpoint_path = ckpt;
-    o.resume_path = resume;
-    o.conv_algo = DP_CONV_ALGO_DIRECT;
+    o.parallel.devices = devices;
+    o.parallel.threads = 1;
+    o.data.batch_size = 64;
+    o.data.limit_train = 640;
+    o.data.limit_test = 64;
+    o.run.epochs = epochs;
+    o.optim.lr = 0.002f;
+    o.optim.optimizer = DP_OPTIMIZER_ADAMW;
+    o.optim.weight_decay = 0.01f;
+    o.optim.clip_grad_norm = 0.5f;
+    o.optim.label_smoothing = 0.1f;
+    o.schedule.lr_schedule = kind;
+    o.schedule.warmup_steps = 4;
+    /* multistep: epoch 2 at a tenth */
+    o.schedule.lr_milestones = (dp_lr_milestones){.n = 1, .epochs = {1}};
+    o.checkpoint.checkpoint_path = ckpt;
+    o.checkpoint.resume_path = resume;
+    o.numerics.conv_algo = DP_CONV_ALGO_DIRECT;
     assert_int_equal(dp_train(&o, r), 0);
 }
 

@@ -189,9 +189,13 @@ static void allreduce_algorithm_table(void **state)
     (void)state;
     const dp_allreduce_algo all[] = {DP_ALLREDUCE_AUTO, DP_ALLREDUCE_RING, DP_ALLREDUCE_NAIVE,
                                      DP_ALLREDUCE_MPI, DP_ALLREDUCE_NCCL};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        assert_int_equal(dp_allreduce_algo_parse(dp_allreduce_algo_name(all[i])), all[i]);
-    assert_int_equal(dp_allreduce_algo_parse("tree"), -2);
+    int algo;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        assert_int_equal(
+            dp_name_parse(&dp_allreduce_algo_names, dp_allreduce_algo_name(all[i]), &algo), 0);
+        assert_int_equal(algo, all[i]);
+    }
+    assert_int_equal(dp_name_parse(&dp_allreduce_algo_names, "tree", &algo), DP_EINVAL);
     assert_string_equal(dp_allreduce_algo_name((dp_allreduce_algo)7), "?");
     tu_quiet_log();
     dp_device_t *devs[2];

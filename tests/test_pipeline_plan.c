@@ -116,8 +116,7 @@ static void balance_equal_layers(void **state)
     assert_int_equal(first[2], 3);
     tu_quiet_log();
     assert_int_equal(dp_pipeline_balance(ones, NULL, 8, 9, first), DP_EINVAL);
-    tu_assert_error_mentions(
-        "the pipeline stage count 9: the model has 8 layers where a stage may start");
+    tu_assert_error_mentions("`pipeline` 9: the model has 8 layers where a stage may start");
     double bad[2] = {1, NAN};
     assert_int_equal(dp_pipeline_balance(bad, NULL, 2, 1, first), DP_EINVAL);
     tu_assert_error_mentions("layer 1 has cost nan");
@@ -211,12 +210,12 @@ static void stage_lists(void **state)
     expect_stages("0-2,3,4-7", 8, 3, (int[]){0, 3, 4, 8});
     expect_stages("0-7", 8, 1, (int[]){0, 8});
     expect_stages("0,1,2", 3, 3, (int[]){0, 1, 2, 3});
-    expect_stages_error("0-3,5-7", NULL, "the stage list 0-3,5-7: layer 4 is in no stage");
-    expect_stages_error("0-3,3-7", NULL, "the stage list 0-3,3-7: layer 3 is in two stages");
+    expect_stages_error("0-3,5-7", NULL, "`stages` 0-3,5-7: layer 4 is in no stage");
+    expect_stages_error("0-3,3-7", NULL, "`stages` 0-3,3-7: layer 3 is in two stages");
     expect_stages_error("0-3,4-9", NULL,
-                        "the stage list 0-3,4-9: layer 9 is past the model's last layer, 7");
-    expect_stages_error("0-3", NULL, "the stage list 0-3: layers 4-7 are in no stage");
-    expect_stages_error("0-3,7-4", NULL, "the stage list 0-3,7-4: 7-4 runs backwards");
+                        "`stages` 0-3,4-9: layer 9 is past the model's last layer, 7");
+    expect_stages_error("0-3", NULL, "`stages` 0-3: layers 4-7 are in no stage");
+    expect_stages_error("0-3,7-4", NULL, "`stages` 0-3,7-4: 7-4 runs backwards");
     expect_stages_error("0-3,,4-7", NULL, "'' is not a layer or a range of layers like 0-3");
     expect_stages_error("0-x,4-7", NULL, "'0-x' is not a layer or a range of layers like 0-3");
     expect_stages_error("", NULL, "is not a layer or a range");
@@ -322,10 +321,13 @@ static void equal_stages_leave_the_gpipe_bubble(void **state)
 static void schedule_names(void **state)
 {
     (void)state;
-    assert_int_equal(dp_pipeline_schedule_parse("1f1b"), DP_PIPELINE_1F1B);
-    assert_int_equal(dp_pipeline_schedule_parse("gpipe"), DP_PIPELINE_GPIPE);
-    assert_int_equal(dp_pipeline_schedule_parse("GPipe"), -1);
-    assert_int_equal(dp_pipeline_schedule_parse(NULL), -1);
+    int s;
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "1f1b", &s), 0);
+    assert_int_equal(s, DP_PIPELINE_1F1B);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "gpipe", &s), 0);
+    assert_int_equal(s, DP_PIPELINE_GPIPE);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, "GPipe", &s), DP_EINVAL);
+    assert_int_equal(dp_name_parse(&dp_pipeline_schedule_names, NULL, &s), DP_EINVAL);
     assert_string_equal(dp_pipeline_schedule_name(DP_PIPELINE_GPIPE), "gpipe");
     assert_string_equal(dp_pipeline_schedule_name(DP_PIPELINE_1F1B), "1f1b");
 }

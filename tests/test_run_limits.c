@@ -29,9 +29,9 @@ static void test_epochs_over_the_limit_fail_first(void **state)
     (void)state;
     dp_train_options o;
     dp_train_options_default(&o);
-    o.data_dir = "/nonexistent";
-    o.dataset = "mnist";
-    o.epochs = DP_MAX_EPOCHS + 1;
+    o.data.data_dir = "/nonexistent";
+    o.data.dataset = "mnist";
+    o.run.epochs = DP_MAX_EPOCHS + 1;
     dp_train_result r;
     /* Refused at once, before the data (which is missing) or a device:
      * the one error logged is the epoch count's. */
@@ -39,10 +39,10 @@ static void test_epochs_over_the_limit_fail_first(void **state)
     dp_log_set(capture, NULL);
     assert_int_equal(dp_train(&o, &r), DP_EINVAL);
     dp_log_set(NULL, NULL);
-    tu_assert_error_mentions("the epoch count 1001: at most 1000");
+    tu_assert_error_mentions("`epochs` 1001: expected an integer from 1 to 1000");
     assert_int_equal(errors, 1);
     tu_quiet_log();
-    o.epochs = DP_MAX_EPOCHS;
+    o.run.epochs = DP_MAX_EPOCHS;
     assert_int_equal(dp_train(&o, &r), DP_ENOENT);
     tu_assert_error_mentions("/nonexistent");
     assert_int_equal(DP_MAX_EPOCHS, DP_CHECKPOINT_MAX_HISTORY);

@@ -300,24 +300,24 @@ static void run_writes_every_step(void **state)
     snprintf(ck, sizeof ck, "%s/ck.safetensors", tu_tmp);
     dp_train_options o;
     dp_train_options_default(&o);
-    o.limit_train = 600; /* 10 batches of 64, the last of 24 */
-    o.limit_test = 200;
-    o.batch_size = 64;
-    o.lr = 0.05f;
-    o.lr_schedule.kind = DP_LR_COSINE;
-    o.epochs = 1;
-    o.devices = "2";
-    o.threads = 1;
-    o.metrics_path = metrics;
-    o.log_steps = true;
-    o.checkpoint_path = ck;
-    o.tensorboard_dir = dir;
+    o.data.limit_train = 600; /* 10 batches of 64, the last of 24 */
+    o.data.limit_test = 200;
+    o.data.batch_size = 64;
+    o.optim.lr = 0.05f;
+    o.schedule.lr_schedule = DP_LR_COSINE;
+    o.run.epochs = 1;
+    o.parallel.devices = "2";
+    o.parallel.threads = 1;
+    o.output.metrics_path = metrics;
+    o.output.log_steps = true;
+    o.checkpoint.checkpoint_path = ck;
+    o.output.tensorboard_dir = dir;
     dp_train_result r;
     assert_int_equal(dp_train(&o, &r), 0);
     /* One more epoch from the checkpoint: a second file, which starts by
      * telling TensorBoard to forget steps from 11 on. */
-    o.epochs = 2;
-    o.resume_path = ck;
+    o.run.epochs = 2;
+    o.checkpoint.resume_path = ck;
     assert_int_equal(dp_train(&o, &r), 0);
     char names[4][512];
     assert_int_equal(event_files(dir, names), 2);

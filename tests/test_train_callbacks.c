@@ -42,12 +42,12 @@ static bool on_epoch(const dp_epoch_stats *e, void *user)
 static void options(dp_train_options *o, seen *s)
 {
     dp_train_options_default(o);
-    o->batch_size = 64;
-    o->limit_train = 640; /* 10 steps an epoch */
-    o->limit_test = 500;
-    o->epochs = 3;
-    o->conv_algo = DP_CONV_ALGO_DIRECT;
-    o->lr_schedule.kind = DP_LR_COSINE;
+    o->data.batch_size = 64;
+    o->data.limit_train = 640; /* 10 steps an epoch */
+    o->data.limit_test = 500;
+    o->run.epochs = 3;
+    o->numerics.conv_algo = DP_CONV_ALGO_DIRECT;
+    o->schedule.lr_schedule = DP_LR_COSINE;
     o->on_step = on_step;
     o->on_epoch = on_epoch;
     o->callback_user = s;
@@ -76,7 +76,7 @@ static void callbacks_see_every_step_and_stop_a_run(void **state)
     /* Asked at step 5: the run ends after the step it is on, saved. */
     memset(&s, 0, sizeof s);
     s.stop_at_step = 5;
-    o.checkpoint_path = tu_tmp_path("stopped.safetensors");
+    o.checkpoint.checkpoint_path = tu_tmp_path("stopped.safetensors");
     assert_int_equal(dp_train(&o, &r), DP_EINTR);
     printf("on_step asked to stop at step 5: stopped before epoch %d batch %lld (%d steps seen)\n",
            r.stopped_epoch, (long long)r.stopped_batch, s.nsteps);
@@ -86,7 +86,7 @@ static void callbacks_see_every_step_and_stop_a_run(void **state)
     /* Asked after epoch 2: two epochs done. */
     memset(&s, 0, sizeof s);
     s.stop_at_epoch = 2;
-    o.checkpoint_path = NULL;
+    o.checkpoint.checkpoint_path = NULL;
     assert_int_equal(dp_train(&o, &r), DP_EINTR);
     assert_int_equal(r.epochs_done, 2);
     assert_int_equal(s.nepochs, 2);
@@ -104,11 +104,11 @@ static void best_checkpoint_and_early_stop(void **state)
     options(&o, &s);
     o.on_step = NULL;
     o.on_epoch = NULL;
-    o.lr = 0.9f;
-    o.lr_schedule.kind = DP_LR_CONSTANT;
-    o.epochs = 6;
-    o.early_stop = 2;
-    o.save_best_path = tu_tmp_path("best.safetensors");
+    o.optim.lr = 0.9f;
+    o.schedule.lr_schedule = DP_LR_CONSTANT;
+    o.run.epochs = 6;
+    o.checkpoint.early_stop = 2;
+    o.checkpoint.save_best_path = tu_tmp_path("best.safetensors");
     dp_train_result r;
     assert_int_equal(dp_train(&o, &r), 0);
     printf("early stop: %d epochs, best %.4f after epoch %d\n", r.epochs_done, r.best_test_acc,
@@ -117,7 +117,7 @@ static void best_checkpoint_and_early_stop(void **state)
     assert_int_equal(r.epochs_done, 3);
     assert_int_equal(r.best_epoch, 1);
     dp_safetensors_t *f;
-    assert_int_equal(dp_safetensors_open(&f, o.save_best_path), 0);
+    assert_int_equal(dp_safetensors_open(&f, o.checkpoint.save_best_path), 0);
     const char *epochs = dp_safetensors_meta(f, "dptrain.epochs_done");
     const char *best = dp_safetensors_meta(f, "dptrain.best");
     assert_non_null(epochs);
@@ -129,7 +129,7 @@ static void best_checkpoint_and_early_stop(void **state)
     assert_true(acc == r.best_test_acc && epoch == 1);
     dp_safetensors_close(f);
     /* The kept weights give the kept accuracy. */
-    dp_eval_options eo = {.checkpoint = o.save_best_path, .limit_test = 500};
+    dp_eval_options eo = {.checkpoint = o.checkpoint.save_best_path, .limit_test = 500};
     dp_eval_result er;
     assert_int_equal(dp_evaluate_detailed(&eo, &er), 0);
     tu_assert_close(er.test_acc, r.best_test_acc, 0, 1e-9);
@@ -148,15 +148,15 @@ static void evaluation_counts(void **state)
     options(&o, &s);
     o.on_step = NULL;
     o.on_epoch = NULL;
-    o.epochs = 1;
-    o.limit_train = 5120;
-    o.optimizer = DP_OPTIMIZER_ADAMW;
-    o.lr = 0.003f;
-    o.checkpoint_path = tu_tmp_path("trained.safetensors");
+    o.run.epochs = 1;
+    o.data.limit_train = 5120;
+    o.optim.optimizer = DP_OPTIMIZER_ADAMW;
+    o.optim.lr = 0.003f;
+    o.checkpoint.checkpoint_path = tu_tmp_path("trained.safetensors");
     dp_train_result r;
     assert_int_equal(dp_train(&o, &r), 0);
     for (int devices = 1; devices <= 2; devices++) {
-        dp_eval_options eo = {.checkpoint = o.checkpoint_path,
+        dp_eval_options eo = {.checkpoint = o.checkpoint.checkpoint_path,
                               .limit_test = 1000,
                               .devices = devices == 1 ? "1" : "2"};
         dp_eval_result er;

@@ -7,119 +7,134 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage_demo[] =
-    "usage: dptrain demo NAME [options]\n"
-    "\n"
-    "The seeds' demonstrations, each also a program in examples/:\n"
-    "  dataparallel   PyTorch's DataParallel tutorial: Linear(5, 2) on a random\n"
-    "                 data set of 100 samples, batch 30; prints the chunk each\n"
-    "                 replica gets\n"
-    "  allreduce      d2l's allreduce check (ones * (i + 1) on device i) and the\n"
-    "                 scatter of arange(20).reshape(4, 5)\n"
-    "  async          MXNet's asynchronous engine: 10000 small ops waited one by\n"
-    "                 one vs issued at once, wait_to_read vs waitall\n"
-    "  scratch        d2l's from-scratch LeNet step (get_params, split_batch, a\n"
-    "                 backward per device, allreduce, sgd) on Fashion-MNIST\n"
-    "  pipeline       model parallelism: a model in pipeline stages, each batch\n"
-    "                 in micro-batches; prints one step's timeline as the\n"
-    "                 devices ran it, the idle bubble marked\n"
-    "\n"
-    "options (default in brackets):\n"
-    "  --devices N|LIST     devices for dataparallel, allreduce and pipeline\n"
-    "                       [2; pipeline: the stage count]\n"
-    "  --allreduce ALGO     ring or naive, for allreduce [ring]\n"
-    "  --ops N              small ops for async [10000]\n"
-    "  --steps N            training steps for scratch [20] and pipeline, which\n"
-    "                       shows the last [3]\n"
-    "  --model NAME|FILE    the model for pipeline [resnet18]\n"
-    "  --pipeline K         pipeline stages [2]\n"
-    "  --micro-batches M    micro-batches per batch [4]\n"
-    "  --schedule S         1f1b or gpipe [1f1b]\n"
-    "  --batch-size B       batch of random 1x28x28 images, for pipeline [32]\n"
-    "  --plot FILE          pipeline: also draw the timeline as a Gantt chart\n"
-    "                       to FILE.png or FILE.svg [none]\n"
-    "  --checkpoint FILE    scratch: write device 0's weights to FILE\n"
-    "                       (safetensors) after the steps [none]\n"
-    "  -h, --help           show this help\n";
+/* The demonstrations, each also a program in examples/. */
+static const cli_arg demos[] = {
+    {"dataparallel", "PyTorch's DataParallel tutorial: Linear(5, 2) on a random data set of 100 "
+                     "samples, batch 30; prints the chunk each replica gets"},
+    {"allreduce", "d2l's allreduce check (ones * (i + 1) on device i) and the scatter of "
+                  "arange(20).reshape(4, 5)"},
+    {"async", "MXNet's asynchronous engine: 10000 small ops waited one by one vs issued at "
+              "once, wait_to_read vs waitall"},
+    {"scratch", "d2l's from-scratch LeNet step (get_params, split_batch, a backward per device, "
+                "allreduce, sgd) on Fashion-MNIST"},
+    {"pipeline", "model parallelism: a model in pipeline stages, each batch in micro-batches; "
+                 "prints one step's timeline as the devices ran it, the idle bubble marked"},
+};
+enum { NDEMOS = sizeof demos / sizeof *demos };
+
+static int ring_or_naive(const char *text, void *field, char *why, size_t size)
+{
+    (void)field;
+    if (strcmp(text, "ring") == 0 || strcmp(text, "naive") == 0)
+        return 0;
+    snprintf(why, size, "expected ring or naive");
+    return DP_EINVAL;
+}
+
+static int run_demo(int argc, char **argv);
+
+const cli_command *cli_demo(void)
+{
+    typedef struct cli_demo_options demo;
+    static dp_option flags[11];
+    static const demo defaults = {.algo = "ring",
+                                  .ops = 10000,
+                                  .model = "resnet18",
+                                  .pipeline = 2,
+                                  .micro_batches = 4,
+                                  .batch = 32};
+    static cli_command c = {.name = "demo",
+                            .summary = "the seeds' demonstrations: dataparallel, allreduce, "
+                                       "async, scratch, pipeline",
+                            .usage = "dptrain demo NAME [options]",
+                            .about = "The seeds' demonstrations, each also a program in examples/.",
+                            .args = demos,
+                            .nargs = NDEMOS,
+                            .options = flags,
+                            .defaults = &defaults,
+                            .run = run_demo};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = CLI_LIKE(demo, devices, "devices",
+                              "devices for dataparallel, allreduce and pipeline [2; pipeline: the "
+                              "stage count]");
+        flags[n++] = (dp_option){CLI_FIELD(demo, algo, "allreduce"),
+                                 .flag = "--allreduce",
+                                 .metavar = "ALGO",
+                                 .type = DP_OPTION_TEXT,
+                                 .parse = ring_or_naive,
+                                 .help = "ring or naive, for allreduce"};
+        flags[n++] = (dp_option){CLI_FIELD(demo, ops, "ops"),  .flag = "--ops", .metavar = "N",
+                                 .type = DP_OPTION_I64,        .imin = 1,       .imax = 100000000,
+                                 .help = "small ops for async"};
+        flags[n++] = (dp_option){CLI_FIELD(demo, steps, "steps"),
+                                 .flag = "--steps",
+                                 .metavar = "N",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = 234,
+                                 .help = "training steps for scratch [20] and pipeline, which "
+                                         "shows the last [3]"};
+        flags[n++] = CLI_LIKE(demo, model, "model", "the model for pipeline");
+        flags[n++] = (dp_option){CLI_FIELD(demo, pipeline, "pipeline"),
+                                 .flag = "--pipeline",
+                                 .metavar = "K",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 2,
+                                 .imax = DP_PIPELINE_MAX_STAGES,
+                                 .help = "pipeline stages"};
+        flags[n++] = (dp_option){CLI_FIELD(demo, micro_batches, "micro_batches"),
+                                 .flag = "--micro-batches",
+                                 .metavar = "M",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = DP_PIPELINE_MAX_MICRO_BATCHES,
+                                 .help = "micro-batches per batch"};
+        flags[n++] = CLI_LIKE(demo, schedule, "pipeline_schedule", "1f1b or gpipe");
+        flags[n++] = (dp_option){CLI_FIELD(demo, batch, "batch_size"),
+                                 .flag = "--batch-size",
+                                 .metavar = "B",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = 1 << 16,
+                                 .help = "batch of random 1x28x28 images, for pipeline"};
+        flags[n++] = CLI_LIKE(demo, plot, "plot_path",
+                              "pipeline: also draw the timeline as a Gantt chart to FILE.png or "
+                              "FILE.svg");
+        flags[n++] = (dp_option){CLI_FIELD(demo, checkpoint, "checkpoint"), .flag = "--checkpoint",
+                                 .metavar = "FILE", .type = DP_OPTION_TEXT,
+                                 .help = "scratch: write device 0's weights to FILE "
+                                         "(safetensors) after the steps"};
+        c.noptions = n;
+    }
+    return &c;
+}
 
 int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *help)
 {
+    const cli_command *c = cli_demo();
     *help = false;
     if (argc < 1) {
-        fputs(usage_demo, stderr);
+        cli_print_help(c, stderr);
         return 2;
     }
     if (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
         *help = true;
         return 0;
     }
-    struct cli_demo_options o = {.name = argv[0],
-                                 .devices = NULL,
-                                 .algo = "ring",
-                                 .ops = 10000,
-                                 .steps = 0,
-                                 .model = "resnet18",
-                                 .pipeline = 2,
-                                 .micro_batches = 4,
-                                 .batch = 32};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            *help = true;
-            return 0;
-        }
-        static const char *const with_value[] = {"--devices",       "--allreduce", "--ops",
-                                                 "--steps",         "--model",     "--pipeline",
-                                                 "--micro-batches", "--schedule",  "--batch-size",
-                                                 "--plot",          "--checkpoint"};
-        const char *v;
-        if (cli_option_value("demo", with_value, sizeof with_value / sizeof *with_value, argc, argv,
-                             &i, &v))
-            return 2;
-        if (strcmp(f, "--devices") == 0) {
-            o.devices = v;
-        } else if (strcmp(f, "--allreduce") == 0) {
-            int a = dp_allreduce_algo_parse(v);
-            if (a != DP_ALLREDUCE_RING && a != DP_ALLREDUCE_NAIVE)
-                return cli_bad_value(f, v, "expected ring or naive");
-            o.algo = v;
-        } else if (strcmp(f, "--steps") == 0) {
-            if (cli_parse_i64(f, v, 1, 234, &o.steps))
-                return 2;
-        } else if (strcmp(f, "--model") == 0) {
-            if (cli_check_model(f, v))
-                return 2;
-            o.model = v;
-        } else if (strcmp(f, "--pipeline") == 0) {
-            if (cli_parse_i64(f, v, 2, DP_PIPELINE_MAX_STAGES, &o.pipeline))
-                return 2;
-        } else if (strcmp(f, "--micro-batches") == 0) {
-            if (cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_MICRO_BATCHES, &o.micro_batches))
-                return 2;
-        } else if (strcmp(f, "--batch-size") == 0) {
-            if (cli_parse_i64(f, v, 1, 1 << 16, &o.batch))
-                return 2;
-        } else if (strcmp(f, "--schedule") == 0) {
-            int s = dp_pipeline_schedule_parse(v);
-            if (s < 0)
-                return cli_bad_value(f, v, "expected 1f1b or gpipe");
-            o.schedule = s;
-        } else if (strcmp(f, "--plot") == 0) {
-            if (cli_check_plot_path(f, v))
-                return 2;
-            o.plot = v;
-        } else if (strcmp(f, "--checkpoint") == 0) {
-            o.checkpoint = v;
-        } else if (cli_parse_i64(f, v, 1, 100000000, &o.ops)) {
-            return 2;
-        }
-    }
-    if (strcmp(o.name, "dataparallel") && strcmp(o.name, "allreduce") && strcmp(o.name, "async") &&
-        strcmp(o.name, "scratch") && strcmp(o.name, "pipeline")) {
-        fprintf(stderr,
-                "dptrain: error: unknown demo '%s' (dataparallel, allreduce, async, scratch, "
-                "pipeline)\n",
-                o.name);
+    struct cli_demo_options o = *(const struct cli_demo_options *)c->defaults;
+    o.name = argv[0];
+    int rc = cli_parse(c, argc - 1, argv + 1, &o, NULL, help, NULL, NULL, NULL);
+    if (rc || *help)
+        return rc;
+    int k = 0;
+    while (k < NDEMOS && strcmp(o.name, demos[k].name) != 0)
+        k++;
+    if (k == NDEMOS) {
+        fprintf(stderr, "dptrain: error: unknown demo '%s' (", o.name);
+        for (int i = 0; i < NDEMOS; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", demos[i].name);
+        fprintf(stderr, ")\n");
         return 2;
     }
     bool pipeline = strcmp(o.name, "pipeline") == 0;
@@ -134,7 +149,8 @@ int cli_demo_parse(int argc, char **argv, struct cli_demo_options *out, bool *he
     return 0;
 }
 
-int cmd_demo(int argc, char **argv)
+static int run_demo(int argc, char **argv)
+
 {
     struct cli_demo_options o;
     bool help;
@@ -142,7 +158,7 @@ int cmd_demo(int argc, char **argv)
     if (status != 0)
         return status;
     if (help) {
-        fputs(usage_demo, stdout);
+        cli_print_help(cli_demo(), stdout);
         return 0;
     }
     /* The Gantt chart is drawn after the steps: a file that cannot be

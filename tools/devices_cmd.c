@@ -12,24 +12,50 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage_devices[] =
-    "usage: dptrain devices [options]\n"
-    "\n"
-    "Lists the CPU, the GPUs and the devices that --devices would open; with\n"
-    "--bench also measures each device: matmul GFLOP/s (1024 x 1024 x 1024\n"
-    "float32), the same on every device at once, and copy GB/s (64 MiB)\n"
-    "within a device and between the first two.\n"
-    "\n"
-    "options (default in brackets):\n"
-    "  --devices N|LIST     N devices (the first N GPUs, else N CPU devices),\n"
-    "                       a list like cpu:0,cpu:1, or auto (every core, in\n"
-    "                       the split that trains fastest here) [auto]\n"
-    "  --threads N          kernel threads per device, 0 = all cores divided\n"
-    "                       among the devices [0]\n"
-    "  --bench              measure the devices [off]\n"
-    "  --seconds S          time budget of --bench in seconds, split among its\n"
-    "                       measurements (warm-ups come on top) [8]\n"
-    "  -h, --help           show this help\n";
+/* What dptrain devices reads. */
+typedef struct devices_args {
+    const char *devices;
+    int threads;
+    bool bench;
+    float seconds;
+} devices_args;
+
+static int run_devices(int argc, char **argv);
+
+const cli_command *cli_devices(void)
+{
+    static dp_option flags[4];
+    static const devices_args defaults = {.devices = "auto", .seconds = 8.0f};
+    static cli_command c = {
+        .name = "devices",
+        .summary = "list the devices, and with --bench measure them",
+        .usage = "dptrain devices [options]",
+        .about = "Lists the CPU, the GPUs and the devices that --devices would open; with\n"
+                 "--bench also measures each device: matmul GFLOP/s (1024 x 1024 x 1024\n"
+                 "float32), the same on every device at once, and copy GB/s (64 MiB)\n"
+                 "within a device and between the first two.",
+        .options = flags,
+        .defaults = &defaults,
+        .run = run_devices};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = CLI_LIKE(devices_args, devices, "devices", NULL);
+        flags[n++] = CLI_LIKE(devices_args, threads, "threads", NULL);
+        flags[n++] = (dp_option){CLI_FIELD(devices_args, bench, "bench"), .flag = "--bench",
+                                 .type = DP_OPTION_BOOL, .on = true, .help = "measure the devices"};
+        flags[n++] = (dp_option){CLI_FIELD(devices_args, seconds, "seconds"),
+                                 .flag = "--seconds",
+                                 .metavar = "S",
+                                 .type = DP_OPTION_FLOAT,
+                                 .lo = 0,
+                                 .lo_open = true,
+                                 .hi = 3600,
+                                 .help = "time budget of `bench` in seconds, split among its "
+                                         "measurements (warm-ups come on top)"};
+        c.noptions = n;
+    }
+    return &c;
+}
 
 /* Whether dev is a slice of the host's cores (its backend says so). */
 static bool shares_cores(dp_device_t *dev)
@@ -293,47 +319,29 @@ done:
     return rc;
 }
 
-int cmd_devices(int argc, char **argv)
+static int run_devices(int argc, char **argv)
 {
-    const char *spec = "auto";
-    int64_t threads = 0;
-    float seconds = 8.0f;
-    bool bench = false, seconds_given = false;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage_devices, stdout);
-            return 0;
-        }
-        if (strcmp(f, "--bench") == 0) {
-            bench = true;
-            continue;
-        }
-        static const char *const with_value[] = {"--devices", "--threads", "--seconds"};
-        const char *v;
-        if (cli_option_value("devices", with_value, sizeof with_value / sizeof *with_value, argc,
-                             argv, &i, &v))
-            return 2;
-        int rc = 0;
-        if (strcmp(f, "--devices") == 0) {
-            spec = v;
-        } else if (strcmp(f, "--threads") == 0) {
-            rc = cli_parse_i64(f, v, 0, 1024, &threads);
-        } else {
-            rc = cli_parse_float(f, v, 0, 3600, true, &seconds);
-            seconds_given = true;
-        }
-        if (rc)
-            return rc;
+    const cli_command *c = cli_devices();
+    devices_args a = *(const devices_args *)c->defaults;
+    bool help, given[4] = {false};
+    int status = cli_parse(c, argc, argv, &a, given, &help, NULL, NULL, NULL);
+    if (status || help) {
+        if (help)
+            cli_print_help(c, stdout);
+        return status;
     }
-    if (seconds_given && !bench) {
+    const char *spec = a.devices;
+    int threads = a.threads;
+    float seconds = a.seconds;
+    bool bench = a.bench;
+    if (given[cli_option_index(c, "--seconds")] && !bench) {
         fprintf(stderr, "dptrain: error: --seconds needs --bench\n");
         return 2;
     }
 
     dp_device_t *devs[DP_MAX_DEVICES];
     int n;
-    int rc = dp_devices_open(devs, &n, spec, (int)threads);
+    int rc = dp_devices_open(devs, &n, spec, threads);
     if (rc < 0)
         return cli_fail(rc);
 

@@ -8,34 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_main[] =
-    "usage: dptrain <command> [options]\n"
-    "\n"
-    "Trains convolutional networks data-parallel across devices.\n"
-    "\n"
-    "commands:\n"
-    "  train     train a model on Fashion-MNIST, MNIST, CIFAR-10, a folder of\n"
-    "            images or .npy files (train --help)\n"
-    "  eval      test accuracy of a checkpoint's weights\n"
-    "  predict   classify PNG or JPEG images (or a .npy batch) with a checkpoint\n"
-    "  model     a model's layers, parameters and FLOPs (dptrain model lenet)\n"
-    "  export    a checkpoint's model as an ONNX file\n"
-    "  devices   list the devices, and with --bench measure them\n"
-    "  demo      the seeds' demonstrations: dataparallel, allreduce, async,\n"
-    "            scratch, pipeline\n"
-    "\n"
-    "options:\n"
-    "  -h, --help     show this help\n"
-    "  --version      print the version\n";
-
-/* Library messages name options by meaning; here they get this tool's flag
- * names. Under mpirun an error names its rank, and warnings come from rank
+/* Library messages name an option as `name`; here it is the running
+ * command's flag for it. Under mpirun an error names its rank, and warnings come from rank
  * 0 only (every rank would print the same). */
 static void log_to_stderr(dp_log_level level, const char *msg, void *user)
 {
     (void)user;
     char with_flags[2048];
-    msg = cli_with_flags(msg, with_flags, sizeof with_flags);
+    msg = cli_with_flags(cli_running, msg, with_flags, sizeof with_flags);
     char who[64] = "";
     if (dp_dist_size() > 1)
         snprintf(who, sizeof who, "rank %d on %s: ", dp_dist_rank(), dp_dist_host());
@@ -49,20 +29,14 @@ static void log_to_stderr(dp_log_level level, const char *msg, void *user)
 
 static int run_command(int argc, char **argv)
 {
-    if (strcmp(argv[1], "train") == 0)
-        return cmd_train(argc - 2, argv + 2);
-    if (strcmp(argv[1], "eval") == 0)
-        return cmd_eval(argc - 2, argv + 2);
-    if (strcmp(argv[1], "predict") == 0)
-        return cmd_predict(argc - 2, argv + 2);
-    if (strcmp(argv[1], "demo") == 0)
-        return cmd_demo(argc - 2, argv + 2);
-    if (strcmp(argv[1], "devices") == 0)
-        return cmd_devices(argc - 2, argv + 2);
-    if (strcmp(argv[1], "model") == 0)
-        return cmd_model(argc - 2, argv + 2);
-    if (strcmp(argv[1], "export") == 0)
-        return cmd_export(argc - 2, argv + 2);
+    if (strcmp(argv[1], "help") == 0)
+        return cli_help_run(argc - 2, argv + 2);
+    for (const cli_command *const *c = cli_commands(); *c; c++) {
+        if (strcmp(argv[1], (*c)->name) == 0) {
+            cli_running = *c;
+            return (*c)->run(argc - 2, argv + 2);
+        }
+    }
     fprintf(stderr, "dptrain: error: unknown command '%s' (see dptrain --help)\n", argv[1]);
     return 2;
 }
@@ -71,7 +45,7 @@ int main(int argc, char **argv)
 {
     dp_log_set(log_to_stderr, NULL);
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        fputs(usage_main, argc < 2 ? stderr : stdout);
+        cli_print_help(NULL, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {

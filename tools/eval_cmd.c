@@ -7,92 +7,70 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage_eval[] =
-    "usage: dptrain eval --checkpoint FILE [options]\n"
-    "\n"
-    "Evaluates the weights in FILE (a dptrain checkpoint, or a PyTorch state dict\n"
-    "saved as safetensors) on a dataset's test set (Fashion-MNIST by default)\n"
-    "and prints 'test acc: A' with four decimals, then the test loss (and the\n"
-    "top-5 accuracy with more than 5 classes).\n"
-    "\n"
-    "options (default in brackets):\n"
-    "  --checkpoint FILE    the weights (required)\n"
-    "  --model NAME|FILE    lenet, resnet18 or a model file [the model named in FILE]\n"
-    "  --devices N|LIST     devices to evaluate on [1]\n"
-    "  --threads N          kernel threads per device, 0 = cores divided [0]\n"
-    "  --batch-size B       evaluation batch [256]\n"
-    "  --dataset NAME       fashion-mnist, mnist, cifar10, folder or npy, as\n"
-    "                       dptrain train [fashion-mnist]\n"
-    "  --data DIR           directory with the dataset's files [fashion-mnist:\n"
-    "                       /usr/share/datasets/fashion-mnist; the others:\n"
-    "                       required]\n"
-    "  --limit-test N       use the first N test samples, 0 = all [0]\n"
-    "  --precision P        fp32, bf16 or bf16-reference, as dptrain train [fp32]\n"
-    "  --confusion          also print the confusion matrix (rows: the label,\n"
-    "                       columns: the prediction) and each class's accuracy [off]\n"
-    "  -h, --help           show this help\n";
+/* What dptrain eval reads: the library's evaluation options and its own. */
+typedef struct eval_args {
+    dp_eval_options eval;
+    bool confusion;
+} eval_args;
+
+static int run_eval(int argc, char **argv);
+
+const cli_command *cli_eval(void)
+{
+    static dp_option flags[10];
+    static const eval_args defaults = {
+        .eval = {.devices = "1", .batch_size = 256, .dataset = "fashion-mnist"}};
+    static cli_command c = {
+        .name = "eval",
+        .summary = "test accuracy of a checkpoint's weights",
+        .usage = "dptrain eval --checkpoint FILE [options]",
+        .about = "Evaluates the weights in FILE (a dptrain checkpoint, or a PyTorch state dict\n"
+                 "saved as safetensors) on a dataset's test set (Fashion-MNIST by default)\n"
+                 "and prints 'test acc: A' with four decimals, then the test loss (and the\n"
+                 "top-5 accuracy with more than 5 classes).",
+        .options = flags,
+        .defaults = &defaults,
+        .run = run_eval};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = (dp_option){CLI_FIELD(eval_args, eval.checkpoint, "checkpoint"),
+                                 .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
+                                 .help = "the weights [required]"};
+        flags[n++] = CLI_LIKE(eval_args, eval.model, "model",
+                              "lenet, resnet18 or a model file [the model named in FILE]");
+        flags[n++] = CLI_LIKE(eval_args, eval.devices, "devices", "devices to evaluate on");
+        flags[n++] = CLI_LIKE(eval_args, eval.threads, "threads",
+                              "kernel threads per device, 0 = cores divided");
+        flags[n++] = CLI_LIKE(eval_args, eval.batch_size, "batch_size", "evaluation batch");
+        flags[n++] = CLI_LIKE(eval_args, eval.dataset, "dataset",
+                              "fashion-mnist, mnist, cifar10, folder or npy, as dptrain train");
+        flags[n++] = CLI_LIKE(eval_args, eval.data_dir, "data_dir", NULL);
+        flags[n++] = CLI_LIKE(eval_args, eval.limit_test, "limit_test", NULL);
+        flags[n++] = CLI_LIKE(eval_args, eval.precision, "precision",
+                              "fp32, bf16 or bf16-reference, as dptrain train");
+        flags[n++] = (dp_option){CLI_FIELD(eval_args, confusion, "confusion"),
+                                 .flag = "--confusion", .type = DP_OPTION_BOOL, .on = true,
+                                 .help = "also print the confusion matrix (rows: the label, "
+                                         "columns: the prediction) and each class's accuracy"};
+        c.noptions = n;
+    }
+    return &c;
+}
 
 int cli_eval_parse(int argc, char **argv, dp_eval_options *out, bool *help, bool *confusion)
 {
-    dp_eval_options o = {0};
-    *help = false;
-    *confusion = false;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            *help = true;
-            return 0;
-        }
-        if (strcmp(f, "--confusion") == 0) {
-            *confusion = true;
-            continue;
-        }
-        static const char *const with_value[] = {"--checkpoint", "--model",      "--devices",
-                                                 "--threads",    "--batch-size", "--data",
-                                                 "--limit-test", "--dataset",    "--precision"};
-        const char *v;
-        if (cli_option_value("eval", with_value, sizeof with_value / sizeof *with_value, argc, argv,
-                             &i, &v))
-            return 2;
-        int64_t n;
-        if (strcmp(f, "--checkpoint") == 0) {
-            o.checkpoint = v;
-        } else if (strcmp(f, "--model") == 0) {
-            if (cli_check_model(f, v))
-                return 2;
-            o.model = v;
-        } else if (strcmp(f, "--devices") == 0) {
-            o.devices = v;
-        } else if (strcmp(f, "--dataset") == 0) {
-            if (cli_parse_dataset(f, v, &o.dataset))
-                return 2;
-        } else if (strcmp(f, "--data") == 0) {
-            o.data_dir = v;
-        } else if (strcmp(f, "--threads") == 0) {
-            if (cli_parse_i64(f, v, 0, 1024, &n))
-                return 2;
-            o.threads = (int)n;
-        } else if (strcmp(f, "--batch-size") == 0) {
-            if (cli_parse_i64(f, v, 1, 1 << 20, &n))
-                return 2;
-            o.batch_size = n;
-        } else if (strcmp(f, "--precision") == 0) {
-            dp_precision p;
-            if (dp_precision_parse(v, &p) < 0)
-                return cli_bad_value(f, v, "expected fp32, bf16 or bf16-reference");
-            o.precision = p;
-        } else if (cli_parse_i64(f, v, 0, INT64_MAX, &o.limit_test)) {
-            return 2;
-        }
-    }
-    if (!o.checkpoint) {
+    eval_args a = {0};
+    int rc = cli_parse(cli_eval(), argc, argv, &a, NULL, help, NULL, NULL, NULL);
+    *confusion = a.confusion;
+    if (rc || *help)
+        return rc;
+    if (!a.eval.checkpoint) {
         fprintf(stderr, "dptrain: error: eval needs --checkpoint FILE\n");
         return 2;
     }
-    *out = o;
+    *out = a.eval;
     return 0;
 }
-
 /* The confusion matrix, a row per label and a column per prediction, then
  * each class's accuracy (its diagonal over its row). */
 static void print_confusion(const dp_eval_result *r)
@@ -113,7 +91,7 @@ static void print_confusion(const dp_eval_result *r)
     }
 }
 
-int cmd_eval(int argc, char **argv)
+static int run_eval(int argc, char **argv)
 {
     dp_eval_options o;
     bool help, confusion;
@@ -121,7 +99,7 @@ int cmd_eval(int argc, char **argv)
     if (status != 0)
         return status;
     if (help) {
-        fputs(usage_eval, stdout);
+        cli_print_help(cli_eval(), stdout);
         return 0;
     }
     dp_eval_result r;

@@ -7,20 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_export[] =
-    "usage: dptrain export --checkpoint FILE --onnx OUT.onnx [options]\n"
-    "\n"
-    "Writes the model in FILE with its weights as an ONNX model that ONNX\n"
-    "Runtime runs (batch norm in inference mode, any batch size): an ONNX\n"
-    "model's own graph with the trained initializers, or the graph of lenet,\n"
-    "resnet18 or an nn.Sequential file.\n"
-    "\n"
-    "options (default in brackets):\n"
-    "  --checkpoint FILE    the weights (required)\n"
-    "  --onnx OUT.onnx      the file to write (required)\n"
-    "  --model NAME|FILE    lenet, resnet18, a model file or an ONNX model [the\n"
-    "                       model named in FILE]\n"
-    "  -h, --help           show this help\n";
+/* What dptrain export reads. */
+typedef struct export_args {
+    const char *checkpoint, *onnx, *model;
+} export_args;
+
+static int run_export(int argc, char **argv);
+
+const cli_command *cli_export(void)
+{
+    static dp_option flags[3];
+    static const export_args defaults = {0};
+    static cli_command c = {
+        .name = "export",
+        .summary = "a checkpoint's model as an ONNX file",
+        .usage = "dptrain export --checkpoint FILE --onnx OUT.onnx [options]",
+        .about = "Writes the model in FILE with its weights as an ONNX model that ONNX\n"
+                 "Runtime runs (batch norm in inference mode, any batch size): an ONNX\n"
+                 "model's own graph with the trained initializers, or the graph of lenet,\n"
+                 "resnet18 or an nn.Sequential file.",
+        .options = flags,
+        .defaults = &defaults,
+        .run = run_export};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = (dp_option){CLI_FIELD(export_args, checkpoint, "checkpoint"),
+                                 .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
+                                 .help = "the weights [required]"};
+        flags[n++] = (dp_option){CLI_FIELD(export_args, onnx, "onnx"), .flag = "--onnx",
+                                 .metavar = "OUT.onnx", .type = DP_OPTION_TEXT,
+                                 .help = "the file to write [required]"};
+        flags[n++] = CLI_LIKE(export_args, model, "model",
+                              "lenet, resnet18, a model file or an ONNX model [the model named "
+                              "in FILE]");
+        c.noptions = n;
+    }
+    return &c;
+}
 
 /* The samples' shape a checkpoint records ("1,28,28"), else 1x28x28. */
 static void input_shape(const char *checkpoint, int64_t *chw)
@@ -38,29 +61,17 @@ static void input_shape(const char *checkpoint, int64_t *chw)
     free(v);
 }
 
-int cmd_export(int argc, char **argv)
+static int run_export(int argc, char **argv)
 {
-    const char *checkpoint = NULL, *onnx = NULL, *model = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage_export, stdout);
-            return 0;
-        }
-        static const char *const with_value[] = {"--checkpoint", "--onnx", "--model"};
-        const char *v;
-        if (cli_option_value("export", with_value, sizeof with_value / sizeof *with_value, argc,
-                             argv, &i, &v))
-            return 2;
-        if (strcmp(f, "--checkpoint") == 0)
-            checkpoint = v;
-        else if (strcmp(f, "--onnx") == 0)
-            onnx = v;
-        else if (cli_check_model(f, v))
-            return 2;
-        else
-            model = v;
+    export_args a = {0};
+    bool help;
+    int status = cli_parse(cli_export(), argc, argv, &a, NULL, &help, NULL, NULL, NULL);
+    if (status || help) {
+        if (help)
+            cli_print_help(cli_export(), stdout);
+        return status;
     }
+    const char *checkpoint = a.checkpoint, *onnx = a.onnx, *model = a.model;
     if (!checkpoint || !onnx) {
         fprintf(stderr, "dptrain: error: export needs --checkpoint FILE and --onnx OUT.onnx\n");
         return 2;

@@ -11,37 +11,108 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "usage: dptrain model NAME|FILE [options]\n"
-    "\n"
-    "Prints the model's layers (one row per op of a forward), their output\n"
-    "shape for one sample, the parameters each uses first, the FLOPs per\n"
-    "sample (2 per multiply-add in conv2d and linear, 1 per output element\n"
-    "elsewhere), and the totals.\n"
-    "\n"
-    "  NAME|FILE            lenet, resnet18, a file of nn.Sequential modules or\n"
-    "                       an ONNX model (FILE.onnx)\n"
-    "  --input CxHxW        the input of one sample [the one an ONNX model\n"
-    "                       declares, else 1x28x28]\n"
-    "  --pipeline K         split the layers into K stages of equal FLOPs, as\n"
-    "                       far as the layers allow (stages start only where\n"
-    "                       the table's `start` column says yes) [1: no split]\n"
-    "  --stages LIST        the stages by layer, e.g. 0-3,4-7 [balanced]\n"
-    "  --micro-batches M    micro-batches per batch, for the idle fraction [1]\n"
-    "  --schedule S         1f1b or gpipe, for the activations kept [1f1b]\n"
-    "  -h, --help           show this help\n";
+/* What dptrain model reads besides the model: the samples' shape and a
+ * split into pipeline stages. */
+typedef struct model_args {
+    int64_t chw[3];
+    int64_t pipeline, micro_batches;
+    const char *stages;
+    int schedule;
+    const char *model;
+} model_args;
 
-/* "1x28x28" into (C, H, W); 2 with a one-line error when it is not one. */
-static int parse_input(const char *flag, const char *s, int64_t *chw)
+/* "1x28x28" into (C, H, W). */
+static int parse_input(const char *text, void *field, char *why, size_t size)
 {
     char extra;
     long long c, h, w;
-    if (sscanf(s, "%lldx%lldx%lld%c", &c, &h, &w, &extra) != 3 || c < 1 || h < 1 || w < 1 ||
-        c > 4096 || h > 65536 || w > 65536)
-        return cli_bad_value(flag, s, "expected CxHxW with positive sizes, e.g. 3x32x32");
+    if (sscanf(text, "%lldx%lldx%lld%c", &c, &h, &w, &extra) != 3 || c < 1 || h < 1 || w < 1 ||
+        c > 4096 || h > 65536 || w > 65536) {
+        snprintf(why, size, "expected CxHxW with positive sizes, e.g. 3x32x32");
+        return DP_EINVAL;
+    }
+    int64_t *chw = field;
     chw[0] = c;
     chw[1] = h;
     chw[2] = w;
+    return 0;
+}
+
+static const char *format_input(const void *field, char *buf, size_t size)
+{
+    const int64_t *chw = field;
+    snprintf(buf, size, "%" PRId64 "x%" PRId64 "x%" PRId64, chw[0], chw[1], chw[2]);
+    return buf;
+}
+
+static int run_model(int argc, char **argv);
+
+const cli_command *cli_model(void)
+{
+    static dp_option flags[5];
+    static const cli_arg args[] = {
+        {"NAME|FILE", "lenet, resnet18, a file of nn.Sequential modules or an ONNX model "
+                      "(FILE.onnx)"}};
+    static const model_args defaults = {.chw = {1, 28, 28}, .pipeline = 1, .micro_batches = 1};
+    static cli_command c = {
+        .name = "model",
+        .summary = "a model's layers, parameters and FLOPs (dptrain model lenet)",
+        .usage = "dptrain model NAME|FILE [options]",
+        .about = "Prints the model's layers (one row per op of a forward), their output\n"
+                 "shape for one sample, the parameters each uses first, the FLOPs per\n"
+                 "sample (2 per multiply-add in conv2d and linear, 1 per output element\n"
+                 "elsewhere), and the totals.",
+        .args = args,
+        .nargs = 1,
+        .options = flags,
+        .defaults = &defaults,
+        .run = run_model};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = (dp_option){CLI_FIELD(model_args, chw, "input"),
+                                 .flag = "--input",
+                                 .metavar = "CxHxW",
+                                 .type = DP_OPTION_VALUE,
+                                 .parse = parse_input,
+                                 .format = format_input,
+                                 .help = "the input of one sample [the one an ONNX model "
+                                         "declares, else 1x28x28]"};
+        flags[n++] = (dp_option){CLI_FIELD(model_args, pipeline, "pipeline"),
+                                 .flag = "--pipeline",
+                                 .metavar = "K",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = DP_PIPELINE_MAX_STAGES,
+                                 .help = "split the layers into K stages of equal FLOPs, as far "
+                                         "as the layers allow (stages start only where the "
+                                         "table's `start` column says yes) [1: no split]"};
+        flags[n++] = (dp_option){CLI_FIELD(model_args, stages, "stages"), .flag = "--stages",
+                                 .metavar = "LIST", .type = DP_OPTION_TEXT,
+                                 .help = "the stages by layer, e.g. 0-3,4-7 [balanced]"};
+        flags[n++] = (dp_option){CLI_FIELD(model_args, micro_batches, "micro_batches"),
+                                 .flag = "--micro-batches",
+                                 .metavar = "M",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = 4096,
+                                 .help = "micro-batches per batch, for the idle fraction"};
+        flags[n++] = CLI_LIKE(model_args, schedule, "pipeline_schedule",
+                              "1f1b or gpipe, for the activations kept");
+        c.noptions = n;
+    }
+    return &c;
+}
+
+/* The model: the one argument that is not a flag. */
+static int model_name(void *ctx, const char *arg)
+{
+    model_args *a = ctx;
+    if (a->model) {
+        fprintf(stderr, "dptrain: error: model: one model at a time, got '%s' and '%s'\n", a->model,
+                arg);
+        return 2;
+    }
+    a->model = arg;
     return 0;
 }
 
@@ -152,53 +223,30 @@ static int plan_stages(const dp_layer_summary *rows, int n, int64_t pipeline, co
     return rc;
 }
 
-int cmd_model(int argc, char **argv)
+static int run_model(int argc, char **argv)
 {
-    const char *model = NULL, *stage_list = NULL;
-    int64_t chw[3] = {1, 28, 28}, pipeline = 1, micro_batches = 1;
-    int schedule = DP_PIPELINE_1F1B;
-    bool input_given = false;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        static const char *const valued[] = {"--input", "--pipeline", "--stages", "--micro-batches",
-                                             "--schedule"};
-        const char *v;
-        if (f[0] == '-') {
-            if (cli_option_value("model", valued, sizeof valued / sizeof *valued, argc, argv, &i,
-                                 &v))
-                return 2;
-            int bad = 0;
-            if (strcmp(f, "--input") == 0) {
-                bad = parse_input(f, v, chw);
-                input_given = true;
-            } else if (strcmp(f, "--pipeline") == 0)
-                bad = cli_parse_i64(f, v, 1, DP_PIPELINE_MAX_STAGES, &pipeline);
-            else if (strcmp(f, "--stages") == 0)
-                stage_list = v;
-            else if (strcmp(f, "--micro-batches") == 0)
-                bad = cli_parse_i64(f, v, 1, 4096, &micro_batches);
-            else if ((schedule = dp_pipeline_schedule_parse(v)) < 0)
-                bad = cli_bad_value(f, v, "expected 1f1b or gpipe");
-            if (bad)
-                return 2;
-        } else if (model) {
-            fprintf(stderr, "dptrain: error: model: one model at a time, got '%s' and '%s'\n",
-                    model, f);
-            return 2;
-        } else {
-            model = f;
-        }
+    const cli_command *c = cli_model();
+    model_args a = *(const model_args *)c->defaults;
+    bool help, given[5] = {false};
+    int status = cli_parse(c, argc, argv, &a, given, &help, model_name, &a, NULL);
+    if (status || help) {
+        if (help)
+            cli_print_help(c, stdout);
+        return status;
     }
+    const char *model = a.model, *stage_list = a.stages;
+    int64_t *chw = a.chw, pipeline = a.pipeline, micro_batches = a.micro_batches;
+    dp_pipeline_schedule schedule = (dp_pipeline_schedule)a.schedule;
+    bool input_given = given[cli_option_index(c, "--input")];
     if (!model) {
-        fputs(usage, stderr);
+        cli_print_help(c, stderr);
         return 2;
     }
-    if (cli_check_model("model", model))
-        return 2;
+    /* A model `dptrain train --model` would take. */
+    const dp_option *check = dp_train_option_find("model");
+    char why[256];
+    if (check->parse(model, NULL, why, sizeof why) < 0)
+        return cli_bad_value("model", model, why);
     if ((micro_batches > 1 || schedule != DP_PIPELINE_1F1B) && pipeline == 1 && !stage_list) {
         fprintf(stderr, "dptrain: error: model: --micro-batches and --schedule need --pipeline K "
                         "or --stages LIST\n");

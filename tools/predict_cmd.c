@@ -7,104 +7,120 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_predict[] =
-    "usage: dptrain predict --checkpoint FILE [options] IMAGE...\n"
-    "\n"
-    "Classifies PNG or JPEG images (or one .npy batch of (N, H, W) or\n"
-    "(N, C, H, W) uint8 or float32 images) with the model in FILE, read as the\n"
-    "samples it was trained on, and prints a line per image:\n"
-    "'IMAGE: CLASS P, CLASS P, ...', the top classes with their softmax\n"
-    "probabilities, named as the checkpoint names them (a folder's class\n"
-    "directories, the built-in datasets' classes), else by number.\n"
-    "\n"
-    "options (default in brackets):\n"
-    "  --checkpoint FILE    the weights (required)\n"
-    "  --model NAME|FILE    lenet, resnet18 or a model file [the model named in FILE]\n"
-    "  --topk K             the K most probable classes [5, at most the classes]\n"
-    "  --devices N|LIST     devices to run on [1]\n"
-    "  --threads N          kernel threads per device, 0 = cores divided [0]\n"
-    "  --batch-size B       images per forward pass [256]\n"
-    "  --logits OUT.npy     also write the raw outputs (N, outputs) as float32\n"
-    "                       .npy, rows in the images' order [none]\n"
-    "  -h, --help           show this help\n";
+/* What dptrain predict reads: the library's options and its own. */
+typedef struct predict_args {
+    dp_predict_options predict;
+    int topk;           /* 0: not given */
+    const char *logits; /* NULL: not given */
+} predict_args;
+
+static int file_name(const char *text, void *field, char *why, size_t size)
+{
+    (void)field;
+    if (text[0])
+        return 0;
+    snprintf(why, size, "expected a file name");
+    return DP_EINVAL;
+}
+
+static int run_predict(int argc, char **argv);
+
+const cli_command *cli_predict(void)
+{
+    static dp_option flags[7];
+    static const predict_args defaults = {.predict = {.devices = "1", .batch_size = 256},
+                                          .topk = 5};
+    static cli_command c = {
+        .name = "predict",
+        .summary = "classify PNG or JPEG images (or a .npy batch) with a checkpoint",
+        .usage = "dptrain predict --checkpoint FILE [options] IMAGE...",
+        .about = "Classifies PNG or JPEG images (or one .npy batch of (N, H, W) or\n"
+                 "(N, C, H, W) uint8 or float32 images) with the model in FILE, read as the\n"
+                 "samples it was trained on, and prints a line per image:\n"
+                 "'IMAGE: CLASS P, CLASS P, ...', the top classes with their softmax\n"
+                 "probabilities, named as the checkpoint names them (a folder's class\n"
+                 "directories, the built-in datasets' classes), else by number.",
+        .options = flags,
+        .defaults = &defaults,
+        .run = run_predict};
+    if (c.noptions == 0) {
+        int n = 0;
+        flags[n++] = (dp_option){CLI_FIELD(predict_args, predict.checkpoint, "checkpoint"),
+                                 .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
+                                 .help = "the weights [required]"};
+        flags[n++] = CLI_LIKE(predict_args, predict.model, "model",
+                              "lenet, resnet18 or a model file [the model named in FILE]");
+        flags[n++] = (dp_option){CLI_FIELD(predict_args, topk, "topk"),
+                                 .flag = "--topk",
+                                 .metavar = "K",
+                                 .type = DP_OPTION_INT,
+                                 .imin = 1,
+                                 .imax = 1000,
+                                 .help = "the K most probable classes [5, at most the classes]"};
+        flags[n++] = CLI_LIKE(predict_args, predict.devices, "devices", "devices to run on");
+        flags[n++] = CLI_LIKE(predict_args, predict.threads, "threads",
+                              "kernel threads per device, 0 = cores divided");
+        flags[n++] =
+            CLI_LIKE(predict_args, predict.batch_size, "batch_size", "images per forward pass");
+        flags[n++] = (dp_option){CLI_FIELD(predict_args, logits, "logits"),
+                                 .flag = "--logits",
+                                 .metavar = "OUT.npy",
+                                 .type = DP_OPTION_TEXT,
+                                 .parse = file_name,
+                                 .help = "also write the raw outputs (N, outputs) as float32 .npy, "
+                                         "rows in the images' order"};
+        c.noptions = n;
+    }
+    return &c;
+}
+
+/* The images: every argument from the first that is not a flag. */
+static int images(void *ctx, const char *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return CLI_REST;
+}
 
 int cli_predict_parse(int argc, char **argv, dp_predict_options *out, int *topk,
                       const char **logits, bool *help)
 {
-    dp_predict_options o = {0};
-    *help = false;
-    *topk = 0;
-    *logits = NULL;
-    int first_input = -1;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            *help = true;
-            return 0;
-        }
-        if (f[0] != '-' || strcmp(f, "-") == 0) {
-            /* The images: every argument from the first that is not a flag. */
-            if (first_input < 0)
-                first_input = i;
-            continue;
-        }
-        if (first_input >= 0) {
-            fprintf(stderr,
-                    "dptrain: error: predict: %s after the images: give the options "
-                    "first\n",
-                    f);
-            return 2;
-        }
-        static const char *const with_value[] = {"--checkpoint", "--model", "--devices",
-                                                 "--threads",    "--topk",  "--batch-size",
-                                                 "--logits"};
-        const char *v;
-        if (cli_option_value("predict", with_value, sizeof with_value / sizeof *with_value, argc,
-                             argv, &i, &v))
-            return 2;
-        int64_t n;
-        if (strcmp(f, "--checkpoint") == 0) {
-            o.checkpoint = v;
-        } else if (strcmp(f, "--model") == 0) {
-            if (cli_check_model(f, v))
-                return 2;
-            o.model = v;
-        } else if (strcmp(f, "--logits") == 0) {
-            if (!v[0]) {
-                fprintf(stderr, "dptrain: error: --logits needs a file name\n");
-                return 2;
+    predict_args a = {0};
+    int first_input;
+    int rc = cli_parse(cli_predict(), argc, argv, &a, NULL, help, images, NULL, &first_input);
+    *topk = a.topk;
+    *logits = a.logits;
+    if (rc || *help)
+        return rc;
+    for (int i = first_input; i < argc; i++) {
+        if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0) {
+            if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+                *help = true;
+                return 0;
             }
-            *logits = v;
-        } else if (strcmp(f, "--devices") == 0) {
-            o.devices = v;
-        } else if (strcmp(f, "--threads") == 0) {
-            if (cli_parse_i64(f, v, 0, 1024, &n))
-                return 2;
-            o.threads = (int)n;
-        } else if (strcmp(f, "--topk") == 0) {
-            if (cli_parse_i64(f, v, 1, 1000, &n))
-                return 2;
-            *topk = (int)n;
-        } else if (cli_parse_i64(f, v, 1, 1 << 20, &o.batch_size)) {
+            fprintf(stderr,
+                    "dptrain: error: predict: %s after the images: give the options first\n",
+                    argv[i]);
             return 2;
         }
     }
-    if (!o.checkpoint) {
+    if (!a.predict.checkpoint) {
         fprintf(stderr, "dptrain: error: predict needs --checkpoint FILE\n");
         return 2;
     }
-    if (first_input < 0) {
+    if (first_input == argc) {
         fprintf(stderr, "dptrain: error: predict needs at least one image (PNG, JPEG or one "
                         ".npy batch)\n");
         return 2;
     }
-    o.inputs = (const char *const *)(argv + first_input);
-    o.ninputs = argc - first_input;
-    *out = o;
+    a.predict.inputs = (const char *const *)(argv + first_input);
+    a.predict.ninputs = argc - first_input;
+    *out = a.predict;
     return 0;
 }
 
-int cmd_predict(int argc, char **argv)
+static int run_predict(int argc, char **argv)
+
 {
     dp_predict_options o;
     int topk;
@@ -114,7 +130,7 @@ int cmd_predict(int argc, char **argv)
     if (status != 0)
         return status;
     if (help) {
-        fputs(usage_predict, stdout);
+        cli_print_help(cli_predict(), stdout);
         return 0;
     }
     /* The output file is checked before the model runs. */

@@ -15,6 +15,7 @@
 
 #include "dp/nn.h"
 #include "dp/optim.h"
+#include "dp/train.h"
 #include "dp/train_util.h"
 
 #ifdef __cplusplus
@@ -31,12 +32,19 @@ typedef struct dp_checkpoint_state {
     double partial_loss, partial_correct, partial_seconds;
     int64_t step;  /* optimizer steps so far */
     uint64_t seed; /* weights and the shuffle of every epoch derive from it */
-    int64_t batch_size;
-    double lr, momentum, weight_decay;
+    /* The run's options. Saving writes those that the option list marks
+     * DP_OPTION_RECORD (dp/train_option_list.h: the batch size, lr,
+     * momentum, weight decay, precision, augmentation, normalisation) as
+     * metadata "dptrain.<name>", in dp_option_format's text ("256",
+     * "0.2"). Loading reads them over the defaults, each checked as its
+     * option's range says, and sets recorded[i] for option i of
+     * dp_train_option_list when the file has it (older files lack some).
+     * Options that are strings are not recorded. */
+    dp_train_options options;
+    bool recorded[DP_TRAIN_OPTION_COUNT];
     int nhistory; /* the epochs' figures, for metrics and the plot */
     dp_epoch_stats history[DP_CHECKPOINT_MAX_HISTORY];
     char devices[256];    /* of each history entry (they share one string) */
-    char precision[16];   /* the run's dp_precision_name, for the record ("" none) */
     char lr_schedule[96]; /* the run's learning-rate schedule, for the record ("" none) */
     double best_acc;      /* the best test accuracy so far and its epoch (0: none) */
     int best_epoch;
@@ -50,11 +58,6 @@ typedef struct dp_checkpoint_state {
      * NULL: not written). Loading leaves them zero. */
     int64_t input_chw[3];
     const char *classes;
-    /* The run's augmentation and normalisation in the syntax of
-     * dp_augment_parse and dp_normalize_parse ("" none): dp_evaluate
-     * normalises the test set as the run did. */
-    char augment[32];
-    char normalize[512];
 } dp_checkpoint_state;
 
 /* Writes the model (parameters, buffers), the optimizer state (optim may be NULL)

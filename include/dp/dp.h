@@ -41,6 +41,7 @@
 #include "dp/executor.h"
 #include "dp/nn.h"
 #include "dp/ops.h"
+#include "dp/option.h"
 #include "dp/optim.h"
 #include "dp/parallel.h"
 #include "dp/pipeline.h"

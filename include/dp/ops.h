@@ -8,6 +8,7 @@
 #ifndef DP_OPS_H
 #define DP_OPS_H
 
+#include "dp/option.h"
 #include "dp/tensor.h"
 
 #ifdef __cplusplus
@@ -45,9 +46,9 @@ typedef enum dp_precision {
 } dp_precision;
 dp_precision dp_set_precision(dp_precision p);
 dp_precision dp_get_precision(void);
-/* "fp32", "bf16", "bf16-reference"; parse returns DP_EINVAL for others. */
+/* "fp32", "bf16", "bf16-reference" (dp_name_parse reads them). */
+extern const dp_name_table dp_precision_names;
 const char *dp_precision_name(dp_precision p);
-int dp_precision_parse(const char *s, dp_precision *out);
 
 /* y = x converted to dtype (DP_F32 or DP_BF16; to bf16 rounds to nearest
  * even), same shape and layout; y is x itself when x has that dtype.
@@ -73,9 +74,9 @@ typedef enum dp_conv_algo {
 } dp_conv_algo;
 void dp_set_conv_algo(dp_conv_algo a);
 dp_conv_algo dp_get_conv_algo(void);
-/* "direct", "auto", "winograd"; parse returns DP_EINVAL for others. */
+/* "auto", "direct", "winograd" (dp_name_parse reads them). */
+extern const dp_name_table dp_conv_algo_names;
 const char *dp_conv_algo_name(dp_conv_algo a);
-int dp_conv_algo_parse(const char *s, dp_conv_algo *out);
 /* The choices DP_CONV_ALGO_AUTO has made (or loaded) so far, one line per
  * shape and precision, e.g.
  *   bf16 64x28x28 k64 3x3 s1x1 p1x1: forward=direct backward_data=direct backward_weights=gemm

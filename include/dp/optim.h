@@ -18,6 +18,7 @@
 #define DP_OPTIM_H
 
 #include "dp/nn.h"
+#include "dp/option.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,8 +30,9 @@ typedef enum dp_optimizer_kind {
     DP_OPTIMIZER_ADAMW = 2,
 } dp_optimizer_kind;
 
-/* "sgd", "adam", "adamw"; the parse returns -1 for another name. */
-int dp_optimizer_kind_parse(const char *name);
+/* "sgd", "adam", "adamw" (dp_name_parse reads them); the name is "?"
+ * for another value. */
+extern const dp_name_table dp_optimizer_kind_names;
 const char *dp_optimizer_kind_name(dp_optimizer_kind kind);
 
 typedef struct dp_optimizer_options {
@@ -148,8 +150,8 @@ typedef struct dp_lr_schedule {
     double base_momentum, max_momentum;
 } dp_lr_schedule;
 
-/* "constant", "step", "multistep", "cosine", "onecycle"; -1 otherwise. */
-int dp_lr_schedule_parse(const char *name);
+/* "constant", "step", "multistep", "cosine", "onecycle". */
+extern const dp_name_table dp_lr_schedule_names;
 const char *dp_lr_schedule_name(dp_lr_schedule_kind kind);
 /* PyTorch's defaults for `kind` over a run of total_steps updates. */
 void dp_lr_schedule_default(dp_lr_schedule *s, dp_lr_schedule_kind kind, int64_t total_steps);

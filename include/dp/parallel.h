@@ -54,8 +54,8 @@ typedef enum dp_allreduce_algo {
  * in kernels: across two GPUs without peer access, or a CPU device and a
  * GPU, they return DP_ENOTSUP before doing anything. */
 int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo);
-/* "ring", "naive", "mpi", "nccl" or "auto" -> the algorithm; -2 if unknown. */
-int dp_allreduce_algo_parse(const char *name);
+/* "auto", "ring", "naive", "mpi", "nccl" (dp_name_parse reads them). */
+extern const dp_name_table dp_allreduce_algo_names;
 /* The algorithm AUTO stands for here, not knowing the devices: mpi across
  * several ranks, else ring (dp_allreduce_sum and DataParallel, which know
  * them, take nccl instead where every device is a distinct GPU). */
@@ -180,8 +180,8 @@ void dp_data_parallel_comm_stats(dp_data_parallel_t *dp, dp_comm_stats *s);
 int dp_data_parallel_bucket_count(const dp_data_parallel_t *dp);
 void dp_data_parallel_bucket(const dp_data_parallel_t *dp, int b, int *first, int *count,
                              int64_t *bytes);
-/* "none", "bf16"; the parse returns -1 for another name. */
-int dp_grad_compress_parse(const char *name);
+/* "none", "bf16" (dp_name_parse reads them). */
+extern const dp_name_table dp_grad_compress_names;
 const char *dp_grad_compress_name(dp_grad_compress c);
 int dp_data_parallel_size(const dp_data_parallel_t *dp);
 dp_model_t *dp_data_parallel_replica(dp_data_parallel_t *dp, int k);

@@ -34,8 +34,8 @@ typedef enum dp_pipeline_schedule {
     DP_PIPELINE_GPIPE = 1,
 } dp_pipeline_schedule;
 
-/* "1f1b" or "gpipe"; -1 for anything else. */
-int dp_pipeline_schedule_parse(const char *name);
+/* "1f1b", "gpipe" (dp_name_parse reads them). */
+extern const dp_name_table dp_pipeline_schedule_names;
 const char *dp_pipeline_schedule_name(dp_pipeline_schedule s);
 
 /* The split of nlayers layers into `stages` stages whose costliest stage is

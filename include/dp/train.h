@@ -6,7 +6,11 @@
 #define DP_TRAIN_H
 
 #include "dp/data.h"
+#include "dp/nn.h"
 #include "dp/optim.h"
+#include "dp/option.h"
+#include "dp/parallel.h"
+#include "dp/pipeline.h"
 #include "dp/train_util.h"
 
 #include <stdbool.h>
@@ -16,12 +20,6 @@
 extern "C" {
 #endif
 
-/* Messages of dp_train and dp_evaluate name these options by meaning, so
- * that a program can add its own way of setting them: "the model name",
- * "the device list", "the batch size", "the epoch count", "the allreduce
- * algorithm", "sync batch norm", "checkpoint path", "skipping non-finite
- * steps", "the checkpoint error policy", "deterministic mode", "the
- * dataset", "the data directory", "the augmentation", "the normalisation". */
 struct dp_dataset;
 struct dp_model_def;
 
@@ -34,36 +32,74 @@ typedef struct dp_step_view {
     double lr;     /* the learning rate its update used */
 } dp_step_view;
 
+/* What a run does when writing its checkpoint fails (disk full, EIO): the
+ * previous checkpoint is left as it was either way. */
+typedef enum dp_on_error {
+    DP_ON_ERROR_STOP = 0,    /* stop with the error */
+    DP_ON_ERROR_CONTINUE = 1 /* warn, train on, try again after the next epoch */
+} dp_on_error;
+/* "stop", "continue". */
+extern const dp_name_table dp_on_error_names;
+
+/* When rank 0 draws the progress bar on stderr. */
+typedef enum dp_progress_mode {
+    DP_PROGRESS_AUTO = 0, /* when stderr is a terminal */
+    DP_PROGRESS_ALWAYS = 1,
+    DP_PROGRESS_NEVER = 2,
+} dp_progress_mode;
+/* "auto", "always", "never". */
+extern const dp_name_table dp_progress_mode_names;
+
+/* Adam's and AdamW's (beta1, beta2), each in [0, 1). */
+typedef struct dp_adam_betas {
+    float beta1, beta2;
+} dp_adam_betas;
+
+/* MultiStepLR's milestones, increasing epochs; n = 0: none. */
+typedef struct dp_lr_milestones {
+    int n;
+    int64_t epochs[DP_LR_MAX_MILESTONES];
+} dp_lr_milestones;
+
+/* The options of a run, one sub-struct per group of the option list
+ * (dp/train_option_list.h, which documents each field):
+ *   o.net       the model and its weights' init
+ *   o.data      the dataset, batches, limits, augmentation, normalisation
+ *   o.optim     the optimizer, its hyperparameters, the loss's smoothing
+ *   o.schedule  the learning-rate schedule, stepped once per update
+ *               (lr_step and lr_milestones count epochs, as a per-epoch
+ *               loop steps StepLR and MultiStepLR; warmup_epochs > 0
+ *               warms up for that many epochs' batches)
+ *   o.run       epochs, seed, non-finite steps, steps in flight
+ *   o.parallel  devices, threads, allreduce, buckets, SyncBatchNorm,
+ *               pipeline stages
+ *   o.numerics  precision, convolution kernels, TF32, determinism and
+ *               split-invariant sums (dp_set_split_invariant)
+ *   o.checkpoint  checkpoint, resume, best checkpoint, early stop
+ *   o.output    progress bar, notes, metrics, plot, TensorBoard
+ * dp_train_options_default fills the list's defaults. */
+#include "dp/train_option_list.h"
+
+#define DP__OPTION_FIELD(group, name, type, ...) type name;
+#define DP__OPTION_GROUP_STRUCT(group, heading)                                                    \
+    typedef struct dp_train_##group##_options {                                                    \
+        DP_TRAIN_OPTIONS_##group(DP__OPTION_FIELD)                                                 \
+    } dp_train_##group##_options;
+DP_TRAIN_OPTION_GROUPS(DP__OPTION_GROUP_STRUCT)
+#undef DP__OPTION_GROUP_STRUCT
+
 typedef struct dp_train_options {
-    const char *model;   /* "lenet" */
-    const char *devices; /* "2", "cpu:0,cpu:1", "auto" (dp_devices_open) */
-    int threads;         /* kernel threads per device; 0 = cores / devices */
-    int64_t batch_size;  /* global batch */
-    float lr, momentum, weight_decay;
-    /* The training recipe, as PyTorch's (dp/optim.h): the optimizer
-     * (dp_optimizer_kind: SGD, the default, Adam, AdamW) with lr, momentum
-     * and weight_decay above, SGD's Nesterov momentum, Adam's betas and eps
-     * (dp_train_options_default: PyTorch's 0.9, 0.999, 1e-8); the
-     * gradient's global norm clipped to clip_grad_norm (0: off); the loss's
-     * label smoothing (0: none). */
-    int optimizer;
-    bool nesterov;
-    float beta1, beta2, eps;
-    float clip_grad_norm;
-    float label_smoothing;
-    /* The learning-rate schedule, stepped once per update: its kind and
-     * fields as dp_lr_schedule has them, except that total_steps is the
-     * run's own (epochs x batches per epoch) and step_size and milestones
-     * count epochs (StepLR and MultiStepLR as a per-epoch loop steps them);
-     * warmup_epochs > 0 sets warmup_steps to that many epochs' batches. */
-    dp_lr_schedule lr_schedule;
-    double warmup_epochs;
-    /* The checkpoint of the best test accuracy so far, written (atomically,
-     * as checkpoint_path) after each epoch that beats it; NULL: none. With
-     * early_stop N > 0 the run ends after N epochs without a better test
-     * accuracy (dp_train_result.early_stopped). */
-    const char *save_best_path;
-    int early_stop;
+#define DP__OPTION_GROUP_FIELD(group, heading) dp_train_##group##_options group;
+    DP_TRAIN_OPTION_GROUPS(DP__OPTION_GROUP_FIELD)
+#undef DP__OPTION_GROUP_FIELD
+    /* A program's own data (dp_dataset_from_memory), both or neither: when
+     * set they are trained and tested on instead of loading data.dataset.
+     * The run only reads them; they must outlive it. */
+    const struct dp_dataset *train_set, *test_set;
+    /* A program's own model (dp/nn.h, examples/custom_model.c): when set it
+     * is trained instead of net.model, and checkpoints carry its name. It
+     * must outlive the run. */
+    const struct dp_model_def *model_def;
     /* Called on the thread that calls dp_train: on_step once a step's loss
      * is known (a step or so after it was issued; under mpirun, on rank 0's
      * loss at the end of the epoch), on_epoch after each epoch's figures.
@@ -73,108 +109,34 @@ typedef struct dp_train_options {
     bool (*on_step)(const dp_step_view *step, void *user);
     bool (*on_epoch)(const dp_epoch_stats *epoch, void *user);
     void *callback_user;
-    int epochs; /* 1 to DP_MAX_EPOCHS */
-    uint64_t seed;
-    const char *dataset;  /* "fashion-mnist" (also NULL), "mnist", "cifar10" */
-    const char *data_dir; /* the dataset's files; NULL: Debian's Fashion-MNIST */
-    /* A program's own data (dp_dataset_from_memory), both or neither: when
-     * set they are trained and tested on instead of loading `dataset`. The
-     * run only reads them; they must outlive it. */
-    const struct dp_dataset *train_set, *test_set;
-    /* A program's own model (dp/nn.h, examples/custom_model.c): when set it
-     * is trained instead of `model`, and checkpoints carry its name. It must
-     * outlive the run. */
-    const struct dp_model_def *model_def;
-    const char *metrics_path; /* NULL: none */
-    const char *plot_path;    /* NULL: none */
-    bool log_steps;
-    bool shuffle;
-    int64_t limit_train, limit_test; /* 0 = all */
-    bool progress;                   /* draw the progress bar on stderr */
-    int max_steps_in_flight;         /* finished steps the front end may run ahead of; 0 = 1 */
-    int allreduce;                   /* dp_allreduce_algo: auto (default: nccl across GPUs), ring,
-                                        naive, ... */
-    const char *checkpoint_path;     /* written after every epoch, atomically; NULL: none */
-    const char *resume_path;         /* go on from this checkpoint; NULL: start afresh */
-    const char *init_path;           /* start from these weights; NULL: the seed's init */
-    bool sync_bn;                    /* batch statistics over all devices (SyncBatchNorm) */
-    /* Gradient buckets in MiB (dp_data_parallel_options.bucket_mb): 0 = one
-     * allreduce after the backward pass; the default is DDP's 25. */
-    double bucket_mb;
-    int grad_compress; /* dp_grad_compress: across ranks; default none */
-    bool verbose;      /* log the bucket layout once (DP_LOG_INFO, rank 0) */
-    /* Every step's summed gradient is checked for NaN and Inf on the device
-     * before the update; a bad step is never applied. false: the run stops
-     * (DP_ENONFINITE) naming the step and the parameter; true: the step is
-     * skipped with a warning and counted (dp_epoch_stats.skipped_steps). */
-    bool skip_nonfinite;
-    int on_checkpoint_error; /* dp_on_error: after a failed checkpoint write */
-    /* Pins what could make two runs with the same seed, devices and threads
-     * differ (the size of each OpenMP team); see dp_train's notes. */
-    bool deterministic;
-    /* Split-invariant sums (dp_set_split_invariant): 0 for none, else the
-     * rows of a block; batch_size must be that times a power of two. */
-    int64_t split_invariant;
-    /* GPU convolutions in full float32: TF32 off (dp_set_tf32). */
-    bool no_tf32;
-    /* The weights' initialisation (dp_weight_init) and, for
-     * DP_WEIGHTS_NORMAL, its standard deviation. */
-    int weight_init;
-    float init_std;
-    /* Pipeline parallelism (dp/pipeline.h): 0 for none; K >= 2 splits the
-     * model into K stages over K devices (the devices a multiple of K: D
-     * pipelines, data parallel among them), `stages` ("0-3,4-9", NULL:
-     * balanced by FLOPs) the layers of each, each batch in `micro_batches`
-     * pieces (0 = 1) issued by `schedule` (dp_pipeline_schedule). */
-    int pipeline;
-    const char *stages;
-    int micro_batches;
-    int schedule;
-    /* Mixed precision (dp_precision, dp/ops.h): DP_PRECISION_FP32 (0),
-     * DP_PRECISION_BF16 (native bf16 kernels: DP_ENOTSUP, with a message,
-     * on a device without them) or DP_PRECISION_BF16_REFERENCE. Weights,
-     * optimizer state and checkpoints are float32 in every precision, so a
-     * run resumes in another. */
-    int precision;
-    /* How convolutions pick their kernels (dp_conv_algo): DP_CONV_ALGO_DIRECT
-     * (0), DP_CONV_ALGO_AUTO (measured once per shape before the first step,
-     * by rank 0 under mpirun, and recorded in checkpoints, which a resumed
-     * run follows) or DP_CONV_ALGO_WINOGRAD. */
-    int conv_algo;
-    /* TensorBoard (SummaryWriter(log_dir)): rank 0 writes an event file
-     * into this directory, made if missing: "train/loss" and "train/lr" at
-     * every step, "train/epoch_loss", "train/epoch_accuracy",
-     * "train/samples_per_second" and "test/accuracy" at each epoch's last
-     * step (steps counted from 1 over the run, as --log-steps counts
-     * them). Each record is written as it is made, and synced to the disk
-     * at each epoch's end. NULL: none. */
-    const char *tensorboard_dir;
-    /* Your own data: dataset "folder" (dp_image_folder_load) reads its
-     * images with `channels` 1 (grayscale) or 3 (RGB), converted as PIL's
-     * convert does; 0 takes the first training image's. Checkpoints record
-     * the samples' shape and the class names (the folder's class
-     * directories; the built-in datasets' names) for dp_predict. */
-    int channels;
-    /* Augmentation and normalisation (dp/data.h): the training loader
-     * crops, flips and normalises every sample on its thread, before a
-     * batch is split over ranks and devices, each sample's draws from the
-     * run's seed, the epoch and its index; the test set is only normalised.
-     * Checkpoints record both (dptrain.augment, dptrain.normalize), and
-     * dp_evaluate normalises as its checkpoint says. Zero: the pixels as
-     * the dataset has them. */
-    dp_augment_options augment;
 } dp_train_options;
 
-/* What a run does when writing its checkpoint fails (disk full, EIO): the
- * previous checkpoint is left as it was either way. */
-typedef enum dp_on_error {
-    DP_ON_ERROR_STOP = 0,    /* stop with the error */
-    DP_ON_ERROR_CONTINUE = 1 /* warn, train on, try again after the next epoch */
-} dp_on_error;
+/* How many options the list holds. */
+#define DP__OPTION_ONE(...) +1
+#define DP__OPTION_GROUP_COUNT(group, heading) DP_TRAIN_OPTIONS_##group(DP__OPTION_ONE)
+enum { DP_TRAIN_OPTION_COUNT = 0 DP_TRAIN_OPTION_GROUPS(DP__OPTION_GROUP_COUNT) };
+#undef DP__OPTION_GROUP_COUNT
 
-/* Fills the defaults: lenet, 1 device, batch 256, lr 0.2, 10 epochs, seed 0,
- * shuffle on, 25 MiB gradient buckets. */
+/* Fills the option list's defaults: lenet, 1 device, batch 256, lr 0.2,
+ * 10 epochs, seed 0, shuffle on, 25 MiB gradient buckets, ...; no data,
+ * model or callbacks of a program's own. */
 void dp_train_options_default(dp_train_options *o);
+
+/* The options as data, in the list's order (dp/option.h: name, flag,
+ * help, type, offset into dp_train_options, range): *count of them. */
+const dp_option *dp_train_option_list(int *count);
+/* The option named `name` ("batch_size"), or NULL. */
+const dp_option *dp_train_option_find(const char *name);
+/* Sets option `name` of *o from text as the command line gives it ("64",
+ * "adamw", "crop:4,flip"): 0, or DP_EINVAL logged as "`name` TEXT:
+ * expected ..." (an unknown name too). */
+int dp_train_option_set(dp_train_options *o, const char *name, const char *text);
+/* Whether the options make a run: each value in its range (a default is
+ * always taken), and the options that depend on each other agreeing
+ * (`nesterov` needs `momentum`, `resume_path` excludes `init_path`, ...).
+ * 0, or DP_EINVAL logged naming the options. dp_train checks this first;
+ * a program that reads options from its users may check them sooner. */
+int dp_train_options_check(const dp_train_options *o);
 
 typedef struct dp_train_result {
     double test_acc;      /* after the last epoch */
@@ -221,11 +183,11 @@ typedef struct dp_eval_options {
     const char *devices;
     int threads;
     int64_t batch_size;  /* 0 = 256 */
-    const char *dataset; /* as dp_train_options.dataset */
+    const char *dataset; /* as dp_train_options.data.dataset */
     const char *data_dir;
     const struct dp_dataset *test_set; /* a program's own test set, else NULL */
     int64_t limit_test;
-    int precision; /* dp_precision, as dp_train_options.precision */
+    dp_precision precision; /* as dp_train_options.numerics.precision */
 } dp_eval_options;
 
 int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_t devices_size);

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* The most epochs one run trains (dp_train_options.epochs): a checkpoint
+/* The most epochs one run trains (dp_train_options.run.epochs): a checkpoint
  * keeps the figures of every epoch (DP_CHECKPOINT_MAX_HISTORY). */
 #define DP_MAX_EPOCHS 1000
 

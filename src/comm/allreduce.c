@@ -11,16 +11,21 @@
 
 #define ALGO_COUNT 4
 
-static const struct {
-    const char *name;
-    dp__allreduce_fn run;
-} algos[ALGO_COUNT] = {
-    [DP_ALLREDUCE_RING] = {"ring", dp__allreduce_ring},
-    [DP_ALLREDUCE_NAIVE] = {"naive", dp__allreduce_naive},
-    [DP_ALLREDUCE_MPI] = {"mpi", dp__allreduce_mpi},
-    [DP_ALLREDUCE_NCCL] = {"nccl", dp__allreduce_nccl},
+static const dp__allreduce_fn algos[ALGO_COUNT] = {
+    [DP_ALLREDUCE_RING] = dp__allreduce_ring,
+    [DP_ALLREDUCE_NAIVE] = dp__allreduce_naive,
+    [DP_ALLREDUCE_MPI] = dp__allreduce_mpi,
+    [DP_ALLREDUCE_NCCL] = dp__allreduce_nccl,
 };
 _Static_assert(DP_ALLREDUCE_NCCL + 1 == ALGO_COUNT, "one table entry per dp_allreduce_algo");
+
+static const dp_named_value algo_names[] = {{"auto", DP_ALLREDUCE_AUTO},
+                                            {"ring", DP_ALLREDUCE_RING},
+                                            {"naive", DP_ALLREDUCE_NAIVE},
+                                            {"mpi", DP_ALLREDUCE_MPI},
+                                            {"nccl", DP_ALLREDUCE_NCCL}};
+_Static_assert(DP_COUNTOF(algo_names) == ALGO_COUNT + 1, "a name for every dp_allreduce_algo");
+const dp_name_table dp_allreduce_algo_names = DP_NAME_TABLE(algo_names);
 
 int dp_allreduce_sum(dp_tensor_t *const *bufs, int n, dp_allreduce_algo algo)
 {
@@ -66,24 +71,13 @@ int dp__allreduce_sum_how(dp_tensor_t *const *bufs, int n, dp_allreduce_algo alg
                  (long long)how->grid_len);
         return DP_EINVAL;
     }
-    return algos[algo].run(bufs, n, len, how);
-}
-
-int dp_allreduce_algo_parse(const char *name)
-{
-    if (strcmp(name, "auto") == 0)
-        return DP_ALLREDUCE_AUTO;
-    for (int i = 0; i < ALGO_COUNT; i++)
-        if (strcmp(name, algos[i].name) == 0)
-            return i;
-    return -2;
+    return algos[algo](bufs, n, len, how);
 }
 
 const char *dp_allreduce_algo_name(dp_allreduce_algo algo)
 {
-    if (algo == DP_ALLREDUCE_AUTO)
-        return "auto";
-    return (int)algo >= 0 && (int)algo < ALGO_COUNT ? algos[algo].name : "?";
+    const char *name = dp_name_of(&dp_allreduce_algo_names, algo);
+    return name ? name : "?";
 }
 
 dp_allreduce_algo dp_allreduce_resolve(dp_allreduce_algo algo)

@@ -14,8 +14,7 @@
 #define DP__PRINTF(a, b)
 #endif
 
-void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...)
-    DP__PRINTF(4, 5);
+void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...) DP__PRINTF(4, 5);
 
 /* DP_ERROR logs the detail of a failure; the returned code says what kind. */
 #define DP_ERROR(...) dp__log(DP_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
@@ -51,6 +50,10 @@ char *dp__strdup(const char *s);
 /* "[256, 1, 28, 28]": the one way a shape is written in messages. Returns
  * buf, cut short (still NUL-terminated) when `size` is too small. */
 const char *dp__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* x in the fewest significant digits that read back as the same float
+ * (single) or double: 0.2f is "0.2", not "0.200000003". Returns buf. */
+const char *dp__format_real(double x, bool single, char *buf, size_t size);
 
 /* Where dp__json_string sends its output: `n` bytes at `bytes`. */
 typedef void (*dp__put_fn)(void *ctx, const char *bytes, size_t n);

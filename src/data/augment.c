@@ -94,20 +94,20 @@ int dp_augment_check(const dp_augment_options *o, int channels)
 {
     DP_ASSERT(o);
     if (o->crop_pad < 0 || o->crop_pad > DP_AUGMENT_MAX_PAD) {
-        DP_ERROR("the augmentation: the crop's padding %d is outside 0..%d", o->crop_pad,
+        DP_ERROR("`augment`: the crop's padding %d is outside 0..%d", o->crop_pad,
                  DP_AUGMENT_MAX_PAD);
         return DP_EINVAL;
     }
     int k = o->norm_channels;
     if (k < 0 || k > DP_AUGMENT_MAX_CHANNELS || (k > 1 && k != channels)) {
-        DP_ERROR("the normalisation: %d means and standard deviations for samples of %d channel%s: "
+        DP_ERROR("`normalize`: %d means and standard deviations for samples of %d channel%s: "
                  "give one pair per channel, or one for all",
                  k, channels, channels == 1 ? "" : "s");
         return DP_EINVAL;
     }
     for (int c = 0; c < k; c++) {
         if (!isfinite(o->mean[c]) || !(o->std[c] > 0) || !isfinite(o->std[c])) {
-            DP_ERROR("the normalisation: channel %d's mean %g and std %g: the mean must be finite "
+            DP_ERROR("`normalize`: channel %d's mean %g and std %g: the mean must be finite "
                      "and the std above 0",
                      c, (double)o->mean[c], (double)o->std[c]);
             return DP_EINVAL;

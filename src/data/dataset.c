@@ -27,8 +27,7 @@ int dp__data_check_dir(const char *dir)
 int dp__data_require_dir(const char *dir, const char *name, const char *where_to_get)
 {
     if (!dir) {
-        DP_ERROR("%s: the data directory is required (no package installs it); %s", name,
-                 where_to_get);
+        DP_ERROR("%s: `data_dir` is required (no package installs it); %s", name, where_to_get);
         return DP_EINVAL;
     }
     return dp__data_check_dir(dir);
@@ -153,7 +152,7 @@ int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *o
     else if (strcmp(name, "npy") == 0)
         return dp_npy_dataset_load(dir, train, out);
     else {
-        DP_ERROR("the dataset %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy)",
+        DP_ERROR("`dataset` %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy)",
                  name);
         return DP_EINVAL;
     }

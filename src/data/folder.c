@@ -245,7 +245,7 @@ int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
     if (!dir) {
-        DP_ERROR("folder: the data directory is required (DIR/train/CLASS/*.png and "
+        DP_ERROR("folder: `data_dir` is required (DIR/train/CLASS/*.png and "
                  "DIR/test/CLASS/*.png)");
         return DP_EINVAL;
     }

@@ -101,7 +101,7 @@ int dp_npy_dataset_load(const char *dir, bool train, dp_dataset *out)
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
     if (!dir) {
-        DP_ERROR("npy: the data directory is required (DIR/train/images.npy, labels.npy and "
+        DP_ERROR("npy: `data_dir` is required (DIR/train/images.npy, labels.npy and "
                  "DIR/test/...)");
         return DP_EINVAL;
     }

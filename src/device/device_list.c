@@ -34,18 +34,18 @@ static int split_list(const char *spec, char names[][32], int max)
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (len == 0 || len >= 32) {
-            DP_ERROR("the device list %s: empty or overlong device name", spec);
+            DP_ERROR("`devices` %s: empty or overlong device name", spec);
             return DP_EINVAL;
         }
         if (n == max) {
-            DP_ERROR("the device list %s: more than %d devices", spec, max);
+            DP_ERROR("`devices` %s: more than %d devices", spec, max);
             return DP_EINVAL;
         }
         memcpy(names[n], p, len);
         names[n][len] = '\0';
         for (int j = 0; j < n; j++) {
             if (strcmp(names[j], names[n]) == 0) {
-                DP_ERROR("the device list %s: %s is named twice", spec, names[n]);
+                DP_ERROR("`devices` %s: %s is named twice", spec, names[n]);
                 return DP_EINVAL;
             }
         }
@@ -54,12 +54,12 @@ static int split_list(const char *spec, char names[][32], int max)
         if (*p == ',')
             p++;
         if (comma && *p == '\0') {
-            DP_ERROR("the device list %s: trailing comma", spec);
+            DP_ERROR("`devices` %s: trailing comma", spec);
             return DP_EINVAL;
         }
     }
     if (n == 0) {
-        DP_ERROR("the device list is empty");
+        DP_ERROR("`devices` is empty");
         return DP_EINVAL;
     }
     return n;
@@ -88,7 +88,7 @@ static int parse_count(const char *spec, int *n)
     errno = 0;
     long v = strtol(spec, &end, 10);
     if (errno || *end != '\0' || v < 1 || v > DP_MAX_DEVICES) {
-        DP_ERROR("the device list %s: expected a count from 1 to %d, a list like cpu:0,cpu:1, or "
+        DP_ERROR("`devices` %s: expected a count from 1 to %d, a list like cpu:0,cpu:1, or "
                  "auto",
                  spec, DP_MAX_DEVICES);
         return DP_EINVAL;
@@ -110,7 +110,7 @@ int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int thread
         int count;
         const dp__backend *b = preferred(n, &count);
         if (!b) {
-            DP_ERROR("the device list %s: no backend has %s device%s here", spec, n ? spec : "any",
+            DP_ERROR("`devices` %s: no backend has %s device%s here", spec, n ? spec : "any",
                      n == 1 ? "" : "s");
             return DP_EINVAL;
         }

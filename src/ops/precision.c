@@ -11,11 +11,17 @@
 static _Thread_local dp_precision thread_precision = DP_PRECISION_FP32;
 static _Atomic int conv_algo = DP_CONV_ALGO_DIRECT;
 
-static const char *const precision_names[] = {"fp32", "bf16", "bf16-reference"};
+static const dp_named_value precision_names[] = {{"fp32", DP_PRECISION_FP32},
+                                                 {"bf16", DP_PRECISION_BF16},
+                                                 {"bf16-reference", DP_PRECISION_BF16_REFERENCE}};
 _Static_assert(DP_COUNTOF(precision_names) == DP_PRECISION_BF16_REFERENCE + 1,
                "a name for every precision");
-static const char *const algo_names[] = {"direct", "auto", "winograd"};
+const dp_name_table dp_precision_names = DP_NAME_TABLE(precision_names);
+static const dp_named_value algo_names[] = {{"auto", DP_CONV_ALGO_AUTO},
+                                            {"direct", DP_CONV_ALGO_DIRECT},
+                                            {"winograd", DP_CONV_ALGO_WINOGRAD}};
 _Static_assert(DP_COUNTOF(algo_names) == DP_CONV_ALGO_WINOGRAD + 1, "a name for every algorithm");
+const dp_name_table dp_conv_algo_names = DP_NAME_TABLE(algo_names);
 
 dp_precision dp_set_precision(dp_precision p)
 {
@@ -32,18 +38,8 @@ dp_precision dp_get_precision(void)
 
 const char *dp_precision_name(dp_precision p)
 {
-    return (unsigned)p < DP_COUNTOF(precision_names) ? precision_names[p] : "?";
-}
-
-int dp_precision_parse(const char *s, dp_precision *out)
-{
-    for (size_t i = 0; i < DP_COUNTOF(precision_names); i++) {
-        if (strcmp(s, precision_names[i]) == 0) {
-            *out = (dp_precision)i;
-            return 0;
-        }
-    }
-    return DP_EINVAL;
+    const char *name = dp_name_of(&dp_precision_names, p);
+    return name ? name : "?";
 }
 
 void dp_set_conv_algo(dp_conv_algo a)
@@ -59,18 +55,8 @@ dp_conv_algo dp_get_conv_algo(void)
 
 const char *dp_conv_algo_name(dp_conv_algo a)
 {
-    return (unsigned)a < DP_COUNTOF(algo_names) ? algo_names[a] : "?";
-}
-
-int dp_conv_algo_parse(const char *s, dp_conv_algo *out)
-{
-    for (size_t i = 0; i < DP_COUNTOF(algo_names); i++) {
-        if (strcmp(s, algo_names[i]) == 0) {
-            *out = (dp_conv_algo)i;
-            return 0;
-        }
-    }
-    return DP_EINVAL;
+    const char *name = dp_name_of(&dp_conv_algo_names, a);
+    return name ? name : "?";
 }
 
 int dp__precision_check(const char *op, dp_device_t *dev, dp_precision p)

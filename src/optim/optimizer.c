@@ -22,19 +22,14 @@ struct dp_optimizer {
     void *self;
 };
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw"};
-
-int dp_optimizer_kind_parse(const char *name)
-{
-    for (int i = 0; i < (int)DP_COUNTOF(kind_names); i++)
-        if (strcmp(name, kind_names[i]) == 0)
-            return i;
-    return -1;
-}
+static const dp_named_value kind_names[] = {
+    {"sgd", DP_OPTIMIZER_SGD}, {"adam", DP_OPTIMIZER_ADAM}, {"adamw", DP_OPTIMIZER_ADAMW}};
+const dp_name_table dp_optimizer_kind_names = DP_NAME_TABLE(kind_names);
 
 const char *dp_optimizer_kind_name(dp_optimizer_kind kind)
 {
-    return (unsigned)kind < DP_COUNTOF(kind_names) ? kind_names[kind] : "?";
+    const char *name = dp_name_of(&dp_optimizer_kind_names, kind);
+    return name ? name : "?";
 }
 
 void dp_optimizer_options_default(dp_optimizer_options *o, dp_optimizer_kind kind, float lr)
@@ -53,7 +48,7 @@ static int check_options(const dp_optimizer_options *o)
 {
     const char *bad = NULL;
     char buf[160];
-    if ((unsigned)o->kind >= DP_COUNTOF(kind_names))
+    if (!dp_name_of(&dp_optimizer_kind_names, o->kind))
         bad = "the optimizer kind is none of sgd, adam, adamw";
     else if (!(o->lr > 0) || !isfinite(o->lr))
         snprintf(buf, sizeof buf, "the learning rate %g: give a positive number", (double)o->lr),
@@ -78,7 +73,9 @@ static int check_options(const dp_optimizer_options *o)
     else if (o->kind != DP_OPTIMIZER_SGD && (!(o->eps >= 0) || !isfinite(o->eps)))
         snprintf(buf, sizeof buf, "eps %g: give 0 or more", (double)o->eps), bad = buf;
     if (bad) {
-        DP_ERROR("%s: %s", o->kind < DP_COUNTOF(kind_names) ? kind_names[o->kind] : "optimizer",
+        DP_ERROR("%s: %s",
+                 dp_name_of(&dp_optimizer_kind_names, o->kind) ? dp_optimizer_kind_name(o->kind)
+                                                               : "optimizer",
                  bad);
         return DP_EINVAL;
     }

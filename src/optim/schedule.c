@@ -10,19 +10,17 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const names[] = {"constant", "step", "multistep", "cosine", "onecycle"};
-
-int dp_lr_schedule_parse(const char *name)
-{
-    for (int i = 0; i < (int)DP_COUNTOF(names); i++)
-        if (strcmp(name, names[i]) == 0)
-            return i;
-    return -1;
-}
+static const dp_named_value names[] = {{"constant", DP_LR_CONSTANT},
+                                       {"step", DP_LR_STEP},
+                                       {"multistep", DP_LR_MULTISTEP},
+                                       {"cosine", DP_LR_COSINE},
+                                       {"onecycle", DP_LR_ONECYCLE}};
+const dp_name_table dp_lr_schedule_names = DP_NAME_TABLE(names);
 
 const char *dp_lr_schedule_name(dp_lr_schedule_kind kind)
 {
-    return (unsigned)kind < DP_COUNTOF(names) ? names[kind] : "?";
+    const char *name = dp_name_of(&dp_lr_schedule_names, kind);
+    return name ? name : "?";
 }
 
 void dp_lr_schedule_default(dp_lr_schedule *s, dp_lr_schedule_kind kind, int64_t total_steps)
@@ -44,7 +42,7 @@ void dp_lr_schedule_default(dp_lr_schedule *s, dp_lr_schedule_kind kind, int64_t
 int dp_lr_schedule_check(const dp_lr_schedule *s)
 {
     const char *bad = NULL;
-    if ((unsigned)s->kind >= DP_COUNTOF(names))
+    if (!dp_name_of(&dp_lr_schedule_names, s->kind))
         bad = "the kind is none of constant, step, multistep, cosine, onecycle";
     else if (s->warmup_steps < 0 ||
              (s->warmup_steps > 0 && !(s->warmup_start_factor > 0 && s->warmup_start_factor <= 1)))

@@ -121,7 +121,7 @@ int dp_data_parallel_init(dp_data_parallel_t **out, dp_model_t *model, dp_device
     if (rc == 0)
         rc = count_bn_runs(dp, &dp->bn_runs);
     if (rc == 0 && opt->bn_replicas && opt->sync_bn) {
-        DP_ERROR("DataParallel: sync batch norm needs every replica to run every batch norm "
+        DP_ERROR("DataParallel: `sync_bn` needs every replica to run every batch norm "
                  "layer");
         rc = DP_EINVAL;
     }
@@ -309,16 +309,12 @@ void dp_data_parallel_bucket(const dp_data_parallel_t *dp, int b, int *first, in
     dp__buckets_get(dp->buckets, b, first, count, bytes);
 }
 
-int dp_grad_compress_parse(const char *name)
-{
-    if (strcmp(name, "none") == 0)
-        return DP_GRAD_COMPRESS_NONE;
-    if (strcmp(name, "bf16") == 0)
-        return DP_GRAD_COMPRESS_BF16;
-    return -1;
-}
+static const dp_named_value compress_names[] = {{"none", DP_GRAD_COMPRESS_NONE},
+                                                {"bf16", DP_GRAD_COMPRESS_BF16}};
+const dp_name_table dp_grad_compress_names = DP_NAME_TABLE(compress_names);
 
 const char *dp_grad_compress_name(dp_grad_compress c)
 {
-    return c == DP_GRAD_COMPRESS_BF16 ? "bf16" : "none";
+    const char *name = dp_name_of(&dp_grad_compress_names, c);
+    return name ? name : "?";
 }

@@ -142,7 +142,7 @@ int dp_pipeline_init(dp_pipeline_t **out, dp_model_t *model, dp_device_t *const 
         return DP_EINVAL;
     }
     if (opt->update.sync_bn) {
-        DP_ERROR("pipeline: sync batch norm shares statistics between data-parallel replicas of "
+        DP_ERROR("pipeline: `sync_bn` shares statistics between data-parallel replicas of "
                  "one layer; a pipeline's stages hold different layers");
         return DP_EINVAL;
     }

@@ -11,18 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dp_pipeline_schedule_parse(const char *name)
-{
-    if (name && strcmp(name, "1f1b") == 0)
-        return DP_PIPELINE_1F1B;
-    if (name && strcmp(name, "gpipe") == 0)
-        return DP_PIPELINE_GPIPE;
-    return -1;
-}
+static const dp_named_value schedule_names[] = {{"1f1b", DP_PIPELINE_1F1B},
+                                                {"gpipe", DP_PIPELINE_GPIPE}};
+const dp_name_table dp_pipeline_schedule_names = DP_NAME_TABLE(schedule_names);
 
 const char *dp_pipeline_schedule_name(dp_pipeline_schedule s)
 {
-    return s == DP_PIPELINE_GPIPE ? "gpipe" : "1f1b";
+    const char *name = dp_name_of(&dp_pipeline_schedule_names, s);
+    return name ? name : "?";
 }
 
 static bool may_start(const bool *can_start, int layer)
@@ -68,8 +64,7 @@ int dp_pipeline_balance(const double *cost, const bool *can_start, int nlayers, 
         starts += may_start(can_start, i);
     }
     if (stages > starts) {
-        DP_ERROR("the pipeline stage count %d: the model has %d layers where a stage may start",
-                 stages, starts);
+        DP_ERROR("`pipeline` %d: the model has %d layers where a stage may start", stages, starts);
         return DP_EINVAL;
     }
     size_t cells = (size_t)(stages + 1) * (size_t)(nlayers + 1);
@@ -143,35 +138,35 @@ int dp_pipeline_parse_stages(const char *text, const bool *can_start, int nlayer
         }
         if (a < 0 || b < 0 || (*p != ',' && *p != '\0')) {
             int len = (int)strcspn(range, ",");
-            DP_ERROR("the stage list %s: '%.*s' is not a layer or a range of layers like 0-3", t,
-                     len, range);
+            DP_ERROR("`stages` %s: '%.*s' is not a layer or a range of layers like 0-3", t, len,
+                     range);
             return DP_EINVAL;
         }
         if (b < a) {
-            DP_ERROR("the stage list %s: %ld-%ld runs backwards", t, a, b);
+            DP_ERROR("`stages` %s: %ld-%ld runs backwards", t, a, b);
             return DP_EINVAL;
         }
         if (a > next) {
-            DP_ERROR("the stage list %s: layer %d is in no stage", t, next);
+            DP_ERROR("`stages` %s: layer %d is in no stage", t, next);
             return DP_EINVAL;
         }
         if (a < next) {
-            DP_ERROR("the stage list %s: layer %ld is in two stages", t, a);
+            DP_ERROR("`stages` %s: layer %ld is in two stages", t, a);
             return DP_EINVAL;
         }
         if (b >= nlayers) {
-            DP_ERROR("the stage list %s: layer %ld is past the model's last layer, %d", t, b,
+            DP_ERROR("`stages` %s: layer %ld is past the model's last layer, %d", t, b,
                      nlayers - 1);
             return DP_EINVAL;
         }
         if (!may_start(can_start, (int)a)) {
-            DP_ERROR("the stage list %s: layer %ld is inside a residual block; a stage starts at a "
+            DP_ERROR("`stages` %s: layer %ld is inside a residual block; a stage starts at a "
                      "block",
                      t, a);
             return DP_EINVAL;
         }
         if (k == DP_PIPELINE_MAX_STAGES) {
-            DP_ERROR("the stage list %s: more than %d stages", t, DP_PIPELINE_MAX_STAGES);
+            DP_ERROR("`stages` %s: more than %d stages", t, DP_PIPELINE_MAX_STAGES);
             return DP_EINVAL;
         }
         first[k++] = (int)a;
@@ -181,7 +176,7 @@ int dp_pipeline_parse_stages(const char *text, const bool *can_start, int nlayer
         p++;
     }
     if (next < nlayers) {
-        DP_ERROR("the stage list %s: layers %d-%d are in no stage", t, next, nlayers - 1);
+        DP_ERROR("`stages` %s: layers %d-%d are in no stage", t, next, nlayers - 1);
         return DP_EINVAL;
     }
     first[k] = nlayers;

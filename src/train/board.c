@@ -17,16 +17,16 @@ struct dp__train_board {
 int dp__board_open(dp__train_board **out, const dp__trainer *t)
 {
     *out = NULL;
-    if (!t->o->tensorboard_dir || t->rank != 0)
+    if (!t->o->output.tensorboard_dir || t->rank != 0)
         return 0;
     dp__train_board *b = dp__calloc(1, sizeof *b);
     if (!b)
         return DP_ENOMEM;
     *out = b;
-    DP_TRY(dp__tb_open(&b->writer, t->o->tensorboard_dir));
+    DP_TRY(dp__tb_open(&b->writer, t->o->output.tensorboard_dir));
     /* A resumed run writes its steps from its checkpoint's on: what an
      * earlier file holds after that (a killed run's last steps) is stale. */
-    if (t->o->resume_path)
+    if (t->o->checkpoint.resume_path)
         DP_TRY(dp__tb_start(b->writer, dp__steps_done(t->steps) + 1));
     DP_INFO("TensorBoard events go to %s", dp__tb_path(b->writer));
     return 0;

@@ -11,6 +11,7 @@
 #include "dp/train_util.h"
 
 #include <string.h>
+#include <unistd.h>
 
 struct dp__train_book {
     dp_checkpoint_state *ck; /* the epochs so far (ck->history) and what a checkpoint holds */
@@ -46,13 +47,16 @@ int dp__book_open(dp__train_book **out, const dp__trainer *t)
     b->ck = dp__calloc(1, sizeof *b->ck);
     if (!b->ck)
         return DP_ENOMEM;
-    if (o->metrics_path && t->rank == 0) {
-        if (o->resume_path)
-            DP_TRY(dp_metrics_open_append(&b->metrics, o->metrics_path));
+    if (o->output.metrics_path && t->rank == 0) {
+        if (o->checkpoint.resume_path)
+            DP_TRY(dp_metrics_open_append(&b->metrics, o->output.metrics_path));
         else
-            DP_TRY(dp_metrics_open(&b->metrics, o->metrics_path));
+            DP_TRY(dp_metrics_open(&b->metrics, o->output.metrics_path));
     }
-    return dp_progress_init(&b->progress, o->progress && t->rank == 0);
+    /* Rank 0 speaks for all ranks. */
+    bool bar = o->output.progress == DP_PROGRESS_ALWAYS ||
+               (o->output.progress == DP_PROGRESS_AUTO && isatty(STDERR_FILENO));
+    return dp_progress_init(&b->progress, bar && t->rank == 0);
 }
 
 void dp__book_close(dp__train_book *b)
@@ -99,30 +103,45 @@ const char *dp__book_stopped(const dp__train_book *b, int *epoch, int64_t *batch
     return b->stopped_path;
 }
 
+/* The recorded options that a resumed run may change but is told about
+ * (the list's DP_OPTION_RESUME_WARN: the batch size, the lr). */
+static void warn_changed_options(const dp_train_options *o, const dp_checkpoint_state *ck)
+{
+    int count;
+    const dp_option *opts = dp_train_option_list(&count);
+    for (int i = 0; i < count; i++) {
+        char was[256], now[256];
+        if (!(opts[i].traits & DP_OPTION_RESUME_WARN) || !ck->recorded[i] ||
+            dp_option_equal(&opts[i], &ck->options, o))
+            continue;
+        DP_WARN("%s was trained with `%s` %s; going on with %s", o->checkpoint.resume_path,
+                opts[i].name, dp_option_format(&opts[i], &ck->options, was, sizeof was),
+                dp_option_format(&opts[i], o, now, sizeof now));
+    }
+}
+
 int dp__book_resume(dp__trainer *t)
 {
     const dp_train_options *o = t->o;
     dp__train_book *b = t->book;
     dp_checkpoint_state *ck = b->ck;
     dp_data_parallel_t *dp = dp__net_replicas(t->net);
-    DP_TRY(dp_checkpoint_load(o->resume_path, dp__net_model(t->net),
+    DP_TRY(dp_checkpoint_load(o->checkpoint.resume_path, dp__net_model(t->net),
                               dp_data_parallel_optimizer(dp, 0), ck));
     DP_TRY(dp_data_parallel_sync_from_first(dp));
-    if (ck->epochs_done >= o->epochs) {
-        DP_ERROR("%s: already trained %d epochs; ask for more with the epoch count", o->resume_path,
-                 ck->epochs_done);
+    if (ck->epochs_done >= o->run.epochs) {
+        DP_ERROR("%s: already trained %d epochs; ask for more with `epochs`",
+                 o->checkpoint.resume_path, ck->epochs_done);
         return DP_EINVAL;
     }
-    if (ck->batch_size != o->batch_size || (float)ck->lr != o->lr)
-        DP_WARN("%s was trained with batch size %lld and lr %g; going on with %lld and %g",
-                o->resume_path, (long long)ck->batch_size, ck->lr, (long long)o->batch_size,
-                (double)o->lr);
+    warn_changed_options(o, ck);
     dp__steps_resume(t->steps, ck->seed, ck->step);
     /* The kernels the interrupted run measured, so that this one runs the
      * same (a --deterministic run resumes bit for bit). */
-    if (o->conv_algo == DP_CONV_ALGO_AUTO && ck->conv_algos[0])
+    if (o->numerics.conv_algo == DP_CONV_ALGO_AUTO && ck->conv_algos[0])
         DP_TRY(dp_conv_choices_load(ck->conv_algos));
-    if (o->checkpoint_path && strcmp(o->checkpoint_path, o->resume_path) == 0) {
+    if (o->checkpoint.checkpoint_path &&
+        strcmp(o->checkpoint.checkpoint_path, o->checkpoint.resume_path) == 0) {
         b->saved_epochs = ck->epochs_done;
         b->saved_batch = ck->batch;
     }
@@ -137,7 +156,7 @@ void dp__book_take_resume_point(dp__trainer *t, int epoch, int64_t *first, doubl
     dp_checkpoint_state *ck = t->book->ck;
     *first = 0;
     *seconds = *loss = *correct = 0;
-    if (!t->o->resume_path || epoch != ck->epochs_done || ck->batch <= 0)
+    if (!t->o->checkpoint.resume_path || epoch != ck->epochs_done || ck->batch <= 0)
         return;
     *first = ck->batch;
     *seconds = ck->partial_seconds;
@@ -165,22 +184,14 @@ static int save_checkpoint(dp__trainer *t, const char *path, int epochs_done, in
     ck->nhistory = epochs_done;
     ck->step = dp__steps_done(t->steps);
     ck->seed = dp__steps_seed(t->steps);
-    ck->batch_size = o->batch_size;
-    ck->lr = o->lr;
-    ck->momentum = o->momentum;
-    ck->weight_decay = o->weight_decay;
+    ck->options = *o;
     snprintf(ck->devices, sizeof ck->devices, "%s", dp__net_devices_str(t->net));
     dp__prec_record(t, ck);
     dp__data_record(t, ck);
     dp__steps_schedule_str(t->steps, ck->lr_schedule, sizeof ck->lr_schedule);
-    ck->augment[0] = ck->normalize[0] = '\0';
-    if (dp_augment_random(&o->augment))
-        dp_augment_str(&o->augment, ck->augment, sizeof ck->augment);
-    if (o->augment.norm_channels > 0)
-        dp_normalize_str(&o->augment, ck->normalize, sizeof ck->normalize);
     DP_TRY(dp_checkpoint_save(path, dp__net_model(t->net),
                               dp_data_parallel_optimizer(dp__net_replicas(t->net), 0), ck));
-    if (o->checkpoint_path && strcmp(path, o->checkpoint_path) == 0) {
+    if (o->checkpoint.checkpoint_path && strcmp(path, o->checkpoint.checkpoint_path) == 0) {
         b->saved_epochs = epochs_done;
         b->saved_batch = batch;
     }
@@ -190,9 +201,9 @@ static int save_checkpoint(dp__trainer *t, const char *path, int epochs_done, in
 const char *dp__book_last_checkpoint_str(const dp__trainer *t, char *buf, size_t size)
 {
     const dp__train_book *b = t->book;
-    const char *path = t->o->checkpoint_path;
+    const char *path = t->o->checkpoint.checkpoint_path;
     if (!path)
-        snprintf(buf, size, "; no checkpoint path was given");
+        snprintf(buf, size, "; no `checkpoint_path` was given");
     else if (b->saved_epochs < 0)
         snprintf(buf, size, "; this run has not written %s yet", path);
     else if (b->saved_batch > 0)
@@ -213,7 +224,8 @@ int dp__book_save_stopped(dp__trainer *t, int epoch, int64_t next, double second
     DP_TRY(dp__steps_read_sums(t->steps, sums));
     DP_TRY(dp_dist_sum_f32(sums, 2));
     snprintf(b->stopped_path, sizeof b->stopped_path, "%s",
-             o->checkpoint_path ? o->checkpoint_path : DP_INTERRUPT_CHECKPOINT);
+             o->checkpoint.checkpoint_path ? o->checkpoint.checkpoint_path
+                                           : DP_INTERRUPT_CHECKPOINT);
     if (t->rank == 0)
         DP_TRY(save_checkpoint(t, b->stopped_path, epoch, next, sums[0], sums[1], seconds));
     b->stopped_epoch = epoch;
@@ -233,15 +245,15 @@ static int checkpoint_epoch(dp__trainer *t, int epochs_done)
     char last[640];
     dp__book_last_checkpoint_str(t, last, sizeof last);
     if (t->rank == 0)
-        rc = save_checkpoint(t, o->checkpoint_path, epochs_done, 0, 0, 0, 0);
+        rc = save_checkpoint(t, o->checkpoint.checkpoint_path, epochs_done, 0, 0, 0, 0);
     if (rc == DP_EIO || rc == DP_ENOMEM) {
-        if (o->on_checkpoint_error == DP_ON_ERROR_CONTINUE) {
+        if (o->checkpoint.on_checkpoint_error == DP_ON_ERROR_CONTINUE) {
             DP_WARN("no checkpoint after epoch %d%s; training goes on and tries again after the "
-                    "next epoch (the checkpoint error policy continue)",
+                    "next epoch (`on_checkpoint_error` continue)",
                     epochs_done, last);
             rc = 0;
         } else {
-            DP_ERROR("no checkpoint after epoch %d%s; stopped (the checkpoint error policy stop; "
+            DP_ERROR("no checkpoint after epoch %d%s; stopped (`on_checkpoint_error` stop; "
                      "'continue' trains on)",
                      epochs_done, last);
         }
@@ -266,14 +278,16 @@ static int keep_best(dp__trainer *t, int epochs_done)
     if (ck->best_epoch == 0 || acc > ck->best_acc) {
         ck->best_acc = acc;
         ck->best_epoch = epochs_done;
-        if (o->save_best_path && t->rank == 0)
-            DP_TRY(save_checkpoint(t, o->save_best_path, epochs_done, 0, 0, 0, 0));
+        if (o->checkpoint.save_best_path && t->rank == 0)
+            DP_TRY(save_checkpoint(t, o->checkpoint.save_best_path, epochs_done, 0, 0, 0, 0));
     }
-    if (o->early_stop > 0 && epochs_done - ck->best_epoch >= o->early_stop && t->rank == 0)
+    if (o->checkpoint.early_stop > 0 && epochs_done - ck->best_epoch >= o->checkpoint.early_stop &&
+        t->rank == 0)
         DP_INFO("early stop after epoch %d: no better test accuracy for %d epochs (the best, "
                 "%.4f, after epoch %d)",
-                epochs_done, o->early_stop, ck->best_acc, ck->best_epoch);
-    b->early_stopped = o->early_stop > 0 && epochs_done - ck->best_epoch >= o->early_stop;
+                epochs_done, o->checkpoint.early_stop, ck->best_acc, ck->best_epoch);
+    b->early_stopped =
+        o->checkpoint.early_stop > 0 && epochs_done - ck->best_epoch >= o->checkpoint.early_stop;
     return 0;
 }
 
@@ -293,9 +307,9 @@ int dp__book_end_epoch(dp__trainer *t, int epochs_done)
     DP_TRY(keep_best(t, epochs_done));
     if (b->metrics)
         DP_TRY(dp_metrics_write_epoch(b->metrics, &b->ck->history[epochs_done - 1]));
-    if (o->plot_path && t->rank == 0)
-        DP_TRY(dp_plot_write(o->plot_path, o->epochs, b->ck->history, epochs_done));
-    if (o->checkpoint_path)
+    if (o->output.plot_path && t->rank == 0)
+        DP_TRY(dp_plot_write(o->output.plot_path, o->run.epochs, b->ck->history, epochs_done));
+    if (o->checkpoint.checkpoint_path)
         DP_TRY(checkpoint_epoch(t, epochs_done));
     return 0;
 }

@@ -94,8 +94,9 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                      .data = hv[i],
                                      .bytes = (size_t)numel * sizeof *hv[i]};
     }
-    char vals[9][96], input[96];
-    const char *meta[2 * 32];
+    char vals[5][96], input[96];
+    char recorded[DP_TRAIN_OPTION_COUNT][64], recorded_values[DP_TRAIN_OPTION_COUNT][512];
+    const char *meta[2 * (24 + DP_TRAIN_OPTION_COUNT)];
     char steps[32], best[64];
     int nmeta = 0;
     meta[nmeta++] = "format";
@@ -109,28 +110,30 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         snprintf(vals[0], 96, "%d", st->epochs_done);
         snprintf(vals[1], 96, "%" PRId64, st->step);
         snprintf(vals[2], 96, "%" PRIu64, st->seed);
-        snprintf(vals[3], 96, "%" PRId64, st->batch_size);
-        snprintf(vals[4], 96, "%.9g", st->lr);
-        snprintf(vals[5], 96, "%.9g", st->momentum);
-        snprintf(vals[6], 96, "%.9g", st->weight_decay);
-        snprintf(vals[7], 96, "%" PRId64, st->batch);
-        snprintf(vals[8], 96, "%.17g %.17g %.17g", st->partial_loss, st->partial_correct,
+        snprintf(vals[3], 96, "%" PRId64, st->batch);
+        snprintf(vals[4], 96, "%.17g %.17g %.17g", st->partial_loss, st->partial_correct,
                  st->partial_seconds);
-        const char *keys[] = {"dptrain.epochs_done",  "dptrain.step",  "dptrain.seed",
-                              "dptrain.batch_size",   "dptrain.lr",    "dptrain.momentum",
-                              "dptrain.weight_decay", "dptrain.batch", "dptrain.partial"};
-        for (int i = 0; i < 9; i++) {
+        const char *keys[] = {"dptrain.epochs_done", "dptrain.step", "dptrain.seed",
+                              "dptrain.batch", "dptrain.partial"};
+        for (int i = 0; i < 5; i++) {
             meta[nmeta++] = keys[i];
             meta[nmeta++] = vals[i];
+        }
+        /* The options the list records, by their names. */
+        int count;
+        const dp_option *opts = dp_train_option_list(&count);
+        for (int i = 0; i < count; i++) {
+            if (!(opts[i].traits & DP_OPTION_RECORD))
+                continue;
+            snprintf(recorded[i], sizeof recorded[i], "dptrain.%s", opts[i].name);
+            meta[nmeta++] = recorded[i];
+            meta[nmeta++] = dp_option_format(&opts[i], &st->options, recorded_values[i],
+                                             sizeof recorded_values[i]);
         }
         meta[nmeta++] = "dptrain.devices";
         meta[nmeta++] = st->devices;
         meta[nmeta++] = "dptrain.history";
         meta[nmeta++] = history ? history : "";
-        if (st->precision[0]) {
-            meta[nmeta++] = "dptrain.precision";
-            meta[nmeta++] = st->precision;
-        }
         if (st->conv_algos[0]) {
             meta[nmeta++] = "dptrain.conv_algos";
             meta[nmeta++] = st->conv_algos;
@@ -153,14 +156,6 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         if (st->classes) {
             meta[nmeta++] = "dptrain.classes";
             meta[nmeta++] = st->classes;
-        }
-        if (st->augment[0]) {
-            meta[nmeta++] = "dptrain.augment";
-            meta[nmeta++] = st->augment;
-        }
-        if (st->normalize[0]) {
-            meta[nmeta++] = "dptrain.normalize";
-            meta[nmeta++] = st->normalize;
         }
     }
     if (rc == 0 && optim) {
@@ -317,28 +312,29 @@ static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key
     return 0;
 }
 
-/* A number of the metadata, finite and within [lo, hi] (above lo when
- * lo_open): a checkpoint whose lr is nan would train on with it. */
-static int meta_double(const dp_safetensors_t *f, const char *path, const char *key, double lo,
-                       bool lo_open, double hi, double *out)
+/* The options the list records, over the defaults, each read and checked
+ * as its option reads a command line's text: a checkpoint whose lr is nan
+ * would train on with it. An option the file lacks keeps its default. */
+static int load_recorded(const dp_safetensors_t *f, const char *path, dp_checkpoint_state *st)
 {
-    const char *v = dp_safetensors_meta(f, key);
-    char *end;
-    if (!v || (*out = strtod(v, &end), *v == '\0' || *end != '\0')) {
-        DP_ERROR("%s: metadata '%s' is missing or not a number", path, key);
-        return DP_EFORMAT;
-    }
-    if (!isfinite(*out) || *out < lo || (lo_open && *out == lo) || *out > hi) {
-        DP_ERROR("%s: metadata '%s' is %s: expected a finite number %s %g and <= %g", path, key, v,
-                 lo_open ? ">" : ">=", lo, hi);
-        return DP_EFORMAT;
+    int count;
+    const dp_option *opts = dp_train_option_list(&count);
+    dp_train_options_default(&st->options);
+    for (int i = 0; i < count; i++) {
+        char key[64], why[256];
+        snprintf(key, sizeof key, "dptrain.%s", opts[i].name);
+        const char *v = dp_safetensors_meta(f, key);
+        if (!(opts[i].traits & DP_OPTION_RECORD) || !v)
+            continue;
+        if (dp_option_parse(&opts[i], &st->options, v, why, sizeof why) < 0) {
+            DP_ERROR("%s: metadata '%s' is %s: %s", path, key, v, why);
+            return DP_EFORMAT;
+        }
+        st->recorded[i] = true;
     }
     return 0;
 }
 
-/* Whether the figures of one epoch of the history are finite and in range:
- * losses, times and rates >= 0, accuracies in [0, 1]; NULL, or the name of
- * the first that is not. */
 /* The optimizer's state and step count, for a run with the same optimizer
  * (a checkpoint without its name was written by SGD). */
 static int load_optimizer(const dp_safetensors_t *f, const char *path, dp_optimizer_t *o,
@@ -391,14 +387,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
     if (rc == 0)
         rc = meta_i64(f, path, "dptrain.seed", 0, INT64_MAX, &seed);
     if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.batch_size", 1, INT64_MAX, &st->batch_size);
-    if (rc == 0)
-        rc = meta_double(f, path, "dptrain.lr", 0, true, HUGE_VAL, &st->lr);
-    /* SGD's own ranges (src/optim/optim.c): 0 <= momentum < 1, decay >= 0. */
-    if (rc == 0)
-        rc = meta_double(f, path, "dptrain.momentum", 0, false, nextafter(1.0, 0.0), &st->momentum);
-    if (rc == 0)
-        rc = meta_double(f, path, "dptrain.weight_decay", 0, false, HUGE_VAL, &st->weight_decay);
+        rc = load_recorded(f, path, st);
     if (rc == 0 && dp_safetensors_meta(f, "dptrain.batch")) {
         rc = meta_i64(f, path, "dptrain.batch", 0, INT64_MAX, &st->batch);
         const char *partial = dp_safetensors_meta(f, "dptrain.partial");
@@ -422,14 +411,10 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
         snprintf(st->devices, sizeof st->devices, "%s", devices ? devices : "");
         rc = dp__checkpoint_parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
     }
-    const char *precision = dp_safetensors_meta(f, "dptrain.precision");
     const char *algos = dp_safetensors_meta(f, "dptrain.conv_algos");
-    if (rc == 0 && ((precision && strlen(precision) >= sizeof st->precision) ||
-                    (algos && strlen(algos) >= sizeof st->conv_algos))) {
-        DP_ERROR("%s: metadata 'dptrain.%s' is longer than a checkpoint's (%zu bytes)", path,
-                 algos && strlen(algos) >= sizeof st->conv_algos ? "conv_algos" : "precision",
-                 algos && strlen(algos) >= sizeof st->conv_algos ? sizeof st->conv_algos
-                                                                 : sizeof st->precision);
+    if (rc == 0 && algos && strlen(algos) >= sizeof st->conv_algos) {
+        DP_ERROR("%s: metadata 'dptrain.conv_algos' is longer than a checkpoint's (%zu bytes)",
+                 path, sizeof st->conv_algos);
         rc = DP_EFORMAT;
     }
     const char *schedule = dp_safetensors_meta(f, "dptrain.lr_schedule");
@@ -443,13 +428,8 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                  path, best);
         rc = DP_EFORMAT;
     }
-    const char *augment = dp_safetensors_meta(f, "dptrain.augment");
-    const char *normalize = dp_safetensors_meta(f, "dptrain.normalize");
     if (rc == 0) {
-        snprintf(st->augment, sizeof st->augment, "%s", augment ? augment : "");
-        snprintf(st->normalize, sizeof st->normalize, "%s", normalize ? normalize : "");
         snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
-        snprintf(st->precision, sizeof st->precision, "%s", precision ? precision : "");
         snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");
     }
     if (rc == 0)

@@ -64,8 +64,8 @@ int dp__checkpoint_parse_history(const char *path, const char *s, dp_checkpoint_
                      path, st->nhistory + 1, bad);
             return DP_EFORMAT;
         }
-        h->batch_size = st->batch_size;
-        h->lr = st->lr;
+        h->batch_size = st->options.data.batch_size;
+        h->lr = st->options.optim.lr;
         h->devices = st->devices;
         st->nhistory++;
         s += used;

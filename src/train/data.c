@@ -29,8 +29,8 @@ static int check_same_classes(const dp_train_options *o, const dp_dataset *train
         if (!a || !b || strcmp(a, b) != 0) {
             DP_ERROR("%s/test: class %d is %s%s%s, in %s/train it is %s%s%s: the class "
                      "directories of train and test must be the same",
-                     o->data_dir, k, b ? "'" : "", b ? b : "missing", b ? "'" : "", o->data_dir,
-                     a ? "'" : "", a ? a : "missing", a ? "'" : "");
+                     o->data.data_dir, k, b ? "'" : "", b ? b : "missing", b ? "'" : "",
+                     o->data.data_dir, a ? "'" : "", a ? a : "missing", a ? "'" : "");
             return DP_EINVAL;
         }
     }
@@ -98,9 +98,9 @@ static int take_classes(dp__train_data *d, const dp_train_options *o)
     const dp_dataset *ds = d->train_set ? d->train_set : d->test_set;
     d->classes = DP_MAX(ds->classes, d->test_set->classes);
     if (ds->class_names)
-        return classes_json((const char *const *)ds->class_names, ds->classes, o->data_dir,
+        return classes_json((const char *const *)ds->class_names, ds->classes, o->data.data_dir,
                             &d->classes_json);
-    const char *const *builtin = o->test_set ? NULL : dp_dataset_builtin_classes(o->dataset);
+    const char *const *builtin = o->test_set ? NULL : dp_dataset_builtin_classes(o->data.dataset);
     if (builtin)
         return classes_json(builtin, 10, "dataset", &d->classes_json);
     return 0;
@@ -109,13 +109,13 @@ static int take_classes(dp__train_data *d, const dp_train_options *o)
 /* One split of the options' dataset: a folder's with `channels`. */
 static int load_split(const dp_train_options *o, bool train, int channels, dp_dataset *out)
 {
-    if (o->dataset && strcmp(o->dataset, "folder") == 0)
-        return dp_image_folder_load(o->data_dir, train, channels, out);
+    if (o->data.dataset && strcmp(o->data.dataset, "folder") == 0)
+        return dp_image_folder_load(o->data.data_dir, train, channels, out);
     if (channels && channels != 1 && channels != 3) {
-        DP_ERROR("the channel count %d: 1 or 3", channels);
+        DP_ERROR("`channels` %d: 1 or 3", channels);
         return DP_EINVAL;
     }
-    return dp_dataset_load(o->dataset, o->data_dir, train, out);
+    return dp_dataset_load(o->data.dataset, o->data.data_dir, train, out);
 }
 
 /* Sample shape [channels, rows, cols] of ds, for messages. */
@@ -136,12 +136,12 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
         d->train_set = o->train_set;
         d->test_set = o->test_set;
     } else {
-        if (o->channels && !(o->dataset && strcmp(o->dataset, "folder") == 0)) {
-            DP_ERROR("the channel count is for the dataset folder; %s has its own",
-                     o->dataset ? o->dataset : "fashion-mnist");
+        if (o->data.channels && !(o->data.dataset && strcmp(o->data.dataset, "folder") == 0)) {
+            DP_ERROR("`channels` is for `dataset` folder; %s has its own",
+                     o->data.dataset ? o->data.dataset : "fashion-mnist");
             return DP_EINVAL;
         }
-        int channels = o->channels;
+        int channels = o->data.channels;
         if (train_too) {
             DP_TRY(load_split(o, true, channels, &d->train));
             d->train_set = &d->train;
@@ -180,16 +180,20 @@ int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_to
 int dp__data_open_loaders(dp__train_data *d, const dp_train_options *o, uint64_t seed,
                           bool train_too)
 {
-    dp_loader_options lo = {.batch_size = o->batch_size,
-                            .shuffle = o->shuffle,
+    /* The crop and flip of `augment`, the normalisation of `normalize`. */
+    dp_augment_options augment = o->data.normalize;
+    augment.crop_pad = o->data.augment.crop_pad;
+    augment.flip = o->data.augment.flip;
+    dp_loader_options lo = {.batch_size = o->data.batch_size,
+                            .shuffle = o->data.shuffle,
                             .seed = seed,
-                            .limit = o->limit_train,
-                            .augment = o->augment};
+                            .limit = o->data.limit_train,
+                            .augment = augment};
     if (train_too)
         DP_TRY(dp_loader_init(&d->train_loader, d->train_set, &lo));
     /* Evaluation sees the images as they are, normalised as in training. */
     lo.shuffle = false;
-    lo.limit = o->limit_test;
+    lo.limit = o->data.limit_test;
     lo.augment.crop_pad = 0;
     lo.augment.flip = false;
     return dp_loader_init(&d->test_loader, d->test_set, &lo);

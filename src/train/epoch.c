@@ -13,7 +13,8 @@
  * rank (across ranks the losses are summed first, by all of them). */
 static bool steps_wanted(const dp_train_options *o)
 {
-    return (o->metrics_path && o->log_steps) || o->tensorboard_dir || o->on_step;
+    return (o->output.metrics_path && o->output.log_steps) || o->output.tensorboard_dir ||
+           o->on_step;
 }
 
 /* The steps [*logged, upto), whose losses are known (rank 0; across ranks
@@ -24,21 +25,24 @@ static bool steps_wanted(const dp_train_options *o)
 static int log_steps(dp__trainer *t, int epoch, int64_t *logged, int64_t upto)
 {
     const dp_train_options *o = t->o;
-    dp_metrics_t *m = o->log_steps ? dp__book_metrics(t->book) : NULL;
+    dp_metrics_t *m = o->output.log_steps ? dp__book_metrics(t->book) : NULL;
     bool board = dp__board_on(t->board);
     dp_loader_t *loader = dp__data_loader(t->data, true);
     int64_t batches = dp_loader_num_batches(loader), samples = dp_loader_num_samples(loader);
     for (; (m || board || o->on_step) && *logged < upto; (*logged)++) {
         int64_t i = *logged;
-        int64_t n = i == batches - 1 ? samples - (batches - 1) * o->batch_size : o->batch_size;
+        int64_t n =
+            i == batches - 1 ? samples - (batches - 1) * o->data.batch_size : o->data.batch_size;
         dp_step_view v = {.step = epoch * batches + i + 1,
                           .epoch = epoch + 1,
                           .batch = i,
                           .loss = dp__steps_loss(t->steps, i) / (double)n,
                           .lr = dp__steps_lr(t->steps, i)};
-        if (m)
+        bool kept = v.step % o->output.log_every == 0;
+        if (m && kept)
             DP_TRY(dp_metrics_write_step(m, v.step, v.epoch, v.loss, v.lr));
-        DP_TRY(dp__board_step(t->board, v.step, v.loss, v.lr));
+        if (kept)
+            DP_TRY(dp__board_step(t->board, v.step, v.loss, v.lr));
         if (o->on_step && t->rank == 0 && o->on_step(&v, o->callback_user))
             dp__book_request_stop(t->book);
     }
@@ -57,14 +61,14 @@ static void fill_stats(dp__trainer *t, dp_epoch_stats *s, int epoch, int64_t iss
     s->epoch_seconds = seconds;
     s->samples_per_second = seconds > 0 ? (double)samples / seconds : 0.0;
     s->devices = dp__net_devices_str(t->net);
-    s->precision = dp_precision_name(o->precision);
+    s->precision = dp_precision_name(o->numerics.precision);
     /* The kernels go into the first epoch this run trains. */
     s->conv_algos = dp__prec_take_choices(t->prec);
-    s->batch_size = o->batch_size;
+    s->batch_size = o->data.batch_size;
     /* The learning rate of the epoch's last update. */
     s->lr = issued
                 ? dp__steps_lr(t->steps, dp_loader_num_batches(dp__data_loader(t->data, true)) - 1)
-                : o->lr;
+                : o->optim.lr;
     s->ranks = t->ranks;
     /* Time inside MPI's gradient sums, waiting for the slowest rank included. */
     double comm = dp_dist_comm_seconds(NULL) - comm0;
@@ -80,7 +84,7 @@ static void fill_stats(dp__trainer *t, dp_epoch_stats *s, int epoch, int64_t iss
     if (pipe) {
         dp_pipeline_stats ps;
         dp_pipeline_take_stats(pipe, &ps);
-        s->pipeline_stages = o->pipeline;
+        s->pipeline_stages = o->parallel.pipeline;
         s->bubble_fraction = ps.bubble_fraction;
     }
 }
@@ -89,7 +93,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
 {
     const dp_train_options *o = t->o;
     int ndev = dp__net_count(t->net);
-    int depth = o->max_steps_in_flight > 0 ? o->max_steps_in_flight : 1;
+    int depth = o->run.max_steps_in_flight > 0 ? o->run.max_steps_in_flight : 1;
     dp_event ring[16][DP_MAX_DEVICES];
     if (depth > 16)
         depth = 16;
@@ -109,7 +113,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     double start = dp_time_seconds() - before;
     dp_batch b;
     int more;
-    int64_t issued = 0, seen = first * o->batch_size, checked = first, skipped = 0;
+    int64_t issued = 0, seen = first * o->data.batch_size, checked = first, skipped = 0;
     while ((more = dp_loader_next(loader, &b)) > 0) {
         DP_TRY(dp__steps_issue(t, &b));
         bool stop;
@@ -137,10 +141,10 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
             done += first; /* the batch number within the epoch */
             DP_TRY(dp__steps_check(t, epoch, &checked, done + 1, &skipped));
             double el = dp_time_seconds() - start;
-            dp_progress_update(dp__book_progress(t->book), epoch + 1, o->epochs, done + 1, batches,
-                               dp__steps_loss(t->steps, done) /
-                                   (double)DP_MAX(dp__steps_rows(t->steps, done), 1),
-                               seen / el);
+            dp_progress_update(
+                dp__book_progress(t->book), epoch + 1, o->run.epochs, done + 1, batches,
+                dp__steps_loss(t->steps, done) / (double)DP_MAX(dp__steps_rows(t->steps, done), 1),
+                seen / el);
             if (t->ranks == 1)
                 DP_TRY(log_steps(t, epoch, &logged, done + 1));
         }

@@ -29,7 +29,7 @@ static void warn_nondeterministic_devices(const dp__train_net *n)
 {
     for (int k = 0; k < n->ndev; k++) {
         if (!dp_device_has(n->devs[k], DP_DEVICE_DETERMINISTIC)) {
-            DP_WARN("deterministic mode: %s may still pick kernels whose results vary from run "
+            DP_WARN("`deterministic`: %s may still pick kernels whose results vary from run "
                     "to run; only CPU devices are known to repeat bit for bit",
                     dp_device_name(n->devs[k]));
             return;
@@ -44,13 +44,14 @@ int dp__net_open(dp__train_net **out, const dp__trainer *t)
     if (!n)
         return DP_ENOMEM;
     *out = n;
-    DP_TRY(dp_devices_open(n->devs, &n->ndev, o->devices ? o->devices : "1", o->threads));
+    DP_TRY(dp_devices_open(n->devs, &n->ndev, o->parallel.devices ? o->parallel.devices : "1",
+                           o->parallel.threads));
     dp_devices_str(n->devs, n->ndev, n->devices, sizeof n->devices);
     if (t->ranks > 1)
         snprintf(n->where, sizeof n->where, "%s x %d ranks", n->devices, t->ranks);
     else
         snprintf(n->where, sizeof n->where, "%s", n->devices);
-    if (o->deterministic)
+    if (o->numerics.deterministic)
         warn_nondeterministic_devices(n);
     return 0;
 }
@@ -81,14 +82,15 @@ static int definition(dp__train_net *n, const dp_train_options *o, const int64_t
 {
     *def = o->model_def;
     if (!*def)
-        DP_TRY(dp_model_def_load(def, o->model, chw));
-    if (o->weight_init == DP_WEIGHTS_AS_DEFINED)
+        DP_TRY(dp_model_def_load(def, o->net.model, chw));
+    if (o->net.weight_init == DP_WEIGHTS_AS_DEFINED)
         return 0;
     n->init_specs = dp__malloc((size_t)(*def)->nparams * sizeof *n->init_specs);
     if (!n->init_specs)
         return DP_ENOMEM;
     memcpy(n->init_specs, (*def)->params, (size_t)(*def)->nparams * sizeof *n->init_specs);
-    dp_param_specs_set_weight_init(n->init_specs, (*def)->nparams, o->weight_init, o->init_std);
+    dp_param_specs_set_weight_init(n->init_specs, (*def)->nparams, o->net.weight_init,
+                                   o->net.init_std);
     n->init_def = **def;
     n->init_def.params = n->init_specs;
     /* Asked for, the draws replace a file's starting values (an ONNX
@@ -139,46 +141,48 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
     const dp_model_def *def;
     DP_TRY(definition(n, o, chw, &def));
     DP_TRY(count_classes(n, o, def, chw, dp__data_classes(t->data)));
-    DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->seed));
-    if (o->init_path)
-        DP_TRY(dp_checkpoint_load_weights(o->init_path, n->model));
+    DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->run.seed));
+    if (o->net.init_path)
+        DP_TRY(dp_checkpoint_load_weights(o->net.init_path, n->model));
     /* The option as given: DataParallel resolves auto for the devices just
      * opened (nccl across GPUs), which the ranks' check could not know. */
-    dp_data_parallel_options po = {.allreduce = o->allreduce,
-                                   .optimizer = {.kind = (dp_optimizer_kind)o->optimizer,
-                                                 .lr = o->lr,
-                                                 .momentum = o->momentum,
-                                                 .nesterov = o->nesterov,
-                                                 .weight_decay = o->weight_decay,
-                                                 .beta1 = o->beta1,
-                                                 .beta2 = o->beta2,
-                                                 .eps = o->eps,
-                                                 .clip_grad_norm = o->clip_grad_norm},
-                                   .label_smoothing = o->label_smoothing,
-                                   .sync_bn = o->sync_bn,
-                                   .bucket_mb = o->bucket_mb,
-                                   .grad_compress = (dp_grad_compress)o->grad_compress};
+    dp_data_parallel_options po = {.allreduce = o->parallel.allreduce,
+                                   .optimizer = {.kind = o->optim.optimizer,
+                                                 .lr = o->optim.lr,
+                                                 .momentum = o->optim.momentum,
+                                                 .nesterov = o->optim.nesterov,
+                                                 .weight_decay = o->optim.weight_decay,
+                                                 .beta1 = o->optim.betas.beta1,
+                                                 .beta2 = o->optim.betas.beta2,
+                                                 .eps = o->optim.eps,
+                                                 .clip_grad_norm = o->optim.clip_grad_norm},
+                                   .label_smoothing = o->optim.label_smoothing,
+                                   .sync_bn = o->parallel.sync_bn,
+                                   .bucket_mb = o->parallel.bucket_mb,
+                                   .grad_compress = o->parallel.grad_compress};
     /* Split-invariant sums: the ring adds 3 or more devices' gradients in
      * an order of its own for each chunk; the naive algorithm adds them
      * pairwise, the blocks' tree. */
-    if (o->split_invariant && n->ndev > 2 && t->ranks == 1) {
-        if (o->allreduce == DP_ALLREDUCE_AUTO)
+    if (o->numerics.split_invariant && n->ndev > 2 && t->ranks == 1) {
+        if (o->parallel.allreduce == DP_ALLREDUCE_AUTO)
             po.allreduce = DP_ALLREDUCE_NAIVE;
-        else if (o->allreduce != DP_ALLREDUCE_NAIVE)
-            DP_WARN("split-invariant sums: the allreduce algorithm %s adds %d devices' gradients "
-                    "in an order of its own; the algorithm naive adds them as one device would",
-                    dp_allreduce_algo_name(o->allreduce), n->ndev);
+        else if (o->parallel.allreduce != DP_ALLREDUCE_NAIVE)
+            DP_WARN("`split_invariant`: `allreduce` %s adds %d devices' gradients in an order of "
+                    "its own; `allreduce` naive adds them as one device would",
+                    dp_allreduce_algo_name(o->parallel.allreduce), n->ndev);
     }
     /* OneCycleLR sets SGD's momentum (Adam's beta1) from its first step on,
      * as torch does when it is built: SGD then keeps a momentum buffer. */
-    if (dp_lr_schedule_sets_momentum(&o->lr_schedule)) {
-        if (o->optimizer == DP_OPTIMIZER_SGD)
-            po.optimizer.momentum = (float)o->lr_schedule.max_momentum;
+    dp_lr_schedule schedule;
+    dp__steps_schedule(o, 1, &schedule);
+    if (dp_lr_schedule_sets_momentum(&schedule)) {
+        if (o->optim.optimizer == DP_OPTIMIZER_SGD)
+            po.optimizer.momentum = (float)schedule.max_momentum;
         else
-            po.optimizer.beta1 = (float)o->lr_schedule.max_momentum;
+            po.optimizer.beta1 = (float)schedule.max_momentum;
     }
     int rc;
-    if (o->pipeline) {
+    if (o->parallel.pipeline) {
         DP_TRY(dp__train_open_pipeline(t, n->model, def, chw, &po, &n->pipe));
         rc = dp_executor_init_pipeline(&n->exec, n->pipe);
         if (rc < 0)
@@ -194,7 +198,7 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
         n->pipe = NULL;
         return rc;
     }
-    if (o->verbose && t->rank == 0)
+    if (o->output.verbose && t->rank == 0)
         log_buckets(n);
     return 0;
 }

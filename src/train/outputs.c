@@ -48,15 +48,15 @@ int dp_check_output_file(const char *path, const char *what)
 
 int dp__train_check_outputs(const dp_train_options *o)
 {
-    if (o->checkpoint_path)
-        DP_TRY(dp_safetensors_check_writable(o->checkpoint_path));
-    if (o->metrics_path)
-        DP_TRY(dp_check_output_file(o->metrics_path, "metrics file"));
-    if (o->plot_path)
-        DP_TRY(dp_check_output_file(o->plot_path, "plot"));
-    if (o->save_best_path)
-        DP_TRY(dp_safetensors_check_writable(o->save_best_path));
-    if (o->tensorboard_dir)
-        DP_TRY(dp__tb_check_dir(o->tensorboard_dir));
+    if (o->checkpoint.checkpoint_path)
+        DP_TRY(dp_safetensors_check_writable(o->checkpoint.checkpoint_path));
+    if (o->output.metrics_path)
+        DP_TRY(dp_check_output_file(o->output.metrics_path, "metrics file"));
+    if (o->output.plot_path)
+        DP_TRY(dp_check_output_file(o->output.plot_path, "plot"));
+    if (o->checkpoint.save_best_path)
+        DP_TRY(dp_safetensors_check_writable(o->checkpoint.save_best_path));
+    if (o->output.tensorboard_dir)
+        DP_TRY(dp__tb_check_dir(o->output.tensorboard_dir));
     return 0;
 }

@@ -1,5 +1,5 @@
 /* The run's precision, convolution algorithm and split-invariant sums
- * (dp_train_options.precision, .conv_algo, .split_invariant): checked against the devices before
+ * (the options `precision`, `conv_algo`, `split_invariant`): checked against the devices before
  * anything is loaded, set for the run on the thread that issues its ops (and put back after), and,
  * under DP_CONV_ALGO_AUTO, the kernel choices measured once, before the
  * first step, by rank 0, whose table every rank then loads: every replica
@@ -34,13 +34,14 @@ static bool power_of_two(int64_t n)
 static int64_t split_parts(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    int ndev = dp__net_count(t->net), stages = o->pipeline > 0 ? o->pipeline : 1;
-    return (int64_t)(ndev / stages) * t->ranks * (o->pipeline ? DP_MAX(o->micro_batches, 1) : 1);
+    int ndev = dp__net_count(t->net), stages = o->parallel.pipeline > 0 ? o->parallel.pipeline : 1;
+    return (int64_t)(ndev / stages) * t->ranks *
+           (o->parallel.pipeline ? DP_MAX(o->parallel.micro_batches, 1) : 1);
 }
 
 bool dp__prec_split_whole(const dp__trainer *t, int64_t rows)
 {
-    int64_t block = t->o->split_invariant, parts = split_parts(t);
+    int64_t block = t->o->numerics.split_invariant, parts = split_parts(t);
     return block > 0 && rows % block == 0 && power_of_two(rows / block) && power_of_two(parts) &&
            parts <= rows / block;
 }
@@ -51,25 +52,25 @@ bool dp__prec_split_whole(const dp__trainer *t, int64_t rows)
 static int check_split(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    int64_t rows = o->split_invariant;
+    int64_t rows = o->numerics.split_invariant;
     if (rows == 0)
         return 0;
-    int64_t blocks = rows > 0 ? o->batch_size / rows : 0;
-    if (rows < 0 || o->batch_size % rows != 0 || !power_of_two(blocks)) {
-        DP_ERROR("split-invariant sums in blocks of %lld samples: the batch size %lld is not "
+    int64_t blocks = rows > 0 ? o->data.batch_size / rows : 0;
+    if (rows < 0 || o->data.batch_size % rows != 0 || !power_of_two(blocks)) {
+        DP_ERROR("`split_invariant` in blocks of %lld samples: `batch_size` %lld is not "
                  "%lld times a power of two",
-                 (long long)rows, (long long)o->batch_size, (long long)rows);
+                 (long long)rows, (long long)o->data.batch_size, (long long)rows);
         return DP_EINVAL;
     }
-    if (!dp__prec_split_whole(t, o->batch_size)) {
-        DP_ERROR("split-invariant sums in blocks of %lld samples: the batch of %lld cut into %lld "
+    if (!dp__prec_split_whole(t, o->data.batch_size)) {
+        DP_ERROR("`split_invariant` in blocks of %lld samples: the batch of %lld cut into %lld "
                  "parts (devices x ranks x micro-batches) is not a power-of-two count of whole "
                  "blocks in each",
-                 (long long)rows, (long long)o->batch_size, (long long)split_parts(t));
+                 (long long)rows, (long long)o->data.batch_size, (long long)split_parts(t));
         return DP_EINVAL;
     }
     if (t->ranks > 2)
-        DP_WARN("split-invariant sums: MPI adds the gradients of %d ranks in an order of its "
+        DP_WARN("`split_invariant`: MPI adds the gradients of %d ranks in an order of its "
                 "own; one device's bits are matched by 2 ranks",
                 t->ranks);
     return 0;
@@ -82,34 +83,28 @@ int dp__prec_open(dp__train_prec **out, const dp__trainer *t)
     if (!p)
         return DP_ENOMEM;
     *out = p;
-    if ((unsigned)o->precision > DP_PRECISION_BF16_REFERENCE ||
-        (unsigned)o->conv_algo > DP_CONV_ALGO_WINOGRAD) {
-        DP_ERROR("the precision %d or convolution algorithm %d is not one of dp_precision, "
-                 "dp_conv_algo",
-                 o->precision, o->conv_algo);
-        return DP_EINVAL;
-    }
-    for (int k = 0; k < dp__net_count(t->net) && o->precision != DP_PRECISION_FP32; k++) {
+    for (int k = 0; k < dp__net_count(t->net) && o->numerics.precision != DP_PRECISION_FP32; k++) {
         dp_device_t *dev = dp__net_device(t->net, k);
         if (!dp_device_has(dev, DP_DEVICE_BF16)) {
-            DP_ERROR("the precision %s: %s runs float32 only (bf16 runs on CPU devices)",
-                     dp_precision_name(o->precision), dp_device_name(dev));
+            DP_ERROR("`precision` %s: %s runs float32 only (bf16 runs on CPU devices)",
+                     dp_precision_name(o->numerics.precision), dp_device_name(dev));
             return DP_ENOTSUP;
         }
-        if (o->precision == DP_PRECISION_BF16 && !dp_device_has(dev, DP_DEVICE_BF16_NATIVE)) {
-            DP_ERROR("the precision bf16: this CPU has no native bf16 (neither avx512_bf16 nor "
+        if (o->numerics.precision == DP_PRECISION_BF16 &&
+            !dp_device_has(dev, DP_DEVICE_BF16_NATIVE)) {
+            DP_ERROR("`precision` bf16: this CPU has no native bf16 (neither avx512_bf16 nor "
                      "amx_bf16, or DNNL_MAX_CPU_ISA hides them), so it would run slower than "
-                     "fp32; the precision bf16-reference runs the same arithmetic on float32 "
+                     "fp32; `precision` bf16-reference runs the same arithmetic on float32 "
                      "kernels, to check bf16's accuracy");
             return DP_ENOTSUP;
         }
     }
     DP_TRY(check_split(t));
-    p->saved_precision = dp_set_precision((dp_precision)o->precision);
+    p->saved_precision = dp_set_precision(o->numerics.precision);
     p->saved_split_rows = dp_get_split_invariant();
-    dp_set_split_invariant(o->split_invariant);
+    dp_set_split_invariant(o->numerics.split_invariant);
     p->saved_conv_algo = dp_get_conv_algo();
-    dp_set_conv_algo((dp_conv_algo)o->conv_algo);
+    dp_set_conv_algo(o->numerics.conv_algo);
     p->set = true;
     return 0;
 }
@@ -196,16 +191,16 @@ static void log_choices(const char *text, int rank)
 int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    if (o->conv_algo != DP_CONV_ALGO_AUTO)
+    if (o->numerics.conv_algo != DP_CONV_ALGO_AUTO)
         return 0;
     /* The rows a device sees in a step: the batch over the ranks, the
      * devices (or the pipeline's micro-batches). The choice holds for
      * every batch size; this only sets the size it is measured at. */
     int ndev = dp__net_count(t->net);
-    int64_t per = (int64_t)t->ranks * (o->pipeline ? ndev / o->pipeline : ndev);
-    if (o->pipeline)
-        per *= o->micro_batches > 0 ? o->micro_batches : 1;
-    int64_t rows = DP_MAX(o->batch_size / DP_MAX(per, 1), 1);
+    int64_t per = (int64_t)t->ranks * (o->parallel.pipeline ? ndev / o->parallel.pipeline : ndev);
+    if (o->parallel.pipeline)
+        per *= o->parallel.micro_batches > 0 ? o->parallel.micro_batches : 1;
+    int64_t rows = DP_MAX(o->data.batch_size / DP_MAX(per, 1), 1);
     int rc = t->rank == 0 ? measure_once(t, rows) : 0;
     char *text = rc == 0 && t->rank == 0 ? dp_conv_choices_save() : NULL;
     if (rc == 0 && t->rank == 0 && !text)
@@ -232,7 +227,7 @@ int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
         if (rc == 0)
             rc = brc;
     }
-    if (rc == 0 && o->verbose && text)
+    if (rc == 0 && o->output.verbose && text)
         log_choices(text, t->rank);
     p->choices = text; /* for the first epoch's metrics; freed by dp__prec_close */
     return rc;
@@ -240,9 +235,8 @@ int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
 
 void dp__prec_record(const dp__trainer *t, dp_checkpoint_state *ck)
 {
-    snprintf(ck->precision, sizeof ck->precision, "%s", dp_precision_name(t->o->precision));
     ck->conv_algos[0] = '\0';
-    if (t->o->conv_algo != DP_CONV_ALGO_AUTO)
+    if (t->o->numerics.conv_algo != DP_CONV_ALGO_AUTO)
         return;
     char *text = dp_conv_choices_save();
     if (!text)

@@ -29,20 +29,20 @@ static int read_stages(const dp__trainer *t, const dp_model_def *def, const int6
     for (int i = 0; i < n; i++)
         cuts += can_start[i];
     int rc = 0;
-    if (o->pipeline > n) {
-        DP_ERROR("the pipeline stage count %d is larger than %s's %d layers", o->pipeline,
-                 def->name, n);
+    if (o->parallel.pipeline > n) {
+        DP_ERROR("`pipeline` %d is larger than %s's %d layers", o->parallel.pipeline, def->name, n);
         rc = DP_EINVAL;
-    } else if (o->pipeline - 1 > cuts) {
+    } else if (o->parallel.pipeline - 1 > cuts) {
         DP_ERROR("%s: the model has %d point%s where one tensor crosses between its layers, "
-                 "--pipeline %d needs %d",
-                 def->name, cuts, cuts == 1 ? "" : "s", o->pipeline, o->pipeline - 1);
+                 "`pipeline` %d needs %d",
+                 def->name, cuts, cuts == 1 ? "" : "s", o->parallel.pipeline,
+                 o->parallel.pipeline - 1);
         rc = DP_EINVAL;
-    } else if (o->stages) {
-        rc = dp_pipeline_parse_stages(o->stages, can_start, n, first, &stages);
-        if (rc == 0 && stages != o->pipeline) {
-            DP_ERROR("the stage list %s has %d stages, the pipeline stage count is %d", o->stages,
-                     stages, o->pipeline);
+    } else if (o->parallel.stages) {
+        rc = dp_pipeline_parse_stages(o->parallel.stages, can_start, n, first, &stages);
+        if (rc == 0 && stages != o->parallel.pipeline) {
+            DP_ERROR("`stages` %s has %d stages, `pipeline` is %d", o->parallel.stages, stages,
+                     o->parallel.pipeline);
             rc = DP_EINVAL;
         }
     }
@@ -58,9 +58,9 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
     const dp_train_options *o = t->o;
     const dp__train_net *net = t->net;
     int ndev = dp__net_count(net);
-    int K = o->pipeline, M = o->micro_batches > 0 ? o->micro_batches : 1;
+    int K = o->parallel.pipeline, M = o->parallel.micro_batches > 0 ? o->parallel.micro_batches : 1;
     if (K < 1 || K > DP_PIPELINE_MAX_STAGES) {
-        DP_ERROR("the pipeline stage count %d: give 1 to %d", K, DP_PIPELINE_MAX_STAGES);
+        DP_ERROR("`pipeline` %d: give 1 to %d", K, DP_PIPELINE_MAX_STAGES);
         return DP_EINVAL;
     }
     if (!def->forward_layers) {
@@ -72,35 +72,35 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
     int first[DP_PIPELINE_MAX_STAGES + 1];
     DP_TRY(read_stages(t, def, in_chw, first));
     if (ndev % K != 0) {
-        DP_ERROR("the pipeline stage count %d does not divide the %d devices %s: give K or a "
+        DP_ERROR("`pipeline` %d does not divide the %d devices %s: give K or a "
                  "multiple of K devices",
                  K, ndev, dp__net_devices_str(net));
         return DP_EINVAL;
     }
-    if (o->sync_bn) {
-        DP_ERROR("sync batch norm with the pipeline stage count %d: a stage's batch norm layers "
+    if (o->parallel.sync_bn) {
+        DP_ERROR("`sync_bn` with `pipeline` %d: a stage's batch norm layers "
                  "normalise each micro-batch on their own device, there is nothing to share",
                  K);
         return DP_EINVAL;
     }
     int D = ndev / K;
-    if (o->batch_size < (int64_t)M * D * t->ranks) {
-        DP_ERROR("the micro-batch count %d is larger than the batch size %lld allows: %d "
+    if (o->data.batch_size < (int64_t)M * D * t->ranks) {
+        DP_ERROR("`micro_batches` %d is larger than `batch_size` %lld allows: %d "
                  "pipeline(s)%s x %d micro-batches need batches of at least %lld",
-                 M, (long long)o->batch_size, D * t->ranks, t->ranks > 1 ? " of all ranks" : "", M,
-                 (long long)M * D * t->ranks);
+                 M, (long long)o->data.batch_size, D * t->ranks,
+                 t->ranks > 1 ? " of all ranks" : "", M, (long long)M * D * t->ranks);
         return DP_EINVAL;
     }
     dp_pipeline_options po = {.stages = K,
-                              .first = o->stages ? first : NULL,
+                              .first = o->parallel.stages ? first : NULL,
                               .micro_batches = M,
-                              .schedule = (dp_pipeline_schedule)o->schedule,
+                              .schedule = o->parallel.pipeline_schedule,
                               .update = *update};
     dp_device_t *devs[DP_MAX_DEVICES];
     for (int k = 0; k < ndev; k++)
         devs[k] = dp__net_device(net, k);
     DP_TRY(dp_pipeline_init(out, model, devs, ndev, in_chw, &po));
-    if (o->verbose && t->rank == 0) {
+    if (o->output.verbose && t->rank == 0) {
         dp_pipeline_stats s;
         dp_pipeline_take_stats(*out, &s);
         for (int k = 0; k < K; k++)

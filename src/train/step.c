@@ -74,7 +74,7 @@ int dp__steps_open(dp__train_steps **out, const dp__trainer *t)
     if (!s)
         return DP_ENOMEM;
     *out = s;
-    s->seed = t->o->seed;
+    s->seed = t->o->run.seed;
     dp_device_t *dev = dp__net_device(t->net, 0);
     int64_t one = 1;
     DP_TRY(dp_tensor_new(&s->loss, dev, DP_F32, 1, &one));
@@ -97,17 +97,28 @@ void dp__steps_close(dp__train_steps *s)
     dp__free(s);
 }
 
+void dp__steps_schedule(const dp_train_options *o, int64_t batches, dp_lr_schedule *p)
+{
+    const dp_train_schedule_options *s = &o->schedule;
+    dp_lr_schedule_default(p, s->lr_schedule, (int64_t)o->run.epochs * batches);
+    p->step_size = s->lr_step * batches;
+    p->nmilestones = s->lr_milestones.n;
+    for (int i = 0; i < s->lr_milestones.n && i < DP_LR_MAX_MILESTONES; i++)
+        p->milestones[i] = s->lr_milestones.epochs[i] * batches;
+    p->gamma = s->lr_gamma;
+    p->eta_min = s->lr_min;
+    p->warmup_steps = s->warmup_steps;
+    p->warmup_start_factor = s->warmup_start_factor;
+    p->max_lr = s->max_lr;
+    p->pct_start = s->pct_start;
+    if (s->warmup_epochs > 0)
+        p->warmup_steps = (int64_t)llround(s->warmup_epochs * (double)batches);
+}
+
 int dp__steps_plan(dp__train_steps *s, const dp_train_options *o, int64_t batches)
 {
-    dp_lr_schedule *p = &s->schedule;
-    *p = o->lr_schedule;
-    p->total_steps = (int64_t)o->epochs * batches;
-    p->step_size *= batches;
-    for (int i = 0; i < p->nmilestones && i < DP_LR_MAX_MILESTONES; i++)
-        p->milestones[i] *= batches;
-    if (o->warmup_epochs > 0)
-        p->warmup_steps = (int64_t)llround(o->warmup_epochs * (double)batches);
-    return dp_lr_schedule_check(p);
+    dp__steps_schedule(o, batches, &s->schedule);
+    return dp_lr_schedule_check(&s->schedule);
 }
 
 void dp__steps_schedule_str(const dp__train_steps *s, char *buf, size_t size)
@@ -189,7 +200,7 @@ int dp__steps_issue(dp__trainer *t, const dp_batch *b)
      * allreduce: the loss is summed over the whole (global) batch, the
      * update divides by its size. */
     double momentum = -1;
-    double lr = dp_lr_at(&s->schedule, t->o->lr, s->done - 1, &momentum);
+    double lr = dp_lr_at(&s->schedule, t->o->optim.lr, s->done - 1, &momentum);
     s->step_lr[b->index] = lr;
     dp_data_parallel_set_lr(dp_executor_replicas(ex), (float)lr,
                             dp_lr_schedule_sets_momentum(&s->schedule) ? (float)momentum : -1.0f);
@@ -245,11 +256,11 @@ int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, i
                      isnan(s->step_loss[i]) ? "NaN"
                      : s->step_loss[i] > 0  ? "Inf"
                                             : "-Inf");
-        if (t->o->skip_nonfinite) {
+        if (t->o->run.skip_nonfinite) {
             (*skipped)++;
             if (t->rank == 0)
                 DP_WARN("step %lld (epoch %d, batch %lld): gradient of %s is not finite (NaN or "
-                        "Inf)%s; skipped it (skipping non-finite steps)",
+                        "Inf)%s; skipped it (`skip_nonfinite`)",
                         step, epoch + 1, (long long)i, name ? name : "?", loss);
             continue;
         }

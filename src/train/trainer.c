@@ -44,26 +44,9 @@
 
 #include <string.h>
 
-void dp_train_options_default(dp_train_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->model = "lenet";
-    o->devices = "1";
-    o->batch_size = 256;
-    o->lr = 0.2f;
-    o->epochs = 10;
-    o->shuffle = true;
-    o->allreduce = DP_ALLREDUCE_AUTO;
-    o->bucket_mb = 25;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.999f;
-    o->eps = 1e-8f;
-    dp_lr_schedule_default(&o->lr_schedule, DP_LR_CONSTANT, 0);
-}
-
 const char *dp__train_model_name(const dp_train_options *o)
 {
-    return o->model_def ? o->model_def->name : o->model;
+    return o->model_def ? o->model_def->name : o->net.model;
 }
 
 /* What needs only the options and the ranks, before anything is opened. */
@@ -74,10 +57,10 @@ static int check_ranks(const dp__trainer *t)
         DP_ERROR("%d ranks: at most %d", t->ranks, DP_MAX_RANKS);
         return DP_EINVAL;
     }
-    dp_allreduce_algo algo = dp_allreduce_resolve(o->allreduce);
+    dp_allreduce_algo algo = dp_allreduce_resolve(o->parallel.allreduce);
     if (t->ranks > 1 && algo != DP_ALLREDUCE_MPI) {
-        DP_ERROR("the allreduce algorithm %s sums within one process; across the %d ranks of "
-                 "mpirun use the allreduce algorithm mpi (the default under mpirun)",
+        DP_ERROR("`allreduce` %s sums within one process; across the %d ranks of mpirun use "
+                 "`allreduce` mpi (the default under mpirun)",
                  dp_allreduce_algo_name(algo), t->ranks);
         return DP_EINVAL;
     }
@@ -91,16 +74,16 @@ static int check_batch_size(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
     int ndev = dp__net_count(t->net);
-    if (o->pipeline || o->batch_size >= (int64_t)ndev * t->ranks)
+    if (o->parallel.pipeline || o->data.batch_size >= (int64_t)ndev * t->ranks)
         return 0;
     if (t->ranks > 1)
-        DP_ERROR("the batch size %lld is smaller than the %d ranks x %d devices: each device "
+        DP_ERROR("`batch_size` %lld is smaller than the %d ranks x %d devices: each device "
                  "needs at least one sample of every batch",
-                 (long long)o->batch_size, t->ranks, ndev);
+                 (long long)o->data.batch_size, t->ranks, ndev);
     else
-        DP_ERROR("the batch size %lld is smaller than the %d devices: each device needs at "
+        DP_ERROR("`batch_size` %lld is smaller than the %d devices: each device needs at "
                  "least one sample of every batch",
-                 (long long)o->batch_size, ndev);
+                 (long long)o->data.batch_size, ndev);
     return DP_EINVAL;
 }
 
@@ -112,27 +95,26 @@ static int check_last_batch(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
     int64_t n = dp__data_train_set(t->data)->n;
-    if (o->limit_train > 0 && o->limit_train < n)
-        n = o->limit_train;
-    int64_t last = n % o->batch_size, sizes[DP_MAX_RANKS];
+    if (o->data.limit_train > 0 && o->data.limit_train < n)
+        n = o->data.limit_train;
+    int64_t last = n % o->data.batch_size, sizes[DP_MAX_RANKS];
     if (last == 0)
         return 0;
-    if (o->split_invariant && !dp__prec_split_whole(t, last) && t->rank == 0)
-        DP_WARN("split-invariant sums: the last batch of each epoch holds %lld of the %lld "
+    if (o->numerics.split_invariant && !dp__prec_split_whole(t, last) && t->rank == 0)
+        DP_WARN("`split_invariant`: the last batch of each epoch holds %lld of the %lld "
                 "training samples, not a power-of-two count of whole blocks in each part: its "
-                "step differs from another split's (choose the batch size or the training "
-                "limit so that it divides them)",
+                "step differs from another split's (choose `batch_size` or `limit_train` so "
+                "that it divides them)",
                 (long long)last, (long long)n);
     int nbn = 0;
-    if (t->ranks == 1 || !o->sync_bn)
+    if (t->ranks == 1 || !o->parallel.sync_bn)
         return 0;
     dp_model_bn_names(dp__net_model(t->net), &nbn);
     if (nbn == 0 || dp_chunk_sizes(last, t->ranks, sizes) == t->ranks)
         return 0;
-    DP_ERROR("sync batch norm across %d ranks: the last batch of each epoch holds %lld of the "
-             "%lld training samples, which leaves a rank without any; every rank takes part in "
-             "every layer's statistics (choose the batch size or the training limit so that it "
-             "does not)",
+    DP_ERROR("`sync_bn` across %d ranks: the last batch of each epoch holds %lld of the %lld "
+             "training samples, which leaves a rank without any; every rank takes part in every "
+             "layer's statistics (choose `batch_size` or `limit_train` so that it does not)",
              t->ranks, (long long)last, (long long)n);
     return DP_EINVAL;
 }
@@ -156,7 +138,7 @@ static int setup(dp__trainer *t)
     DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_open(&t->steps, t));
     DP_TRY(dp__book_open(&t->book, t));
-    if (o->resume_path)
+    if (o->checkpoint.resume_path)
         DP_TRY(dp__book_resume(t));
     DP_TRY(dp__prec_tune(t->prec, t));
     DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
@@ -184,10 +166,10 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
     dp_waitall();
     dp_pipeline_stats ps;
     dp_pipeline_take_stats(pipe, &ps);
-    result->pipeline_stages = t->o->pipeline;
-    for (int k = 0; k <= t->o->pipeline; k++)
+    result->pipeline_stages = t->o->parallel.pipeline;
+    for (int k = 0; k <= t->o->parallel.pipeline; k++)
         result->stage_first[k] = dp_pipeline_stage_first(pipe, k);
-    for (int k = 0; k < t->o->pipeline; k++) {
+    for (int k = 0; k < t->o->parallel.pipeline; k++) {
         result->stage_params[k] = ps.stage_params[k];
         result->stage_activation_bytes[k] = ps.peak_activation_bytes[k];
     }
@@ -195,24 +177,15 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
 
 int dp_train(const dp_train_options *o, dp_train_result *result)
 {
-    if (o->epochs > DP_MAX_EPOCHS) {
-        DP_ERROR("the epoch count %d: at most %d", o->epochs, DP_MAX_EPOCHS);
-        return DP_EINVAL;
-    }
-    if (o->batch_size <= 0 || o->epochs <= 0 || !(o->lr > 0) || o->limit_train < 0 ||
-        o->limit_test < 0 || o->threads < 0 || o->on_checkpoint_error < DP_ON_ERROR_STOP ||
-        o->on_checkpoint_error > DP_ON_ERROR_CONTINUE) {
-        DP_ERROR("dp_train: batch size, epochs and lr must be positive");
-        return DP_EINVAL;
-    }
-    if (o->no_tf32)
+    DP_TRY(dp_train_options_check(o));
+    if (!o->numerics.tf32)
         dp_set_tf32(false);
     dp__trainer t = {.o = o, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     memset(result, 0, sizeof *result);
     int rc = setup(&t);
     double total = 0;
     int first = rc == 0 ? dp__book_epochs_done(t.book) : 0;
-    for (int e = first; rc == 0 && e < o->epochs; e++) {
+    for (int e = first; rc == 0 && e < o->run.epochs; e++) {
         dp_epoch_stats *s = &dp__book_history(t.book)[e];
         rc = dp__train_epoch(&t, e, s);
         if (rc < 0)
@@ -263,13 +236,13 @@ static int model_name(const dp_model_def *def, const char *given, const char *ch
     const char *named = def ? def->name : given;
     if (named) {
         if (strlen(named) >= size) {
-            DP_ERROR("the model name is longer than %zu characters", size - 1);
+            DP_ERROR("`model` is longer than %zu characters", size - 1);
             return DP_EINVAL;
         }
         snprintf(model, size, "%s", named);
     } else if (dp_checkpoint_model(checkpoint, model, size) < 0) {
         if (dp_last_error()[0] == '\0')
-            DP_ERROR("%s does not say which model it holds: give the model name", checkpoint);
+            DP_ERROR("%s does not say which model it holds: give `model`", checkpoint);
         return DP_EINVAL;
     }
     return 0;
@@ -288,11 +261,11 @@ static int checkpoint_run(const char *what, const char *checkpoint, const dp_mod
     }
     DP_TRY(model_name(def, given, checkpoint, model, size));
     dp_train_options_default(to);
-    to->model = model;
+    to->net.model = model;
     to->model_def = def;
-    to->devices = devices ? devices : "1";
-    to->threads = threads;
-    to->init_path = checkpoint;
+    to->parallel.devices = devices ? devices : "1";
+    to->parallel.threads = threads;
+    to->net.init_path = checkpoint;
     return 0;
 }
 
@@ -303,13 +276,14 @@ int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
     memset(r, 0, sizeof *r);
     DP_TRY(checkpoint_run("evaluate", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
                           model, sizeof model, &to));
-    to.batch_size = o->batch_size > 0 ? o->batch_size : 256;
-    to.dataset = o->dataset;
-    to.data_dir = o->data_dir;
+    to.data.batch_size = o->batch_size > 0 ? o->batch_size : 256;
+    to.data.dataset = o->dataset;
+    to.data.data_dir = o->data_dir;
     to.test_set = o->test_set;
-    to.limit_test = o->limit_test;
-    to.precision = o->precision;
-    DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.augment));
+    to.data.limit_test = o->limit_test;
+    to.numerics.precision = o->precision;
+    DP_TRY(dp_train_options_check(&to));
+    DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.data.normalize));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     int rc = dp__net_open(&t.net, &t);
     if (rc == 0)

@@ -149,8 +149,12 @@ void dp__steps_close(dp__train_steps *s);
 void dp__steps_resume(dp__train_steps *s, uint64_t seed, int64_t steps);
 uint64_t dp__steps_seed(const dp__train_steps *s);
 int64_t dp__steps_done(const dp__train_steps *s);
-/* The learning-rate schedule of a run of the options' epochs of `batches`
- * batches (DP_EINVAL, with the reason, for one PyTorch would refuse). */
+/* The learning-rate schedule of the options (o.schedule) for a run of
+ * their epochs of `batches` batches: its steps, milestones and warmup
+ * counted in updates. */
+void dp__steps_schedule(const dp_train_options *o, int64_t batches, dp_lr_schedule *p);
+/* The run's schedule, for `batches` batches an epoch (DP_EINVAL, with the
+ * reason, for one PyTorch would refuse). */
 int dp__steps_plan(dp__train_steps *s, const dp_train_options *o, int64_t batches);
 /* "cosine total=2350 warmup=235", for checkpoints. */
 void dp__steps_schedule_str(const dp__train_steps *s, char *buf, size_t size);

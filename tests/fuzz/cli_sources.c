@@ -4,15 +4,15 @@
  * into dptrain); the parsers never do, so stand-ins that refuse to run take
  * their place. */
 #include "../../tools/cli.c"
+#include "../../tools/cli_help.c"
+#include "../../tools/cli_parse.c"
 #include "../../tools/demo_cmd.c"
+#include "../../tools/devices_cmd.c"
 #include "../../tools/eval_cmd.c"
+#include "../../tools/export_cmd.c"
 #include "../../tools/model_cmd.c"
 #include "../../tools/predict_cmd.c"
 #include "../../tools/train_cmd.c"
-#include "../../tools/train_data.c"
-#include "../../tools/train_augment.c"
-#include "../../tools/train_recipe.c"
-#include "../../tools/train_tensorboard.c"
 
 int example_dataparallel(const char *devices)
 {

@@ -318,14 +318,14 @@ int fuzz_checkpoint_input(const uint8_t *data, size_t size)
     if (rc < 0)
         return fz_check_failure("checkpoint", "dp_checkpoint_load", rc, path);
     const dp_checkpoint_state *st = fz_state;
-    if (st->epochs_done < 0 || st->step < 0 || st->batch < 0 || st->batch_size < 1 ||
+    if (st->epochs_done < 0 || st->step < 0 || st->batch < 0 || st->options.data.batch_size < 1 ||
         st->nhistory < 0 || st->nhistory > DP_CHECKPOINT_MAX_HISTORY ||
         strcmp(st->model, fz_model_names[which]) != 0)
         return fz_bad("checkpoint",
                       "resumable state out of range: epochs_done %d, step %lld, batch %lld, "
                       "batch_size %lld, %d history entries",
                       st->epochs_done, (long long)st->step, (long long)st->batch,
-                      (long long)st->batch_size, st->nhistory);
+                      (long long)st->options.data.batch_size, st->nhistory);
     return 0;
 }
 
@@ -343,13 +343,17 @@ static int fz_cli_train(int argc, char **argv)
         return fz_bad("cli", "cli_train_parse returned %d", rc);
     if (rc != 0 || help)
         return 0;
-    size_t plot = o.plot_path ? strlen(o.plot_path) : 0;
-    if (!o.model || o.batch_size < 1 || o.batch_size > (1 << 20) || o.epochs < 1 || !(o.lr > 0) ||
-        !isfinite(o.lr) || !(o.momentum >= 0 && o.momentum < 1) || !(o.weight_decay >= 0) ||
-        !isfinite(o.weight_decay) || o.threads < 0 || o.threads > 1024 || o.limit_train < 0 ||
-        o.limit_test < 0 || (o.resume_path && o.init_path) || (o.log_steps && !o.metrics_path) ||
-        (o.plot_path && (plot < 5 || (strcmp(o.plot_path + plot - 4, ".png") != 0 &&
-                                      strcmp(o.plot_path + plot - 4, ".svg") != 0))))
+    const char *plot_path = o.output.plot_path;
+    size_t plot = plot_path ? strlen(plot_path) : 0;
+    if (!o.net.model || o.data.batch_size < 1 || o.data.batch_size > (1 << 20) ||
+        o.run.epochs < 1 || !(o.optim.lr > 0) || !isfinite(o.optim.lr) ||
+        !(o.optim.momentum >= 0 && o.optim.momentum < 1) || !(o.optim.weight_decay >= 0) ||
+        !isfinite(o.optim.weight_decay) || o.parallel.threads < 0 || o.parallel.threads > 1024 ||
+        o.data.limit_train < 0 || o.data.limit_test < 0 ||
+        (o.checkpoint.resume_path && o.net.init_path) ||
+        (o.output.log_steps && !o.output.metrics_path) ||
+        (plot_path && (plot < 5 || (strcmp(plot_path + plot - 4, ".png") != 0 &&
+                                    strcmp(plot_path + plot - 4, ".svg") != 0))))
         return fz_bad("cli", "train options accepted out of range");
     return 0;
 }

@@ -68,7 +68,7 @@ int fuzz_model_cli_input(const uint8_t *data, size_t size)
         return fz_bad("model_cli", "cannot redirect the output");
     dup2(null, 1);
     dup2(null, 2);
-    int rc = cmd_model(argc, argv);
+    int rc = cli_model()->run(argc, argv);
     fflush(stdout);
     fflush(stderr);
     dup2(out, 1);
@@ -78,7 +78,7 @@ int fuzz_model_cli_input(const uint8_t *data, size_t size)
     close(null);
     free(buf);
     if (rc != 0 && rc != 1 && rc != 2)
-        return fz_bad("model_cli", "cmd_model returned %d", rc);
+        return fz_bad("model_cli", "dptrain model returned %d", rc);
     return 0;
 }
 
