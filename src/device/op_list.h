@@ -46,7 +46,7 @@
  *                         the input (inputs[0]);
  *               NONE      never recorded: a kernel that ops run on.
  *
- * Adding an op: README.md, "How it is built". */
+ * Adding an op: docs/architecture.md, "How to add an op". */
 #ifndef DP_DEVICE_OP_LIST_H
 #define DP_DEVICE_OP_LIST_H
 

@@ -18,7 +18,7 @@
  *             Without .bind, an "inplace" argument is read and changes
  *             nothing (a new output either way).
  *
- * Adding a module: README.md, "How it is built". */
+ * Adding a module: docs/architecture.md, "How to add a module". */
 #ifndef DP_NN_MODULE_LIST_H
 #define DP_NN_MODULE_LIST_H
 
