@@ -156,6 +156,11 @@ int dp_model_export_onnx(dp_model_t *m, const int64_t *in_chw, const char *path)
         return def->export_onnx(m, in_chw, path);
     dp__trace trace;
     int rc = dp__trace_forward(&trace, def, chw, BATCH, false, true);
+    if (rc < 0)
+        DP_ERROR("%s: export traces the forward on an input of (N, %lld, %lld, %lld), which it "
+                 "did not take (a model of another input, such as the tutorial's (N, 5), has no "
+                 "ONNX graph here)",
+                 def->name, (long long)chw[0], (long long)chw[1], (long long)chw[2]);
     dp__export e = {.tape = trace.tape};
     if (rc == 0)
         rc = write_tape(&e, m, trace.model, trace.x, trace.y, path);
