@@ -49,30 +49,30 @@ test: build
 
 # Interoperability with real PyTorch: installs Debian's python3-torch and
 # libopenblas0-pthread (without it torch runs the reference BLAS), then runs
-# tests/cli_pytorch.sh (checkpoints both ways) and tests/cli_pytorch_recipe.sh
-# (optimizers, schedules, clipping, label smoothing step by step), where a
-# missing torch is a failure, not a skip; and tests/cli_tensorboard.sh, which
-# reads --tensorboard's files with TensorBoard's EventAccumulator (PyPI's
-# tensorboard, in a venv it makes under the build folder);
-# tests/cli_onnx_torchvision.sh, torchvision's networks exported by
-# torch.onnx.export and trained by dptrain as by PyTorch, and dptrain's
-# ONNX exports in ONNX Runtime (PyPI's onnxruntime, in a venv it makes
-# under the build folder); tests/test_onnx_torch.c, torch's own exports of
-# torchvision's models against PyTorch's outputs; then every
-# pytorch-converted and pytorch-operator case of Debian's libonnx-testdata
-# through the ONNX loader (tests/test_onnx_conformance.c).
+# tests/train/cli_pytorch.sh (checkpoints both ways) and
+# tests/optim/cli_pytorch_recipe.sh (optimizers, schedules, clipping, label
+# smoothing step by step), where a missing torch is a failure, not a skip;
+# and tests/train/cli_tensorboard.sh, which reads --tensorboard's files with
+# TensorBoard's EventAccumulator (PyPI's tensorboard, in a venv it makes
+# under the build folder); tests/onnx/cli_onnx_torchvision.sh, torchvision's
+# networks exported by torch.onnx.export and trained by dptrain as by
+# PyTorch, and dptrain's ONNX exports in ONNX Runtime (PyPI's onnxruntime,
+# in a venv it makes under the build folder); tests/onnx/test_onnx_torch.c,
+# torch's own exports of torchvision's models against PyTorch's outputs;
+# then every pytorch-converted and pytorch-operator case of Debian's
+# libonnx-testdata through the ONNX loader (tests/onnx/test_onnx_conformance.c).
 test-interop: build
 	@scripts/install-deps.sh python3-torch libopenblas0-pthread
-	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_pytorch.sh $(BUILD)/dptrain
-	DP_REQUIRE_TORCH=1 bash tests/cli_pytorch_recipe.sh $(BUILD)/dptrain
-	DP_REQUIRE_TORCH=1 bash tests/cli_bn_float64.sh $(BUILD)/dptrain
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_pytorch.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 bash tests/optim/cli_pytorch_recipe.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 bash tests/device/cpu/cli_bn_float64.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-venv
-	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_tensorboard.sh $(BUILD)/dptrain
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision
-	DP_REQUIRE_TORCH=1 bash tests/cli_augment_torchvision.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 bash tests/data/cli_augment_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-onnx
 	DP_SOURCE_DIR=$(CURDIR) DP_REQUIRE_TORCH=1 $(BUILD)/tests/test_onnx_torch
-	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/cli_onnx_torchvision.sh $(BUILD)/dptrain
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/onnx/cli_onnx_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
 
@@ -115,7 +115,7 @@ test-tsan: deps
 # finds never lands in the tree) and prints libFuzzer's "Done N runs" line;
 # an input that crashes a target, hangs it (30 s) or makes it allocate over
 # 256 MB at once is kept in build-fuzz/crashes/ and fails the run.
-# tests/test_fuzz_regress.c replays the seeds and regression inputs in
+# tests/fuzz/test_fuzz_regress.c replays the seeds and regression inputs in
 # `make test`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model \

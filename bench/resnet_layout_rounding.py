@@ -12,7 +12,7 @@ import sys
 import torch
 import torchvision
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "util"))
 from pytorch_compat_io import load  # noqa: E402
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "util"))
 from pytorch_compat import resnet18  # noqa: E402
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"

@@ -27,7 +27,7 @@
 set -u
 bin=$1
 PY=/usr/bin/python3
-compat=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pytorch_compat.py
+compat=$(cd "$(dirname "${BASH_SOURCE[0]}")/../util" && pwd)/pytorch_compat.py
 compare_py=$(dirname "$compat")/compare.py
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -43,7 +43,7 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
 fi
 # One OpenBLAS thread under PyTorch's own, SkylakeX kernels where the CPU
 # has AVX-512 (bench/pytorch_anchor.sh).
-source "$(dirname "${BASH_SOURCE[0]}")/../bench/pytorch_anchor.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../bench/pytorch_anchor.sh"
 pytorch_openblas_env
 
 ok() { passes=$((passes + 1)); echo "ok   $1"; }
@@ -130,7 +130,7 @@ sequential_file() {
   fi
 }
 
-examples=$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/models" && pwd)
+examples=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/models" && pwd)
 for model in ${CLI_PYTORCH_MODELS:-lenet resnet18 d2l_lenet}; do
   case $model in
     d2l_lenet)

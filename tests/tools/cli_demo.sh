@@ -60,7 +60,7 @@ floats() {
 }
 # rel_diff A B: max |a - b| / max |b| over every weight of two checkpoints;
 # "inf" where a value is not finite or the counts differ (tests/compare.py).
-compare=$(dirname "${BASH_SOURCE[0]}")/compare.py
+compare=$(dirname "${BASH_SOURCE[0]}")/../util/compare.py
 rel_diff() {
   python3 "$compare" max-rel-diff <(floats "$1") <(floats "$2")
 }

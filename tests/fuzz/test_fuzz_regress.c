@@ -12,14 +12,14 @@
 
 /* The entry points and the command line's parsers are compiled into this
  * test: tests/CMakeLists.txt links each test with the library only. */
-#include "fuzz/cli_sources.c"
-#include "fuzz/fuzz_data_entry.c"
-#include "fuzz/fuzz_entry.c"
-#include "fuzz/fuzz_image_entry.c"
-#include "fuzz/fuzz_model_entry.c"
-#include "fuzz/fuzz_onnx_entry.c"
-#include "fuzz/fuzz_parse_entry.c"
-#include "fuzz/fuzz_table.c"
+#include "cli_sources.c"
+#include "fuzz_data_entry.c"
+#include "fuzz_entry.c"
+#include "fuzz_image_entry.c"
+#include "fuzz_model_entry.c"
+#include "fuzz_onnx_entry.c"
+#include "fuzz_parse_entry.c"
+#include "fuzz_table.c"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* tests/fuzz, from CTest's DP_SOURCE_DIR or else from this file's path. */
+/* tests/fuzz, from CTest's DP_SOURCE_DIR or else this file's folder. */
 static void fuzz_dir(char *buf, size_t size)
 {
     const char *src = getenv("DP_SOURCE_DIR");
@@ -38,7 +38,10 @@ static void fuzz_dir(char *buf, size_t size)
     }
     snprintf(buf, size, "%s", __FILE__);
     char *slash = strrchr(buf, '/');
-    snprintf(slash ? slash + 1 : buf, size - (size_t)(slash ? slash + 1 - buf : 0), "fuzz");
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(buf, size, ".");
 }
 
 /* Every input of tests/fuzz/regress/, as TARGET/FILE: what fuzzing found,

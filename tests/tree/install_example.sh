@@ -9,7 +9,7 @@
 # Usage: install_example.sh BUILD_DIR   (skips, 77, without pkg-config)
 set -u
 build=$1
-src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 if ! command -v pkg-config >/dev/null; then
   echo "SKIP: pkg-config is not installed (make deps installs it)"
   exit 77

@@ -29,7 +29,8 @@ import time
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from compare import close, max_rel_diff
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "util"))
+from compare import close, max_rel_diff  # noqa: E402  (tests/util/compare.py)
 
 STEP_TAGS = ["train/loss", "train/lr"]
 EPOCH_TAGS = ["train/epoch_loss", "train/epoch_accuracy", "train/samples_per_second",

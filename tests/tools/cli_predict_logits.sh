@@ -92,7 +92,7 @@ if [[ $rows -eq $n && $bad -eq 0 ]]; then
 else
   echo "FAIL $bad of $n rows' softmax differ from predict's top 3 ($rows rows)"; fail=1
 fi
-if [[ $got == "$acc" ]] && python3 "$(dirname "${BASH_SOURCE[0]}")/compare.py" more-than "$acc" 0.3; then
+if [[ $got == "$acc" ]] && python3 "$(dirname "${BASH_SOURCE[0]}")/../util/compare.py" more-than "$acc" 0.3; then
   echo "ok   the largest logit is right for $right of $n ($got), dptrain eval $acc"
 else
   echo "FAIL the largest logit is right for $right of $n ($got), dptrain eval says $acc"; fail=1

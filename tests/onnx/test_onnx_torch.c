@@ -151,7 +151,7 @@ static void test_torch_exports(void **state)
     }
     const char *src = getenv("DP_SOURCE_DIR");
     char cmd[4096];
-    int off = snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/onnx_torch_models.py %s",
+    int off = snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/onnx/onnx_torch_models.py %s",
                        src ? src : "..", tu_tmp);
     for (size_t i = 0; i < COUNTOF(models); i++)
         off += snprintf(cmd + off, sizeof cmd - (size_t)off, " %s", models[i]);

@@ -46,6 +46,6 @@ elif [[ ${DP_REQUIRE_TORCH:-0} == 1 ]]; then
   ort=(--ort-python "$venv/bin/python")
 fi
 # One OpenBLAS thread under PyTorch's own (bench/pytorch_anchor.sh).
-source "$here/../bench/pytorch_anchor.sh"
+source "$here/../../bench/pytorch_anchor.sh"
 pytorch_openblas_env
 exec "$PY" "$here/onnx_torchvision.py" --dptrain "$bin" --forward "$forward" "${ort[@]}"

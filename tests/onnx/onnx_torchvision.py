@@ -48,6 +48,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare, pytorch_compat: tests/util/ (onnx_runtime_interop.py's too).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "util"))
 import compare  # noqa: E402
 import onnx_torchvision_nets as nets  # noqa: E402
 from onnx_interop_util import OUT_TOL, CommandError, Report, rel_diff, run  # noqa: E402

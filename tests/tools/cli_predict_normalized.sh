@@ -43,7 +43,7 @@ right=$(awk -v labels="$labels" -v names="$(IFS=';'; echo "${names[*]}")" '
   END { print right + 0 }' "$dir/p.txt")
 got=$(awk -v r="$right" -v n=$n 'BEGIN { printf "%.4f", r / n }')
 if [[ $(wc -l <"$dir/p.txt") -eq $n && $got == "$acc" ]] &&
-   python3 "$(dirname "${BASH_SOURCE[0]}")/compare.py" more-than "$acc" 0.3; then
+   python3 "$(dirname "${BASH_SOURCE[0]}")/../util/compare.py" more-than "$acc" 0.3; then
   echo "ok   predict on $n normalised test images: $right right ($got), dptrain eval $acc"
   exit 0
 fi

@@ -28,7 +28,7 @@
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)
-src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+src=${DP_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -165,10 +165,10 @@ fi
 mkdir -p "$tmp/tree/include" "$tmp/tree/src"
 cp -r "$src/include/dp" "$tmp/tree/include/"
 cp -r "$src/src/." "$tmp/tree/src/"
-c_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); c_rc=$?
+c_out=$(bash "$src/tests/tree/option_names.sh" "$tmp/tree" 2>&1); c_rc=$?
 sed -i 's/`batch_size` %lld is smaller than the %d devices/`bucket_size` %lld is smaller than the %d devices/' \
   "$tmp/tree/src/train/trainer.c"
-b_out=$(bash "$src/tests/option_names.sh" "$tmp/tree" 2>&1); b_rc=$?
+b_out=$(bash "$src/tests/tree/option_names.sh" "$tmp/tree" 2>&1); b_rc=$?
 expect_break "a message naming an option the list lacks is refused" "$c_out" $c_rc "$b_out" \
   $b_rc "bucket_size"
 

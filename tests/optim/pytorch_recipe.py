@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare, pytorch_compat: tests/util/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "util"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import warnings  # noqa: E402

@@ -6,7 +6,7 @@
 # list lacks (or a name it dropped).
 # Usage: option_names.sh [SOURCE_ROOT]   (default: the repository's)
 set -euo pipefail
-root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
+root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"}
 exec python3 - "$root" <<'PY'
 import os
 import re

@@ -62,7 +62,8 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("DP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))  # tests/tree
+SRC = os.environ.get("DP_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
 BIN = os.path.abspath(sys.argv[1])
 BUILD = os.path.abspath(os.environ.get("DP_BUILD_DIR") or os.path.dirname(BIN))
 TIMEOUT = 300

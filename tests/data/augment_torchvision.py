@@ -16,7 +16,8 @@ import ctypes as C
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare, pytorch_compat: tests/util/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "util"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torchvision.transforms.functional as TF  # noqa: E402

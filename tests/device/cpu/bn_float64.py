@@ -17,7 +17,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare, pytorch_compat_io: tests/util/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "util"))
 import compare  # noqa: E402
 from pytorch_compat_io import load, read_safetensors  # noqa: E402
 

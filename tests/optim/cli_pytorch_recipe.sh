@@ -14,6 +14,6 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
   echo "SKIP cli_pytorch_recipe: python3-torch is not installed (make test-interop installs it)"
   exit 77
 fi
-source "$(dirname "${BASH_SOURCE[0]}")/../bench/pytorch_anchor.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../bench/pytorch_anchor.sh"
 pytorch_openblas_env
 exec "$PY" "$(dirname "${BASH_SOURCE[0]}")/pytorch_recipe.py" "$1"

@@ -28,7 +28,8 @@ from pytorch_compat_io import load
 
 FASHION_TEST = 1000
 MIN_ACC = 0.3
-EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "models")
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "models")
 
 # d2l's LeNet with batch normalization (chapter 8.5, the concise version).
 BN_LENET = """Conv2d(1, 6, kernel_size=5)

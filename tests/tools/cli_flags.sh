@@ -125,7 +125,7 @@ listed=$("$bin" --help | sed -n '/^  demo /,/^$/p' | sed 's/.*demonstrations://'
 named=$("$bin" demo nope 2>&1 | sed 's/.*(\(.*\))/\1/' | tr -d ' ')
 if [[ -n $listed && $listed == "$named" ]]; then ok "--help lists the demos demo nope names: $listed"
 else bad "--help lists '$listed', demo nope names '$named'"; fi
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 printf 'Conv2d(1, 6, 5\n' >"$dir/paren.txt"
 said=$(cd "$dir" && "$bin" train --model paren.txt 2>&1)
 if cat "$root/README.md" "$root"/docs/*.md | grep -qxF -- "$said" && grep -qF "missing ')'" <<<"$said"; then
@@ -136,7 +136,7 @@ else bad "the docs do not show '$said'"; fi
 # lists, in that command's section (tests/cli_docs.sh checks that it is
 # what the build makes); and every flag that README.md or a page of docs/
 # shows after `dptrain COMMAND` is one of that command's.
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 for cmd in $("$bin" help --commands); do
   section=$(awk -v h="## dptrain $cmd" '/^## / { on = ($0 == h) } on' "$root/docs/cli.md")
   missing=""
