@@ -2,7 +2,7 @@
 # Memory over a long run: 30 epochs of LeNet on all of Fashion-MNIST with a
 # checkpoint after every epoch, then the peak and current resident memory
 # of epoch 2 against epoch 30 (read from the --metrics JSON lines). A flat
-# profile keeps epoch 30 within 5% of epoch 2. tests/test_reliability_memory.c
+# profile keeps epoch 30 within 5% of epoch 2. tests/train/test_reliability_memory.c
 # runs the same check on 4096 samples an epoch.
 #
 # usage: bench/memory_30_epochs.sh [EPOCHS=30]

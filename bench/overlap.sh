@@ -4,7 +4,7 @@
 #
 # usage: bench/overlap.sh [RATE=200mbit]
 #
-# Two network namespaces joined by a veth pair (as tests/test_mpi.c's
+# Two network namespaces joined by a veth pair (as tests/comm/test_mpi.c's
 # two_network_namespaces), each end throttled with tc netem (RATE, plus
 # DELAY one way, in both directions; tbf with RATE only where the kernel has
 # no netem), one rank in each namespace (mpirun in

@@ -52,7 +52,7 @@ def read_idx_labels(path, limit):
     return torch.from_numpy(y.astype(np.int64))
 
 
-# The seed's ResNet-18, defined once, in tests/pytorch_compat.py.
+# The seed's ResNet-18, defined once, in tests/util/pytorch_compat.py.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "util"))
 from pytorch_compat import resnet18  # noqa: E402
 

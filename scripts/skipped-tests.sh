@@ -2,7 +2,7 @@
 # One line naming every test that CTest skipped in the given build
 # directories, with the reason the test gave, for the end of `make test`:
 #   skipped: test_cuda_ops (no CUDA GPU here (cudaGetDeviceCount = 0)) in build, build-asan; ...
-# A test that skips prints "SKIP <what>: <reason>" (tests/testutil.h's
+# A test that skips prints "SKIP <what>: <reason>" (tests/util/testutil.h's
 # tu_skip, or the cli_*.sh scripts) and exits 77, which CTest reports as
 # skipped; so a test is listed when its output in the last ctest run holds
 # such a line and it did not fail.

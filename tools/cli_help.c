@@ -281,7 +281,7 @@ void cli_print_markdown(FILE *out)
     fputs("# The dptrain command line\n\n"
           "<!-- Made by `dptrain help --markdown` from the option lists "
           "(include/dp/train_option_list.h, tools/*_cmd.c): edit those, then run `cmake --build "
-          "build --target cli-docs`. tests/cli_docs.sh fails when this file differs. -->\n\n"
+          "build --target cli-docs`. tests/tools/cli_docs.sh fails when this file differs. -->\n\n"
           "`dptrain <command> [options]` trains convolutional networks data-parallel across "
           "devices. Each command's flags follow, with their defaults in brackets; `dptrain "
           "COMMAND --help` prints the same, and `man dptrain-COMMAND` after `make install`.\n\n"

@@ -1,7 +1,7 @@
 """One training epoch of LeNet or ResNet-18 on Fashion-MNIST on a CUDA GPU in PyTorch.
 
 The models are dptrain's: LeNet as bench/lenet_pytorch.py (the d2l seed's,
-from scratch), ResNet-18 from tests/pytorch_compat.py. Batches are copied
+from scratch), ResNet-18 from tests/util/pytorch_compat.py. Batches are copied
 from pinned host memory with non_blocking=True, as a tuned PyTorch loop
 does. Prints `SEC_PER_EPOCH <seconds>` (the epoch's wall time, after one
 untimed warm-up step, synchronized at the end).

@@ -1,7 +1,7 @@
 /* Learning-rate schedules as closed forms of the update index t, as
  * torch.optim.lr_scheduler computes them (in double, as Python's floats):
  * LinearLR's warmup, then StepLR, MultiStepLR, CosineAnnealingLR or
- * OneCycleLR. tests/pytorch_schedules.py compares every step with
+ * OneCycleLR. tests/optim/pytorch_recipe.py compares every step with
  * PyTorch's schedulers. */
 #include "dp/optim.h"
 

@@ -428,7 +428,7 @@ static void rank0_chooses_kernels(void **state)
 /* mpirun is recognised by the environment it gives its ranks
  * (dp_dist_launched): that is what a dptrain built without MPI refuses
  * with "started by mpirun, but this dptrain was built without MPI" (tested
- * through the command line by tests/cli_errors.sh in such a build). In a
+ * through the command line by tests/tools/cli_errors.sh in such a build). In a
  * build without MPI this also checks the refusal itself. */
 static void mpirun_recognised(void **state)
 {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dptrain's --augment and --normalize against torchvision's functional
 # pad, crop, hflip and normalize at the same draws, on real images
-# (tests/augment_torchvision.py, which loads libdptrain next to dptrain).
+# (tests/data/augment_torchvision.py, which loads libdptrain next to dptrain).
 # Without torchvision a skip (77), unless DP_REQUIRE_TORCH=1 (make
 # test-interop, which installs python3-torchvision).
 # Usage: cli_augment_torchvision.sh path/to/dptrain

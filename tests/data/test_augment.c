@@ -2,7 +2,7 @@
  * and the normalisation of known images against arrays written out by
  * hand, the options' syntax, the draws as a function of (seed, epoch,
  * index) alone, and the loader applying them whatever the batch split.
- * tests/cli_augment_torchvision.sh holds the same transforms to
+ * tests/data/cli_augment_torchvision.sh holds the same transforms to
  * torchvision's; test_augment_train trains with them. */
 #include "testutil.h"
 

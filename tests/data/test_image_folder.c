@@ -1,5 +1,5 @@
 /* --dataset folder and dptrain predict: a folder of PNGs and JPEGs written
- * here (tests/imageutil.c) read in ImageFolder's order with its classes,
+ * here (tests/data/imageutil.c) read in ImageFolder's order with its classes,
  * one epoch trained on it and a held-out image of each class predicted as
  * that class by name, with more than half the probability; each bad input
  * one line naming the file. */

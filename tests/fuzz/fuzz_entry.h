@@ -1,5 +1,5 @@
 /* The fuzz targets' entry points. The libFuzzer programs (tests/fuzz/fuzz_*.c,
- * `make fuzz`, clang) and the regression test (tests/test_fuzz_regress.c,
+ * `make fuzz`, clang) and the regression test (tests/fuzz/test_fuzz_regress.c,
  * every file of tests/fuzz/corpus/ and tests/fuzz/regress/, gcc and
  * ASan+UBSan in `make test`) call the same functions, so an input that once
  * crashed a target keeps being checked without libFuzzer.

@@ -5,7 +5,7 @@
 # targets below link libFuzzer's main (-fsanitize=fuzzer), into
 # build-fuzz/fuzz/, each built from fuzz_target.c with its name.
 #
-# The regression test tests/test_fuzz_regress.c runs the same entry points
+# The regression test tests/fuzz/test_fuzz_regress.c runs the same entry points
 # in every ordinary build, without libFuzzer.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "tests/fuzz needs clang (libFuzzer): configure with CC=clang")

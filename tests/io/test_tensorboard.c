@@ -5,7 +5,7 @@
  * writer leaves (every record's lengths and CRCs, each Event read back by
  * protobuf-c), the directory check, and a run's events against its
  * --metrics file: every step's loss and lr, every epoch's figures, and
- * the START event of a resumed run. tests/cli_tensorboard.sh reads the
+ * the START event of a resumed run. tests/train/cli_tensorboard.sh reads the
  * files with TensorBoard's EventAccumulator. */
 #include "testutil.h"
 

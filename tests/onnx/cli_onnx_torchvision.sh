@@ -4,7 +4,7 @@
 # runs and trains them (forward in eval and training mode, 5 SGD steps,
 # the checkpoint back in the torchvision module), and dptrain's own ONNX
 # exports (LeNet, nn.Sequential files, the imported MobileNetV2) run in
-# ONNX Runtime with dptrain eval's accuracy: tests/onnx_torchvision.py.
+# ONNX Runtime with dptrain eval's accuracy: tests/onnx/onnx_torchvision.py.
 #
 # PyTorch is Debian's /usr/bin/python3 (python3-torch, python3-torchvision,
 # python3-onnx): without them a skip (77), unless DP_REQUIRE_TORCH=1 (make

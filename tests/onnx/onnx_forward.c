@@ -1,5 +1,5 @@
 /* onnx_forward: one forward pass of an ONNX model through dptrain's public
- * API, its output written as .npy, for tests/onnx_torchvision.py, which
+ * API, its output written as .npy, for tests/onnx/onnx_torchvision.py, which
  * compares it with the PyTorch module's in training mode (batch norm on
  * the batch's statistics): dptrain predict runs eval mode only. Built by
  * CMake beside the tests, not a CTest test of its own.

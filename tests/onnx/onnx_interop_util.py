@@ -1,4 +1,4 @@
-"""What tests/onnx_torchvision.py and tests/onnx_runtime_interop.py share:
+"""What tests/onnx/onnx_torchvision.py and tests/onnx/onnx_runtime_interop.py share:
 the pass/fail report, commands run with their errors kept to a few lines,
 and the relative difference their output checks use."""
 import subprocess

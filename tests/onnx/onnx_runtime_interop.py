@@ -1,6 +1,6 @@
 """dptrain's ONNX exports run in ONNX Runtime: the ONNX Runtime part of
-tests/onnx_torchvision.py (ONNX Runtime itself runs in the venv's python,
-tests/onnx_runtime_run.py).
+tests/onnx/onnx_torchvision.py (ONNX Runtime itself runs in the venv's python,
+tests/onnx/onnx_runtime_run.py).
 
   lenet         `dptrain train --model lenet` (one epoch of 5120
                 Fashion-MNIST images, AdamW), then `dptrain export`;

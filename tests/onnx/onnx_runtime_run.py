@@ -1,6 +1,6 @@
 """Runs an ONNX model in ONNX Runtime (CPU) on a .npy batch and saves its
-output, for tests/onnx_runtime_interop.py. It runs in the venv that
-tests/cli_onnx_torchvision.sh makes (PyPI's onnxruntime and numpy, no
+output, for tests/onnx/onnx_runtime_interop.py. It runs in the venv that
+tests/onnx/cli_onnx_torchvision.sh makes (PyPI's onnxruntime and numpy, no
 torch). The batch is read as dptrain reads it: uint8 images scaled by
 1/255 in float32, (N, H, W) given one channel.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Models exported by PyTorch's own torch.onnx.export, for test_onnx_torch.c.
 
-  /usr/bin/python3 tests/onnx_torch_models.py OUTDIR NAME...
+  /usr/bin/python3 tests/onnx/onnx_torch_models.py OUTDIR NAME...
 
 For each NAME (a key of MODELS below, e.g. "mobilenet_v2"), writes into
 OUTDIR/NAME/:

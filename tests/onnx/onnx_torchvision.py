@@ -1,8 +1,8 @@
 """torchvision networks exported by torch.onnx.export, run and trained by
 dptrain as PyTorch runs and trains them; dptrain's own exports run in ONNX
-Runtime (tests/onnx_runtime_interop.py).
+Runtime (tests/onnx/onnx_runtime_interop.py).
 
-For each net of tests/onnx_torchvision_nets.py (resnet18, mobilenet_v2,
+For each net of tests/onnx/onnx_torchvision_nets.py (resnet18, mobilenet_v2,
 squeezenet, a DenseNet-style net), exported in training mode without
 constant folding:
 

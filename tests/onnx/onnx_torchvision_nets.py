@@ -1,4 +1,4 @@
-"""The networks of tests/onnx_torchvision.py, their data and their export.
+"""The networks of tests/onnx/onnx_torchvision.py, their data and their export.
 
 Four torchvision architectures with random weights (no pretrained file is
 read), each on the smallest input it takes at its usual depth:

@@ -5,7 +5,7 @@
  * LogSoftmax, batch norm 1-D and 2-D): with random weights and running
  * statistics, the file loads back through the ONNX loader and gives the
  * same eval outputs (within 1e-6 of the largest), with the parameters'
- * names and shapes the model had. tests/cli_onnx_export.sh runs
+ * names and shapes the model had. tests/onnx/cli_onnx_export.sh runs
  * onnx.checker on such files. */
 #include "onnxutil.h"
 

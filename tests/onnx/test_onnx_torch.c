@@ -1,4 +1,4 @@
-/* Networks as PyTorch itself exports them: tests/onnx_torch_models.py has
+/* Networks as PyTorch itself exports them: tests/onnx/onnx_torch_models.py has
  * torch.onnx.export (Debian's python3-torch, torchvision's models with
  * random weights and batch norm statistics) write each model, a batch of
  * inputs and PyTorch's eval-mode outputs for it; dptrain loads the file as

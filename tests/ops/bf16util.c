@@ -1,4 +1,4 @@
-/* The checks of tests/test_bf16.c (bf16util.h). */
+/* The checks of tests/ops/test_bf16.c (bf16util.h). */
 #include "bf16util.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The checks of tests/test_bf16.c (see its top for the bounds): an op is
+/* The checks of tests/ops/test_bf16.c (see its top for the bounds): an op is
  * run in float32, in the reference bf16 path and natively, on the same
  * inputs, and its outputs and the gradients of a random projection
  * L = sum_j r_j y_j compared. */

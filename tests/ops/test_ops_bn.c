@@ -6,7 +6,7 @@
  * the identity (its output is stored NHWC and holds exactly the input's
  * values).
  *
- * The gradient checker is tests/gradcheck.h's: L = sum_i r_i y_i for a fixed
+ * The gradient checker is tests/util/gradcheck.h's: L = sum_i r_i y_i for a fixed
  * random r, analytic gradients through dp_backward against central
  * differences summed in double, each check also required to be sensitive
  * to a gradient scaled by 1.1. In training mode every finite-difference

@@ -2,7 +2,7 @@
  * built-in models: forward values (and running statistics) against a naive
  * reference computed here in double, error cases, and the gradient with
  * respect to every differentiable input against central finite
- * differences (tests/gradcheck.h: L = sum_i r_i y_i for a fixed random r,
+ * differences (tests/util/gradcheck.h: L = sum_i r_i y_i for a fixed random r,
  * each check also required to fail for the analytic gradient scaled by
  * 1.1). */
 #include "gradcheck.h"

@@ -1,7 +1,7 @@
 /* Dropout on cpu:0, which PyTorch nn.Sequential files need beyond the
  * built-in models. Dropout is smooth for a fixed mask (training, fixed
  * seed, step and layer), so it gets a gradient check against central
- * finite differences (tests/gradcheck.h: L = sum_i r_i y_i for a fixed
+ * finite differences (tests/util/gradcheck.h: L = sum_i r_i y_i for a fixed
  * random r, each check also required to fail for the analytic gradient
  * scaled by 1.1). Its own tests show that the mask is the counter-based
  * RNG's at each element's global index (the reference draws it with

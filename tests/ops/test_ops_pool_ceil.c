@@ -3,7 +3,7 @@
  * ceil_mode=True) and ONNX's AveragePool use them, on cpu:0: output sizes
  * and values against PyTorch's rule computed here in double (both
  * layouts), the refused case, and gradients against central finite
- * differences (tests/gradcheck.h). */
+ * differences (tests/util/gradcheck.h). */
 #include "gradcheck.h"
 
 #include "dp/autograd.h"

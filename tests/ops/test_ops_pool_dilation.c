@@ -2,7 +2,7 @@
  * sizes floor (ceil in ceil_mode) of (H + 2 pad - d (k - 1) - 1) / s, plus
  * one; values against a naive loop here (both layouts, padding, strides,
  * ceil_mode); the gradient against central finite differences
- * (tests/gradcheck.h); average pooling with a dilation and a negative
+ * (tests/util/gradcheck.h); average pooling with a dilation and a negative
  * dilation refused in one line; and nn.Sequential's
  * MaxPool2d(..., dilation=2, ceil_mode=True) computing what the op does. */
 #include "gradcheck.h"

@@ -1,7 +1,7 @@
 /* Max and average pooling with padding on cpu:0, as PyTorch nn.Sequential
  * files use them: output sizes and values against a naive reference
  * computed here in double (also on NHWC input), error cases, and the
- * gradient against central finite differences (tests/gradcheck.h:
+ * gradient against central finite differences (tests/util/gradcheck.h:
  * L = sum_i r_i y_i for a fixed random r, each check also required to fail
  * for the analytic gradient scaled by 1.1). */
 #include "gradcheck.h"

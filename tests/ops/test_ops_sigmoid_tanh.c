@@ -1,7 +1,7 @@
 /* sigmoid and tanh on cpu:0, which PyTorch nn.Sequential files need beyond
  * the built-in models: forward values against a naive reference computed
  * here in double (also on NHWC input), and the gradient against central
- * finite differences (tests/gradcheck.h: L = sum_i r_i y_i for a fixed
+ * finite differences (tests/util/gradcheck.h: L = sum_i r_i y_i for a fixed
  * random r, each check also required to fail for the analytic gradient
  * scaled by 1.1). */
 #include "gradcheck.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dptrain's optimizers, schedules, clipping and label smoothing against
-# torch.optim step by step (tests/pytorch_recipe.py): six recipes, twenty
+# torch.optim step by step (tests/optim/pytorch_recipe.py): six recipes, twenty
 # steps each, every loss within 1e-4 and every learning rate within 1e-7.
 # Without torch a skip (77), unless DP_REQUIRE_TORCH=1 (make test-interop).
 # Usage: cli_pytorch_recipe.sh path/to/dptrain

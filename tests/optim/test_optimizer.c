@@ -1,6 +1,6 @@
 /* The optimizers and learning-rate schedules of dp/optim.h against their
  * formulas, written out here in double as torch.optim writes them (the
- * step-by-step comparison with PyTorch itself is tests/pytorch_recipe.py,
+ * step-by-step comparison with PyTorch itself is tests/optim/pytorch_recipe.py,
  * in make test-interop): SGD with Nesterov momentum and weight decay, Adam,
  * AdamW, the clipping factor, a non-finite step that changes nothing, and
  * every schedule's value at the steps where PyTorch's change shape. Then a

@@ -59,7 +59,7 @@ floats() {
   tail -c +$((9 + n)) "$1" | od -An -v -tf4 -w4 | tr -d ' '
 }
 # rel_diff A B: max |a - b| / max |b| over every weight of two checkpoints;
-# "inf" where a value is not finite or the counts differ (tests/compare.py).
+# "inf" where a value is not finite or the counts differ (tests/util/compare.py).
 compare=$(dirname "${BASH_SOURCE[0]}")/../util/compare.py
 rel_diff() {
   python3 "$compare" max-rel-diff <(floats "$1") <(floats "$2")

@@ -133,7 +133,7 @@ if cat "$root/README.md" "$root"/docs/*.md | grep -qxF -- "$said" && grep -qF "m
 else bad "the docs do not show '$said'"; fi
 
 # The reference, docs/cli.md, lists every flag that each command's --help
-# lists, in that command's section (tests/cli_docs.sh checks that it is
+# lists, in that command's section (tests/tools/cli_docs.sh checks that it is
 # what the build makes); and every flag that README.md or a page of docs/
 # shows after `dptrain COMMAND` is one of that command's.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -3,7 +3,7 @@
 # are PyTorch's sum(p.numel() for p in net.parameters()) for the same
 # networks (the seed's LeNet 129,068; d2l's LeNet file 61,706; d2l's
 # resnet18 11,175,818 with 1 input channel and 11,176,970 with 3, as
-# tests/pytorch_compat.py's resnet18 counts them), and bad input gets one
+# tests/util/pytorch_compat.py's resnet18 counts them), and bad input gets one
 # line on stderr and exit status 2.
 # Usage: cli_model.sh path/to/dptrain
 set -u

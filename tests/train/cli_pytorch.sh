@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dptrain's safetensors checkpoints and PyTorch agree, both ways, for LeNet
-# and ResNet-18 (tests/pytorch_compat.py holds the seeds' PyTorch models):
+# and ResNet-18 (tests/util/pytorch_compat.py holds the seeds' PyTorch models):
 #   1. `dptrain train --checkpoint F` writes F; `dptrain eval` and PyTorch
 #      (load_state_dict, eval mode) give the same test accuracy (+-0.005);
 #   2. PyTorch writes a state dict F (pytorch_compat.py --save-init: the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dptrain's --tensorboard files read by TensorBoard's own EventAccumulator
-# (tests/tensorboard_check.py): every scalar at every step, once, as the
+# (tests/train/tensorboard_check.py): every scalar at every step, once, as the
 # --metrics file says; 2 devices, 2 ranks, a run killed with SIGKILL (read
 # while it trained, and after) and resumed, a run stopped by SIGTERM and
 # resumed. PyPI's tensorboard lives in a venv under the build folder

@@ -15,7 +15,7 @@ last step):
   4. a run stopped by SIGTERM mid-epoch and resumed: each step once.
 Prints one line per check and "N passed, N failed".
 
-Usage: tensorboard_check.py path/to/dptrain   (run by tests/cli_tensorboard.sh)
+Usage: tensorboard_check.py path/to/dptrain   (run by tests/train/cli_tensorboard.sh)
 """
 import glob
 import json

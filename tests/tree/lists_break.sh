@@ -24,7 +24,7 @@
 #   7. A list entry whose kind of value has no parser (VALUE(betas) made
 #      VALUE(adam_betas)): src/train/options.c does not compile.
 #   8. A message that names an option the list lacks (`bucket_size`):
-#      tests/option_names.sh refuses the tree.
+#      tests/tree/option_names.sh refuses the tree.
 # Usage: lists_break.sh BUILD_DIR
 set -u
 build=$(cd "$1" && pwd)

@@ -6,8 +6,8 @@
  * Inf passes a relative bound (Inf <= rtol * Inf). Every helper here fails
  * the test on a value that is not finite, on either side, naming what was
  * compared, the index and both values; the _or_nan forms return NaN
- * instead, so that tests/test_compare.c can see each case.
- * tests/compare.py is the same for the Python and shell tests. */
+ * instead, so that tests/util/test_compare.c can see each case.
+ * tests/util/compare.py is the same for the Python and shell tests. */
 #ifndef DP_TESTS_COMPARE_H
 #define DP_TESTS_COMPARE_H
 

@@ -5,16 +5,16 @@ with NaN is false, so max(abs(a - b) for ...) drops a NaN that is not
 first, and abs(NaN - x) > tol passes. Each function here treats a value
 that is not finite (NaN, Inf, -Inf), on either side, or missing (None),
 as the worst possible: the differences are inf and close() is False, so
-that `worst <= tol` fails. tests/compare.h is the same for the C tests;
-tests/compare_test.py tests this module.
+that `worst <= tol` fails. tests/util/compare.h is the same for the C tests;
+tests/util/compare_test.py tests this module.
 
 From a shell test (each exits 0 when the claim holds, 1 otherwise, a
 value that is not a finite number failing every claim):
-  python3 tests/compare.py close A B RTOL ATOL
-  python3 tests/compare.py at-most X BOUND
-  python3 tests/compare.py at-least X BOUND
-  python3 tests/compare.py more-than X BOUND
-  python3 tests/compare.py max-rel-diff FILE_A FILE_B
+  python3 tests/util/compare.py close A B RTOL ATOL
+  python3 tests/util/compare.py at-most X BOUND
+  python3 tests/util/compare.py at-least X BOUND
+  python3 tests/util/compare.py more-than X BOUND
+  python3 tests/util/compare.py max-rel-diff FILE_A FILE_B
 The last prints max |a - b| / max |b| over two files of numbers, one a
 line (max |a - b| where b is all zeros), and "inf" where a value is not
 finite or the counts differ; it exits 0.

@@ -1,4 +1,4 @@
-"""tests/compare.py, the differences every Python and shell test takes: a
+"""tests/util/compare.py, the differences every Python and shell test takes: a
 NaN, an Inf, a -Inf or a missing value (None) on either side, first, in
 the middle or last, makes each difference inf and close() False, and
 finite values give the exact figures. Prints "N passed, N failed"."""

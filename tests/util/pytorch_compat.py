@@ -5,13 +5,13 @@ Check mode: load a dptrain checkpoint (safetensors, tensor names of the seed
 models' PyTorch state_dict()) into the seed's PyTorch model, evaluate it and
 print exactly one line, `test acc: A` (4 decimals):
 
-  /usr/bin/python3 tests/pytorch_compat.py --model lenet --checkpoint FILE [--limit-test 1000]
+  /usr/bin/python3 tests/util/pytorch_compat.py --model lenet --checkpoint FILE [--limit-test 1000]
 
 Init mode: build the seed's model with the seed's initialisation, train it for
 --steps SGD steps (lr 0.1, batch 64, training set in file order) and write its
 state dict as safetensors, for `dptrain ... --init FILE` / `dptrain eval`:
 
-  /usr/bin/python3 tests/pytorch_compat.py --model resnet18 --save-init FILE [--steps 5]
+  /usr/bin/python3 tests/util/pytorch_compat.py --model resnet18 --save-init FILE [--steps 5]
       [--fit-head N]
 
 A few steps from the seed's init leave either model at chance (LeNet's 0.01
@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 # pytorch_compat_io.py lies beside this file, which is also loaded by path
-# (tests/cli_pytorch.sh) and imported from bench/, not only run.
+# (tests/train/cli_pytorch.sh) and imported from bench/, not only run.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_compat_io import CompatError, load, read_safetensors, write_safetensors  # noqa: E402
 
@@ -416,7 +416,7 @@ def main(argv=None):
                 fit_head(args.model, model, X[:args.fit_head], y[:args.fit_head], ridge)
             state = model.state_dict()
             write_safetensors(args.save_init, state, {
-                "format": "pt", "producer": "tests/pytorch_compat.py",
+                "format": "pt", "producer": "tests/util/pytorch_compat.py",
                 "model": args.model, "steps": args.steps, "fit_head": args.fit_head})
             print(f"wrote {args.save_init}: {args.model}, {len(state)} tensors, "
                   f"{args.steps} steps" + (f", head fitted on {args.fit_head} images"

@@ -1,4 +1,4 @@
-"""The files of tests/pytorch_compat.py: safetensors read and written with json
+"""The files of tests/util/pytorch_compat.py: safetensors read and written with json
 and numpy alone (the `safetensors` package is not needed), and Fashion-MNIST's
 IDX files read into tensors. CompatError is the one-line error of a file that
 cannot be loaded."""

@@ -1,4 +1,4 @@
-/* tests/compare.c, the differences every C test takes: a NaN, an Inf or a
+/* tests/util/compare.c, the differences every C test takes: a NaN, an Inf or a
  * -Inf on either side, first, in the middle or last, makes each helper
  * fail (seen from a child process, whose cmocka run must fail naming the
  * value "not finite"), and finite values give the exact maximum. */

@@ -8,7 +8,7 @@
  * positions: its weight gradient came out 1.8% off the float64 one where
  * PyTorch's float32 (which sums in double on the CPU) is 8e-6 off, and the
  * gradient of a bias before batch norm, 0 in exact arithmetic, was 7e-3
- * (tests/test_bn_accuracy.c). Sums in double keep every such term at
+ * (tests/device/cpu/test_bn_accuracy.c). Sums in double keep every such term at
  * float rounding, and make them the same for any split of the batch into
  * shards: SyncBatchNorm adds the shards' sums (the exchange src/comm/
  * issues between the batch_norm_sums kernel and the pass, device/kernels.h)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Batch norm's first gradients against PyTorch's in float64
-# (tests/bn_float64.py). Without torch a skip (77), unless DP_REQUIRE_TORCH=1
+# (tests/device/cpu/bn_float64.py). Without torch a skip (77), unless DP_REQUIRE_TORCH=1
 # (make test-interop, which installs python3-torch).
 # Usage: cli_bn_float64.sh path/to/dptrain
 set -u

@@ -12,7 +12,7 @@
  *
  * With oneDNN's training primitives, which sum in float, the weight
  * gradient was 9.2e-06 off, and in NHWC y 6.7e-06 and dx 1.2e-06 off; on
- * a whole net the error compounds (tests/bn_float64.py compares the first
+ * a whole net the error compounds (tests/device/cpu/bn_float64.py compares the first
  * step's gradients with PyTorch's in float64). */
 #include "gradcheck.h"
 
