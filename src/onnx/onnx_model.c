@@ -34,6 +34,31 @@ int dp__onnx_node_error(const dp__onnx_graph *g, const dp__onnx_node *n, const c
     return DP_EFORMAT;
 }
 
+/* The context of a running node's errors: "<file>: node 'NAME' (TYPE)",
+ * as dp__onnx_node_error begins. */
+typedef struct node_where {
+    const dp__onnx_graph *g;
+    const dp__onnx_node *n;
+} node_where;
+
+static void describe_node(const void *arg, char *buf, size_t size)
+{
+    const node_where *w = arg;
+    char nb[32];
+    snprintf(buf, size, "%s: node '%s' (%s)", w->g->name,
+             dp__onnx_node_name(w->g, w->n, nb, sizeof nb),
+             w->n->proto->op_type ? w->n->proto->op_type : "?");
+}
+
+int dp__onnx_run_node(dp__onnx_run *r, const dp__onnx_node *n)
+{
+    node_where w = {r->g, n};
+    dp__log_context was = dp__log_context_set((dp__log_context){describe_node, &w});
+    int rc = n->op->run(r, n);
+    dp__log_context_set(was);
+    return rc;
+}
+
 const Onnx__AttributeProto *dp__onnx_attr(const dp__onnx_node *n, const char *name)
 {
     for (size_t i = 0; i < n->proto->n_attribute; i++)
@@ -391,7 +416,7 @@ int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *cons
     }
     int rc = 0;
     for (int i = 0; rc == 0 && i < g->nnodes; i++)
-        rc = g->nodes[i].op->run(&r, &g->nodes[i]);
+        rc = dp__onnx_run_node(&r, &g->nodes[i]);
     for (int k = 0; rc == 0 && k < g->noutputs; k++) {
         outputs[k] = slots[g->outputs[k]].t;
         if (!outputs[k]) {

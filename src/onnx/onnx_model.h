@@ -141,6 +141,9 @@ const char *dp__onnx_node_name(const dp__onnx_graph *g, const dp__onnx_node *n, 
 /* Logs "<file>: node 'NAME' (TYPE): <what>" and returns DP_EFORMAT. */
 int dp__onnx_node_error(const dp__onnx_graph *g, const dp__onnx_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Runs node n's operator, every error it logs (an op's own included)
+ * beginning with the file and the node as dp__onnx_node_error's do. */
+int dp__onnx_run_node(dp__onnx_run *r, const dp__onnx_node *n);
 /* Attribute `name` of the node, or NULL. */
 const Onnx__AttributeProto *dp__onnx_attr(const dp__onnx_node *n, const char *name);
 int64_t dp__onnx_attr_int(const dp__onnx_node *n, const char *name, int64_t dflt);
