@@ -234,6 +234,32 @@ out:
     return rc;
 }
 
+/* Dimension d of the graph's input `name`, of rank g->in_rank: a size of
+ * 1 or more (given), or a name; a sample (the dimensions after the batch)
+ * no larger than DP_MAX_INPUT_CHANNELS x DP_MAX_INPUT_SIDE^2, the channels
+ * of an (N, C, H, W) input at most DP_MAX_INPUT_CHANNELS and each other
+ * dimension at most DP_MAX_INPUT_SIDE. */
+static int check_input_dim(const dp__onnx_graph *g, const char *name, int d, int64_t v, bool given)
+{
+    if (!given)
+        return 0; /* dim_param: any batch, or the data's size */
+    int64_t max = d == 0                      ? INT32_MAX
+                  : d == 1 && g->in_rank == 4 ? DP_MAX_INPUT_CHANNELS
+                                              : DP_MAX_INPUT_SIDE;
+    if (v >= 1 && v <= max)
+        return 0;
+    if (v < 1)
+        DP_ERROR("%s: the input '%s' declares dimension %d as %lld; a dimension is a size of 1 "
+                 "or more, or a name (dim_param)",
+                 g->name, name, d, (long long)v);
+    else
+        DP_ERROR("%s: the input '%s' declares dimension %d as %lld, more than %lld (dptrain's "
+                 "largest sample is %dx%dx%d, its largest batch %d)",
+                 g->name, name, d, (long long)v, (long long)max, DP_MAX_INPUT_CHANNELS,
+                 DP_MAX_INPUT_SIDE, DP_MAX_INPUT_SIDE, INT32_MAX);
+    return DP_EFORMAT;
+}
+
 /* The graph's first input's declared shape, checked against in_chw. */
 static int read_input_shape(dp__onnx_graph *g, const Onnx__ValueInfoProto *vi,
                             const int64_t *in_chw)
@@ -250,12 +276,12 @@ static int read_input_shape(dp__onnx_graph *g, const Onnx__ValueInfoProto *vi,
         return DP_EFORMAT;
     }
     g->in_rank = (int)s->n_dim;
-    for (int d = 0; d < g->in_rank; d++)
-        g->in_shape[d] =
-            s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-                    s->dim[d]->dim_value > 0
-                ? s->dim[d]->dim_value
-                : -1;
+    for (int d = 0; d < g->in_rank; d++) {
+        bool given = s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        int64_t v = given ? s->dim[d]->dim_value : -1;
+        g->in_shape[d] = v;
+        DP_TRY(check_input_dim(g, vi->name, d, v, given));
+    }
     if (!in_chw || g->in_rank != 4)
         return 0;
     for (int d = 1; d < 4; d++)
