@@ -157,6 +157,12 @@ static int make_specs(dp__onnx_graph *g, const int *role, const bool *ones)
                      val->name, t->n_dims, DP_MAX_DIMS);
             return DP_EFORMAT;
         }
+        if (dp__onnx_numel(t) == 0) { /* a 0 x 0 kernel would widen its output */
+            char dims[96];
+            DP_ERROR("%s: the initializer '%s' %s is read as a weight and holds no values", g->name,
+                     val->name, dp__shape_str(dims, sizeof dims, (int)t->n_dims, t->dims));
+            return DP_EFORMAT;
+        }
         dp_param_spec s = dp_param_spec_make(val->name, (int)t->n_dims, t->dims, DP_INIT_ZEROS, 0);
         if (s.ndim >= 2) { /* drawn only on request (--init): PyTorch's default */
             int64_t fan_in = 1;

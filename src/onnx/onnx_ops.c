@@ -7,6 +7,7 @@
 
 #include "core/internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +75,15 @@ int dp__onnx_ints_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const ch
     for (int i = 0; i < count; i++)
         out[i] = a->ints[i];
     return 0;
+}
+
+int dp__onnx_finite_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const char *name,
+                         float dflt, float *out)
+{
+    *out = dp__onnx_attr_float(n, name, dflt);
+    if (isfinite(*out))
+        return 0;
+    return dp__onnx_node_error(g, n, "%s %g is not a finite number", name, (double)*out);
 }
 
 bool dp__onnx_attr_is(const dp__onnx_node *n, const char *name, const char *s, bool absent)
