@@ -129,6 +129,23 @@ static int add_value(name_map *mp, dp__onnx_graph *g, const char *name, dp__onnx
 
 /* ---- building ------------------------------------------------------------ */
 
+void dp__onnx_count_readers(dp__onnx_graph *g)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        g->values[v].readers = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            if (g->nodes[i].in[k] >= 0)
+                g->values[g->nodes[i].in[k]].readers++;
+    for (int k = 0; k < g->noutputs; k++)
+        g->values[g->outputs[k]].readers++;
+}
+
+dp__onnx_node *dp__onnx_producer(const dp__onnx_graph *g, int v)
+{
+    return v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
+}
+
 void dp__onnx_graph_free(dp__onnx_graph *g)
 {
     if (!g)
@@ -140,6 +157,7 @@ void dp__onnx_graph_free(dp__onnx_graph *g)
     dp__free(g->consts);
     dp__free(g->values);
     dp__free(g->nodes);
+    dp__free(g->ports);
     dp__free(g->params);
     dp__free(g->buffers);
     dp__free(g->param_init);
@@ -307,17 +325,20 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
     name_map mp = {.slot = dp__calloc(slots, sizeof(int)), .mask = slots - 1};
     g->values = dp__calloc(DP_MAX(cap, 1), sizeof *g->values);
     g->nodes = dp__calloc(DP_MAX(gp->n_node, 1), sizeof *g->nodes);
-    g->consts = dp__calloc(DP_MAX(gp->n_initializer + gp->n_node, 1), sizeof *g->consts);
-    size_t nin = 0;
-    for (size_t i = 0; i < gp->n_node; i++)
+    g->consts = dp__calloc(DP_MAX(gp->n_initializer, 1), sizeof *g->consts);
+    size_t nin = 0, nout = 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
         nin += gp->node[i]->n_input;
+        nout += gp->node[i]->n_output;
+    }
+    g->ports = dp__calloc(DP_MAX(nin + nout, 1), sizeof *g->ports);
     int *ins = dp__calloc(DP_MAX(nin, 1), sizeof *ins);
     int *in_start = dp__calloc(gp->n_node + 1, sizeof *in_start);
     int *producer_of = dp__calloc(DP_MAX(cap, 1), sizeof *producer_of);
     int *order = dp__calloc(DP_MAX(gp->n_node, 1), sizeof *order);
     int rc = 0;
-    if (!mp.slot || !g->values || !g->nodes || !g->consts || !ins || !in_start || !producer_of ||
-        !order) {
+    if (!mp.slot || !g->values || !g->nodes || !g->consts || !g->ports || !ins || !in_start ||
+        !producer_of || !order) {
         rc = DP_ENOMEM;
         goto out;
     }
@@ -386,7 +407,10 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
     }
     if (rc == 0)
         rc = sort_nodes(g, gp, producer_of, ins, in_start, order);
-    /* The nodes in that order, their inputs and outputs as values. */
+    /* The nodes in that order, their inputs and outputs as values (in
+     * g->ports: the inputs in the file's order of nodes, then the
+     * outputs), each value knowing its producer's place. */
+    size_t out_at = nin;
     for (size_t r = 0; rc == 0 && r < gp->n_node; r++) {
         int i = order[r];
         const Onnx__NodeProto *np = gp->node[i];
@@ -397,11 +421,17 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
             break;
         }
         n->nin = (int)np->n_input;
+        n->in = g->ports + in_start[i];
         for (int k = 0; k < n->nin; k++)
             n->in[k] = ins[in_start[i] + k];
         n->nout = (int)np->n_output;
-        for (int k = 0; k < n->nout; k++)
+        n->out = g->ports + out_at;
+        out_at += np->n_output;
+        for (int k = 0; k < n->nout; k++) {
             n->out[k] = np->output[k][0] ? map_find(&mp, g, np->output[k]) : -1;
+            if (n->out[k] >= 0)
+                g->values[n->out[k]].producer = (int)r;
+        }
     }
     if (rc == 0)
         rc = dp__onnx_bind(g);

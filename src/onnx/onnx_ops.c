@@ -48,16 +48,14 @@ int dp__onnx_unused_output(const dp__onnx_graph *g, const dp__onnx_node *n, int 
 {
     if (k >= n->nout || n->out[k] < 0)
         return 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].nin; j++)
-            if (g->nodes[i].in[j] == n->out[k])
-                return dp__onnx_node_error(g, n,
-                                           "its output %s is read, which dptrain does "
-                                           "not compute",
-                                           what);
+    int as_output = 0; /* the value's readers are nodes' inputs and graph outputs */
     for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == n->out[k])
-            return dp__onnx_node_error(g, n, "its output %s is a graph output", what);
+        as_output += g->outputs[i] == n->out[k];
+    if (g->values[n->out[k]].readers > as_output)
+        return dp__onnx_node_error(g, n, "its output %s is read, which dptrain does not compute",
+                                   what);
+    if (as_output)
+        return dp__onnx_node_error(g, n, "its output %s is a graph output", what);
     return 0;
 }
 

@@ -19,7 +19,8 @@ int dp__onnx_put(dp__onnx_run *r, const dp__onnx_node *n, int k, dp_tensor_t *y)
 /* x must have lo to hi dimensions; else one line naming the node. */
 int dp__onnx_want_rank(const dp__onnx_run *r, const dp__onnx_node *n, const dp_tensor_t *x, int lo,
                        int hi);
-/* Output k must not be read by any node nor be a graph output: the
+/* Output k must not be read by any node nor be a graph output (by the
+ * readers dp__onnx_count_readers counted): the
  * optional outputs dptrain does not make (MaxPool's indices, Dropout's
  * mask, batch norm's running statistics in training mode). */
 int dp__onnx_unused_output(const dp__onnx_graph *g, const dp__onnx_node *n, int k,
