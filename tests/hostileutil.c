@@ -39,7 +39,10 @@ void hu_run(const char *const *args, hu_outcome *o)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+        /* a run gone quadratic ends at 30 s of CPU (SIGXCPU), not hours */
+        struct rlimit cpu = {30, 30};
+        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr) ||
+            setrlimit(RLIMIT_CPU, &cpu) != 0)
             _exit(126);
         execv(tu_dptrain, (char *const *)argv);
         _exit(127);

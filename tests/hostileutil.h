@@ -36,7 +36,8 @@ typedef struct hu_outcome {
 /* The group setup: finds dptrain, makes the temp dir, measures
  * `dptrain model lenet`. */
 int hu_setup(void **state);
-/* Runs `dptrain args...` (NULL-terminated, at most 14). */
+/* Runs `dptrain args...` (NULL-terminated, at most 14), killed past 30 s
+ * of CPU. */
 void hu_run(const char *const *args, hu_outcome *o);
 /* Prints the run's cost and fails past cpu_limit s of CPU, 10 s of wall
  * time, or headroom_kb of memory beyond `dptrain model lenet`'s. */
