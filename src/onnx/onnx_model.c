@@ -270,11 +270,14 @@ static int check_input_dim(const dp__onnx_graph *g, const char *name, int d, int
         DP_ERROR("%s: the input '%s' declares dimension %d as %lld; a dimension is a size of 1 "
                  "or more, or a name (dim_param)",
                  g->name, name, d, (long long)v);
+    else if (d == 0)
+        DP_ERROR("%s: the input '%s' declares a batch of %lld, more than %lld", g->name, name,
+                 (long long)v, (long long)max);
     else
         DP_ERROR("%s: the input '%s' declares dimension %d as %lld, more than %lld (dptrain's "
-                 "largest sample is %dx%dx%d, its largest batch %d)",
+                 "largest sample is %dx%dx%d)",
                  g->name, name, d, (long long)v, (long long)max, DP_MAX_INPUT_CHANNELS,
-                 DP_MAX_INPUT_SIDE, DP_MAX_INPUT_SIDE, INT32_MAX);
+                 DP_MAX_INPUT_SIDE, DP_MAX_INPUT_SIDE);
     return DP_EFORMAT;
 }
 
