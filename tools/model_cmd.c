@@ -27,7 +27,7 @@ static int parse_input(const char *text, void *field, char *why, size_t size)
     char extra;
     long long c, h, w;
     if (sscanf(text, "%lldx%lldx%lld%c", &c, &h, &w, &extra) != 3 || c < 1 || h < 1 || w < 1 ||
-        c > 4096 || h > 65536 || w > 65536) {
+        c > DP_MAX_INPUT_CHANNELS || h > DP_MAX_INPUT_SIDE || w > DP_MAX_INPUT_SIDE) {
         snprintf(why, size, "expected CxHxW with positive sizes, e.g. 3x32x32");
         return DP_EINVAL;
     }

@@ -154,6 +154,13 @@ struct dp_model_def {
  * allocated. */
 #define DP_MAX_PARAMS ((int64_t)1 << 30)
 
+/* The largest sample a model is built for: (C, H, W) up to (4096, 65536,
+ * 65536), the most `dptrain model --input` takes and an ONNX graph's input
+ * may declare (a summary traces such a sample on the meta device, with no
+ * memory for its values). */
+#define DP_MAX_INPUT_CHANNELS 4096
+#define DP_MAX_INPUT_SIDE 65536
+
 /* Builds a model of `def` on `dev`, weights drawn from `seed`. */
 int dp_model_init(dp_model_t **out, const dp_model_def *def, dp_device_t *dev, uint64_t seed);
 const dp_model_def *dp_model_definition(const dp_model_t *m);

@@ -5,6 +5,8 @@
 
 #include "dp/core.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -42,6 +44,34 @@ void *dp__malloc(size_t bytes);
 void *dp__calloc(size_t count, size_t size);
 void dp__free(void *p);
 char *dp__strdup(const char *s);
+
+/* What an error is about, where the code that logs it cannot know: the
+ * ONNX graph sets "m.onnx: node 'fc' (Gemm)" around each node it runs,
+ * so that an op's "linear: input [2, 784] does not fit ..." reads
+ * "m.onnx: node 'fc' (Gemm): linear: ...". `describe` writes the text
+ * into buf only when an error is logged (a node costs two stores); an
+ * error that already begins with it is left as it is. Per thread. */
+typedef struct dp__log_context {
+    void (*describe)(const void *arg, char *buf, size_t size);
+    const void *arg;
+} dp__log_context;
+/* Sets this thread's context (describe NULL: none) and returns the one
+ * it replaces, which the caller puts back when done. */
+dp__log_context dp__log_context_set(dp__log_context c);
+
+/* *out = a * b for sizes (a, b >= 0): false, and *out left alone, when a
+ * size is negative or the product leaves int64_t. Every size computed
+ * from numbers in a file (a shape, a count) is multiplied through this. */
+static inline bool dp__mul_size(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || (a > 0 && b > INT64_MAX / a))
+        return false;
+    *out = a * b;
+    return true;
+}
+/* *out = the product of shape[0..ndim), through dp__mul_size: false when
+ * a dimension is negative or the product leaves int64_t. */
+bool dp__shape_numel(int ndim, const int64_t *shape, int64_t *out);
 
 #define DP_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DP_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -59,6 +59,34 @@ static void one_line(char *msg, size_t size)
     snprintf(msg, size, "%s", out);
 }
 
+static _Thread_local dp__log_context context;
+
+dp__log_context dp__log_context_set(dp__log_context c)
+{
+    dp__log_context was = context;
+    context = c;
+    return was;
+}
+
+/* An error under a context begins with the context's text (once). */
+static void put_context(char *msg, size_t size)
+{
+    char where[512];
+    context.describe(context.arg, where, sizeof where);
+    size_t n = strlen(where);
+    if (n == 0 || (strncmp(msg, where, n) == 0 && msg[n] == ':'))
+        return;
+    /* where, ": ", then as much of msg as fits */
+    char both[1024];
+    size_t keep = DP_MIN(n, sizeof both - 3);
+    memcpy(both, where, keep);
+    memcpy(both + keep, ": ", 2);
+    size_t rest = DP_MIN(strlen(msg), sizeof both - keep - 3);
+    memcpy(both + keep + 2, msg, rest);
+    both[keep + 2 + rest] = '\0';
+    snprintf(msg, size, "%s", both);
+}
+
 void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
@@ -66,6 +94,8 @@ void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (level == DP_LOG_ERROR && context.describe)
+        put_context(msg, sizeof msg);
     if (level == DP_LOG_ERROR || level == DP_LOG_WARN)
         one_line(msg, sizeof msg);
     if (level == DP_LOG_ERROR)
@@ -83,6 +113,16 @@ void dp__abort(const char *file, int line, const char *expr)
 {
     fprintf(stderr, "dptrain: internal error: %s:%d: assertion failed: %s\n", file, line, expr);
     abort();
+}
+
+bool dp__shape_numel(int ndim, const int64_t *shape, int64_t *out)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        if (!dp__mul_size(n, shape[i], &n))
+            return false;
+    *out = n;
+    return true;
 }
 
 void *dp__malloc(size_t bytes)

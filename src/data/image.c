@@ -24,6 +24,7 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <zlib.h>
 
 /* Files larger than this are not images we train on. */
 #define IMAGE_MAX_FILE ((size_t)256 << 20)
@@ -100,8 +101,20 @@ static void png_on_warning(png_structp png, png_const_charp msg)
     (void)msg; /* ancillary trouble (a bad iCCP, a tEXt): PIL reads on too */
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 static int decode_png(const uint8_t *buf, size_t len, const char *name, int channels, dp_image *out)
 {
+    /* The size from the IHDR chunk, which follows the signature (its 13
+     * bytes and CRC intact; else libpng says what is wrong): libpng refuses
+     * a size past its user limits as "Invalid IHDR data", which names
+     * neither the size nor the limit. */
+    if (len >= 33 && be32(buf + 8) == 13 && memcmp(buf + 12, "IHDR", 4) == 0 &&
+        crc32(0L, buf + 12, 17) == be32(buf + 29))
+        DP_TRY(check_size(name, be32(buf + 16), be32(buf + 20)));
     png_src src = {.p = buf, .n = len};
     png_structp png =
         png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);

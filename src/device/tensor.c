@@ -27,7 +27,12 @@ size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape)
     return (size_t)dp__numel(ndim, shape) * dp_dtype_size(dtype);
 }
 
-static int check_shape(int ndim, const int64_t *shape)
+/* A tensor's bytes fit in 2^62: sums and products of a few sizes stay
+ * within int64_t and size_t, on the meta device too, whose tensors a
+ * summary may make of any size that can be counted. */
+#define TENSOR_MAX_BYTES ((int64_t)1 << 62)
+
+static int check_shape(dp_dtype dtype, int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > DP_MAX_DIMS) {
         DP_ERROR("tensor rank %d is not supported (0..%d)", ndim, DP_MAX_DIMS);
@@ -38,6 +43,13 @@ static int check_shape(int ndim, const int64_t *shape)
             DP_ERROR("bad tensor size %lld in dimension %d", (long long)shape[i], i);
             return DP_EINVAL;
         }
+    }
+    int64_t numel, bytes;
+    if (!dp__shape_numel(ndim, shape, &numel) ||
+        !dp__mul_size(numel, (int64_t)dp_dtype_size(dtype), &bytes) || bytes > TENSOR_MAX_BYTES) {
+        char s[160];
+        DP_ERROR("a tensor %s holds more than 2^62 bytes", dp__shape_str(s, sizeof s, ndim, shape));
+        return DP_EINVAL;
     }
     return 0;
 }
@@ -60,11 +72,11 @@ dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const i
 int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                      const int64_t *shape, int nhwc)
 {
-    DP_TRY(check_shape(ndim, shape));
     if ((unsigned)dtype > DP_BF16 || (dtype == DP_BF16 && !dp_device_has(dev, DP_DEVICE_BF16))) {
         DP_ERROR("%s has no tensors of dtype %d", dev->name, (int)dtype);
         return DP_EINVAL;
     }
+    DP_TRY(check_shape(dtype, ndim, shape));
     dp_tensor_t *t = dp__tensor_view(dev, dtype, ndim, shape, NULL);
     if (!t)
         return DP_ENOMEM;

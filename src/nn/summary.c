@@ -8,6 +8,7 @@
 #include "core/internal.h"
 #include "device/device.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 enum { BATCH = 2 }; /* two samples: batch norm's unbiased variance needs two */
@@ -47,43 +48,92 @@ static int64_t node_flops(const dp__node *node)
     return out;
 }
 
-/* The parameters among the node's inputs not counted by an earlier row. */
-static int64_t node_params(const dp__node *node, dp_params_t *P, bool *seen)
+/* Tensors by address, to find in O(log n) which op wrote a tensor and
+ * which parameter it is: a summary of 100,000 ops costs no more than its
+ * tape. Sorted by address, then by index, so that the first is found. */
+typedef struct tensor_index {
+    const dp_tensor_t *t;
+    int index;
+} tensor_index;
+
+static int by_address(const void *a, const void *b)
+{
+    const tensor_index *x = a, *y = b;
+    uintptr_t p = (uintptr_t)x->t, q = (uintptr_t)y->t;
+    return p != q ? (p < q ? -1 : 1) : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The index kept with t in sorted[0..n) (the first, if several), or -1. */
+static int find(const tensor_index *sorted, int n, const dp_tensor_t *t)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)sorted[mid].t < (uintptr_t)t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && sorted[lo].t == t ? sorted[lo].index : -1;
+}
+
+/* The parameters among the node's inputs not counted by an earlier row
+ * (params: P's tensors, sorted). */
+static int64_t node_params(const dp__node *node, dp_params_t *P, const tensor_index *params,
+                           bool *seen)
 {
     int64_t n = 0;
-    for (int i = 0; i < node->ninputs; i++)
-        for (int j = 0; j < dp_params_count(P); j++)
-            if (node->inputs[i] == dp_params_get(P, j) && !seen[j]) {
-                seen[j] = true;
-                n += dp_tensor_numel(dp_params_get(P, j));
-            }
+    for (int i = 0; i < node->ninputs; i++) {
+        int j = find(params, dp_params_count(P), node->inputs[i]);
+        if (j >= 0 && !seen[j]) {
+            seen[j] = true;
+            n += dp_tensor_numel(dp_params_get(P, j));
+        }
+    }
     return n;
 }
 
-/* The node that wrote t; -1 for the model's input x; -2 for anything else
- * (parameters, buffers: each stage has its own). */
-static int producer(const dp__tape *tape, const dp_tensor_t *x, const dp_tensor_t *t)
+/* The node that wrote t (outputs: the tape's outputs, sorted); -1 for the
+ * model's input x; -2 for anything else (parameters, buffers: each stage
+ * has its own). */
+static int producer(const tensor_index *outputs, int n, const dp_tensor_t *x, const dp_tensor_t *t)
 {
-    for (size_t i = 0; i < tape->nnodes; i++)
-        if (tape->nodes[i].output == t)
-            return (int)i;
-    return t == x ? -1 : -2;
+    int i = find(outputs, n, t);
+    return i >= 0 ? i : t == x ? -1 : -2;
 }
 
 /* can_start of every row: a cut before op i is clean when no op from i on
- * reads a tensor written before op i - 1 (or the input, for i > 0). */
-static void mark_stage_starts(const dp__tape *tape, const dp_tensor_t *x, dp_layer_summary *rows)
+ * reads a tensor written before op i - 1 (or the input, for i > 0). Op j
+ * reading what op `from` wrote rules out the cuts before ops from + 2 to
+ * j: counted over the rows as differences (`cover`), O(ops). */
+static int mark_stage_starts(const dp__tape *tape, const dp_tensor_t *x, dp_layer_summary *rows)
 {
     int n = (int)tape->nnodes;
+    tensor_index *outputs = malloc((size_t)(n ? n : 1) * sizeof *outputs);
+    int *cover = calloc((size_t)n + 2, sizeof *cover);
+    if (!outputs || !cover) {
+        free(outputs);
+        free(cover);
+        return DP_ENOMEM;
+    }
     for (int i = 0; i < n; i++)
-        rows[i].can_start = true;
+        outputs[i] = (tensor_index){tape->nodes[i].output, i};
+    qsort(outputs, (size_t)n, sizeof *outputs, by_address);
     for (int j = 0; j < n; j++)
         for (int k = 0; k < tape->nodes[j].ninputs; k++) {
-            int from = producer(tape, x, tape->nodes[j].inputs[k]);
-            /* Op j reads what op `from` wrote: no stage starts in between. */
-            for (int i = from + 2; from > -2 && i <= j; i++)
-                rows[i].can_start = false;
+            int from = producer(outputs, n, x, tape->nodes[j].inputs[k]);
+            if (from > -2 && from + 2 <= j) {
+                cover[from + 2]++;
+                cover[j + 1]--;
+            }
         }
+    for (int i = 0, inside = 0; i < n; i++) {
+        inside += cover[i];
+        rows[i].can_start = inside == 0;
+    }
+    free(outputs);
+    free(cover);
+    return 0;
 }
 
 int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
@@ -98,12 +148,19 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
     int rc = dp__trace_forward(&trace, def, chw, BATCH, true, false);
     const dp__tape *tape = trace.tape;
     dp_params_t *P = trace.model ? dp_model_params(trace.model) : NULL;
+    int nparams = P ? dp_params_count(P) : 0;
+    tensor_index *params = NULL;
     if (rc == 0) {
-        seen = calloc((size_t)dp_params_count(P), sizeof *seen);
+        seen = calloc((size_t)nparams + 1, sizeof *seen);
+        params = malloc(((size_t)nparams + 1) * sizeof *params);
         *rows = calloc(tape->nnodes ? tape->nnodes : 1, sizeof **rows);
-        if (!seen || !*rows)
+        if (!seen || !params || !*rows)
             rc = DP_ENOMEM;
     }
+    for (int j = 0; rc == 0 && j < nparams; j++)
+        params[j] = (tensor_index){dp_params_get(P, j), j};
+    if (rc == 0)
+        qsort(params, (size_t)nparams, sizeof *params, by_address);
     for (size_t i = 0; rc == 0 && i < tape->nnodes; i++) {
         const dp__node *node = &tape->nodes[i];
         dp_layer_summary *r = &(*rows)[(*n)++];
@@ -111,11 +168,12 @@ int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_su
         r->ndim = dp_tensor_ndim(node->output);
         for (int d = 0; d < r->ndim; d++)
             r->shape[d] = d == 0 ? 1 : dp_tensor_dim(node->output, d);
-        r->params = node_params(node, P, seen);
+        r->params = node_params(node, P, params, seen);
         r->flops = node_flops(node) / BATCH;
     }
+    free(params);
     if (rc == 0)
-        mark_stage_starts(tape, trace.x, *rows);
+        rc = mark_stage_starts(tape, trace.x, *rows);
     /* A model that cuts its forward elsewhere says where (an ONNX graph:
      * where one tensor crosses between its nodes). */
     if (rc == 0 && def->stage_starts)

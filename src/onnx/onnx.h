@@ -15,12 +15,20 @@
  * bigger models keep their weights in external files, which dptrain
  * refuses. */
 #define DP__ONNX_MAX_BYTES ((size_t)INT32_MAX)
+/* How deep messages may nest in a file: a message inside a message
+ * inside ... (a graph in a node's attribute, as If and Loop bodies; a
+ * type in a type), counting the ModelProto as 1. protobuf-c decodes each
+ * level by recursion with no bound of its own; 100 is protobuf's default
+ * (C++ and Python), and a model dptrain runs nests 7 deep. */
+enum { DP__ONNX_MAX_DEPTH = 100 };
 /* The opsets of the default domain whose operators the loader knows. */
 enum { DP__ONNX_MIN_OPSET = 6, DP__ONNX_MAX_OPSET = 17, DP__ONNX_MAX_RANK = 8 };
 
 /* Reads `path` into *out (free with dp__onnx_free): refused with one line
  * naming the file if it is empty, over DP__ONNX_MAX_BYTES, not protobuf,
- * cut short, not a ModelProto with a graph, of an opset outside
+ * cut short, nested deeper than DP__ONNX_MAX_DEPTH (checked on the bytes,
+ * before protobuf-c recurses into them), not a ModelProto with a graph,
+ * of an opset outside
  * DP__ONNX_MIN_OPSET..DP__ONNX_MAX_OPSET, or holds a tensor (initializer or
  * Constant) whose data live in an external file, are of a type other than
  * float, int32 or int64, or are not as many as its dims claim (a claim is

@@ -157,6 +157,12 @@ static int make_specs(dp__onnx_graph *g, const int *role, const bool *ones)
                      val->name, t->n_dims, DP_MAX_DIMS);
             return DP_EFORMAT;
         }
+        if (dp__onnx_numel(t) == 0) { /* a 0 x 0 kernel would widen its output */
+            char dims[96];
+            DP_ERROR("%s: the initializer '%s' %s is read as a weight and holds no values", g->name,
+                     val->name, dp__shape_str(dims, sizeof dims, (int)t->n_dims, t->dims));
+            return DP_EFORMAT;
+        }
         dp_param_spec s = dp_param_spec_make(val->name, (int)t->n_dims, t->dims, DP_INIT_ZEROS, 0);
         if (s.ndim >= 2) { /* drawn only on request (--init): PyTorch's default */
             int64_t fan_in = 1;
@@ -216,72 +222,89 @@ static int number_layers(dp__onnx_graph *g)
  * output too), and the node keeps no input of its own, so that the value
  * it passes is placed by what reads it: torch.onnx.export shares one
  * initializer among convolutions through Identity nodes, which must then
- * read it as a parameter. In the nodes' order, a chain of them resolves
- * to its first input. */
-static void alias_identities(dp__onnx_graph *g)
+ * read it as a parameter. In the nodes' order, where every reader comes
+ * after its producer, a chain of them resolves to its first input: one
+ * pass, each input looked up in `alias` (a value's stand-in). */
+static int alias_identities(dp__onnx_graph *g)
 {
+    int *alias = dp__malloc((size_t)DP_MAX(g->nvalues, 1) * sizeof *alias);
+    if (!alias)
+        return DP_ENOMEM;
+    for (int v = 0; v < g->nvalues; v++)
+        alias[v] = v;
     for (int i = 0; i < g->nnodes; i++) {
         dp__onnx_node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] >= 0)
+                n->in[k] = alias[n->in[k]];
         if (strcmp(n->op->type, "Identity") != 0 || n->nout < 1 || n->out[0] < 0)
             continue;
-        int from = n->out[0], to = n->in[0];
-        for (int j = i + 1; j < g->nnodes; j++)
-            for (int k = 0; k < g->nodes[j].nin; k++)
-                if (g->nodes[j].in[k] == from)
-                    g->nodes[j].in[k] = to;
-        for (int k = 0; k < g->noutputs; k++)
-            if (g->outputs[k] == from)
-                g->outputs[k] = to;
+        alias[n->out[0]] = n->in[0];
         n->nin = n->nout = 0;
     }
+    for (int k = 0; k < g->noutputs; k++)
+        g->outputs[k] = alias[g->outputs[k]];
+    dp__free(alias);
+    return 0;
 }
 
 /* torch.onnx.export in training mode writes nn.PReLU(C)'s slope as
  * Unsqueeze(weight, [1, 2]) -> PRelu: PRelu then reads the initializer
  * itself, so that the parameter keeps the state_dict's name and shape (C)
  * and a checkpoint loads strictly into PyTorch; dp_prelu takes it as it
- * is. Only where every reader of the Unsqueeze is a PRelu's slope. */
-static void alias_slope_unsqueezes(dp__onnx_graph *g)
+ * is. Only where every reader of the Unsqueeze is a PRelu's slope (readers
+ * counted, slopes counted, in one pass each). */
+static int alias_slope_unsqueezes(dp__onnx_graph *g)
 {
+    dp__onnx_count_readers(g);
+    int *slopes = dp__calloc((size_t)DP_MAX(g->nvalues, 1), sizeof *slopes);
+    if (!slopes)
+        return DP_ENOMEM;
+    for (int i = 0; i < g->nnodes; i++) {
+        const dp__onnx_node *n = &g->nodes[i];
+        if (strcmp(n->op->type, "PRelu") == 0 && n->nin > 1 && n->in[1] >= 0)
+            slopes[n->in[1]]++;
+    }
+    for (int k = 0; k < g->noutputs; k++)
+        slopes[g->outputs[k]] = -1; /* a graph output is no slope */
+    bool any = false;
     for (int i = 0; i < g->nnodes; i++) {
         dp__onnx_node *n = &g->nodes[i];
         if (strcmp(n->op->type, "Unsqueeze") != 0 || n->nin < 1 || n->nout != 1 || n->out[0] < 0 ||
             n->in[0] < 0 || g->values[n->in[0]].init < 0)
             continue;
-        int from = n->out[0], to = n->in[0], readers = 0;
-        bool only_slopes = true;
-        for (int j = 0; j < g->nnodes; j++)
-            for (int k = 0; k < g->nodes[j].nin; k++)
-                if (g->nodes[j].in[k] == from) {
-                    readers++;
-                    only_slopes =
-                        only_slopes && k == 1 && strcmp(g->nodes[j].op->type, "PRelu") == 0;
-                }
-        for (int k = 0; k < g->noutputs; k++)
-            only_slopes = only_slopes && g->outputs[k] != from;
-        if (!readers || !only_slopes)
+        int from = n->out[0];
+        if (g->values[from].readers == 0 || slopes[from] != g->values[from].readers)
             continue;
-        for (int j = 0; j < g->nnodes; j++)
-            for (int k = 0; k < g->nodes[j].nin; k++)
-                if (g->nodes[j].in[k] == from)
-                    g->nodes[j].in[k] = to;
+        slopes[from] = -2 - n->in[0];         /* read as the initializer from here on */
         n->op = dp__onnx_find_op("Identity"); /* runs nothing */
         n->nin = n->nout = 0;
+        any = true;
     }
+    for (int i = 0; any && i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int v = g->nodes[i].in[k];
+            if (v >= 0 && slopes[v] <= -2)
+                g->nodes[i].in[k] = -2 - slopes[v];
+        }
+    dp__free(slopes);
+    return 0;
 }
 
 int dp__onnx_bind(dp__onnx_graph *g)
 {
+    dp__onnx_count_readers(g);
     dp__onnx_fuse_gelu(g);
     DP_TRY(find_ops(g));
-    alias_identities(g);
-    alias_slope_unsqueezes(g);
+    DP_TRY(alias_identities(g));
+    DP_TRY(alias_slope_unsqueezes(g));
     /* Gemm with beta 0 reads no C (PyTorch's exported torch.mm gives a
      * Constant there). */
     for (int i = 0; i < g->nnodes; i++)
         if (strcmp(g->nodes[i].op->type, "Gemm") == 0 &&
             dp__onnx_attr_float(&g->nodes[i], "beta", 1) == 0.0f && g->nodes[i].nin > 2)
             g->nodes[i].nin = 2;
+    dp__onnx_count_readers(g); /* as the nodes read them from here on */
     size_t ninit = g->model->graph->n_initializer;
     int *role = dp__calloc(DP_MAX(ninit, 1), sizeof *role);
     if (!role)

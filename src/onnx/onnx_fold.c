@@ -214,8 +214,11 @@ int dp__onnx_run_squeeze(dp__onnx_run *r, const dp__onnx_node *n)
 
 int dp__onnx_run_concat(dp__onnx_run *r, const dp__onnx_node *n)
 {
-    int64_t total = 0;
+    int64_t total = 0, axis = dp__onnx_attr_int(n, "axis", 0);
     bool is_float = false;
+    if (axis != 0 && axis != -1)
+        return dp__onnx_node_error(r->g, n, "axis %lld of 1-D constants and shapes",
+                                   (long long)axis);
     for (int k = 0; k < n->nin; k++) {
         const dp__onnx_host *h = in_h(r, n, k);
         if (!h || h->ndim != 1)

@@ -7,7 +7,9 @@
  * (each product and sum in either order, the constants Constant nodes or
  * initializers of one value). The last Mul becomes the GELU, reading x;
  * the others run nothing. Only where each inner value is read by the next
- * node alone, so nothing else sees a value the fusion drops.
+ * node alone (the readers dp__onnx_count_readers counted, kept as the
+ * fusions change what the nodes read), so nothing else sees a value the
+ * fusion drops.
  *
  * And nn.AvgPool2d(k, s, padding=p) (count_include_pad=True), which torch
  * writes as Pad(x, p of zeros on H and W) -> AveragePool(pads 0): the
@@ -19,28 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The node whose output v is, or NULL. */
-static dp__onnx_node *producer(dp__onnx_graph *g, int v)
-{
-    for (int i = 0; v >= 0 && i < g->nnodes; i++)
-        for (int k = 0; k < g->nodes[i].nout; k++)
-            if (g->nodes[i].out[k] == v)
-                return &g->nodes[i];
-    return NULL;
-}
-
-/* How many node inputs and graph outputs read v. */
-static int readers(const dp__onnx_graph *g, int v)
-{
-    int count = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++)
-            count += g->nodes[i].in[k] == v;
-    for (int k = 0; k < g->noutputs; k++)
-        count += g->outputs[k] == v;
-    return count;
-}
-
 /* Whether v is a constant of one float value within 1e-6 of want: an
  * initializer or a Constant node's "value". */
 static bool is_const(dp__onnx_graph *g, int v, double want)
@@ -51,7 +31,7 @@ static bool is_const(dp__onnx_graph *g, int v, double want)
     if (g->values[v].init >= 0) {
         t = g->model->graph->initializer[g->values[v].init];
     } else {
-        dp__onnx_node *p = producer(g, v);
+        dp__onnx_node *p = dp__onnx_producer(g, v);
         const Onnx__AttributeProto *a =
             p && p->proto->op_type && strcmp(p->proto->op_type, "Constant") == 0
                 ? dp__onnx_attr(p, "value")
@@ -69,9 +49,9 @@ static bool is_const(dp__onnx_graph *g, int v, double want)
  * NULL otherwise. */
 static dp__onnx_node *single(dp__onnx_graph *g, int v, const char *type, int nin)
 {
-    dp__onnx_node *p = producer(g, v);
+    dp__onnx_node *p = dp__onnx_producer(g, v);
     if (!p || !p->proto->op_type || strcmp(p->proto->op_type, type) != 0 || p->nin != nin ||
-        p->nout != 1 || readers(g, v) != 1)
+        p->nout != 1 || g->values[v].readers != 1)
         return NULL;
     return p;
 }
@@ -112,10 +92,25 @@ static int outer(dp__onnx_graph *g, dp__onnx_node *last, int *x, dp__onnx_node *
     return -1;
 }
 
-static void drop(dp__onnx_node *n, const dp__onnx_op *nothing)
+/* Node n runs nothing from here on, and reads nothing. */
+static void drop(dp__onnx_graph *g, dp__onnx_node *n, const dp__onnx_op *nothing)
 {
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0)
+            g->values[n->in[k]].readers--;
     n->op = nothing;
     n->nin = n->nout = 0;
+}
+
+/* Node n reads value v alone from here on. */
+static void read_only(dp__onnx_graph *g, dp__onnx_node *n, int v)
+{
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0)
+            g->values[n->in[k]].readers--;
+    n->in[0] = v;
+    n->nin = 1;
+    g->values[v].readers++;
 }
 
 /* The GELU ending at `last`, or false. */
@@ -153,12 +148,11 @@ static bool fuse_at(dp__onnx_graph *g, dp__onnx_node *last)
     }
     const dp__onnx_op *nothing = dp__onnx_find_op("Identity");
     for (int i = 0; i < n; i++)
-        drop(chain[i], nothing);
-    drop(mul_x, nothing);
-    drop(add1, nothing);
+        drop(g, chain[i], nothing);
+    drop(g, mul_x, nothing);
+    drop(g, add1, nothing);
     last->op = dp__onnx_gelu_op(tanh_form);
-    last->in[0] = x;
-    last->nin = 1;
+    read_only(g, last, x);
     return true;
 }
 
@@ -182,7 +176,7 @@ static int const_ints(dp__onnx_graph *g, int v, int64_t *out, int max)
     if (g->values[v].init >= 0) {
         t = g->model->graph->initializer[g->values[v].init];
     } else {
-        dp__onnx_node *p = producer(g, v);
+        dp__onnx_node *p = dp__onnx_producer(g, v);
         const Onnx__AttributeProto *a =
             p && p->op && strcmp(p->op->type, "Constant") == 0 ? dp__onnx_attr(p, "value") : NULL;
         t = a ? a->t : NULL;
@@ -196,8 +190,14 @@ static int const_ints(dp__onnx_graph *g, int v, int64_t *out, int max)
 void dp__onnx_fuse_pad_pool(dp__onnx_graph *g)
 {
     for (int i = 0; i < g->nnodes; i++) {
-        dp__onnx_node *pad = &g->nodes[i];
-        if (!pad->op || strcmp(pad->op->type, "Pad") != 0 || pad->nout != 1 || pad->out[0] < 0)
+        /* from each AveragePool to the Pad before it, when that one's
+         * output goes to the pool alone */
+        dp__onnx_node *pool = &g->nodes[i];
+        if (!pool->op || strcmp(pool->op->type, "AveragePool") != 0 || pool->nin < 1)
+            continue;
+        dp__onnx_node *pad = dp__onnx_producer(g, pool->in[0]);
+        if (!pad || !pad->op || strcmp(pad->op->type, "Pad") != 0 || pad->nout != 1 ||
+            pad->out[0] < 0)
             continue;
         int64_t p[8];
         const Onnx__AttributeProto *a = g->opset < 11 ? dp__onnx_attr(pad, "pads") : NULL;
@@ -210,21 +210,18 @@ void dp__onnx_fuse_pad_pool(dp__onnx_graph *g)
         /* pads [N, C, top, left, N, C, bottom, right]: the rows and columns
          * alike on both sides */
         if (np != 8 || !zero || p[0] || p[1] || p[4] || p[5] || p[2] != p[6] || p[3] != p[7] ||
-            readers(g, pad->out[0]) != 1)
+            g->values[pad->out[0]].readers != 1)
             continue;
-        dp__onnx_node *pool = NULL;
-        for (int j = 0; j < g->nnodes && !pool; j++)
-            if (g->nodes[j].op && strcmp(g->nodes[j].op->type, "AveragePool") == 0 &&
-                g->nodes[j].nin >= 1 && g->nodes[j].in[0] == pad->out[0])
-                pool = &g->nodes[j];
-        dp_pool2d_params *pp = pool ? &pool->pool : NULL;
-        if (!pp || pp->pad_h || pp->pad_w || pp->ceil_mode || 2 * p[2] > pp->kernel_h ||
+        dp_pool2d_params *pp = &pool->pool;
+        if (pp->pad_h || pp->pad_w || pp->ceil_mode || 2 * p[2] > pp->kernel_h ||
             2 * p[3] > pp->kernel_w)
             continue;
         pp->pad_h = (int)p[2];
         pp->pad_w = (int)p[3];
         pp->exclude_pad = false; /* the padded zeros count */
+        g->values[pool->in[0]].readers--;
         pool->in[0] = pad->in[0];
-        drop(pad, dp__onnx_find_op("Identity"));
+        g->values[pool->in[0]].readers++;
+        drop(g, pad, dp__onnx_find_op("Identity"));
     }
 }

@@ -34,6 +34,31 @@ int dp__onnx_node_error(const dp__onnx_graph *g, const dp__onnx_node *n, const c
     return DP_EFORMAT;
 }
 
+/* The context of a running node's errors: "<file>: node 'NAME' (TYPE)",
+ * as dp__onnx_node_error begins. */
+typedef struct node_where {
+    const dp__onnx_graph *g;
+    const dp__onnx_node *n;
+} node_where;
+
+static void describe_node(const void *arg, char *buf, size_t size)
+{
+    const node_where *w = arg;
+    char nb[32];
+    snprintf(buf, size, "%s: node '%s' (%s)", w->g->name,
+             dp__onnx_node_name(w->g, w->n, nb, sizeof nb),
+             w->n->proto->op_type ? w->n->proto->op_type : "?");
+}
+
+int dp__onnx_run_node(dp__onnx_run *r, const dp__onnx_node *n)
+{
+    node_where w = {r->g, n};
+    dp__log_context was = dp__log_context_set((dp__log_context){describe_node, &w});
+    int rc = n->op->run(r, n);
+    dp__log_context_set(was);
+    return rc;
+}
+
 const Onnx__AttributeProto *dp__onnx_attr(const dp__onnx_node *n, const char *name)
 {
     for (size_t i = 0; i < n->proto->n_attribute; i++)
@@ -104,6 +129,23 @@ static int add_value(name_map *mp, dp__onnx_graph *g, const char *name, dp__onnx
 
 /* ---- building ------------------------------------------------------------ */
 
+void dp__onnx_count_readers(dp__onnx_graph *g)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        g->values[v].readers = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            if (g->nodes[i].in[k] >= 0)
+                g->values[g->nodes[i].in[k]].readers++;
+    for (int k = 0; k < g->noutputs; k++)
+        g->values[g->outputs[k]].readers++;
+}
+
+dp__onnx_node *dp__onnx_producer(const dp__onnx_graph *g, int v)
+{
+    return v >= 0 && g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
+}
+
 void dp__onnx_graph_free(dp__onnx_graph *g)
 {
     if (!g)
@@ -115,6 +157,7 @@ void dp__onnx_graph_free(dp__onnx_graph *g)
     dp__free(g->consts);
     dp__free(g->values);
     dp__free(g->nodes);
+    dp__free(g->ports);
     dp__free(g->params);
     dp__free(g->buffers);
     dp__free(g->param_init);
@@ -209,6 +252,35 @@ out:
     return rc;
 }
 
+/* Dimension d of the graph's input `name`, of rank g->in_rank: a size of
+ * 1 or more (given), or a name; a sample (the dimensions after the batch)
+ * no larger than DP_MAX_INPUT_CHANNELS x DP_MAX_INPUT_SIDE^2, the channels
+ * of an (N, C, H, W) input at most DP_MAX_INPUT_CHANNELS and each other
+ * dimension at most DP_MAX_INPUT_SIDE. */
+static int check_input_dim(const dp__onnx_graph *g, const char *name, int d, int64_t v, bool given)
+{
+    if (!given)
+        return 0; /* dim_param: any batch, or the data's size */
+    int64_t max = d == 0                      ? INT32_MAX
+                  : d == 1 && g->in_rank == 4 ? DP_MAX_INPUT_CHANNELS
+                                              : DP_MAX_INPUT_SIDE;
+    if (v >= 1 && v <= max)
+        return 0;
+    if (v < 1)
+        DP_ERROR("%s: the input '%s' declares dimension %d as %lld; a dimension is a size of 1 "
+                 "or more, or a name (dim_param)",
+                 g->name, name, d, (long long)v);
+    else if (d == 0)
+        DP_ERROR("%s: the input '%s' declares a batch of %lld, more than %lld", g->name, name,
+                 (long long)v, (long long)max);
+    else
+        DP_ERROR("%s: the input '%s' declares dimension %d as %lld, more than %lld (dptrain's "
+                 "largest sample is %dx%dx%d)",
+                 g->name, name, d, (long long)v, (long long)max, DP_MAX_INPUT_CHANNELS,
+                 DP_MAX_INPUT_SIDE, DP_MAX_INPUT_SIDE);
+    return DP_EFORMAT;
+}
+
 /* The graph's first input's declared shape, checked against in_chw. */
 static int read_input_shape(dp__onnx_graph *g, const Onnx__ValueInfoProto *vi,
                             const int64_t *in_chw)
@@ -225,12 +297,12 @@ static int read_input_shape(dp__onnx_graph *g, const Onnx__ValueInfoProto *vi,
         return DP_EFORMAT;
     }
     g->in_rank = (int)s->n_dim;
-    for (int d = 0; d < g->in_rank; d++)
-        g->in_shape[d] =
-            s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-                    s->dim[d]->dim_value > 0
-                ? s->dim[d]->dim_value
-                : -1;
+    for (int d = 0; d < g->in_rank; d++) {
+        bool given = s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        int64_t v = given ? s->dim[d]->dim_value : -1;
+        g->in_shape[d] = v;
+        DP_TRY(check_input_dim(g, vi->name, d, v, given));
+    }
     if (!in_chw || g->in_rank != 4)
         return 0;
     for (int d = 1; d < 4; d++)
@@ -256,17 +328,20 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
     name_map mp = {.slot = dp__calloc(slots, sizeof(int)), .mask = slots - 1};
     g->values = dp__calloc(DP_MAX(cap, 1), sizeof *g->values);
     g->nodes = dp__calloc(DP_MAX(gp->n_node, 1), sizeof *g->nodes);
-    g->consts = dp__calloc(DP_MAX(gp->n_initializer + gp->n_node, 1), sizeof *g->consts);
-    size_t nin = 0;
-    for (size_t i = 0; i < gp->n_node; i++)
+    g->consts = dp__calloc(DP_MAX(gp->n_initializer, 1), sizeof *g->consts);
+    size_t nin = 0, nout = 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
         nin += gp->node[i]->n_input;
+        nout += gp->node[i]->n_output;
+    }
+    g->ports = dp__calloc(DP_MAX(nin + nout, 1), sizeof *g->ports);
     int *ins = dp__calloc(DP_MAX(nin, 1), sizeof *ins);
     int *in_start = dp__calloc(gp->n_node + 1, sizeof *in_start);
     int *producer_of = dp__calloc(DP_MAX(cap, 1), sizeof *producer_of);
     int *order = dp__calloc(DP_MAX(gp->n_node, 1), sizeof *order);
     int rc = 0;
-    if (!mp.slot || !g->values || !g->nodes || !g->consts || !ins || !in_start || !producer_of ||
-        !order) {
+    if (!mp.slot || !g->values || !g->nodes || !g->consts || !g->ports || !ins || !in_start ||
+        !producer_of || !order) {
         rc = DP_ENOMEM;
         goto out;
     }
@@ -335,7 +410,10 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
     }
     if (rc == 0)
         rc = sort_nodes(g, gp, producer_of, ins, in_start, order);
-    /* The nodes in that order, their inputs and outputs as values. */
+    /* The nodes in that order, their inputs and outputs as values (in
+     * g->ports: the inputs in the file's order of nodes, then the
+     * outputs), each value knowing its producer's place. */
+    size_t out_at = nin;
     for (size_t r = 0; rc == 0 && r < gp->n_node; r++) {
         int i = order[r];
         const Onnx__NodeProto *np = gp->node[i];
@@ -346,11 +424,17 @@ int dp__onnx_build(dp__onnx_graph *g, const int64_t *in_chw)
             break;
         }
         n->nin = (int)np->n_input;
+        n->in = g->ports + in_start[i];
         for (int k = 0; k < n->nin; k++)
             n->in[k] = ins[in_start[i] + k];
         n->nout = (int)np->n_output;
-        for (int k = 0; k < n->nout; k++)
+        n->out = g->ports + out_at;
+        out_at += np->n_output;
+        for (int k = 0; k < n->nout; k++) {
             n->out[k] = np->output[k][0] ? map_find(&mp, g, np->output[k]) : -1;
+            if (n->out[k] >= 0)
+                g->values[n->out[k]].producer = (int)r;
+        }
     }
     if (rc == 0)
         rc = dp__onnx_bind(g);
@@ -391,7 +475,7 @@ int dp__onnx_run_graph(const dp__onnx_graph *g, dp_model_t *m, dp_tensor_t *cons
     }
     int rc = 0;
     for (int i = 0; rc == 0 && i < g->nnodes; i++)
-        rc = g->nodes[i].op->run(&r, &g->nodes[i]);
+        rc = dp__onnx_run_node(&r, &g->nodes[i]);
     for (int k = 0; rc == 0 && k < g->noutputs; k++) {
         outputs[k] = slots[g->outputs[k]].t;
         if (!outputs[k]) {

@@ -7,6 +7,7 @@
 
 #include "core/internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,16 +48,14 @@ int dp__onnx_unused_output(const dp__onnx_graph *g, const dp__onnx_node *n, int 
 {
     if (k >= n->nout || n->out[k] < 0)
         return 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].nin; j++)
-            if (g->nodes[i].in[j] == n->out[k])
-                return dp__onnx_node_error(g, n,
-                                           "its output %s is read, which dptrain does "
-                                           "not compute",
-                                           what);
+    int as_output = 0; /* the value's readers are nodes' inputs and graph outputs */
     for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == n->out[k])
-            return dp__onnx_node_error(g, n, "its output %s is a graph output", what);
+        as_output += g->outputs[i] == n->out[k];
+    if (g->values[n->out[k]].readers > as_output)
+        return dp__onnx_node_error(g, n, "its output %s is read, which dptrain does not compute",
+                                   what);
+    if (as_output)
+        return dp__onnx_node_error(g, n, "its output %s is a graph output", what);
     return 0;
 }
 
@@ -74,6 +73,15 @@ int dp__onnx_ints_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const ch
     for (int i = 0; i < count; i++)
         out[i] = a->ints[i];
     return 0;
+}
+
+int dp__onnx_finite_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const char *name,
+                         float dflt, float *out)
+{
+    *out = dp__onnx_attr_float(n, name, dflt);
+    if (isfinite(*out))
+        return 0;
+    return dp__onnx_node_error(g, n, "%s %g is not a finite number", name, (double)*out);
 }
 
 bool dp__onnx_attr_is(const dp__onnx_node *n, const char *name, const char *s, bool absent)

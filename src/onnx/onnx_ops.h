@@ -19,7 +19,8 @@ int dp__onnx_put(dp__onnx_run *r, const dp__onnx_node *n, int k, dp_tensor_t *y)
 /* x must have lo to hi dimensions; else one line naming the node. */
 int dp__onnx_want_rank(const dp__onnx_run *r, const dp__onnx_node *n, const dp_tensor_t *x, int lo,
                        int hi);
-/* Output k must not be read by any node nor be a graph output: the
+/* Output k must not be read by any node nor be a graph output (by the
+ * readers dp__onnx_count_readers counted): the
  * optional outputs dptrain does not make (MaxPool's indices, Dropout's
  * mask, batch norm's running statistics in training mode). */
 int dp__onnx_unused_output(const dp__onnx_graph *g, const dp__onnx_node *n, int k,
@@ -29,6 +30,10 @@ int dp__onnx_unused_output(const dp__onnx_graph *g, const dp__onnx_node *n, int 
  * pair's or pads' length). */
 int dp__onnx_ints_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const char *name, int count,
                        int64_t dflt, int64_t *out);
+/* The float attribute `name` (dflt when absent) into *out; a NaN or an
+ * infinity is refused naming the node and the attribute. */
+int dp__onnx_finite_attr(const dp__onnx_graph *g, const dp__onnx_node *n, const char *name,
+                         float dflt, float *out);
 /* Whether the string attribute `name` is s; `absent` when there is none. */
 bool dp__onnx_attr_is(const dp__onnx_node *n, const char *name, const char *s, bool absent);
 /* A scalar host input k (Clip's bounds, Dropout's ratio), or dflt when

@@ -7,6 +7,7 @@
 
 #include "core/internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* n->kind of Conv: how its padding is given. */
@@ -36,35 +37,47 @@ static int auto_pad(const dp__onnx_graph *g, const dp__onnx_node *n, int *mode)
                                (int)DP_MIN(a->s.len, 32), (const char *)a->s.data);
 }
 
+/* The largest kernel, stride, dilation and padding read: beyond any
+ * image dptrain takes (DP_MAX_INPUT_SIDE), and an int's room for the
+ * products of two. */
+enum { BIG = 1 << 20 };
+
+/* The ints attribute `name` of `count` entries (dflt each when absent),
+ * each from lo to BIG; else one line naming the attribute and its values. */
+static int window_ints(const dp__onnx_graph *g, const dp__onnx_node *n, const char *name, int count,
+                       int64_t dflt, int64_t lo, int64_t *out)
+{
+    DP_TRY(dp__onnx_ints_attr(g, n, name, count, dflt, out));
+    for (int i = 0; i < count; i++)
+        if (out[i] < lo || out[i] > BIG) {
+            char list[128];
+            size_t at = 0;
+            for (int k = 0; k < count && at < sizeof list; k++)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%lld", k ? ", " : "",
+                                       (long long)out[k]);
+            return dp__onnx_node_error(g, n, "%s %s: each must be %lld to %d", name, list,
+                                       (long long)lo, BIG);
+        }
+    return 0;
+}
+
 /* kernel_shape (0, 0 when absent: the weight's), strides, dilations and
  * pads [top, left, bottom, right] of a 2-D window, each within bounds. */
 static int window_attrs(const dp__onnx_graph *g, const dp__onnx_node *n, int64_t *kernel,
                         int64_t *stride, int64_t *dil, int64_t *pads)
 {
-    DP_TRY(dp__onnx_ints_attr(g, n, "kernel_shape", 2, 0, kernel));
-    DP_TRY(dp__onnx_ints_attr(g, n, "strides", 2, 1, stride));
-    DP_TRY(dp__onnx_ints_attr(g, n, "dilations", 2, 1, dil));
-    DP_TRY(dp__onnx_ints_attr(g, n, "pads", 4, 0, pads));
-    enum { BIG = 1 << 20 };
-    for (int i = 0; i < 2; i++)
-        if (stride[i] < 1 || stride[i] > BIG || dil[i] < 1 || dil[i] > BIG || kernel[i] < 0 ||
-            kernel[i] > BIG)
-            return dp__onnx_node_error(g, n,
-                                       "kernel %lld, stride %lld or dilation %lld is out of "
-                                       "range",
-                                       (long long)kernel[i], (long long)stride[i],
-                                       (long long)dil[i]);
-    for (int i = 0; i < 4; i++)
-        if (pads[i] < 0 || pads[i] > BIG)
-            return dp__onnx_node_error(g, n, "pads entry %d is %lld", i, (long long)pads[i]);
-    return 0;
+    bool kernel_given = dp__onnx_attr(n, "kernel_shape") != NULL;
+    DP_TRY(window_ints(g, n, "kernel_shape", 2, 0, kernel_given ? 1 : 0, kernel));
+    DP_TRY(window_ints(g, n, "strides", 2, 1, 1, stride));
+    DP_TRY(window_ints(g, n, "dilations", 2, 1, 1, dil));
+    return window_ints(g, n, "pads", 4, 0, 0, pads);
 }
 
 int dp__onnx_prep_conv(const dp__onnx_graph *g, dp__onnx_node *n)
 {
     int64_t group = dp__onnx_attr_int(n, "group", 1), k[2], s[2], d[2], p[4];
-    if (group < 1 || group > 1 << 20)
-        return dp__onnx_node_error(g, n, "group %lld is not a positive count", (long long)group);
+    if (group < 1 || group > BIG)
+        return dp__onnx_node_error(g, n, "group %lld: it must be 1 to %d", (long long)group, BIG);
     DP_TRY(window_attrs(g, n, k, s, d, p));
     DP_TRY(auto_pad(g, n, &n->kind));
     /* kernel_shape is checked against the weight when it runs. */
@@ -219,8 +232,8 @@ int dp__onnx_prep_bn(const dp__onnx_graph *g, dp__onnx_node *n)
         return dp__onnx_node_error(g, n, "momentum %g is outside [0, 1)", (double)momentum);
     n->a = dp__onnx_attr_float(n, "epsilon", 1e-5f);
     n->b = 1.0f - momentum;
-    if (!(n->a > 0.0f))
-        return dp__onnx_node_error(g, n, "epsilon %g is not positive", (double)n->a);
+    if (!(n->a > 0.0f) || !isfinite(n->a))
+        return dp__onnx_node_error(g, n, "epsilon %g is not a positive number", (double)n->a);
     DP_TRY(dp__onnx_unused_output(g, n, 1, "running_mean"));
     DP_TRY(dp__onnx_unused_output(g, n, 2, "running_var"));
     DP_TRY(dp__onnx_unused_output(g, n, 3, "saved_mean"));
@@ -251,11 +264,14 @@ int dp__onnx_run_bn(dp__onnx_run *r, const dp__onnx_node *n)
 int dp__onnx_prep_conv_transpose(const dp__onnx_graph *g, dp__onnx_node *n)
 {
     int64_t group = dp__onnx_attr_int(n, "group", 1), k[2], s[2], d[2], p[4], op[2], os[2];
-    if (group < 1 || group > 1 << 20)
-        return dp__onnx_node_error(g, n, "group %lld is not a positive count", (long long)group);
+    if (group < 1 || group > BIG)
+        return dp__onnx_node_error(g, n, "group %lld: it must be 1 to %d", (long long)group, BIG);
     DP_TRY(window_attrs(g, n, k, s, d, p));
     DP_TRY(dp__onnx_ints_attr(g, n, "output_padding", 2, 0, op));
-    DP_TRY(dp__onnx_ints_attr(g, n, "output_shape", 2, 0, os));
+    if (dp__onnx_attr(n, "output_shape"))
+        DP_TRY(window_ints(g, n, "output_shape", 2, 0, 1, os));
+    else
+        os[0] = os[1] = 0;
     if (!dp__onnx_attr_is(n, "auto_pad", "NOTSET", true) &&
         !dp__onnx_attr_is(n, "auto_pad", "VALID", false))
         return dp__onnx_node_error(g, n, "auto_pad SAME_* is not supported for ConvTranspose");

@@ -33,9 +33,7 @@ int dp__onnx_run_tanh(dp__onnx_run *r, const dp__onnx_node *n)
 
 int dp__onnx_prep_leaky(const dp__onnx_graph *g, dp__onnx_node *n)
 {
-    (void)g;
-    n->a = dp__onnx_attr_float(n, "alpha", 0.01f);
-    return 0;
+    return dp__onnx_finite_attr(g, n, "alpha", 0.01f, &n->a);
 }
 
 int dp__onnx_run_leaky(dp__onnx_run *r, const dp__onnx_node *n)
@@ -51,15 +49,15 @@ int dp__onnx_prep_act(const dp__onnx_graph *g, dp__onnx_node *n)
     const char *t = n->proto->op_type;
     if (strcmp(t, "Elu") == 0) {
         n->kind = DP_ACT_ELU;
-        n->a = dp__onnx_attr_float(n, "alpha", 1.0f);
+        DP_TRY(dp__onnx_finite_attr(g, n, "alpha", 1.0f, &n->a));
     } else if (strcmp(t, "Selu") == 0) {
         n->kind = DP_ACT_SELU;
-        n->a = dp__onnx_attr_float(n, "alpha", 1.67326319217681884765625f);
-        n->b = dp__onnx_attr_float(n, "gamma", 1.05070102214813232421875f);
+        DP_TRY(dp__onnx_finite_attr(g, n, "alpha", 1.67326319217681884765625f, &n->a));
+        DP_TRY(dp__onnx_finite_attr(g, n, "gamma", 1.05070102214813232421875f, &n->b));
     } else if (strcmp(t, "HardSigmoid") == 0) {
         n->kind = DP_ACT_HARDSIGMOID;
-        n->a = dp__onnx_attr_float(n, "alpha", 0.2f);
-        n->b = dp__onnx_attr_float(n, "beta", 0.5f);
+        DP_TRY(dp__onnx_finite_attr(g, n, "alpha", 0.2f, &n->a));
+        DP_TRY(dp__onnx_finite_attr(g, n, "beta", 0.5f, &n->b));
     } else if (strcmp(t, "HardSwish") == 0) {
         n->kind = DP_ACT_HARDSWISH;
     } else { /* Clip: bounds as attributes before opset 11, inputs since */
@@ -90,6 +88,8 @@ int dp__onnx_run_act(dp__onnx_run *r, const dp__onnx_node *n)
 int dp__onnx_prep_dropout(const dp__onnx_graph *g, dp__onnx_node *n)
 {
     n->a = g->opset < 12 ? dp__onnx_attr_float(n, "ratio", 0.5f) : 0.5f;
+    if (!(n->a >= 0.0f && n->a <= 1.0f))
+        return dp__onnx_node_error(g, n, "ratio %g is outside [0, 1]", (double)n->a);
     return dp__onnx_unused_output(g, n, 1, "mask");
 }
 

@@ -217,6 +217,9 @@ int dp__onnx_run_split(dp__onnx_run *r, const dp__onnx_node *n)
             return dp__onnx_node_error(r->g, n, "its split holds %lld sizes for %d outputs",
                                        (long long)s->numel, parts);
         sizes[i] = s ? s->i[i] : n->nints ? n->ints[i] : C / parts;
+        if (sizes[i] < 0)
+            return dp__onnx_node_error(r->g, n, "its split holds the size %lld",
+                                       (long long)sizes[i]);
         total += sizes[i];
     }
     if (total != C) {

@@ -55,7 +55,8 @@ int dp__onnx_run_reshape(dp__onnx_run *r, const dp__onnx_node *n)
             return dp__onnx_node_error(r->g, n, "shape entry %d is %lld", d, (long long)s->i[d]);
         }
         shape[d] = v;
-        known *= v;
+        if (!dp__mul_size(known, v, &known))
+            return dp__onnx_node_error(r->g, n, "its shape holds more values than a tensor can");
     }
     if (infer >= 0 && known > 0 && total % known == 0)
         shape[infer] = total / known;

@@ -241,6 +241,98 @@ static int check_model(const Onnx__ModelProto *m, const char *name)
     return 0;
 }
 
+/* ---- how deep the messages nest, read from the wire format ---------------- */
+
+/* A varint at *pos, before end. */
+static bool read_varint(const uint8_t *data, size_t end, size_t *pos, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *pos < end; shift += 7) {
+        uint8_t b = data[(*pos)++];
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One message being walked: where it ends and its schema. */
+typedef struct nest_frame {
+    size_t end;
+    const ProtobufCMessageDescriptor *desc;
+} nest_frame;
+
+/* Refuses bytes whose messages nest deeper than DP__ONNX_MAX_DEPTH, before
+ * protobuf-c's unpack would recurse into them (3,000 If bodies nested in
+ * 131 KB overflowed its stack). One pass over the wire format, the schema
+ * (protobuf-c's descriptors) telling which length-delimited fields are
+ * messages; the walk keeps one frame per level, so it cannot recurse
+ * itself. Bytes it cannot follow are left to protobuf-c, which refuses
+ * them. */
+static int check_nesting(const uint8_t *data, size_t size, const char *name)
+{
+    nest_frame stack[DP__ONNX_MAX_DEPTH];
+    int depth = 1, graphs = 0;
+    stack[0] = (nest_frame){size, &onnx__model_proto__descriptor};
+    size_t pos = 0;
+    while (depth > 0) {
+        const nest_frame *f = &stack[depth - 1];
+        uint64_t key, v;
+        if (pos == f->end) {
+            graphs -= f->desc == &onnx__graph_proto__descriptor;
+            depth--;
+            continue;
+        }
+        if (!read_varint(data, f->end, &pos, &key))
+            return 0;
+        switch (key & 7) {
+        case 0: /* varint */
+            if (!read_varint(data, f->end, &pos, &v))
+                return 0;
+            break;
+        case 1: /* 64 bits */
+        case 5: /* 32 bits */
+            if (f->end - pos < ((key & 7) == 1 ? 8u : 4u))
+                return 0;
+            pos += (key & 7) == 1 ? 8 : 4;
+            break;
+        case 2: { /* length-delimited: bytes, a string, packed numbers or a message */
+            if (!read_varint(data, f->end, &pos, &v) || v > f->end - pos)
+                return 0;
+            const ProtobufCFieldDescriptor *fd =
+                key >> 3 <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(f->desc, (unsigned)(key >> 3))
+                    : NULL;
+            if (!fd || fd->type != PROTOBUF_C_TYPE_MESSAGE) {
+                pos += (size_t)v;
+                break;
+            }
+            const ProtobufCMessageDescriptor *inner = fd->descriptor;
+            graphs += inner == &onnx__graph_proto__descriptor;
+            if (depth == DP__ONNX_MAX_DEPTH) {
+                if (graphs > 1)
+                    DP_ERROR("%s: messages nested more than %d deep (at byte %zu, %d graphs "
+                             "deep: the bodies of If, Loop or Scan nodes, each inside the "
+                             "one before): refused before decoding",
+                             name, DP__ONNX_MAX_DEPTH, pos, graphs);
+                else
+                    DP_ERROR("%s: messages nested more than %d deep (at byte %zu, a %s inside "
+                             "a %s): refused before decoding",
+                             name, DP__ONNX_MAX_DEPTH, pos, inner->short_name, f->desc->short_name);
+                return DP_EFORMAT;
+            }
+            stack[depth++] = (nest_frame){pos + (size_t)v, inner};
+            break;
+        }
+        default: /* groups, which ONNX never uses */
+            return 0;
+        }
+    }
+    return 0;
+}
+
 int dp__onnx_decode(Onnx__ModelProto **out, const uint8_t *data, size_t size, const char *name)
 {
     *out = NULL;
@@ -254,6 +346,7 @@ int dp__onnx_decode(Onnx__ModelProto **out, const uint8_t *data, size_t size, co
                  name);
         return DP_EFORMAT;
     }
+    DP_TRY(check_nesting(data, size, name));
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
     if (!m) {
         /* Every exporter writes ir_version first (field 1, a varint: 0x08). */

@@ -236,9 +236,9 @@ static int run_nodes(const dp__onnx_graph *g, dp_model_t *m, int from, int to, i
     int rc = 0;
     for (int i = 0; rc == 0 && i < from; i++)
         if (runs_on_host(g, &g->nodes[i]) && inputs_ready(slots, &g->nodes[i]))
-            rc = g->nodes[i].op->run(&r, &g->nodes[i]);
+            rc = dp__onnx_run_node(&r, &g->nodes[i]);
     for (int i = from; rc == 0 && i < to; i++)
-        rc = g->nodes[i].op->run(&r, &g->nodes[i]);
+        rc = dp__onnx_run_node(&r, &g->nodes[i]);
     if (rc == 0 && !(*y = slots[yv].t)) {
         DP_ERROR("%s: the graph output '%s' is a constant, not a tensor", g->name,
                  g->values[yv].name);

@@ -187,11 +187,18 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
     /* the dilated kernel's extent must fit the padded input */
     int64_t span_h = (int64_t)g.dilation_h * (R - 1) + 1;
     int64_t span_w = (int64_t)g.dilation_w * (S - 1) + 1;
-    if (w->shape[1] * G != C || (b && b->shape[0] != K) || H + g.pad_h + g.pad_bottom < span_h ||
-        W + g.pad_w + g.pad_right < span_w) {
+    if (w->shape[1] * G != C || (b && b->shape[0] != K)) {
         DP_ERROR("%s: input %s does not fit weight %s (groups %lld)", op,
                  dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws),
                  (long long)G);
+        return DP_ESHAPE;
+    }
+    if (H + g.pad_h + g.pad_bottom < span_h || W + g.pad_w + g.pad_right < span_w) {
+        DP_ERROR("%s: the %lld x %lld kernel dilated by %d x %d spans %lld x %lld, more than "
+                 "input %s padded to %lld x %lld",
+                 op, (long long)R, (long long)S, g.dilation_h, g.dilation_w, (long long)span_h,
+                 (long long)span_w, dp_tensor_shape_str(x, xs, sizeof xs),
+                 (long long)(H + g.pad_h + g.pad_bottom), (long long)(W + g.pad_w + g.pad_right));
         return DP_ESHAPE;
     }
     int64_t shape[4] = {N, K, dp__conv_out(H, g.pad_h, g.pad_bottom, R, g.dilation_h, g.stride_h),

@@ -1,7 +1,8 @@
 /* dp_image_decode: PNG pixels exactly as written, in planes; the channel
  * conversions of PIL's convert("L") (its integer luma) and
  * convert("RGB"); alpha dropped; JPEG within its loss; and a file that is
- * neither, or cut short, refused with one line naming it. */
+ * neither, or cut short, or whose header claims more pixels than are
+ * read, refused with one line naming it. */
 #include "imageutil.h"
 #include "testutil.h"
 
@@ -9,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 enum { W = 7, H = 5 };
 
@@ -107,6 +109,14 @@ static void bad_files(void **state)
         expect(f, cut, "not a readable PNG");
     f[20] ^= 0x40; /* IHDR's CRC no longer matches */
     expect(f, n, "not a readable PNG");
+    /* A header of 100000 x 100000 pixels, its CRC right: refused by its
+     * size and the limit, not as libpng's "Invalid IHDR data". */
+    for (int i = 0; i < 8; i++)
+        f[16 + i] = (uint8_t)(100000u >> (24 - 8 * (i % 4)));
+    uint32_t crc = (uint32_t)crc32(0L, f + 12, 17);
+    for (int i = 0; i < 4; i++)
+        f[29 + i] = (uint8_t)(crc >> (24 - 8 * i));
+    expect(f, n, "100000x100000 pixels: images of at most 16384x16384 and 67108864 pixels");
     free(f);
     const char *q = tu_tmp_path("y.jpg");
     iu_write_jpeg(q, 1, W, H, px, 90);

@@ -4,8 +4,9 @@
 Small valid and near-valid inputs in the form each entry point reads them
 (tests/fuzz/fuzz_entry.h): IDX files behind a mode byte, CIFAR-10 batch
 files, safetensors files,
-LeNet checkpoints, command lines, one argument per line, .npy files, and
-PNG and JPEG images (the JPEGs written once by libjpeg-turbo, kept as hex). The files are
+LeNet checkpoints, command lines, one argument per line, .npy files,
+PNG and JPEG images (the JPEGs written once by libjpeg-turbo, kept as hex),
+and ONNX files of If and Loop bodies (tests/tools/hostile_onnx.py). The files are
 checked in; run this again only to change them:
 
     tests/fuzz/make_corpus.py [path/to/dptrain]
@@ -461,6 +462,38 @@ def image_corpus():
     put("image", "text", b"\0hello, world\n")
 
 
+# ---- onnx: If and Loop bodies (the seeds written with onnx.helper stay) ----
+
+def onnx_corpus():
+    sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+    import hostile_onnx as ho
+
+    relu = lambda name: ho.graph([ho.node("Relu", name, ["x"], ["r"])], [], [ho.value("r")])
+    if_node = ho.node("If", "if", ["cond"], ["y"], ho.graph_attr("then_branch", relu("then"))
+                      + ho.graph_attr("else_branch", relu("else")))
+    put("onnx", "if-then-else", ho.model(ho.graph(
+        [if_node], [ho.value("x", ["N", 4]), ho.value("cond", [1])], [ho.value("y")])))
+    body = ho.graph([ho.node("Add", "add", ["v", "x"], ["v2"]), ho.node("Identity", "c", ["k"], ["k2"])],
+                    [ho.value("i", [1]), ho.value("k", [1]), ho.value("v", ["N", 4])],
+                    [ho.value("k2"), ho.value("v2")])
+    put("onnx", "loop-body", ho.model(ho.graph(
+        [ho.node("Loop", "loop", ["n", "", "x"], ["y"], ho.graph_attr("body", body))],
+        [ho.value("x", ["N", 4])], [ho.value("y")], [ho.tensor("n", [], 7, bytes(8))])))
+    put("onnx", "if-nested-8", ho.nested(8, "If"))
+    put("onnx", "loop-nested-8", ho.nested(8, "Loop"))
+    seq = ho.num(1, 1)  # TypeProto.Tensor elem_type float
+    seq = ho.ld(1, seq)  # TypeProto.tensor_type
+    for _ in range(3):
+        seq = ho.ld(4, ho.ld(1, seq))  # sequence_type.elem_type
+    put("onnx", "sequence-type", ho.model(ho.graph(
+        [ho.node("Relu", "relu", ["x"], ["y"])], [ho.text(1, "x") + ho.ld(2, seq)], [ho.value("y")])))
+    # protobuf-c decodes nested messages by recursion: 3,000 If bodies
+    # overflowed its stack; 40 go past the 100 levels the reader takes.
+    regress = os.path.join(HERE, "regress", "onnx")
+    with open(os.path.join(regress, "if-bodies-nested-past-100"), "wb") as f:
+        f.write(ho.nested(40, "If"))
+
+
 def main():
     dptrain = sys.argv[1] if len(sys.argv) > 1 else None
     for target in ("idx", "cifar10", "model", "safetensors", "checkpoint", "cli", "idx_dataset",
@@ -480,6 +513,7 @@ def main():
     model_build_corpus()
     npy_corpus()
     image_corpus()
+    onnx_corpus()
 
 
 if __name__ == "__main__":

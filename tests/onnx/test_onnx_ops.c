@@ -217,10 +217,10 @@ static void test_conv_refusals(void **state)
     ou_refused(&m, "both.onnx", WORDS("node '/conv/Conv' (Conv)", "both auto_pad VALID and pads"));
     conv_graph(&m, &c, 1, false);
     m.graph.node[0]->attribute[2]->ints[1] = 0; /* dilations 1, 0 */
-    ou_refused(&m, "dil.onnx", WORDS("(Conv)", "dilation 0 is out of range"));
+    ou_refused(&m, "dil.onnx", WORDS("(Conv)", "dilations 1, 0: each must be 1 to 1048576"));
     conv_graph(&m, &c, 1, false);
     ou_attr_ints(&m, m.graph.node[0], "pads", 4, (const int64_t[]){0, -1, 0, 0});
-    ou_refused(&m, "neg.onnx", WORDS("(Conv)", "pads entry 1 is -1"));
+    ou_refused(&m, "neg.onnx", WORDS("(Conv)", "pads 0, -1, 0, 0: each must be 0 to 1048576"));
     /* A weight of 2 input channels per group, 3 groups: 6 channels, the
      * input has 4; known when it runs. */
     c.group = 3;

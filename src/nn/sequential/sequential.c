@@ -44,6 +44,19 @@ static int leading_modules(const dp__seq *s)
     return lead;
 }
 
+/* The context of a layer's errors in a forward: "<file>: line N", as the
+ * parser's errors begin. */
+typedef struct layer_where {
+    const dp__seq *s;
+    const dp__seq_layer *l;
+} layer_where;
+
+static void describe_layer(const void *arg, char *buf, size_t size)
+{
+    const layer_where *w = arg;
+    snprintf(buf, size, "%s: line %d", w->s->name, w->l->line);
+}
+
 static int forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
                           dp_tensor_t **y)
 {
@@ -54,10 +67,16 @@ static int forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bo
         return DP_EINVAL;
     }
     dp_tensor_t *h = x;
-    for (int i = first == 0 ? 0 : lead + first; i <= lead + last; i++)
-        DP_TRY(dp__seq_layer_forward(&s->layers[i], m, h, train, &h));
-    *y = h;
-    return 0;
+    int rc = 0;
+    for (int i = first == 0 ? 0 : lead + first; rc == 0 && i <= lead + last; i++) {
+        layer_where w = {s, &s->layers[i]};
+        dp__log_context was = dp__log_context_set((dp__log_context){describe_layer, &w});
+        rc = dp__seq_layer_forward(&s->layers[i], m, h, train, &h);
+        dp__log_context_set(was);
+    }
+    if (rc == 0)
+        *y = h;
+    return rc;
 }
 
 static int forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)

@@ -21,6 +21,7 @@ typedef enum dp__seq_kind {
  * its batch norm or dropout number, and its settings. */
 typedef struct dp__seq_layer {
     dp__seq_kind kind;
+    int line; /* its line in the file, for the errors of its forward */
     int weight, bias, running_mean, running_var;
     int bn;      /* place among the batch norm layers (dp_model_bn_params) */
     int dropout; /* place among the dropout layers (the mask's key) */

@@ -439,6 +439,7 @@ int dp__seq_add_layer(dp__seq *s, const dp__seq_call *call, dp__seq_shape *sh)
     int idx = s->nlayers;
     dp__seq_layer *l = &s->layers[idx];
     *l = (dp__seq_layer){.kind = (dp__seq_kind)(b.info - modules),
+                         .line = call->line,
                          .weight = -1,
                          .bias = -1,
                          .running_mean = -1,
