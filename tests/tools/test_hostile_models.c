@@ -281,7 +281,8 @@ static size_t png_chunk(uint8_t *out, const char *type, const uint8_t *data, siz
 {
     put_be32(out, (uint32_t)n);
     memcpy(out + 4, type, 4);
-    memcpy(out + 8, data, n);
+    if (n > 0) /* IEND has no data, and memcpy may not take NULL */
+        memcpy(out + 8, data, n);
     put_be32(out + 8 + n, (uint32_t)crc32(0L, out + 4, (uInt)(n + 4)));
     return 12 + n;
 }
