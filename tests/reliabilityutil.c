@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define dptrain tu_dptrain
@@ -151,4 +153,75 @@ void assert_loadable(const char *path)
         _exit(127);
     }
     assert_int_equal(wait_exit(pid), 0);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+pid_t cli_start(const char *const *args, double *started)
+{
+    char out_path[512], err_path[512];
+    tmp_path(out_path, "cli.out");
+    tmp_path(err_path, "cli.err");
+    const char *argv[64] = {dptrain};
+    int n = 1;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    fflush(stdout);
+    *started = now_seconds();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+            _exit(126);
+        execv(dptrain, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+void cli_finish(pid_t pid, double started, double kill_after, cli_run *r)
+{
+    memset(r, 0, sizeof *r);
+    int status;
+    struct rusage ru;
+    for (;;) {
+        pid_t got = wait4(pid, &status, kill_after > 0 ? WNOHANG : 0, &ru);
+        assert_true(got == pid || got == 0);
+        if (got == pid)
+            break;
+        if (now_seconds() - started > kill_after) {
+            kill(pid, SIGKILL);
+            kill_after = 0;
+        }
+        usleep(2000);
+    }
+    r->seconds = now_seconds() - started;
+    r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r->maxrss_kb = ru.ru_maxrss;
+    char path[512];
+    tmp_path(path, "cli.out");
+    snprintf(r->out, sizeof r->out, "%s", slurp(path));
+    tmp_path(path, "cli.err");
+    snprintf(r->err, sizeof r->err, "%s", slurp(path));
+}
+
+void run_cli(const char *const *args, double kill_after, cli_run *r)
+{
+    double started;
+    pid_t pid = cli_start(args, &started);
+    cli_finish(pid, started, kill_after, r);
+}
+
+int count_lines(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
 }

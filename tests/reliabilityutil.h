@@ -42,6 +42,27 @@ void assert_same_file(const char *a, const char *b);
 /* `dptrain eval` accepts the checkpoint. */
 void assert_loadable(const char *path);
 
+/* One run of the built dptrain with any arguments, measured: its exit
+ * status (or 128 + the signal that ended it), its wall-clock seconds, its
+ * peak resident size (getrusage's ru_maxrss), the start of its stdout and
+ * stderr. */
+typedef struct cli_run {
+    int status;
+    double seconds;
+    long maxrss_kb;
+    char out[8192], err[4096];
+} cli_run;
+/* Runs `dptrain args...` (NULL-terminated) to its end; a run still going
+ * after `kill_after` seconds (0: never) gets SIGKILL, which its status
+ * shows (128 + 9). */
+void run_cli(const char *const *args, double kill_after, cli_run *r);
+/* run_cli in the background: the child's pid; cli_finish waits for it and
+ * fills *r (seconds from cli_start). */
+pid_t cli_start(const char *const *args, double *started);
+void cli_finish(pid_t pid, double started, double kill_after, cli_run *r);
+/* Lines in text. */
+int count_lines(const char *text);
+
 #define NEED_DATA()                                                                                \
     do {                                                                                           \
         if (!tu_have_fashion_mnist()) {                                                            \

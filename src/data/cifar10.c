@@ -71,16 +71,17 @@ static int find_file(const char *dir, const char *name, char path[DP__DATA_PATH_
 /* The number of records in f->path, from its size. */
 static int count_records(cifar_file *f)
 {
-    struct stat st;
-    if (stat(f->path, &st) != 0) {
-        DP_ERROR("%s: cannot read: %s", f->path, strerror(errno));
-        return DP_EIO;
-    }
-    int64_t size = (int64_t)st.st_size;
-    if (size > CIFAR_MAX_FILE) {
-        DP_ERROR("%s: %lld bytes: too large for a CIFAR-10 batch file", f->path, (long long)size);
+    uint64_t bytes;
+    int fd = dp__open_regular(f->path, &bytes);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    if (bytes > (uint64_t)CIFAR_MAX_FILE) {
+        DP_ERROR("%s: %llu bytes: too large for a CIFAR-10 batch file", f->path,
+                 (unsigned long long)bytes);
         return DP_EFORMAT;
     }
+    int64_t size = (int64_t)bytes;
     if (size == 0 || size % CIFAR_RECORD != 0) {
         DP_ERROR("%s: truncated record: %lld bytes is not a whole number of %d-byte records "
                  "(the last has %lld)",
@@ -116,11 +117,9 @@ static int read_exact(int fd, const char *path, uint8_t *buf, size_t n)
 /* The records of f into samples [first, first + f->records) of ds. */
 static int read_records(const cifar_file *f, dp_dataset *ds, int64_t first)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        DP_ERROR("%s: cannot open: %s", f->path, strerror(errno));
-        return DP_EIO;
-    }
+    int fd = dp__open_regular(f->path, NULL);
+    if (fd < 0)
+        return fd;
     size_t bytes = (size_t)f->records * CIFAR_RECORD;
     uint8_t *buf = dp__malloc(bytes);
     int rc = buf ? read_exact(fd, f->path, buf, bytes) : DP_ENOMEM;

@@ -11,7 +11,7 @@
 bool dp__data_is_file(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
 int dp__data_check_dir(const char *dir)

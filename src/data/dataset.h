@@ -9,7 +9,9 @@
 /* Longest path the readers build from a directory and a file name. */
 #define DP__DATA_PATH_CAP 4096
 
-/* Whether `path` is a regular file. */
+/* Whether `path` names something that is not a directory: the file a
+ * loader then opens, which refuses what is not a regular file (a FIFO)
+ * with its own line rather than as missing. */
 bool dp__data_is_file(const char *path);
 /* 0 if `dir` is a directory, else DP_ENOENT with "<dir>: no such directory". */
 int dp__data_check_dir(const char *dir);

@@ -277,20 +277,13 @@ int dp_npy_read(const char *path, dp_npy *out)
 {
     DP_ASSERT(path && out);
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        DP_ERROR("%s: %s", path, e == ENOENT ? "no such file" : strerror(e));
-        return e == ENOENT ? DP_ENOENT : DP_EIO;
-    }
-    struct stat st;
+    uint64_t file_size;
+    int fd = dp__open_regular(path, &file_size);
+    if (fd < 0)
+        return fd;
     dp_npy a = {0};
     size_t data_at = 0;
-    int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : DP_EIO;
-    if (rc < 0)
-        DP_ERROR("%s: not a regular file", path);
-    if (rc == 0)
-        rc = read_header(fd, path, &a, &data_at);
+    int rc = read_header(fd, path, &a, &data_at);
     uint64_t bytes = itemsize(a.dtype);
     for (int d = 0; rc == 0 && d < a.ndim; d++) {
         /* Each factor fits int64: stop before the product passes the cap. */
@@ -303,7 +296,7 @@ int dp_npy_read(const char *path, dp_npy *out)
         }
         bytes *= (uint64_t)a.shape[d];
     }
-    uint64_t have = rc == 0 && (uint64_t)st.st_size >= data_at ? (uint64_t)st.st_size - data_at : 0;
+    uint64_t have = rc == 0 && file_size >= data_at ? file_size - data_at : 0;
     if (rc == 0 && have != bytes) {
         char s[160];
         dp__shape_str(s, sizeof s, a.ndim, a.shape);

@@ -248,16 +248,9 @@ int dp_safetensors_open(dp_safetensors_t **out, const char *path)
 {
     DP_ASSERT(out && path);
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        if (err == ENOENT || err == ENOTDIR) {
-            DP_ERROR("%s: no such file", path);
-            return DP_ENOENT;
-        }
-        DP_ERROR("%s: cannot open: %s", path, strerror(err));
-        return DP_EIO;
-    }
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
     dp_safetensors_t *f = dp__calloc(1, sizeof *f);
     if (!f) {
         close(fd);
