@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
@@ -84,7 +85,7 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    return tu_teardown_tmp(state);
+    return tu_tmp ? tu_teardown_tmp(state) : 0;
 }
 
 /* `args` must end with one line on stderr holding every string of `want`
@@ -166,10 +167,130 @@ static void fifo_inputs(void **state)
                    WANT(path, "not a regular file (a FIFO)"));
 }
 
+/* ---- 7. a name from a file cannot split a line of output ------------------- */
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* A 28 x 28 grayscale PNG of value `v`, written with zlib alone. */
+static void write_png(const char *path, uint8_t v)
+{
+    uint8_t raw[28 * 29], z[2048], file[4096];
+    for (int r = 0; r < 28; r++) {
+        raw[r * 29] = 0; /* filter: none */
+        memset(raw + r * 29 + 1, v, 28);
+    }
+    uLongf zlen = sizeof z;
+    assert_int_equal(compress(z, &zlen, raw, sizeof raw), Z_OK);
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    size_t n = 0;
+    memcpy(file, sig, 8);
+    n = 8;
+    const struct {
+        const char *type;
+        const uint8_t *data;
+        size_t len;
+    } chunks[3] = {{"IHDR", (const uint8_t[]){0, 0, 0, 28, 0, 0, 0, 28, 8, 0, 0, 0, 0}, 13},
+                   {"IDAT", z, zlen},
+                   {"IEND", NULL, 0}};
+    for (int c = 0; c < 3; c++) {
+        put_be32(file + n, (uint32_t)chunks[c].len);
+        memcpy(file + n + 4, chunks[c].type, 4);
+        if (chunks[c].len)
+            memcpy(file + n + 8, chunks[c].data, chunks[c].len);
+        uLong crc = crc32(0, file + n + 4, (uInt)(4 + chunks[c].len));
+        put_be32(file + n + 8 + chunks[c].len, (uint32_t)crc);
+        n += 12 + chunks[c].len;
+    }
+    assert_int_equal(tu_write_file(path, file, n), 0);
+}
+
+/* DIR/{train,test}/CLASS/0.png for each class of `classes`. */
+static void make_folder(const char *dir, const char *const *classes, int n)
+{
+    static const char *const splits[2] = {"train", "test"};
+    char path[1024];
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s", dir, splits[s]);
+        assert_int_equal(mkdir(path, 0755), 0);
+        for (int k = 0; k < n; k++) {
+            snprintf(path, sizeof path, "%s/%s/%s", dir, splits[s], classes[k]);
+            assert_int_equal(mkdir(path, 0755), 0);
+            snprintf(path, sizeof path, "%s/%s/%s/0.png", dir, splits[s], classes[k]);
+            write_png(path, (uint8_t)(60 * k));
+        }
+    }
+}
+
+/* What Python 3.11's repr() prints for each (bytes that are not UTF-8
+ * aside, which a str cannot hold: \xNN here). */
+static void names_written_as_python_repr_writes_them(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"cat", "'cat'"},
+        {"a\nb", "'a\\nb'"},
+        {"it's", "\"it's\""},
+        {"it's \"x\"", "'it\\'s \"x\"'"},
+        {"back\\slash\ttab\rcr", "'back\\\\slash\\ttab\\rcr'"},
+        {"caf\xc3\xa9", "'caf\xc3\xa9'"},
+        {"\x01\x7f", "'\\x01\\x7f'"},
+        {"\xc2\x85\xc2\xa0", "'\\x85\\xa0'"},
+        {"left\xe2\x80\xaeright", "'left\\u202eright'"},
+        {"\xe2\x80\xa8\xef\xbb\xbf", "'\\u2028\\ufeff'"},
+        {"\xff\xc3", "'\\xff\\xc3'"},
+        {"", "''"},
+    };
+    char buf[64];
+    for (size_t i = 0; i < COUNTOF(cases); i++) {
+        dp_repr(cases[i][0], buf, sizeof buf);
+        if (strcmp(buf, cases[i][1]) != 0)
+            fail_msg("repr of case %zu: %s, Python writes %s", i, buf, cases[i][1]);
+    }
+    /* Plain names stay as they are; the others are quoted. */
+    assert_string_equal(dp_name_str("dark", buf, sizeof buf), "dark");
+    assert_string_equal(dp_name_str("caf\xc3\xa9 au lait", buf, sizeof buf), "caf\xc3\xa9 au lait");
+    assert_string_equal(dp_name_str("a\nb", buf, sizeof buf), "'a\\nb'");
+    assert_string_equal(dp_name_str(" x", buf, sizeof buf), "' x'");
+    /* Cut to the buffer, quotes kept. */
+    assert_string_equal(dp_repr("abcdefghijklmnop", buf, 12), "'abcdef...'");
+}
+
+static void class_named_with_a_newline(void **state)
+{
+    (void)state;
+    char dir[512], ck[512], image[600];
+    snprintf(dir, sizeof dir, "%s", tu_tmp_path("newline-classes"));
+    make_folder(dir, (const char *const[]){"a\nb", "plain", "it's"}, 3);
+    snprintf(ck, sizeof ck, "%s", tu_tmp_path("newline.st"));
+    cli_run r;
+    run_cli(ARGS("train", "--dataset", "folder", "--data", dir, "--epochs", "1", "--batch-size",
+                 "3", "--progress", "never", "--checkpoint", ck),
+            120, &r);
+    if (r.status != 0)
+        fail_msg("training on the folder failed (exit %d): %s", r.status, r.err);
+    snprintf(image, sizeof image, "%s/test/plain/0.png", dir);
+    run_cli(ARGS("predict", "--checkpoint", ck, "--topk", "3", image), 60, &r);
+    printf("predict: exit %d: %s%s", r.status, r.out, r.err);
+    assert_int_equal(r.status, 0);
+    /* One line for the one image, naming every class, the odd ones as
+     * Python's repr writes them. */
+    assert_int_equal(count_lines(r.out), 1);
+    assert_has(r.out, "'a\\nb' ");
+    assert_has(r.out, "\"it's\" ");
+    assert_has(r.out, " plain ");
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_inputs),
+        cmocka_unit_test(names_written_as_python_repr_writes_them),
+        cmocka_unit_test(class_named_with_a_newline),
     };
     return tu_run(argc, argv, tests, group_setup, group_teardown);
 }

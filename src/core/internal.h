@@ -47,6 +47,12 @@ char *dp__strdup(const char *s);
 #define DP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DP_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* dp_repr of s into a buffer that lives to the end of the enclosing
+ * block: a name from a file as a message's argument ("tensor %s",
+ * DP_REPR(name)). */
+#define DP__REPR_MAX 256
+#define DP_REPR(s) dp_repr((s), (char[DP__REPR_MAX]){0}, DP__REPR_MAX)
+
 /* Opens `path` for reading if it is a regular file: one line naming the
  * path and why otherwise ("no such file", DP_ENOENT; "not a regular file
  * (a FIFO)", DP_EIO), decided before anything is read, without waiting on

@@ -145,9 +145,9 @@ static int parse_descr(npy_parser *p, dp_npy *a)
             return 0;
         }
     }
-    DP_ERROR("%s: dtype '%s' is not read: the images must be uint8 ('|u1') or float32 ('<f4'), "
+    DP_ERROR("%s: dtype %s is not read: the images must be uint8 ('|u1') or float32 ('<f4'), "
              "the labels int64 ('<i8'), int32 ('<i4') or uint8",
-             p->path, d);
+             p->path, DP_REPR(d));
     return DP_EFORMAT;
 }
 

@@ -58,25 +58,25 @@ static int check_ranges(const dp_safetensors_t *f, const char *path)
         dp__shape_str(shape, sizeof shape, e->ndim, e->shape);
         uint64_t need;
         if (!dp__st_shape_bytes(e->dtype, e->ndim, e->shape, &need)) {
-            DP_ERROR("%s: tensor '%s': the byte count of shape %s overflows", path, e->name, shape);
+            DP_ERROR("%s: tensor %s: the byte count of shape %s overflows", path, DP_REPR(e->name),
+                     shape);
             return DP_EFORMAT;
         }
         if (e->begin > e->end) {
-            DP_ERROR("%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
+            DP_ERROR("%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
                      "begin",
-                     path, e->name, e->begin, e->end);
+                     path, DP_REPR(e->name), e->begin, e->end);
             return DP_EFORMAT;
         }
         if (e->end - e->begin != need) {
-            DP_ERROR("%s: tensor '%s': shape %s needs %" PRIu64
-                     " bytes, data_offsets give %" PRIu64,
-                     path, e->name, shape, need, e->end - e->begin);
+            DP_ERROR("%s: tensor %s: shape %s needs %" PRIu64 " bytes, data_offsets give %" PRIu64,
+                     path, DP_REPR(e->name), shape, need, e->end - e->begin);
             return DP_EFORMAT;
         }
         if (e->end > f->data_size) {
-            DP_ERROR("%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of "
+            DP_ERROR("%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of "
                      "the data section (%" PRIu64 " bytes): file truncated",
-                     path, e->name, e->begin, e->end, f->data_size);
+                     path, DP_REPR(e->name), e->begin, e->end, f->data_size);
             return DP_ETRUNC;
         }
     }
@@ -106,14 +106,14 @@ static int check_tiling(const dp_safetensors_t *f, const char *path)
         const struct st_entry *e = &f->tensors[r[i].index];
         if (e->begin > pos) {
             DP_ERROR("%s: hole in the data section: bytes [%" PRIu64 ", %" PRIu64 ") (file offset "
-                     "%" PRIu64 ") belong to no tensor; tensor '%s' starts after them",
-                     path, pos, e->begin, f->data_start + pos, e->name);
+                     "%" PRIu64 ") belong to no tensor; tensor %s starts after them",
+                     path, pos, e->begin, f->data_start + pos, DP_REPR(e->name));
             rc = DP_EFORMAT;
         } else if (e->begin < pos) {
             const struct st_entry *q = &f->tensors[prev];
-            DP_ERROR("%s: tensor '%s' [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' [%" PRIu64
+            DP_ERROR("%s: tensor %s [%" PRIu64 ", %" PRIu64 ") overlaps tensor %s [%" PRIu64
                      ", %" PRIu64 ")",
-                     path, e->name, e->begin, e->end, q->name, q->begin, q->end);
+                     path, DP_REPR(e->name), e->begin, e->end, DP_REPR(q->name), q->begin, q->end);
             rc = DP_EFORMAT;
         } else {
             /* Zero-length tensors at pos leave it where it is. */
@@ -143,7 +143,8 @@ static int check_names(dp_safetensors_t *f, const char *path)
         qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_names);
         for (int i = 1; i < f->n; i++) {
             if (strcmp(f->by_name[i - 1].name, f->by_name[i].name) == 0) {
-                DP_ERROR("%s: tensor '%s' appears twice in the header", path, f->by_name[i].name);
+                DP_ERROR("%s: tensor %s appears twice in the header", path,
+                         DP_REPR(f->by_name[i].name));
                 return DP_EFORMAT;
             }
         }
@@ -152,7 +153,7 @@ static int check_names(dp_safetensors_t *f, const char *path)
         qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta);
         for (int i = 1; i < f->nmeta; i++) {
             if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0) {
-                DP_ERROR("%s: metadata key '%s' appears twice", path, f->meta[i].key);
+                DP_ERROR("%s: metadata key %s appears twice", path, DP_REPR(f->meta[i].key));
                 return DP_EFORMAT;
             }
         }

@@ -191,7 +191,7 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
         const char *name = dp_params_name(p, i);
         dp_st_tensor s;
         if (dp_safetensors_find(f, name, &s) < 0) {
-            DP_ERROR("%s: no tensor '%s' (not a checkpoint of %s?)", path, name, model);
+            DP_ERROR("%s: no tensor %s (not a checkpoint of %s?)", path, DP_REPR(name), model);
             rc = DP_EFORMAT;
             break;
         }
@@ -206,7 +206,7 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
             dp__shape_str(got, sizeof got, s.ndim, s.shape);
             dp__shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
             const char *dtype = dp__st_dtype_name(s.dtype);
-            DP_ERROR("%s: tensor '%s' is %s %s, %s expects F32 %s", path, name,
+            DP_ERROR("%s: tensor %s is %s %s, %s expects F32 %s", path, DP_REPR(name),
                      dtype ? dtype : "of an unknown dtype", got, model, want);
             rc = DP_EFORMAT;
             break;
@@ -216,9 +216,9 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
          * nothing: say so instead. */
         for (int64_t k = 0; k < dp_tensor_numel(t); k++) {
             if (!isfinite(host[offset + k])) {
-                DP_ERROR("%s: tensor '%s' holds %g at element %" PRId64
+                DP_ERROR("%s: tensor %s holds %g at element %" PRId64
                          ": the weights are not finite",
-                         path, name, (double)host[offset + k], k);
+                         path, DP_REPR(name), (double)host[offset + k], k);
                 rc = DP_EFORMAT;
                 break;
             }
@@ -259,7 +259,7 @@ static int load_weights(const dp_safetensors_t *f, const char *path, dp_model_t 
         dp_st_tensor s;
         DP_TRY(dp_safetensors_get(f, i, &s));
         if (!is_model_tensor(m, s.name)) {
-            DP_ERROR("%s: tensor '%s' is not part of %s", path, s.name, model);
+            DP_ERROR("%s: tensor %s is not part of %s", path, DP_REPR(s.name), model);
             return DP_EFORMAT;
         }
     }
@@ -304,8 +304,8 @@ static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (*v == '\0' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-        DP_ERROR("%s: metadata '%s' is '%s', not a count from %" PRId64 " to %" PRId64, path, key,
-                 v, lo, hi);
+        DP_ERROR("%s: metadata '%s' is %s, not a count from %" PRId64 " to %" PRId64, path, key,
+                 DP_REPR(v), lo, hi);
         return DP_EFORMAT;
     }
     *out = x;
@@ -327,7 +327,7 @@ static int load_recorded(const dp_safetensors_t *f, const char *path, dp_checkpo
         if (!(opts[i].traits & DP_OPTION_RECORD) || !v)
             continue;
         if (dp_option_parse(&opts[i], &st->options, v, why, sizeof why) < 0) {
-            DP_ERROR("%s: metadata '%s' is %s: %s", path, key, v, why);
+            DP_ERROR("%s: metadata '%s' is %s: %s", path, key, DP_REPR(v), why);
             return DP_EFORMAT;
         }
         st->recorded[i] = true;
@@ -345,7 +345,7 @@ static int load_optimizer(const dp_safetensors_t *f, const char *path, dp_optimi
     if (strcmp(theirs ? theirs : "sgd", mine) != 0) {
         DP_ERROR("%s was trained with the optimizer %s; this run's is %s: resume with the same "
                  "optimizer",
-                 path, theirs ? theirs : "sgd", mine);
+                 path, theirs ? DP_REPR(theirs) : "sgd", mine);
         return DP_EINVAL;
     }
     int64_t steps = step;
@@ -399,7 +399,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
                                 isfinite(st->partial_correct) && st->partial_correct >= 0 &&
                                 isfinite(st->partial_seconds) && st->partial_seconds >= 0)) {
             DP_ERROR("%s: metadata 'dptrain.partial' is %s: expected three finite numbers >= 0",
-                     path, partial);
+                     path, DP_REPR(partial));
             rc = DP_EFORMAT;
         }
     }
@@ -425,7 +425,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
          st->best_epoch > st->epochs_done)) {
         DP_ERROR("%s: metadata 'dptrain.best' is %s: expected an accuracy in [0, 1] and an "
                  "epoch of those done",
-                 path, best);
+                 path, DP_REPR(best));
         rc = DP_EFORMAT;
     }
     if (rc == 0) {

@@ -69,7 +69,7 @@ static int read_input_shape(const char *path, int64_t chw[3])
     int end = 0;
     if (sscanf(v, "%lld,%lld,%lld%n", &c, &h, &w, &end) != 3 || v[end] != '\0' || c < 1 ||
         c > 1024 || h < 1 || h > DP_IMAGE_MAX_SIDE || w < 1 || w > DP_IMAGE_MAX_SIDE) {
-        DP_ERROR("%s: metadata 'dptrain.input' is '%s', not C,H,W", path, v);
+        DP_ERROR("%s: metadata 'dptrain.input' is %s, not C,H,W", path, DP_REPR(v));
         rc = DP_EFORMAT;
     } else {
         chw[0] = c;
@@ -197,7 +197,7 @@ int dp__checkpoint_normalisation(const char *path, dp_augment_options *out)
     const char *v = dp_safetensors_meta(f, "dptrain.normalize");
     int rc = 0;
     if (v && dp_normalize_parse(v, out) < 0) {
-        DP_ERROR("%s: metadata 'dptrain.normalize' is '%s', not a normalisation", path, v);
+        DP_ERROR("%s: metadata 'dptrain.normalize' is %s, not a normalisation", path, DP_REPR(v));
         rc = DP_EFORMAT;
     }
     dp_safetensors_close(f);
