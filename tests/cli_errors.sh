@@ -109,9 +109,9 @@ expect_error "truncated checkpoint" "cut.safetensors.*(truncated|ends|expected)"
 printf 'not a safetensors file at all' >"$dir/junk.safetensors"
 expect_error "corrupt checkpoint" "junk.safetensors" -- \
   "$bin" eval --data "$good" --checkpoint "$dir/junk.safetensors"
-expect_error "checkpoint of another model" "a checkpoint of lenet, not resnet18" -- \
+expect_error "checkpoint of another model" "a checkpoint of 'lenet', not resnet18" -- \
   "$bin" eval --data "$good" --model resnet18 --checkpoint "$ck"
-expect_error "resume into another model" "a checkpoint of lenet, not resnet18" -- \
+expect_error "resume into another model" "a checkpoint of 'lenet', not resnet18" -- \
   "$bin" train --data "$good" --model resnet18 --batch-size 4 --epochs 2 --resume "$ck"
 expect_error "missing checkpoint" "$dir/none.safetensors" -- \
   "$bin" eval --data "$good" --checkpoint "$dir/none.safetensors"

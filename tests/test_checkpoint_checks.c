@@ -81,7 +81,7 @@ static void test_non_finite_state_is_refused(void **state)
     good_state(&st);
     st.options.optim.lr = 0;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("'dptrain.lr' is 0");
+    tu_assert_error_mentions("'dptrain.lr' is '0'");
     good_state(&st);
     st.options.optim.momentum = INFINITY;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);

@@ -167,7 +167,7 @@ static void fifo_inputs(void **state)
                    WANT(path, "not a regular file (a FIFO)"));
 }
 
-/* ---- 7. a name from a file cannot split a line of output ------------------- */
+/* ---- images, written with zlib alone -------------------------------------- */
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -225,6 +225,172 @@ static void make_folder(const char *dir, const char *const *classes, int n)
         }
     }
 }
+
+/* ---- 2. and 5. a checkpoint's metadata -------------------------------------- */
+
+/* A copy of the group's checkpoint at tu_tmp_path(name) whose metadata
+ * `key` is `value` (NULL: left out), every tensor and other key kept. */
+static const char *with_meta(const char *name, const char *key, const char *value)
+{
+    static const char *const keys[] = {"format",
+                                       "dptrain.model",
+                                       "dptrain.epochs_done",
+                                       "dptrain.step",
+                                       "dptrain.seed",
+                                       "dptrain.batch",
+                                       "dptrain.partial",
+                                       "dptrain.batch_size",
+                                       "dptrain.augment",
+                                       "dptrain.normalize",
+                                       "dptrain.lr",
+                                       "dptrain.momentum",
+                                       "dptrain.weight_decay",
+                                       "dptrain.precision",
+                                       "dptrain.devices",
+                                       "dptrain.history",
+                                       "dptrain.conv_algos",
+                                       "dptrain.lr_schedule",
+                                       "dptrain.best",
+                                       "dptrain.input",
+                                       "dptrain.classes",
+                                       "dptrain.optimizer",
+                                       "dptrain.optimizer_steps",
+                                       "dptrain.model_sha256"};
+    static char paths[4][512];
+    static int next;
+    char *out = paths[next++ % 4];
+    snprintf(out, 512, "%s", tu_tmp_path(name));
+    dp_safetensors_t *f;
+    assert_int_equal(dp_safetensors_open(&f, checkpoint), 0);
+    int n = dp_safetensors_count(f), nmeta = 0;
+    dp_st_tensor *ts = calloc((size_t)n, sizeof *ts);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(dp_safetensors_get(f, i, &ts[i]), 0);
+    const char *meta[2 * (COUNTOF(keys) + 1)];
+    bool put = false;
+    for (size_t i = 0; i < COUNTOF(keys); i++) {
+        const char *v = strcmp(keys[i], key) == 0 ? value : dp_safetensors_meta(f, keys[i]);
+        put = put || strcmp(keys[i], key) == 0;
+        if (v) {
+            meta[nmeta++] = keys[i];
+            meta[nmeta++] = v;
+        }
+    }
+    if (!put && value) {
+        meta[nmeta++] = key;
+        meta[nmeta++] = value;
+    }
+    assert_int_equal(dp_safetensors_write(out, ts, n, meta, nmeta / 2), 0);
+    free(ts);
+    dp_safetensors_close(f);
+    return out;
+}
+
+/* The issue's checkpoint: eval opened /etc/passwd and printed its first
+ * line. A model file the metadata names is never opened on its word, and
+ * nothing of another file reaches a message. */
+static void checkpoint_naming_a_file(void **state)
+{
+    (void)state;
+    const char *passwd = with_meta("passwd.st", "dptrain.model", "/etc/passwd");
+    expect_refused("eval, model /etc/passwd", ARGS("eval", "--checkpoint", passwd),
+                   WANT(passwd, "names the model file '/etc/passwd'", "--model"));
+    cli_run r;
+    run_cli(ARGS("eval", "--checkpoint", passwd), 30, &r);
+    assert_null(strstr(r.err, "root:"));
+    const char *png = tu_tmp_path("one.png");
+    expect_refused("predict, model /etc/passwd", ARGS("predict", "--checkpoint", passwd, png),
+                   WANT(passwd, "names the model file '/etc/passwd'"));
+    /* Named by --model too, it is not the checkpoint's model. */
+    expect_refused("eval --model lenet, model /etc/passwd",
+                   ARGS("eval", "--checkpoint", passwd, "--model", "lenet"),
+                   WANT(passwd, "a checkpoint of '/etc/passwd', not lenet"));
+    const char *dev = with_meta("dev.st", "dptrain.model", "/dev/zero");
+    expect_refused("eval, model /dev/zero", ARGS("eval", "--checkpoint", dev),
+                   WANT(dev, "names the model file '/dev/zero'"));
+    const char *odd = with_meta("odd.st", "dptrain.model", "x\n\x1b[31mred");
+    expect_refused("eval, model with a newline", ARGS("eval", "--checkpoint", odd),
+                   WANT(odd, "names the model file 'x\\n\\x1b[31mred'"));
+}
+
+/* A checkpoint of a model file loads where the run names that file, or a
+ * copy of it (the SHA-256 it recorded); another file is refused. */
+static void checkpoint_of_a_model_file(void **state)
+{
+    (void)state;
+    char model[512], copy[512], other[512], ck[512];
+    snprintf(model, sizeof model, "%s", tu_tmp_path("net.txt"));
+    snprintf(copy, sizeof copy, "%s", tu_tmp_path("copy.txt"));
+    snprintf(other, sizeof other, "%s", tu_tmp_path("other.txt"));
+    snprintf(ck, sizeof ck, "%s", tu_tmp_path("net.st"));
+    static const char net[] = "Flatten()\nLinear(784, 10)\n";
+    assert_int_equal(tu_write_file(model, net, sizeof net - 1), 0);
+    assert_int_equal(tu_write_file(copy, net, sizeof net - 1), 0);
+    assert_int_equal(tu_write_file(other, "Flatten()\nLinear(784, 10)  # else\n", 35), 0);
+    cli_run r;
+    run_cli(ARGS("train", "--model", model, "--dataset", "mnist", "--data", data_dir, "--epochs",
+                 "1", "--batch-size", "4", "--progress", "never", "--checkpoint", ck),
+            60, &r);
+    assert_int_equal(r.status, 0);
+    char sha[65];
+    assert_int_equal(dp_model_sha256(model, sha), 0);
+    char *recorded;
+    assert_int_equal(dp_checkpoint_meta(ck, "dptrain.model_sha256", &recorded), 0);
+    assert_string_equal(recorded, sha);
+    free(recorded);
+    const char *eval[] = {"eval",   "--checkpoint", ck,        "--dataset", "mnist",
+                          "--data", data_dir,       "--model", model,       NULL};
+    run_cli(eval, 60, &r);
+    assert_int_equal(r.status, 0);
+    eval[8] = copy;
+    run_cli(eval, 60, &r);
+    if (r.status != 0)
+        fail_msg("a copy of the model file was refused: %s", r.err);
+    eval[8] = other;
+    expect_refused("eval --model another file", eval,
+                   WANT(ck, "a checkpoint of", "nor of a file with the SHA-256"));
+    expect_refused("eval without --model", ARGS("eval", "--checkpoint", ck),
+                   WANT(ck, "names the model file", "give the model file with --model"));
+}
+
+static void classes_not_strings(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"[1,2,3]", "expected a class name (a string)"},
+        {"{\"a\":1}", "expected a JSON array of class names"},
+        {"[\"a\",null]", "expected a class name (a string)"},
+        {"[\"a\"] x", "more after the array"},
+        {"\"dark\"", "expected a JSON array of class names"},
+    };
+    const char *png = tu_tmp_path("one.png");
+    for (size_t i = 0; i < COUNTOF(bad); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "classes%zu.st", i);
+        const char *ck = with_meta(name, "dptrain.classes", bad[i][0]);
+        expect_refused("eval, bad dptrain.classes", ARGS("eval", "--checkpoint", ck),
+                       WANT(ck, "dptrain.classes", bad[i][1]));
+        expect_refused("predict, bad dptrain.classes", ARGS("predict", "--checkpoint", ck, png),
+                       WANT(ck, "dptrain.classes", bad[i][1]));
+    }
+}
+
+/* 8. predict --model resnet18 with a LeNet checkpoint: refused from the
+ * header, before ResNet-18 is built. */
+static void model_checked_before_it_is_built(void **state)
+{
+    (void)state;
+    const char *png = tu_tmp_path("one.png");
+    write_png(png, 128);
+    expect_refused("predict --model resnet18, LeNet weights",
+                   ARGS("predict", "--checkpoint", checkpoint, "--model", "resnet18", png),
+                   WANT(checkpoint, "a checkpoint of 'lenet', not resnet18"));
+    expect_refused("eval --model resnet18, LeNet weights",
+                   ARGS("eval", "--checkpoint", checkpoint, "--model", "resnet18"),
+                   WANT(checkpoint, "a checkpoint of 'lenet', not resnet18"));
+}
+
+/* ---- 7. a name from a file cannot split a line of output ------------------- */
 
 /* What Python 3.11's repr() prints for each (bytes that are not UTF-8
  * aside, which a str cannot hold: \xNN here). */
@@ -289,6 +455,10 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_inputs),
+        cmocka_unit_test(checkpoint_naming_a_file),
+        cmocka_unit_test(checkpoint_of_a_model_file),
+        cmocka_unit_test(classes_not_strings),
+        cmocka_unit_test(model_checked_before_it_is_built),
         cmocka_unit_test(names_written_as_python_repr_writes_them),
         cmocka_unit_test(class_named_with_a_newline),
     };

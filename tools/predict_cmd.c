@@ -49,7 +49,7 @@ const cli_command *cli_predict(void)
                                  .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
                                  .help = "the weights [required]"};
         flags[n++] = CLI_LIKE(predict_args, predict.model, "model",
-                              "lenet, resnet18 or a model file [the model named in FILE]");
+                              "lenet, resnet18 or a model file [the built-in model named in FILE]");
         flags[n++] = (dp_option){CLI_FIELD(predict_args, topk, "topk"),
                                  .flag = "--topk",
                                  .metavar = "K",

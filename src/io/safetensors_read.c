@@ -182,8 +182,11 @@ static int read_full(int fd, uint8_t *buf, size_t n, size_t *got)
 }
 
 /* Loads the file into f->alloc and sets the header (*hdr, *hlen) and data
- * section; checks only the size field against the file's length. */
-static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_t *hlen)
+ * section; checks only the size field against the file's length. Without
+ * `whole`, only the header is read: the data section is the file's rest,
+ * counted but not loaded (f->data NULL). */
+static int load(dp_safetensors_t *f, int fd, const char *path, bool whole, char **hdr,
+                size_t *hlen)
 {
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -224,12 +227,13 @@ static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_
     }
     /* Place the file so that its data section, at 8 + n, is 64-byte aligned. */
     size_t pad = (size_t)((64 - (8 + n) % 64) % 64);
-    f->alloc = dp__malloc(pad + (size_t)size);
+    size_t want = whole ? (size_t)size : 8 + (size_t)n;
+    f->alloc = dp__malloc(pad + want);
     if (!f->alloc)
         return DP_ENOMEM;
     uint8_t *base = f->alloc + pad;
     memcpy(base, prefix, sizeof prefix);
-    if (read_full(fd, base + 8, (size_t)size - 8, &got) < 0) {
+    if (read_full(fd, base + 8, want - 8, &got) < 0) {
         DP_ERROR("%s: read failed: %s", path, strerror(errno));
         return DP_EIO;
     }
@@ -239,13 +243,13 @@ static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_
     }
     *hdr = (char *)base + 8;
     *hlen = (size_t)n;
-    f->data = base + 8 + n;
-    f->data_size = got - n;
+    f->data = whole ? base + 8 + n : NULL;
+    f->data_size = whole ? got - n : size - 8 - n;
     f->data_start = 8 + n;
     return 0;
 }
 
-int dp_safetensors_open(dp_safetensors_t **out, const char *path)
+static int open_file(dp_safetensors_t **out, const char *path, bool whole)
 {
     DP_ASSERT(out && path);
     *out = NULL;
@@ -259,7 +263,7 @@ int dp_safetensors_open(dp_safetensors_t **out, const char *path)
     }
     char *hdr = NULL;
     size_t hlen = 0;
-    int rc = load(f, fd, path, &hdr, &hlen);
+    int rc = load(f, fd, path, whole, &hdr, &hlen);
     close(fd);
     if (rc == 0) {
         dp__json_parser p = {.path = path, .doc = "header", .base = 8, .s = hdr, .len = hlen};
@@ -277,6 +281,16 @@ int dp_safetensors_open(dp_safetensors_t **out, const char *path)
     }
     *out = f;
     return 0;
+}
+
+int dp_safetensors_open(dp_safetensors_t **out, const char *path)
+{
+    return open_file(out, path, true);
+}
+
+int dp_safetensors_open_header(dp_safetensors_t **out, const char *path)
+{
+    return open_file(out, path, false);
 }
 
 void dp_safetensors_close(dp_safetensors_t *f)
@@ -302,7 +316,7 @@ static void fill(const dp_safetensors_t *f, const struct st_entry *e, dp_st_tens
     out->ndim = e->ndim;
     memset(out->shape, 0, sizeof out->shape);
     memcpy(out->shape, e->shape, (size_t)e->ndim * sizeof e->shape[0]);
-    out->data = f->data + e->begin;
+    out->data = f->data ? f->data + e->begin : NULL;
     out->bytes = (size_t)(e->end - e->begin);
 }
 

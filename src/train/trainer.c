@@ -228,40 +228,22 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     return rc;
 }
 
-/* The model dp_evaluate and dp_predict name: its definition's, the
- * option's, or the one the checkpoint says it holds. */
-static int model_name(const dp_model_def *def, const char *given, const char *checkpoint,
-                      char *model, size_t size)
-{
-    const char *named = def ? def->name : given;
-    if (named) {
-        if (strlen(named) >= size) {
-            DP_ERROR("`model` is longer than %zu characters", size - 1);
-            return DP_EINVAL;
-        }
-        snprintf(model, size, "%s", named);
-    } else if (dp_checkpoint_model(checkpoint, model, size) < 0) {
-        if (dp_last_error()[0] == '\0')
-            DP_ERROR("%s does not say which model it holds: give `model`", checkpoint);
-        return DP_EINVAL;
-    }
-    return 0;
-}
-
 /* The options of a run over a checkpoint's weights (evaluation,
- * prediction): its model, devices and threads, the weights loaded before
- * the replicas copy them. */
+ * prediction): its header first (the model, checked against the
+ * checkpoint's, and what it records of its data: one line before anything
+ * is loaded or built), then the model, devices and threads, the weights
+ * loaded before the replicas copy them. */
 static int checkpoint_run(const char *what, const char *checkpoint, const dp_model_def *def,
-                          const char *given, const char *devices, int threads, char *model,
-                          size_t size, dp_train_options *to)
+                          const char *given, const char *devices, int threads,
+                          dp__checkpoint_header *h, dp_train_options *to)
 {
     if (!checkpoint) {
         DP_ERROR("%s: no checkpoint given", what);
         return DP_EINVAL;
     }
-    DP_TRY(model_name(def, given, checkpoint, model, size));
+    DP_TRY(dp__checkpoint_header_read(checkpoint, def ? def->name : given, h));
     dp_train_options_default(to);
-    to->net.model = model;
+    to->net.model = h->model;
     to->model_def = def;
     to->parallel.devices = devices ? devices : "1";
     to->parallel.threads = threads;
@@ -271,19 +253,20 @@ static int checkpoint_run(const char *what, const char *checkpoint, const dp_mod
 
 int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
 {
-    char model[4096];
+    dp__checkpoint_header h;
     dp_train_options to;
     memset(r, 0, sizeof *r);
     DP_TRY(checkpoint_run("evaluate", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
-                          model, sizeof model, &to));
+                          &h, &to));
     to.data.batch_size = o->batch_size > 0 ? o->batch_size : 256;
     to.data.dataset = o->dataset;
     to.data.data_dir = o->data_dir;
     to.test_set = o->test_set;
     to.data.limit_test = o->limit_test;
     to.numerics.precision = o->precision;
+    to.data.normalize = h.normalize;
+    dp__checkpoint_header_free(&h);
     DP_TRY(dp_train_options_check(&to));
-    DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.data.normalize));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     int rc = dp__net_open(&t.net, &t);
     if (rc == 0)
@@ -315,15 +298,15 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
 
 int dp_predict(const dp_predict_options *o, dp_predictions *out)
 {
-    char model[4096];
+    dp__checkpoint_header h;
     dp_train_options to;
     memset(out, 0, sizeof *out);
     DP_TRY(checkpoint_run("predict", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
-                          model, sizeof model, &to));
+                          &h, &to));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     float *x = NULL;
     int64_t chw[3];
-    int rc = dp__predict_inputs(o, out, &x, chw);
+    int rc = dp__predict_inputs(o, &h, out, &x, chw);
     if (rc == 0)
         rc = dp__net_open(&t.net, &t);
     if (rc == 0)
@@ -334,6 +317,7 @@ int dp_predict(const dp_predict_options *o, dp_predictions *out)
         rc = dp__train_predict(&t, x, chw, o->batch_size > 0 ? o->batch_size : 256, out);
     dp_waitall();
     dp__free(x);
+    dp__checkpoint_header_free(&h);
     teardown(&t);
     if (rc < 0)
         dp_predictions_close(out);

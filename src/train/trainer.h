@@ -28,6 +28,7 @@
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/train.h"
+#include "train/checkpoint_header.h"
 
 typedef struct dp__train_data dp__train_data;
 typedef struct dp__train_net dp__train_net;
@@ -59,18 +60,21 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);
 int dp__train_evaluate(dp__trainer *t, dp_eval_result *r);
 
 /* predict.c: dp_predict's inputs as the checkpoint's samples (x: [n, chw]
- * floats, dp__malloc'd; chw from the checkpoint, else the first image),
- * the names and the class names into out; then the softmax of every
- * input's logits, each rank computing its chunk in batches of `batch`. */
-int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3]);
-/* The normalisation a checkpoint's run trained with (dptrain.normalize;
- * none for a plain state dict), into out's normalisation. */
-int dp__checkpoint_normalisation(const char *path, dp_augment_options *out);
+ * floats, dp__malloc'd; chw from the checkpoint's header h, else the first
+ * image), normalised as h says, the names into out and h's class names
+ * (taken from h); then the softmax of every input's logits, each rank
+ * computing its chunk in batches of `batch`. */
+int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h,
+                       dp_predictions *out, float **x, int64_t chw[3]);
 int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_t batch,
                       dp_predictions *out);
 
 /* ---- data.c ------------------------------------------------------------------ */
 
+/* The training samples' (C, H, W) and count from the files' headers, before
+ * loading (the options' own sets: theirs): 0; 1 (nothing logged) where
+ * only loading tells (a folder); or a negative DP_E* code. */
+int dp__data_peek(const dp_train_options *o, int64_t chw[3], int64_t *n);
 /* The test set (and with `train_too` the training set too): the options'
  * own, or loaded from the dataset's files. */
 int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_too);
