@@ -183,7 +183,7 @@ declare -A defaults=(
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
   [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
-  [--normalize]="none")
+  [--normalize]="none" [--max-memory]="what this machine has available: MemAvailable and the cgroup's limit")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
 # or group heading, joined with single spaces.
 entry() {

@@ -390,6 +390,100 @@ static void model_checked_before_it_is_built(void **state)
                    WANT(checkpoint, "a checkpoint of 'lenet', not resnet18"));
 }
 
+/* ---- 8. train checks what its options name before it loads the data ------- */
+
+static const char *write_text(const char *name, const char *text)
+{
+    static char paths[4][512];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, 512, "%s", tu_tmp_path(name));
+    assert_int_equal(tu_write_file(p, text, strlen(text)), 0);
+    return p;
+}
+
+/* On Fashion-MNIST (400 MB once loaded): each refusal comes from the
+ * options' files and the data's headers alone. */
+static void train_checks_before_loading(void **state)
+{
+    (void)state;
+    NEED_DATA();
+    const char *bad = write_text("paren.txt", "Conv2d(1, 6, 5\n");
+    expect_refused("train --model, a bad file", ARGS("train", "--model", bad),
+                   WANT(bad, "missing ')'"));
+    expect_refused("train --resume, another model",
+                   ARGS("train", "--model", "resnet18", "--resume", checkpoint),
+                   WANT(checkpoint, "a checkpoint of 'lenet', not resnet18"));
+    const char *linear = write_text("linear.txt", "Flatten()\nLinear(784, 10)\n");
+    expect_refused("train --init, another model",
+                   ARGS("train", "--model", linear, "--init", checkpoint),
+                   WANT(checkpoint, "a checkpoint of 'lenet', not", linear));
+    /* A state dict that names no model: its tensors against the model's. */
+    const char *plain = with_meta("plain.st", "dptrain.model", NULL);
+    expect_refused("train --init, another model's tensors",
+                   ARGS("train", "--model", linear, "--init", plain),
+                   WANT(plain, "tensor 'W1' is not part of", linear));
+    expect_refused("train --resume, epochs all done",
+                   ARGS("train", "--resume", checkpoint, "--epochs", "1"),
+                   WANT(checkpoint, "already trained 1 epochs"));
+    expect_refused("train --stages past the layers",
+                   ARGS("train", "--devices", "2", "--pipeline", "2", "--stages", "0-3,4-99"),
+                   WANT("--stages"));
+    const char *broken = with_meta("broken.st", "dptrain.step", "-4");
+    expect_refused("train --resume, a bad step count", ARGS("train", "--resume", broken),
+                   WANT(broken, "'dptrain.step' is '-4'"));
+}
+
+/* ---- 3. a valid flag cannot exhaust memory --------------------------------- */
+
+static void batch_capped_at_the_data(void **state)
+{
+    (void)state;
+    NEED_DATA();
+    cli_run small, big;
+    run_cli(ARGS("train", "--batch-size", "64", "--limit-train", "64", "--limit-test", "64",
+                 "--epochs", "1", "--progress", "never"),
+            120, &small);
+    assert_int_equal(small.status, 0);
+    run_cli(ARGS("train", "--batch-size", "1048576", "--limit-train", "64", "--limit-test", "64",
+                 "--epochs", "1", "--progress", "never"),
+            120, &big);
+    printf("--batch-size 1048576 --limit-train 64: exit %d, %.2f s, %ld MB (batch 64: %ld MB): %s",
+           big.status, big.seconds, big.maxrss_kb / 1024, small.maxrss_kb / 1024, big.err);
+    assert_int_equal(big.status, 0);
+    assert_int_equal(count_lines(big.err), 1);
+    assert_has(big.err, "--batch-size 1048576 is more than the 64 training samples: each batch "
+                        "holds all 64");
+    if (big.maxrss_kb > small.maxrss_kb + HEADROOM_KB)
+        fail_msg("%ld MB resident, the same run at batch 64 %ld MB", big.maxrss_kb / 1024,
+                 small.maxrss_kb / 1024);
+}
+
+static void step_memory_estimated_first(void **state)
+{
+    (void)state;
+    NEED_DATA();
+    expect_refused("resnet18 at batch 60000",
+                   ARGS("train", "--model", "resnet18", "--batch-size", "60000"),
+                   WANT("a step of resnet18 needs about", "for 60000 samples", "is available",
+                        "lower --batch-size, or raise --max-memory"));
+    expect_refused("lenet over --max-memory 1M", ARGS("train", "--max-memory", "1M"),
+                   WANT("a step of lenet needs about", "--max-memory is 1.0 MB"));
+    /* 100,000 layers, each output kept for the backward pass: 80 GB at
+     * batch 256, which grew until the kernel killed the run. */
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("chain.txt"));
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("Flatten()\n", f);
+    for (int i = 0; i < 100000; i++)
+        fputs("ReLU()\n", f);
+    fputs("Linear(784, 10)\n", f);
+    assert_int_equal(fclose(f), 0);
+    expect_refused("a chain of 100,000 layers", ARGS("train", "--model", path),
+                   WANT("a step of", "chain.txt needs about", "GB of memory"));
+}
+
 /* ---- 7. a name from a file cannot split a line of output ------------------- */
 
 /* What Python 3.11's repr() prints for each (bytes that are not UTF-8
@@ -459,6 +553,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(checkpoint_of_a_model_file),
         cmocka_unit_test(classes_not_strings),
         cmocka_unit_test(model_checked_before_it_is_built),
+        cmocka_unit_test(train_checks_before_loading),
+        cmocka_unit_test(batch_capped_at_the_data),
+        cmocka_unit_test(step_memory_estimated_first),
         cmocka_unit_test(names_written_as_python_repr_writes_them),
         cmocka_unit_test(class_named_with_a_newline),
     };

@@ -141,24 +141,45 @@ static int read_records(const cifar_file *f, dp_dataset *ds, int64_t first)
     return rc;
 }
 
+/* The split's files found and their records counted into files[0..*n). */
+static int find_split(const char *dir, bool train, cifar_file **files, int *nfiles, int64_t *n)
+{
+    DP_TRY(dp__data_require_dir(dir, "CIFAR-10", CIFAR_WHERE));
+    char names[CIFAR_TRAIN_FILES][32];
+    *nfiles = split_names(train, names);
+    *files = dp__calloc((size_t)*nfiles, sizeof **files);
+    if (!*files)
+        return DP_ENOMEM;
+    *n = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < *nfiles; i++) {
+        rc = find_file(dir, names[i], (*files)[i].path);
+        if (rc == 0)
+            rc = count_records(&(*files)[i]);
+        *n += (*files)[i].records;
+    }
+    return rc;
+}
+
+int dp__cifar10_peek(const char *dir, int64_t chw[3], int64_t *n)
+{
+    cifar_file *files = NULL;
+    int nfiles;
+    int rc = find_split(dir, true, &files, &nfiles, n);
+    dp__free(files);
+    chw[0] = CIFAR_CHANNELS;
+    chw[1] = chw[2] = CIFAR_SIDE;
+    return rc;
+}
+
 int dp_cifar10_load(const char *dir, bool train, dp_dataset *out)
 {
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
-    DP_TRY(dp__data_require_dir(dir, "CIFAR-10", CIFAR_WHERE));
-    char names[CIFAR_TRAIN_FILES][32];
-    int nfiles = split_names(train, names);
-    cifar_file *files = dp__calloc((size_t)nfiles, sizeof *files);
-    if (!files)
-        return DP_ENOMEM;
-    int64_t n = 0;
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < nfiles; i++) {
-        rc = find_file(dir, names[i], files[i].path);
-        if (rc == 0)
-            rc = count_records(&files[i]);
-        n += files[i].records;
-    }
+    cifar_file *files = NULL;
+    int nfiles;
+    int64_t n;
+    int rc = find_split(dir, train, &files, &nfiles, &n);
     dp_dataset ds = {0};
     if (rc == 0)
         rc = dp__dataset_alloc(&ds, n, CIFAR_CHANNELS, CIFAR_SIDE, CIFAR_SIDE, files[0].path);

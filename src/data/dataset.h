@@ -53,4 +53,15 @@ void dp__idx_file_close(dp__idx_file *file);
  * error ends with `where_to_get` when it is not NULL. */
 int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, dp_dataset *out);
 
+/* dp_dataset_sample_shape's work for each kind: the training split's
+ * (C, H, W) and sample count from its files' headers (idx_dataset.c,
+ * cifar10.c, npy_dataset.c), and an .npy file's header alone (npy.c: its
+ * dtype, ndim and shape; data NULL). */
+int dp__idx_dataset_peek(const char *dir, const char *where_to_get, int64_t chw[3], int64_t *n);
+int dp__cifar10_peek(const char *dir, int64_t chw[3], int64_t *n);
+int dp__npy_dataset_peek(const char *dir, int64_t chw[3], int64_t *n);
+int dp__npy_read_header(const char *path, dp_npy *out);
+/* The IDX sets' sources, for a missing file's message (mnist.c). */
+extern const char dp__mnist_where[];
+
 #endif

@@ -273,6 +273,18 @@ static int read_header(int fd, const char *path, dp_npy *a, size_t *data_at)
     return rc;
 }
 
+int dp__npy_read_header(const char *path, dp_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
+    size_t data_at;
+    int rc = read_header(fd, path, out, &data_at);
+    close(fd);
+    return rc;
+}
+
 int dp_npy_read(const char *path, dp_npy *out)
 {
     DP_ASSERT(path && out);

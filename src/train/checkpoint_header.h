@@ -14,9 +14,9 @@
 #define DP_CHECKPOINT_MAX_CLASSES 65536
 
 typedef struct dp__checkpoint_header {
-    char model[4096];             /* the model to build: the run's, or the checkpoint's built-in */
-    int64_t input_chw[3];         /* dptrain.input; zeros: not recorded */
-    char **class_names;           /* dptrain.classes, `classes` of them; NULL: not recorded */
+    char model[4096];     /* the model to build: the run's, or the checkpoint's built-in */
+    int64_t input_chw[3]; /* dptrain.input; zeros: not recorded */
+    char **class_names;   /* dptrain.classes, `classes` of them; NULL: not recorded */
     int classes;
     dp_augment_options normalize; /* dptrain.normalize; zeros: none */
 } dp__checkpoint_header;

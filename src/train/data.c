@@ -169,6 +169,20 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
     return 0;
 }
 
+int dp__data_peek(const dp_train_options *o, int64_t chw[3], int64_t *n)
+{
+    if (o->train_set) {
+        chw[0] = dp_dataset_channels(o->train_set);
+        chw[1] = o->train_set->rows;
+        chw[2] = o->train_set->cols;
+        *n = o->train_set->n;
+        return 0;
+    }
+    if (o->test_set)
+        return 1; /* load() says what is missing */
+    return dp_dataset_sample_shape(o->data.dataset, o->data.data_dir, chw, n);
+}
+
 int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_too)
 {
     dp__train_data *d = dp__calloc(1, sizeof *d);

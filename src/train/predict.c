@@ -140,8 +140,8 @@ static int normalise(const dp_augment_options *norm, const int64_t *chw, int64_t
     return 0;
 }
 
-int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h,
-                       dp_predictions *out, float **x, int64_t chw[3])
+int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h, dp_predictions *out,
+                       float **x, int64_t chw[3])
 {
     *x = NULL;
     if (o->ninputs < 1 || !o->inputs) {

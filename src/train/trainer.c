@@ -119,12 +119,40 @@ static int check_last_batch(const dp__trainer *t)
     return DP_EINVAL;
 }
 
+/* A batch larger than the training set is the whole set, as PyTorch's
+ * DataLoader gives it (its one batch holds every sample): the loader, the
+ * kernels' measurement and the memory estimate take that size, not the
+ * option's. */
+static void cap_batch(dp_train_options *run, int64_t samples)
+{
+    if (run->data.limit_train > 0 && run->data.limit_train < samples)
+        samples = run->data.limit_train;
+    if (samples >= 1 && run->data.batch_size > samples)
+        run->data.batch_size = samples;
+}
+
+/* What the options name, checked before the data are loaded (or right
+ * after, where only loading tells the samples' shape): the batch against
+ * the data and the devices, the model, its stages, the checkpoints the run
+ * starts from, and a step's memory; each a line in a fraction of a second,
+ * not after the loading. */
+static int plan(dp__trainer *t, dp_train_options *run, const int64_t *chw, int64_t samples)
+{
+    cap_batch(run, samples);
+    DP_TRY(check_batch_size(t));
+    DP_TRY(dp__net_plan(t->net, t, chw));
+    if (run->checkpoint.resume_path)
+        DP_TRY(dp__book_check_resume(t, dp__net_definition(t->net)));
+    return 0;
+}
+
 /* Opens a run's parts in the order they need each other: the devices and
- * the precision they run, the data (the model takes its samples' shape),
- * the model and its executor, the steps' state, the record (resuming from
- * a checkpoint), the kernels' choice, and the loaders (shuffled from the
- * resumed run's seed). */
-static int setup(dp__trainer *t)
+ * the precision they run, the plan (the model for the samples' shape that
+ * the data's headers tell), the data, the model and its executor, the
+ * steps' state, the record (resuming from a checkpoint), the kernels'
+ * choice, and the loaders (shuffled from the resumed run's seed). `run` is
+ * t->o, which the plan may change (the batch's cap). */
+static int setup(dp__trainer *t, dp_train_options *run)
 {
     const dp_train_options *o = t->o;
     DP_TRY(check_ranks(t));
@@ -132,8 +160,14 @@ static int setup(dp__trainer *t)
         DP_TRY(dp__train_check_outputs(o));
     DP_TRY(dp__net_open(&t->net, t));
     DP_TRY(dp__prec_open(&t->prec, t));
-    DP_TRY(check_batch_size(t));
+    int64_t chw[3], samples = 0;
+    int unknown = dp__data_peek(o, chw, &samples);
+    DP_TRY(unknown);
+    if (!unknown)
+        DP_TRY(plan(t, run, chw, samples));
     DP_TRY(dp__data_open(&t->data, o, true));
+    if (unknown)
+        DP_TRY(plan(t, run, dp__data_chw(t->data), dp__data_train_set(t->data)->n));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
     DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_open(&t->steps, t));
@@ -175,14 +209,22 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
     }
 }
 
-int dp_train(const dp_train_options *o, dp_train_result *result)
+int dp_train(const dp_train_options *given, dp_train_result *result)
 {
-    DP_TRY(dp_train_options_check(o));
-    if (!o->numerics.tf32)
+    DP_TRY(dp_train_options_check(given));
+    if (!given->numerics.tf32)
         dp_set_tf32(false);
+    dp_train_options run = *given;
+    const dp_train_options *o = &run;
     dp__trainer t = {.o = o, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     memset(result, 0, sizeof *result);
-    int rc = setup(&t);
+    int rc = setup(&t, &run);
+    /* Said once the run is set to go, so that a refusal stays one line. */
+    if (rc == 0 && run.data.batch_size < given->data.batch_size && t.rank == 0)
+        DP_WARN("`batch_size` %lld is more than the %lld training samples: each batch holds all "
+                "%lld, as PyTorch's DataLoader gives them",
+                (long long)given->data.batch_size, (long long)run.data.batch_size,
+                (long long)run.data.batch_size);
     double total = 0;
     int first = rc == 0 ? dp__book_epochs_done(t.book) : 0;
     for (int e = first; rc == 0 && e < o->run.epochs; e++) {
