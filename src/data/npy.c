@@ -383,9 +383,23 @@ int dp_npy_write(const char *path, const dp_npy *a)
         0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
     memset(dict + len, ' ', hlen - (size_t)len - 1);
     dict[hlen - 1] = '\n';
-    FILE *f = fopen(path, "wb");
+    /* Written beside the path and renamed over it: a write cut short
+     * (disk full, a signal) leaves the path as it was. */
+    struct stat st;
+    size_t plen = strlen(path) + 32;
+    if (!path[0] || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) ||
+        path[strlen(path) - 1] == '/') {
+        DP_ERROR("%s: cannot write: %s", path, strerror(path[0] ? EISDIR : ENOENT));
+        return DP_EIO;
+    }
+    char *tmp = dp__malloc(plen);
+    if (!tmp)
+        return DP_ENOMEM;
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
     if (!f) {
         DP_ERROR("%s: cannot write: %s", path, strerror(errno));
+        dp__free(tmp);
         return DP_EIO;
     }
     bool ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(dict, 1, hlen, f) == hlen &&
@@ -395,10 +409,14 @@ int dp_npy_write(const char *path, const dp_npy *a)
         ok = false;
         e = errno;
     }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e = errno;
+    }
     if (!ok) {
         DP_ERROR("%s: cannot write: %s", path, strerror(e ? e : EIO));
-        remove(path);
-        return DP_EIO;
+        remove(tmp);
     }
-    return 0;
+    dp__free(tmp);
+    return ok ? 0 : DP_EIO;
 }

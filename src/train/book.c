@@ -47,16 +47,20 @@ int dp__book_open(dp__train_book **out, const dp__trainer *t)
     b->ck = dp__calloc(1, sizeof *b->ck);
     if (!b->ck)
         return DP_ENOMEM;
-    if (o->output.metrics_path && t->rank == 0) {
-        if (o->checkpoint.resume_path)
-            DP_TRY(dp_metrics_open_append(&b->metrics, o->output.metrics_path));
-        else
-            DP_TRY(dp_metrics_open(&b->metrics, o->output.metrics_path));
-    }
     /* Rank 0 speaks for all ranks. */
     bool bar = o->output.progress == DP_PROGRESS_ALWAYS ||
                (o->output.progress == DP_PROGRESS_AUTO && isatty(STDERR_FILENO));
     return dp_progress_init(&b->progress, bar && t->rank == 0);
+}
+
+int dp__book_open_files(dp__train_book *b, const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    if (!o->output.metrics_path || t->rank != 0)
+        return 0;
+    if (o->checkpoint.resume_path)
+        return dp_metrics_open_append(&b->metrics, o->output.metrics_path);
+    return dp_metrics_open(&b->metrics, o->output.metrics_path);
 }
 
 void dp__book_close(dp__train_book *b)

@@ -177,6 +177,11 @@ static int setup(dp__trainer *t, dp_train_options *run)
     DP_TRY(dp__prec_tune(t->prec, t));
     DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
     DP_TRY(dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true))));
+    /* From here a stop waits for a step and saves the run; before, the
+     * process may end at once (dp_train_stops_between_steps): the output
+     * files are opened only now. */
+    dp__train_set_between_steps(true);
+    DP_TRY(dp__book_open_files(t->book, t));
     return dp__board_open(&t->board, t);
 }
 
@@ -267,6 +272,7 @@ int dp_train(const dp_train_options *given, dp_train_result *result)
     if (rc == 0)
         rc = board_rc;
     teardown(&t);
+    dp__train_set_between_steps(false);
     return rc;
 }
 

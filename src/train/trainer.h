@@ -196,6 +196,9 @@ int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, i
 /* ---- book.c ------------------------------------------------------------------ */
 
 int dp__book_open(dp__train_book **out, const dp__trainer *t);
+/* The metrics file (rank 0's), opened last of the run's setup: a run
+ * stopped before creates nothing. */
+int dp__book_open_files(dp__train_book *b, const dp__trainer *t);
 void dp__book_close(dp__train_book *b);
 /* --resume's checkpoint from its header, before anything is loaded: the
  * model def, its tensors, its training state, epochs left to train. */
@@ -255,6 +258,9 @@ int dp__board_epoch(dp__train_board *b, int64_t step, const dp_epoch_stats *s);
 int64_t dp__train_rank_rows(const dp__trainer *t, int64_t n, int64_t *first);
 /* Every rank was started with the same options. */
 int dp__train_check_ranks_agree(const dp__trainer *t);
+/* Whether a stop request is served between steps from now on: set just
+ * before a run opens its output files, cleared when it returns. */
+void dp__train_set_between_steps(bool on);
 /* Whether to stop after the step just issued: a stop was requested in this
  * process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
