@@ -545,6 +545,26 @@ static void class_named_with_a_newline(void **state)
     assert_has(r.out, " plain ");
 }
 
+/* ---- 5. an image folder's link to nothing ---------------------------------- */
+
+static void dangling_link_in_a_folder(void **state)
+{
+    (void)state;
+    char dir[512], link[700];
+    snprintf(dir, sizeof dir, "%s", tu_tmp_path("dangling"));
+    make_folder(dir, (const char *const[]){"dark", "light"}, 2);
+    snprintf(link, sizeof link, "%s/train/light/gone.png", dir);
+    assert_int_equal(symlink("/nowhere/gone.png", link), 0);
+    /* A link to nothing that no image reader takes stays passed over, as
+     * ImageFolder passes it over. */
+    snprintf(link, sizeof link, "%s/train/light/notes.txt", dir);
+    assert_int_equal(symlink("/nowhere/notes.txt", link), 0);
+    snprintf(link, sizeof link, "%s/train/light/gone.png", dir);
+    expect_refused("a folder with a link to nothing",
+                   ARGS("train", "--dataset", "folder", "--data", dir),
+                   WANT(link, "a symbolic link to '/nowhere/gone.png', which is not there"));
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +578,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(step_memory_estimated_first),
         cmocka_unit_test(names_written_as_python_repr_writes_them),
         cmocka_unit_test(class_named_with_a_newline),
+        cmocka_unit_test(dangling_link_in_a_folder),
     };
     return tu_run(argc, argv, tests, group_setup, group_teardown);
 }
