@@ -59,12 +59,12 @@ static int resolve_model(const dp_safetensors_t *f, const char *path, const char
     }
     const char *theirs = dp_safetensors_meta(f, "dptrain.model");
     if (!theirs) {
-        DP_ERROR("%s does not say which model it holds: give `model`", path);
+        DP_ERROR("%s: does not say which model it holds: give `model`", path);
         return DP_EINVAL;
     }
     if (!is_builtin(theirs)) {
-        DP_ERROR("%s names the model file %s: a checkpoint does not choose which files are "
-                 "read; give the model file with `model`",
+        DP_ERROR("%s: names the model file %s; a checkpoint does not choose which files are "
+                 "read: give the model file with `model`",
                  path, DP_REPR(theirs));
         return DP_EINVAL;
     }
