@@ -162,6 +162,8 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int cli_as_limit_gb;
+
 pid_t cli_start(const char *const *args, double *started)
 {
     char out_path[512], err_path[512];
@@ -178,6 +180,9 @@ pid_t cli_start(const char *const *args, double *started)
     assert_true(pid >= 0);
     if (pid == 0) {
         if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+            _exit(126);
+        struct rlimit as = {(rlim_t)cli_as_limit_gb << 30, (rlim_t)cli_as_limit_gb << 30};
+        if (cli_as_limit_gb > 0 && setrlimit(RLIMIT_AS, &as) != 0)
             _exit(126);
         execv(dptrain, (char *const *)argv);
         _exit(127);

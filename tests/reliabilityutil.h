@@ -52,6 +52,10 @@ typedef struct cli_run {
     long maxrss_kb;
     char out[8192], err[4096];
 } cli_run;
+/* The address space run_cli's children get, in GiB (0: unlimited): a
+ * test whose guard is broken then fails at an allocation, not by the
+ * machine's memory running out. */
+extern int cli_as_limit_gb;
 /* Runs `dptrain args...` (NULL-terminated) to its end; a run still going
  * after `kill_after` seconds (0: never) gets SIGKILL, which its status
  * shows (128 + 9). */

@@ -65,6 +65,8 @@ static int group_setup(void **state)
 {
     if (setup(state) < 0 || tu_setup_tmp(state) < 0)
         return -1;
+    /* ASan reserves terabytes of address space: no cap there. */
+    cli_as_limit_gb = SANITIZED ? 0 : 8;
     cli_run r;
     const char *version[] = {"--version", NULL};
     run_cli(version, 30, &r);
@@ -91,8 +93,8 @@ static int group_teardown(void **state)
 /* `args` must end with one line on stderr holding every string of `want`
  * (NULL-terminated), a non-zero exit, nothing on stdout, within the time
  * allowed and 64 MB over `base_kb` of resident memory. */
-static void expect_refused_over(const char *name, const char *const *args,
-                                const char *const *want, long base_kb)
+static void expect_refused_over(const char *name, const char *const *args, const char *const *want,
+                                long base_kb)
 {
     cli_run r;
     run_cli(args, 30, &r);
@@ -119,6 +121,24 @@ static void expect_refused(const char *name, const char *const *args, const char
 
 #define WANT(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* ---- 9. memory at rest ----------------------------------------------------- */
+
+/* Without a GPU opened, the CUDA libraries stay unloaded (the backend is
+ * a module): dptrain --version and dptrain model lenet rest under 64 MB
+ * (227 MB each with the CUDA libraries linked). */
+static void rest_under_64_mb(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(ARGS("model", "lenet"), 30, &r);
+    assert_int_equal(r.status, 0);
+    printf("dptrain --version: %ld MB, dptrain model lenet: %ld MB\n", resting_kb / 1024,
+           r.maxrss_kb / 1024);
+    if (!SANITIZED && (resting_kb > 64 * 1024 || r.maxrss_kb > 64 * 1024))
+        fail_msg("more than 64 MB at rest: --version %ld MB, model lenet %ld MB", resting_kb / 1024,
+                 r.maxrss_kb / 1024);
+}
 
 /* ---- 4. a FIFO (or any file that is not a regular one) is never opened to
  * be read: open() of a FIFO waits for a writer, forever --------------------- */
@@ -231,6 +251,58 @@ static void make_folder(const char *dir, const char *const *classes, int n)
             write_png(path, (uint8_t)(60 * k));
         }
     }
+}
+
+/* ---- the SHA-256 a checkpoint records of its model file -------------------- */
+
+/* FIPS 180-4's examples (appendix B) and a megabyte against coreutils'
+ * sha256sum: what dp_model_sha256 writes for the file. */
+static void sha256_as_the_standard_gives_it(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t repeat;
+        const char *digest;
+    } cases[] = {
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+    };
+    char path[512], hex[65];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("sha.txt"));
+    for (size_t i = 0; i < COUNTOF(cases); i++) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        for (size_t k = 0; k < cases[i].repeat; k++)
+            fputs(cases[i].text, f);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(dp_model_sha256(path, hex), 0);
+        assert_string_equal(hex, cases[i].digest);
+    }
+    /* Every length from 0 to 200 bytes (the padding's cases), against
+     * sha256sum where it is installed. */
+    char cmd[700], line[128];
+    snprintf(cmd, sizeof cmd, "sha256sum %s 2>/dev/null", path);
+    int compared = 0;
+    for (int len = 0; len <= 200; len++) {
+        FILE *f = fopen(path, "wb");
+        for (int k = 0; k < len; k++)
+            fputc((k * 131 + len) & 0xff, f);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(dp_model_sha256(path, hex), 0);
+        FILE *p = popen(cmd, "r");
+        if (p && fgets(line, sizeof line, p) && strlen(line) > 64) {
+            line[64] = '\0';
+            assert_string_equal(hex, line);
+            compared++;
+        }
+        if (p)
+            pclose(p);
+    }
+    printf("SHA-256: FIPS 180-4's 4 examples, and %d lengths as sha256sum prints them\n", compared);
 }
 
 /* ---- 2. and 5. a checkpoint's metadata -------------------------------------- */
@@ -452,8 +524,9 @@ static void batch_capped_at_the_data(void **state)
                  "--epochs", "1", "--progress", "never"),
             120, &small);
     assert_int_equal(small.status, 0);
+    /* --max-memory: an uncapped batch of a million is refused, not run. */
     run_cli(ARGS("train", "--batch-size", "1048576", "--limit-train", "64", "--limit-test", "64",
-                 "--epochs", "1", "--progress", "never"),
+                 "--epochs", "1", "--progress", "never", "--max-memory", "2G"),
             120, &big);
     printf("--batch-size 1048576 --limit-train 64: exit %d, %.2f s, %ld MB (batch 64: %ld MB): %s",
            big.status, big.seconds, big.maxrss_kb / 1024, small.maxrss_kb / 1024, big.err);
@@ -583,7 +656,9 @@ static void dangling_link_in_a_folder(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rest_under_64_mb),
         cmocka_unit_test(fifo_inputs),
+        cmocka_unit_test(sha256_as_the_standard_gives_it),
         cmocka_unit_test(checkpoint_naming_a_file),
         cmocka_unit_test(checkpoint_of_a_model_file),
         cmocka_unit_test(classes_not_strings),
