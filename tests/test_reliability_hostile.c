@@ -377,7 +377,8 @@ static void checkpoint_naming_a_file(void **state)
     cli_run r;
     run_cli(ARGS("eval", "--checkpoint", passwd), 30, &r);
     assert_null(strstr(r.err, "root:"));
-    const char *png = tu_tmp_path("one.png");
+    char png[512]; /* tu_tmp_path's buffer is reused by the runs */
+    snprintf(png, sizeof png, "%s", tu_tmp_path("one.png"));
     expect_refused("predict, model /etc/passwd", ARGS("predict", "--checkpoint", passwd, png),
                    WANT(passwd, "names the model file '/etc/passwd'"));
     /* Named by --model too, it is not the checkpoint's model. */
@@ -442,7 +443,8 @@ static void classes_not_strings(void **state)
         {"[\"a\"] x", "more after the array"},
         {"\"dark\"", "expected a JSON array of class names"},
     };
-    const char *png = tu_tmp_path("one.png");
+    char png[512]; /* tu_tmp_path's buffer is reused by the runs */
+    snprintf(png, sizeof png, "%s", tu_tmp_path("one.png"));
     for (size_t i = 0; i < COUNTOF(bad); i++) {
         char name[32];
         snprintf(name, sizeof name, "classes%zu.st", i);
@@ -459,7 +461,8 @@ static void classes_not_strings(void **state)
 static void model_checked_before_it_is_built(void **state)
 {
     (void)state;
-    const char *png = tu_tmp_path("one.png");
+    char png[512]; /* tu_tmp_path's buffer is reused by the runs */
+    snprintf(png, sizeof png, "%s", tu_tmp_path("one.png"));
     write_png(png, 128);
     expect_refused("predict --model resnet18, LeNet weights",
                    ARGS("predict", "--checkpoint", checkpoint, "--model", "resnet18", png),
