@@ -18,19 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 static double now(void)
 {
     struct timespec ts;
@@ -102,10 +89,10 @@ static void stopped_while_loading(void **state)
     tmp_path(metrics, "m.jsonl");
     /* Fashion-MNIST's 60,000 training images take half a second or more. */
     stop_while("loading Fashion-MNIST",
-               ARGS("train", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"), 0.15,
+               CMD("train", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"), 0.15,
                NULL, SIGTERM);
     stop_while("loading Fashion-MNIST",
-               ARGS("train", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"), 0.15,
+               CMD("train", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"), 0.15,
                NULL, SIGINT);
 }
 
@@ -139,8 +126,8 @@ static void stopped_while_allocating(void **state)
     static const char wide[] = "Flatten()\nLinear(784, 150000)\nLinear(150000, 10)\n";
     assert_int_equal(tu_write_file(model, wide, sizeof wide - 1), 0);
     stop_while("allocating a 470 MB model",
-               ARGS("train", "--model", model, "--dataset", "mnist", "--data", dir, "--batch-size",
-                    "4", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"),
+               CMD("train", "--model", model, "--dataset", "mnist", "--data", dir, "--batch-size",
+                   "4", "--checkpoint", ck, "--metrics", metrics, "--progress", "never"),
                0.3, NULL, SIGTERM);
 }
 
@@ -154,8 +141,8 @@ static void stopped_while_measuring_kernels(void **state)
     /* ResNet-18's convolutions timed one by one at batch 256: seconds;
      * --verbose names each as it is measured. */
     stop_while("measuring ResNet-18's kernels",
-               ARGS("train", "--model", "resnet18", "--conv-algo", "auto", "--limit-train", "512",
-                    "--checkpoint", ck, "--metrics", metrics, "--progress", "never", "--verbose"),
+               CMD("train", "--model", "resnet18", "--conv-algo", "auto", "--limit-train", "512",
+                   "--checkpoint", ck, "--metrics", metrics, "--progress", "never", "--verbose"),
                0, "cpu:0: convolution f32 64x28x28", SIGTERM);
 }
 
