@@ -240,28 +240,6 @@ int count_lines(const char *text)
 long resting_kb;
 char data_dir[512], checkpoint[512];
 
-void write_idx_set(const char *dir)
-{
-    static const char *const split[2] = {"train", "t10k"};
-    static const uint32_t count[2] = {8, 4};
-    char path[600];
-    assert_int_equal(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
-    for (int s = 0; s < 2; s++) {
-        uint32_t dims[3] = {count[s], 28, 28};
-        size_t len;
-        uint8_t *px = calloc((size_t)count[s] * 784, 1), labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        uint8_t *f = tu_make_idx(3, dims, px, &len);
-        snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, split[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-        free(px);
-        f = tu_make_idx(1, dims, labels, &len);
-        snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-    }
-}
-
 int hostile_setup(void **state)
 {
     if (setup(state) < 0 || tu_setup_tmp(state) < 0)
@@ -275,7 +253,7 @@ int hostile_setup(void **state)
         return -1;
     resting_kb = r.maxrss_kb;
     snprintf(data_dir, sizeof data_dir, "%s", tu_tmp_path("tiny"));
-    write_idx_set(data_dir);
+    tu_write_idx_set(data_dir);
     snprintf(checkpoint, sizeof checkpoint, "%s", tu_tmp_path("lenet.st"));
     const char *train[] = {
         "train",        "--dataset", "mnist",      "--data", data_dir,       "--epochs", "1",

@@ -88,7 +88,7 @@ int count_lines(const char *text);
 /* The group setup of the hostile runs: the test's directory, an 8 GiB
  * address space for every run (none under a sanitizer), the program's
  * rest (dptrain --version's peak) in resting_kb, a tiny MNIST-style set in
- * data_dir (8 training and 4 test images) and a LeNet checkpoint trained
+ * data_dir (tu_write_idx_set) and a LeNet checkpoint trained
  * on it in `checkpoint`. */
 extern long resting_kb;
 extern char data_dir[512], checkpoint[512];
@@ -101,8 +101,6 @@ int hostile_teardown(void **state);
 void expect_refused_over(const char *name, const char *const *args, const char *const *want,
                          long base_kb);
 void expect_refused(const char *name, const char *const *args, const char *const *want);
-/* DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte: 8 and 4 images. */
-void write_idx_set(const char *dir);
 /* A 28 x 28 grayscale PNG of value v, written with zlib alone. */
 void write_png(const char *path, uint8_t v);
 /* DIR/{train,test}/CLASS/0.png for each of the n classes. */

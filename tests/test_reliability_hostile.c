@@ -79,7 +79,7 @@ static void fifo_inputs(void **state)
     /* A data set whose training images are a FIFO. */
     char dir[600], path[700];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("fifo-set"));
-    write_idx_set(dir);
+    tu_write_idx_set(dir);
     snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
     unlink(path);
     assert_int_equal(mkfifo(path, 0644), 0);

@@ -99,27 +99,12 @@ static void stopped_while_loading(void **state)
 static void stopped_while_allocating(void **state)
 {
     (void)state;
-    char dir[512], model[512], ck[512], metrics[512], path[700];
+    char dir[512], model[512], ck[512], metrics[512];
     tmp_path(dir, "tiny");
     tmp_path(model, "wide.txt");
     tmp_path(ck, "ck.st");
     tmp_path(metrics, "m.jsonl");
-    assert_int_equal(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
-    static const char *const files[2] = {"train", "t10k"};
-    for (int s = 0; s < 2; s++) {
-        uint32_t dims[3] = {8, 28, 28};
-        uint8_t *px = calloc(8 * 784, 1), labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        size_t len;
-        uint8_t *f = tu_make_idx(3, dims, px, &len);
-        snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, files[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-        f = tu_make_idx(1, dims, labels, &len);
-        snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, files[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-        free(px);
-    }
+    tu_write_idx_set(dir);
     /* 118 million parameters (470 MB) allocated and drawn, then their
      * gradients and the replica's update: a second or two before the
      * first step. */
