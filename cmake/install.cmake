@@ -45,12 +45,9 @@ set(dp_pc_libs ${DNNL_LIBRARY} ${OpenMP_C_LIB_NAMES})
 if(DP_HAVE_MPI)
   list(APPEND dp_pc_libs ${MPI_C_LIBRARIES})
 endif()
-if(DP_HAVE_CUDA)
-  get_target_property(dp_cudart CUDA::cudart IMPORTED_LOCATION)
-  get_target_property(dp_cublas CUDA::cublas IMPORTED_LOCATION)
-  # nvcc's objects in libdptrain.a call the C++ runtime (static local guards).
-  list(APPEND dp_pc_libs ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY} stdc++)
-endif()
+# The CUDA backend is a module of the shared library (cmake/cuda.cmake):
+# libdptrain.a has none, and a static link needs no CUDA library.
+list(APPEND dp_pc_libs ${CMAKE_DL_LIBS})
 dp_pc_link_flags(dp_pc_libs_private ${dp_pc_libs} -pthread ${M_LIBRARY})
 # A library built with sanitizers (make test's build-asan) needs their
 # runtime in every program that links it, first in its library list.
@@ -92,10 +89,7 @@ endforeach()
 if(DP_HAVE_MPI)
   list(APPEND dp_cmake_deps ${MPI_C_LIBRARIES})
 endif()
-if(DP_HAVE_CUDA)
-  list(APPEND dp_cmake_deps ${dp_cudart} ${dp_cublas} ${DP_CUDNN_LIBRARY} ${DP_NCCL_LIBRARY} stdc++)
-endif()
-list(APPEND dp_cmake_deps -pthread ${M_LIBRARY})
+list(APPEND dp_cmake_deps ${CMAKE_DL_LIBS} -pthread ${M_LIBRARY})
 list(REMOVE_DUPLICATES dp_cmake_deps)
 set(DP_CMAKE_STATIC_DEPS "${dp_cmake_deps}")
 set(DP_CMAKE_SHARED_NAME

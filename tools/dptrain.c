@@ -4,9 +4,11 @@
 
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Library messages name an option as `name`; here it is the running
  * command's flag for it. Under mpirun an error names its rank, and warnings come from rank
@@ -25,6 +27,37 @@ static void log_to_stderr(dp_log_level level, const char *msg, void *user)
         fprintf(stderr, "dptrain: warning: %s\n", msg);
     else if (level == DP_LOG_INFO && (cli_verbose || getenv("DP_PROFILE")))
         fprintf(stderr, "dptrain: %s%s\n", who, msg);
+}
+
+/* SIGINT and SIGTERM: a training run between its steps stops after the
+ * current one and saves itself (dp_train_request_stop); anything else
+ * (loading the data, building a model, measuring kernels, allocating,
+ * evaluating, predicting) ends at once, exit 128 + the signal, having
+ * written nothing (every file dptrain writes is renamed into place whole).
+ * A second signal ends the run at once (the handler resets itself). */
+static void on_stop_signal(int signo)
+{
+    if (dp_train_stops_between_steps()) {
+        dp_train_request_stop(signo);
+        return;
+    }
+    static const char term[] = "dptrain: stopped by SIGTERM\n", intr[] = "dptrain: stopped by "
+                                                                         "SIGINT\n";
+    ssize_t ignored = signo == SIGINT ? write(STDERR_FILENO, intr, sizeof intr - 1)
+                                      : write(STDERR_FILENO, term, sizeof term - 1);
+    (void)ignored;
+    _exit(128 + signo);
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 static int run_command(int argc, char **argv)
@@ -61,6 +94,7 @@ int main(int argc, char **argv)
      * the whole job at once (MPI_Abort), so none waits for it forever. */
     if (dp_dist_init(&argc, &argv) < 0)
         return 1;
+    catch_stop_signals();
     int status = run_command(argc, argv);
     if (status != 0 && status < 128 && dp_dist_size() > 1) {
         fprintf(stderr, "dptrain: rank %d on %s failed (exit %d): ending all %d ranks\n",

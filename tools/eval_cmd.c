@@ -37,7 +37,7 @@ const cli_command *cli_eval(void)
                                  .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
                                  .help = "the weights [required]"};
         flags[n++] = CLI_LIKE(eval_args, eval.model, "model",
-                              "lenet, resnet18 or a model file [the model named in FILE]");
+                              "lenet, resnet18 or a model file [the built-in model named in FILE]");
         flags[n++] = CLI_LIKE(eval_args, eval.devices, "devices", "devices to evaluate on");
         flags[n++] = CLI_LIKE(eval_args, eval.threads, "threads",
                               "kernel threads per device, 0 = cores divided");

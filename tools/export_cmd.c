@@ -38,8 +38,8 @@ const cli_command *cli_export(void)
                                  .metavar = "OUT.onnx", .type = DP_OPTION_TEXT,
                                  .help = "the file to write [required]"};
         flags[n++] = CLI_LIKE(export_args, model, "model",
-                              "lenet, resnet18, a model file or an ONNX model [the model named "
-                              "in FILE]");
+                              "lenet, resnet18, a model file or an ONNX model [the built-in "
+                              "model named in FILE]");
         c.noptions = n;
     }
     return &c;
@@ -77,13 +77,9 @@ static int run_export(int argc, char **argv)
         return 2;
     }
     char name[4096];
-    if (!model) {
-        if (dp_checkpoint_model(checkpoint, name, sizeof name) < 0) {
-            fprintf(stderr, "dptrain: error: %s names no model: give --model\n", checkpoint);
-            return 1;
-        }
-        model = name;
-    }
+    if (dp_checkpoint_model_for(checkpoint, model, name, sizeof name) < 0)
+        return cli_fail(DP_EINVAL);
+    model = name;
     int64_t chw[3];
     input_shape(checkpoint, chw);
     const dp_model_def *def;

@@ -49,7 +49,7 @@ const cli_command *cli_predict(void)
                                  .flag = "--checkpoint", .metavar = "FILE", .type = DP_OPTION_TEXT,
                                  .help = "the weights [required]"};
         flags[n++] = CLI_LIKE(predict_args, predict.model, "model",
-                              "lenet, resnet18 or a model file [the model named in FILE]");
+                              "lenet, resnet18 or a model file [the built-in model named in FILE]");
         flags[n++] = (dp_option){CLI_FIELD(predict_args, topk, "topk"),
                                  .flag = "--topk",
                                  .metavar = "K",
@@ -163,11 +163,15 @@ static int run_predict(int argc, char **argv)
     }
     for (int64_t i = 0; dp_dist_rank() == 0 && i < p.n; i++) {
         int got = dp_predictions_topk(&p, i, k, idx);
-        printf("%s:", p.names[i]);
+        /* Names from files and folders print as dp_name_str writes them:
+         * a class directory named with a newline cannot split the line. */
+        char name[4200];
+        printf("%s:", dp_name_str(p.names[i], name, sizeof name));
         for (int j = 0; j < got; j++) {
             float prob = p.probs[i * p.outputs + idx[j]];
             if (idx[j] < p.classes)
-                printf("%s %s %.4f", j ? "," : "", p.class_names[idx[j]], prob);
+                printf("%s %s %.4f", j ? "," : "",
+                       dp_name_str(p.class_names[idx[j]], name, sizeof name), prob);
             else
                 printf("%s %d %.4f", j ? "," : "", idx[j], prob);
         }

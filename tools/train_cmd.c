@@ -10,24 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* SIGINT and SIGTERM ask the run to stop after its current step and save
- * itself; a second signal ends it at once (the handler resets itself). */
-static void on_stop_signal(int signo)
-{
-    dp_train_request_stop(signo);
-}
-
-static void catch_stop_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static const char about[] =
     "Trains a model on a dataset (Fashion-MNIST by default), evaluates on its\n"
     "test set after every epoch, and ends with the line\n"
@@ -125,7 +107,6 @@ static int run_train(int argc, char **argv)
         return 0;
     }
     dp_train_result r;
-    catch_stop_signals();
     int rc = dp_train(&o, &r);
     if (rc == DP_EINTR && dp_dist_rank() != 0)
         return 128 + (dp_train_stop_signal() > 0 ? dp_train_stop_signal() : SIGTERM);

@@ -79,6 +79,15 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
  * the file has no such metadata (a plain state dict). */
 int dp_checkpoint_model(const char *path, char *buf, size_t size);
 
+/* The model a run over checkpoint `path` builds, into model[0..size): `given`
+ * (a built-in name or a model file, NULL for none) where the checkpoint is
+ * of it (the same name, or a model file of the SHA-256 it recorded), else
+ * the built-in model the checkpoint names. A model file the checkpoint
+ * names is never taken on its word: a checkpoint is data from elsewhere,
+ * and does not choose which files are read. DP_EINVAL with one line naming
+ * the checkpoint otherwise. Reads the header alone. */
+int dp_checkpoint_model_for(const char *path, const char *given, char *model, size_t size);
+
 /* The metadata value of `key` ("dptrain.classes") in a checkpoint, as a
  * string *value to free(); DP_ENOENT, with no message, when the file has
  * no such key. */

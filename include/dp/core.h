@@ -82,6 +82,21 @@ uint64_t dp_rng_below(dp_rng *rng, uint64_t n);
 /* Monotonic time in seconds. */
 double dp_time_seconds(void);
 
+/* A name from a file (a class directory, a tensor, a metadata value, an
+ * image's path) as it reaches a line of output or a message, so that no
+ * name can split a line or pass for another: dp_repr writes it as Python's
+ * repr() writes a str ('cat', 'a\nb', "it's"): quotes, \\ \n \r \t, other
+ * control characters and the characters Python does not print (C1
+ * controls, no-break and other spaces, bidirectional and zero-width
+ * marks) as \xNN or \uNNNN, and bytes that are not UTF-8 as \xNN. A name
+ * longer than `size` allows is cut, ending in "...". Returns buf.
+ * dp_name_str gives the name itself where it reads the same either way
+ * (printable UTF-8, no quote or backslash, no space at either end, not
+ * empty), else dp_repr's text: predict's 'cat.png: dark 0.91, light 0.09'
+ * stays as it was, a class named "a\nb" prints as 'a\nb'. */
+const char *dp_repr(const char *s, char *buf, size_t size);
+const char *dp_name_str(const char *s, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

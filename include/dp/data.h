@@ -165,6 +165,12 @@ const char *const *dp_dataset_names(void);
 /* One split of dataset `name` (NULL: fashion-mnist) from `dir` (NULL: where
  * the dataset has a default, else an error). */
 int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *out);
+/* The (C, H, W) of dataset `name`'s training samples and their count, from
+ * its files' headers alone, before anything is loaded; a header that
+ * dp_dataset_load would refuse is refused the same way. Returns 0, 1 where
+ * only loading tells (a folder of images; nothing logged), or a negative
+ * DP_E* code. */
+int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], int64_t *n);
 /* The dataset's channels, reading 0 as 1. */
 int dp_dataset_channels(const dp_dataset *ds);
 /* Samples [first, first + count) as floats into out (count x channels x

@@ -191,6 +191,11 @@ int dp_model_builtin(const dp_model_def **out, const char *name, const int64_t *
  * dp_model_def_load_onnx) or of a file of nn.Sequential modules, one a line
  * (DESIGN: the nn.Sequential text parser), for inputs in_chw. */
 int dp_model_def_load(const dp_model_def **out, const char *name_or_path, const int64_t *in_chw);
+/* The SHA-256 of model file `path` (64 hex digits and a NUL into hex), as
+ * dp_model_def_load read it when it loaded that path, else read now: what
+ * a checkpoint records of the file it was trained from, and checks a model
+ * file against. DP_EINVAL for a built-in name. */
+int dp_model_sha256(const char *path, char hex[65]);
 /* A definition from `text`, the body of an nn.Sequential: one module a
  * line in PyTorch's constructor syntax (`Conv2d(1, 6, kernel_size=5,
  * padding=2)`, with or without `nn.`, `#` comments), for inputs in_chw

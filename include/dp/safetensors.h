@@ -60,6 +60,10 @@ typedef struct dp_safetensors dp_safetensors_t;
  * DP_EIO, DP_ETRUNC, DP_EFORMAT) are logged with the file name and the
  * tensor or byte offset at fault. */
 int dp_safetensors_open(dp_safetensors_t **out, const char *path);
+/* The same checks, reading the header alone (the data section's length
+ * from the file's size): what a file says of itself, before its tensors
+ * are needed. The tensors' data are NULL. */
+int dp_safetensors_open_header(dp_safetensors_t **out, const char *path);
 void dp_safetensors_close(dp_safetensors_t *f);
 int dp_safetensors_count(const dp_safetensors_t *f);
 /* The i-th tensor in file order (its data points into the loaded file). */

@@ -170,6 +170,13 @@ int dp_train(const dp_train_options *o, dp_train_result *result);
 void dp_train_request_stop(int signo);
 /* The signal number given to dp_train_request_stop, or 0. */
 int dp_train_stop_signal(void);
+/* Whether a dp_train of this process is where a stop request is served
+ * after its current step, its files open: from just before its first step
+ * to its return. Before (loading the data, building the model, measuring
+ * kernels, allocating) a request waits for the first step, and nothing of
+ * the run is written yet: a SIGINT or SIGTERM handler may end the process
+ * there instead (dptrain does). Async-signal-safe. */
+bool dp_train_stops_between_steps(void);
 
 /* Where an interrupted run without --checkpoint saves itself. */
 #define DP_INTERRUPT_CHECKPOINT "dptrain-interrupted.safetensors"

@@ -158,7 +158,10 @@
       "skip a step whose gradient holds a NaN or an Inf (warn, count it in `metrics_path`) "       \
       "instead of stopping; either way a bad step is never applied [stop]")                        \
     X(run, max_steps_in_flight, int, 0, NULL, "N", RANGE(0, 16), 0,                                \
-      "finished steps the front end may issue ahead of, 0 = 1")
+      "finished steps the front end may issue ahead of, 0 = 1")                                   \
+    X(run, max_memory, int64_t, 0, "--max-memory", "SIZE", VALUE(memory_size), 0,                  \
+      "refuse a run whose step needs more than SIZE bytes (K, M, G, T: powers of 1024, e.g. 8G) " \
+      "[what this machine has available: MemAvailable and the cgroup's limit]")
 
 #define DP_TRAIN_OPTIONS_parallel(X)                                                               \
     X(parallel, devices, const char *, "1", "--devices", "N|LIST", ANY, 0,                         \

@@ -77,6 +77,19 @@ bool dp__shape_numel(int ndim, const int64_t *shape, int64_t *out);
 #define DP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DP_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* dp_repr of s into a buffer that lives to the end of the enclosing
+ * block: a name from a file as a message's argument ("tensor %s",
+ * DP_REPR(name)). */
+#define DP__REPR_MAX 256
+#define DP_REPR(s) dp_repr((s), (char[DP__REPR_MAX]){0}, DP__REPR_MAX)
+
+/* Opens `path` for reading if it is a regular file: one line naming the
+ * path and why otherwise ("no such file", DP_ENOENT; "not a regular file
+ * (a FIFO)", DP_EIO), decided before anything is read, without waiting on
+ * a FIFO (file.c). Returns the descriptor (O_CLOEXEC), or a negative
+ * DP_E* code; *size (may be NULL) gets the file's size. */
+int dp__open_regular(const char *path, uint64_t *size);
+
 /* "[256, 1, 28, 28]": the one way a shape is written in messages. Returns
  * buf, cut short (still NUL-terminated) when `size` is too small. */
 const char *dp__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);

@@ -71,16 +71,17 @@ static int find_file(const char *dir, const char *name, char path[DP__DATA_PATH_
 /* The number of records in f->path, from its size. */
 static int count_records(cifar_file *f)
 {
-    struct stat st;
-    if (stat(f->path, &st) != 0) {
-        DP_ERROR("%s: cannot read: %s", f->path, strerror(errno));
-        return DP_EIO;
-    }
-    int64_t size = (int64_t)st.st_size;
-    if (size > CIFAR_MAX_FILE) {
-        DP_ERROR("%s: %lld bytes: too large for a CIFAR-10 batch file", f->path, (long long)size);
+    uint64_t bytes;
+    int fd = dp__open_regular(f->path, &bytes);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    if (bytes > (uint64_t)CIFAR_MAX_FILE) {
+        DP_ERROR("%s: %llu bytes: too large for a CIFAR-10 batch file", f->path,
+                 (unsigned long long)bytes);
         return DP_EFORMAT;
     }
+    int64_t size = (int64_t)bytes;
     if (size == 0 || size % CIFAR_RECORD != 0) {
         DP_ERROR("%s: truncated record: %lld bytes is not a whole number of %d-byte records "
                  "(the last has %lld)",
@@ -116,11 +117,9 @@ static int read_exact(int fd, const char *path, uint8_t *buf, size_t n)
 /* The records of f into samples [first, first + f->records) of ds. */
 static int read_records(const cifar_file *f, dp_dataset *ds, int64_t first)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        DP_ERROR("%s: cannot open: %s", f->path, strerror(errno));
-        return DP_EIO;
-    }
+    int fd = dp__open_regular(f->path, NULL);
+    if (fd < 0)
+        return fd;
     size_t bytes = (size_t)f->records * CIFAR_RECORD;
     uint8_t *buf = dp__malloc(bytes);
     int rc = buf ? read_exact(fd, f->path, buf, bytes) : DP_ENOMEM;
@@ -142,24 +141,45 @@ static int read_records(const cifar_file *f, dp_dataset *ds, int64_t first)
     return rc;
 }
 
+/* The split's files found and their records counted into files[0..*n). */
+static int find_split(const char *dir, bool train, cifar_file **files, int *nfiles, int64_t *n)
+{
+    DP_TRY(dp__data_require_dir(dir, "CIFAR-10", CIFAR_WHERE));
+    char names[CIFAR_TRAIN_FILES][32];
+    *nfiles = split_names(train, names);
+    *files = dp__calloc((size_t)*nfiles, sizeof **files);
+    if (!*files)
+        return DP_ENOMEM;
+    *n = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < *nfiles; i++) {
+        rc = find_file(dir, names[i], (*files)[i].path);
+        if (rc == 0)
+            rc = count_records(&(*files)[i]);
+        *n += (*files)[i].records;
+    }
+    return rc;
+}
+
+int dp__cifar10_peek(const char *dir, int64_t chw[3], int64_t *n)
+{
+    cifar_file *files = NULL;
+    int nfiles;
+    int rc = find_split(dir, true, &files, &nfiles, n);
+    dp__free(files);
+    chw[0] = CIFAR_CHANNELS;
+    chw[1] = chw[2] = CIFAR_SIDE;
+    return rc;
+}
+
 int dp_cifar10_load(const char *dir, bool train, dp_dataset *out)
 {
     DP_ASSERT(out);
     memset(out, 0, sizeof *out);
-    DP_TRY(dp__data_require_dir(dir, "CIFAR-10", CIFAR_WHERE));
-    char names[CIFAR_TRAIN_FILES][32];
-    int nfiles = split_names(train, names);
-    cifar_file *files = dp__calloc((size_t)nfiles, sizeof *files);
-    if (!files)
-        return DP_ENOMEM;
-    int64_t n = 0;
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < nfiles; i++) {
-        rc = find_file(dir, names[i], files[i].path);
-        if (rc == 0)
-            rc = count_records(&files[i]);
-        n += files[i].records;
-    }
+    cifar_file *files = NULL;
+    int nfiles;
+    int64_t n;
+    int rc = find_split(dir, train, &files, &nfiles, &n);
     dp_dataset ds = {0};
     if (rc == 0)
         rc = dp__dataset_alloc(&ds, n, CIFAR_CHANNELS, CIFAR_SIDE, CIFAR_SIDE, files[0].path);

@@ -11,7 +11,7 @@
 bool dp__data_is_file(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
 int dp__data_check_dir(const char *dir)
@@ -159,6 +159,21 @@ int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *o
     if (rc == 0)
         out->classes = 10; /* the readers check that every label is below 10 */
     return rc;
+}
+
+int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], int64_t *n)
+{
+    if (!name || strcmp(name, "fashion-mnist") == 0)
+        return dp__idx_dataset_peek(dir ? dir : DP_FASHION_MNIST_DIR, NULL, chw, n);
+    if (strcmp(name, "mnist") == 0) {
+        DP_TRY(dp__data_require_dir(dir, "MNIST", dp__mnist_where));
+        return dp__idx_dataset_peek(dir, dp__mnist_where, chw, n);
+    }
+    if (strcmp(name, "cifar10") == 0)
+        return dp__cifar10_peek(dir, chw, n);
+    if (strcmp(name, "npy") == 0)
+        return dp__npy_dataset_peek(dir, chw, n);
+    return 1; /* a folder: its first image says, once decoded */
 }
 
 int dp_dataset_channels(const dp_dataset *ds)

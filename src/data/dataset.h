@@ -9,7 +9,9 @@
 /* Longest path the readers build from a directory and a file name. */
 #define DP__DATA_PATH_CAP 4096
 
-/* Whether `path` is a regular file. */
+/* Whether `path` names something that is not a directory: the file a
+ * loader then opens, which refuses what is not a regular file (a FIFO)
+ * with its own line rather than as missing. */
 bool dp__data_is_file(const char *path);
 /* 0 if `dir` is a directory, else DP_ENOENT with "<dir>: no such directory". */
 int dp__data_check_dir(const char *dir);
@@ -50,5 +52,16 @@ void dp__idx_file_close(dp__idx_file *file);
  * or "t10k"); one channel, bytes / 255, labels below 10. A missing file's
  * error ends with `where_to_get` when it is not NULL. */
 int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, dp_dataset *out);
+
+/* dp_dataset_sample_shape's work for each kind: the training split's
+ * (C, H, W) and sample count from its files' headers (idx_dataset.c,
+ * cifar10.c, npy_dataset.c), and an .npy file's header alone (npy.c: its
+ * dtype, ndim and shape; data NULL). */
+int dp__idx_dataset_peek(const char *dir, const char *where_to_get, int64_t chw[3], int64_t *n);
+int dp__cifar10_peek(const char *dir, int64_t chw[3], int64_t *n);
+int dp__npy_dataset_peek(const char *dir, int64_t chw[3], int64_t *n);
+int dp__npy_read_header(const char *path, dp_npy *out);
+/* The IDX sets' sources, for a missing file's message (mnist.c). */
+extern const char dp__mnist_where[];
 
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Deeper subdirectories than this are a loop of links, not a dataset. */
 #define FOLDER_MAX_DEPTH 32
@@ -67,7 +68,8 @@ static void free_names(char **names, int n)
 }
 
 /* The names in `dir` (without . and ..), sorted; each entry is a
- * directory (dirs) or a regular file (!dirs), links followed. */
+ * directory (dirs) or a regular file (!dirs), links followed. A link to
+ * nothing counts as a file, as os.walk lists it: walk() names it. */
 static int list_dir(const char *dir, bool dirs, char ***out, int *n)
 {
     *out = NULL;
@@ -86,9 +88,11 @@ static int list_dir(const char *dir, bool dirs, char ***out, int *n)
         char path[DP__DATA_PATH_CAP];
         int len = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (len < 0 || len >= (int)sizeof path || stat(path, &st) != 0)
+        if (len < 0 || len >= (int)sizeof path)
             continue;
-        if (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        bool dangling = stat(path, &st) != 0;
+        if (dangling ? dirs || lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)
+                     : (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)))
             continue;
         if (count == cap) {
             cap = cap ? 2 * cap : 16;
@@ -191,9 +195,17 @@ static int walk(file_list *l, const char *dir, int32_t label)
             char path[DP__DATA_PATH_CAP];
             if ((rc = join(path, dirs.paths[d], files[i])) < 0)
                 break;
-            if (has_ext(files[i], exts, DP_COUNTOF(exts)))
+            struct stat st;
+            if (has_ext(files[i], exts, DP_COUNTOF(exts)) && stat(path, &st) != 0) {
+                /* torchvision's ImageFolder lists it, then fails to open it. */
+                char to[DP__DATA_PATH_CAP];
+                ssize_t n = readlink(path, to, sizeof to - 1);
+                to[n > 0 ? n : 0] = '\0';
+                DP_ERROR("%s: a symbolic link to %s, which is not there", path, DP_REPR(to));
+                rc = DP_ENOENT;
+            } else if (has_ext(files[i], exts, DP_COUNTOF(exts))) {
                 rc = add_file(l, path, label);
-            else if (has_ext(files[i], other, DP_COUNTOF(other)) && l->skipped_images++ == 0)
+            } else if (has_ext(files[i], other, DP_COUNTOF(other)) && l->skipped_images++ == 0)
                 snprintf(l->skipped_example, sizeof l->skipped_example, "%s", path);
         }
         free_names(files, nf);

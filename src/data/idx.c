@@ -75,22 +75,9 @@ static int read_failure(gzFile f, const char *path, const char *what, size_t wan
 
 static int open_gz(const char *path, gzFile *out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR) {
-            DP_ERROR("%s: no such file", path);
-            return DP_ENOENT;
-        }
-        DP_ERROR("%s: cannot open: %s", path, strerror(e));
-        return DP_EIO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        DP_ERROR("%s: not a regular file", path);
-        close(fd);
-        return DP_EIO;
-    }
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
         DP_ERROR("%s: cannot open: out of memory", path);

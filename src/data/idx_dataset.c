@@ -68,6 +68,27 @@ static int check_headers(const dp__idx_file *images, const dp__idx_file *labels)
     return 0;
 }
 
+int dp__idx_dataset_peek(const char *dir, const char *where_to_get, int64_t chw[3], int64_t *n)
+{
+    DP_TRY(dp__data_check_dir(dir));
+    char images_path[DP__DATA_PATH_CAP], labels_path[DP__DATA_PATH_CAP];
+    dp__idx_file images_file = {0}, labels_file = {0};
+    int rc = open_split_file(dir, "train", "images-idx3", where_to_get, images_path, &images_file);
+    if (rc == 0)
+        rc = open_split_file(dir, "train", "labels-idx1", where_to_get, labels_path, &labels_file);
+    if (rc == 0)
+        rc = check_headers(&images_file, &labels_file);
+    if (rc == 0) {
+        chw[0] = 1;
+        chw[1] = images_file.header.dims[1];
+        chw[2] = images_file.header.dims[2];
+        *n = images_file.header.dims[0];
+    }
+    dp__idx_file_close(&labels_file);
+    dp__idx_file_close(&images_file);
+    return rc;
+}
+
 int dp__idx_dataset_load(const char *dir, bool train, const char *where_to_get, dp_dataset *out)
 {
     DP_ASSERT(dir && out);

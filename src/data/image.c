@@ -275,19 +275,16 @@ int dp_image_read(const char *path, int channels, dp_image *out)
 {
     DP_ASSERT(path && out);
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        DP_ERROR("%s: %s", path, e == ENOENT ? "no such file" : strerror(e));
-        return e == ENOENT ? DP_ENOENT : DP_EIO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > IMAGE_MAX_FILE) {
-        DP_ERROR("%s: not a regular file of at most %zu MiB", path, IMAGE_MAX_FILE >> 20);
+    uint64_t size;
+    int fd = dp__open_regular(path, &size);
+    if (fd < 0)
+        return fd;
+    if (size > IMAGE_MAX_FILE) {
+        DP_ERROR("%s: over %zu MiB, more than an image file here", path, IMAGE_MAX_FILE >> 20);
         close(fd);
         return DP_EIO;
     }
-    size_t n = (size_t)st.st_size, done = 0;
+    size_t n = (size_t)size, done = 0;
     uint8_t *buf = dp__malloc(n ? n : 1);
     int rc = buf ? 0 : DP_ENOMEM;
     while (rc == 0 && done < n) {

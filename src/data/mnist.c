@@ -11,6 +11,8 @@
     "MNIST is at https://yann.lecun.com/exdb/mnist/ or the ossci-datasets mirror "                 \
     "https://ossci-datasets.s3.amazonaws.com/mnist/"
 
+const char dp__mnist_where[] = MNIST_WHERE;
+
 int dp_mnist_load(const char *dir, bool train, dp_dataset *out)
 {
     DP_ASSERT(out);

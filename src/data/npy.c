@@ -145,9 +145,9 @@ static int parse_descr(npy_parser *p, dp_npy *a)
             return 0;
         }
     }
-    DP_ERROR("%s: dtype '%s' is not read: the images must be uint8 ('|u1') or float32 ('<f4'), "
+    DP_ERROR("%s: dtype %s is not read: the images must be uint8 ('|u1') or float32 ('<f4'), "
              "the labels int64 ('<i8'), int32 ('<i4') or uint8",
-             p->path, d);
+             p->path, DP_REPR(d));
     return DP_EFORMAT;
 }
 
@@ -273,24 +273,29 @@ static int read_header(int fd, const char *path, dp_npy *a, size_t *data_at)
     return rc;
 }
 
+int dp__npy_read_header(const char *path, dp_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
+    size_t data_at;
+    int rc = read_header(fd, path, out, &data_at);
+    close(fd);
+    return rc;
+}
+
 int dp_npy_read(const char *path, dp_npy *out)
 {
     DP_ASSERT(path && out);
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        DP_ERROR("%s: %s", path, e == ENOENT ? "no such file" : strerror(e));
-        return e == ENOENT ? DP_ENOENT : DP_EIO;
-    }
-    struct stat st;
+    uint64_t file_size;
+    int fd = dp__open_regular(path, &file_size);
+    if (fd < 0)
+        return fd;
     dp_npy a = {0};
     size_t data_at = 0;
-    int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : DP_EIO;
-    if (rc < 0)
-        DP_ERROR("%s: not a regular file", path);
-    if (rc == 0)
-        rc = read_header(fd, path, &a, &data_at);
+    int rc = read_header(fd, path, &a, &data_at);
     uint64_t bytes = itemsize(a.dtype);
     for (int d = 0; rc == 0 && d < a.ndim; d++) {
         /* Each factor fits int64: stop before the product passes the cap. */
@@ -303,7 +308,7 @@ int dp_npy_read(const char *path, dp_npy *out)
         }
         bytes *= (uint64_t)a.shape[d];
     }
-    uint64_t have = rc == 0 && (uint64_t)st.st_size >= data_at ? (uint64_t)st.st_size - data_at : 0;
+    uint64_t have = rc == 0 && file_size >= data_at ? file_size - data_at : 0;
     if (rc == 0 && have != bytes) {
         char s[160];
         dp__shape_str(s, sizeof s, a.ndim, a.shape);
@@ -378,9 +383,23 @@ int dp_npy_write(const char *path, const dp_npy *a)
         0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
     memset(dict + len, ' ', hlen - (size_t)len - 1);
     dict[hlen - 1] = '\n';
-    FILE *f = fopen(path, "wb");
+    /* Written beside the path and renamed over it: a write cut short
+     * (disk full, a signal) leaves the path as it was. */
+    struct stat st;
+    size_t plen = strlen(path) + 32;
+    if (!path[0] || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) ||
+        path[strlen(path) - 1] == '/') {
+        DP_ERROR("%s: cannot write: %s", path, strerror(path[0] ? EISDIR : ENOENT));
+        return DP_EIO;
+    }
+    char *tmp = dp__malloc(plen);
+    if (!tmp)
+        return DP_ENOMEM;
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
     if (!f) {
         DP_ERROR("%s: cannot write: %s", path, strerror(errno));
+        dp__free(tmp);
         return DP_EIO;
     }
     bool ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(dict, 1, hlen, f) == hlen &&
@@ -390,10 +409,14 @@ int dp_npy_write(const char *path, const dp_npy *a)
         ok = false;
         e = errno;
     }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e = errno;
+    }
     if (!ok) {
         DP_ERROR("%s: cannot write: %s", path, strerror(e ? e : EIO));
-        remove(path);
-        return DP_EIO;
+        remove(tmp);
     }
-    return 0;
+    dp__free(tmp);
+    return ok ? 0 : DP_EIO;
 }

@@ -96,10 +96,27 @@ static int take_labels(const char *path, const dp_npy *a, int64_t n, dp_dataset 
     return 0;
 }
 
+int dp__npy_dataset_peek(const char *dir, int64_t chw[3], int64_t *n)
+{
+    if (!dir)
+        return dp_npy_dataset_load(dir, true, NULL); /* its message */
+    DP_TRY(dp__data_check_dir(dir));
+    char ipath[DP__DATA_PATH_CAP];
+    DP_TRY(split_path(ipath, dir, true, "images.npy"));
+    dp_npy im = {0};
+    int shape[3];
+    DP_TRY(dp__npy_read_header(ipath, &im));
+    DP_TRY(image_shape(ipath, &im, shape));
+    for (int i = 0; i < 3; i++)
+        chw[i] = shape[i];
+    *n = im.shape[0];
+    return 0;
+}
+
 int dp_npy_dataset_load(const char *dir, bool train, dp_dataset *out)
 {
-    DP_ASSERT(out);
-    memset(out, 0, sizeof *out);
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!dir) {
         DP_ERROR("npy: `data_dir` is required (DIR/train/images.npy, labels.npy and "
                  "DIR/test/...)");

@@ -21,6 +21,31 @@ const dp__backend *dp__backend_get(dp__backend_id id)
     return backends[id];
 }
 
+/* The tables of the backends loaded as modules, once loaded. */
+static const dp__device_ops *_Atomic loaded[DP__BACKEND_COUNT];
+
+bool dp__backend_built(const dp__backend *b)
+{
+    return b->ops || b->load;
+}
+
+const dp__device_ops *dp__backend_ops(const dp__backend *b)
+{
+    if (b->ops || !b->load)
+        return b->ops;
+    const dp__device_ops *ops = b->load();
+    for (int i = 0; ops && i < DP__BACKEND_COUNT; i++)
+        if (backends[i] == b)
+            loaded[i] = ops;
+    return ops;
+}
+
+void *dp__backend_symbol(dp__backend_id id, const char *name)
+{
+    const dp__backend *b = dp__backend_get(id);
+    return b->symbol && dp__backend_ops(b) ? b->symbol(name) : NULL;
+}
+
 const dp__backend *dp__backend_named(const char *name, size_t len)
 {
     for (int i = 0; i < DP__BACKEND_COUNT; i++)
@@ -56,10 +81,10 @@ int dp_backend_info_get(int i, dp_backend_info *out)
     const dp__backend *b = backends[i];
     out->name = b->name;
     out->hardware = b->hardware;
-    out->built = b->ops != NULL;
+    out->built = dp__backend_built(b);
     out->shares_cores = b->shares_cores;
-    out->devices = b->ops ? b->count() : 0;
-    out->why_none = b->why_none;
+    out->devices = out->built ? b->count() : 0;
+    out->why_none = b->why_none();
     return 0;
 }
 
@@ -81,7 +106,7 @@ int dp_backend_describe(int i, int index, char *buf, size_t size)
 int dp_device_backend(const dp_device_t *dev)
 {
     for (int i = 0; i < DP__BACKEND_COUNT; i++)
-        if (backends[i]->ops == dev->ops)
+        if (backends[i]->ops == dev->ops || loaded[i] == dev->ops)
             return i;
     return -1;
 }

@@ -31,11 +31,11 @@ static int parse_name(const char *name, const dp__device_ops **ops, int *index)
         DP_ERROR("unknown device '%s' (expected %s)", name, dp__backend_names(names, sizeof names));
         return DP_EINVAL;
     }
-    if (!b->ops) {
-        DP_ERROR("device '%s': %s", name, b->why_none);
+    *ops = dp__backend_ops(b);
+    if (!*ops) {
+        DP_ERROR("device '%s': %s", name, b->why_none());
         return DP_ENOTSUP;
     }
-    *ops = b->ops;
     *index = (int)idx;
     return 0;
 }

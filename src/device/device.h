@@ -188,13 +188,22 @@ void dp__tensor_written(dp_tensor_t *t);
 typedef struct dp__backend {
     const char *name;     /* its devices are <name>:0, <name>:1, ... */
     const char *hardware; /* one of its devices in words, for listings: "GPU" */
-    /* Its device table; NULL where this build leaves the backend out. */
+    /* Its device table; NULL where this build leaves the backend out, or
+     * where `load` gives it. */
     const dp__device_ops *ops;
-    /* How many devices it has here (0 where ops is NULL): GPUs, cores. */
+    /* Optional: the table of a backend built as a module (CUDA's,
+     * libdptrain-cuda.so beside the library, with the libraries it needs),
+     * loaded when its first device opens; NULL where it cannot be, why_none
+     * saying why. Counting its devices loads nothing. */
+    const dp__device_ops *(*load)(void);
+    /* Optional, with load: a symbol of the module (NULL: none, or not
+     * loaded), for the layers that call into it (comm/nccl.c). */
+    void *(*symbol)(const char *name);
+    /* How many devices it has here (0 where it is not built): GPUs, cores. */
     int (*count)(void);
     /* Why it has none, for listings and errors: "this build has no CUDA
-     * backend", "the CUDA runtime finds no GPU". */
-    const char *why_none;
+     * backend", "no CUDA driver (libcuda.so.1) on this machine". */
+    const char *(*why_none)(void);
     /* Its devices are slices of the host's cores: `--devices N` opens N of
      * them for any N (they share the cores), `auto` one a core. Else each
      * device is a piece of hardware: N opens only where N are present. */
@@ -210,6 +219,13 @@ DP__BACKEND_LIST(DP__BACKEND_ENTRY_DECL)
 
 /* The entry of backend `id` (backends.c). */
 const dp__backend *dp__backend_get(dp__backend_id id);
+/* Whether this build has backend b (compiled in, or as a module). */
+bool dp__backend_built(const dp__backend *b);
+/* b's device table: compiled in, or its module loaded now (NULL where it
+ * cannot be: b->why_none() says why). */
+const dp__device_ops *dp__backend_ops(const dp__backend *b);
+/* A symbol of backend id's module, loading it (NULL: none). */
+void *dp__backend_symbol(dp__backend_id id, const char *name);
 /* The entry whose name is the first `len` characters of `name`, or NULL. */
 const dp__backend *dp__backend_named(const char *name, size_t len);
 /* "cuda:N or cpu:N" into buf: the device names the backends take, for

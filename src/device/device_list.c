@@ -72,7 +72,7 @@ static const dp__backend *preferred(int n, int *count)
 {
     for (int i = 0; i < DP__BACKEND_COUNT; i++) {
         const dp__backend *b = dp__backend_get((dp__backend_id)i);
-        int have = b->ops ? b->count() : 0;
+        int have = dp__backend_built(b) ? b->count() : 0;
         if (have > 0 && (have >= n || b->shares_cores)) {
             *count = have;
             return b;

@@ -43,7 +43,7 @@ struct st_name {
 
 struct dp_safetensors {
     uint8_t *alloc;      /* the whole file, at an offset that aligns data */
-    const uint8_t *data; /* the data section: data_size bytes */
+    const uint8_t *data; /* the data section: data_size bytes (NULL: header only) */
     uint64_t data_size;
     uint64_t data_start;      /* file offset of the data section, for messages */
     struct st_entry *tensors; /* n, in file order */

@@ -41,8 +41,8 @@ static int parse_int_array(dp__json_parser *p, const char *name, const char *fie
             int64_t v;
             DP_TRY(dp__json_parse_int(p, &v));
             if (n == max) {
-                DP_ERROR("%s: tensor '%s': %s has more than %d entries (byte %zu)", p->path, name,
-                         field, max, p->pos + 8);
+                DP_ERROR("%s: tensor %s: %s has more than %d entries (byte %zu)", p->path,
+                         DP_REPR(name), field, max, p->pos + 8);
                 return DP_EFORMAT;
             }
             vals[n++] = v;
@@ -59,7 +59,7 @@ static int parse_int_array(dp__json_parser *p, const char *name, const char *fie
 static int tensor_error(const dp__json_parser *p, const char *name, const char *what,
                         const char *detail)
 {
-    DP_ERROR("%s: tensor '%s': %s%s (byte %zu)", p->path, name, what, detail, p->pos + 8);
+    DP_ERROR("%s: tensor %s: %s%s (byte %zu)", p->path, DP_REPR(name), what, detail, p->pos + 8);
     return DP_EFORMAT;
 }
 
@@ -82,15 +82,16 @@ static int parse_tensor(dp__json_parser *p, dp_safetensors_t *f, const char *nam
                          : strcmp(key, "data_offsets") == 0 ? &have_offsets
                                                             : NULL;
             if (!seen)
-                return tensor_error(p, name, "unknown key ", key);
+                return tensor_error(p, name, "unknown key ", DP_REPR(key));
             if (*seen)
-                return tensor_error(p, name, "repeated key ", key);
+                return tensor_error(p, name, "repeated key ", DP_REPR(key));
             *seen = true;
             if (seen == &have_dtype) {
                 const char *dtype;
                 DP_TRY(dp__json_parse_string(p, &dtype));
                 if (dp__st_dtype_from_name(dtype, &e.dtype) < 0) {
-                    DP_ERROR("%s: tensor '%s': unsupported dtype '%s'", p->path, name, dtype);
+                    DP_ERROR("%s: tensor %s: unsupported dtype %s", p->path, DP_REPR(name),
+                             DP_REPR(dtype));
                     return DP_EFORMAT;
                 }
             } else if (seen == &have_shape) {

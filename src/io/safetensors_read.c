@@ -58,25 +58,25 @@ static int check_ranges(const dp_safetensors_t *f, const char *path)
         dp__shape_str(shape, sizeof shape, e->ndim, e->shape);
         uint64_t need;
         if (!dp__st_shape_bytes(e->dtype, e->ndim, e->shape, &need)) {
-            DP_ERROR("%s: tensor '%s': the byte count of shape %s overflows", path, e->name, shape);
+            DP_ERROR("%s: tensor %s: the byte count of shape %s overflows", path, DP_REPR(e->name),
+                     shape);
             return DP_EFORMAT;
         }
         if (e->begin > e->end) {
-            DP_ERROR("%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
+            DP_ERROR("%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
                      "begin",
-                     path, e->name, e->begin, e->end);
+                     path, DP_REPR(e->name), e->begin, e->end);
             return DP_EFORMAT;
         }
         if (e->end - e->begin != need) {
-            DP_ERROR("%s: tensor '%s': shape %s needs %" PRIu64
-                     " bytes, data_offsets give %" PRIu64,
-                     path, e->name, shape, need, e->end - e->begin);
+            DP_ERROR("%s: tensor %s: shape %s needs %" PRIu64 " bytes, data_offsets give %" PRIu64,
+                     path, DP_REPR(e->name), shape, need, e->end - e->begin);
             return DP_EFORMAT;
         }
         if (e->end > f->data_size) {
-            DP_ERROR("%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of "
+            DP_ERROR("%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of "
                      "the data section (%" PRIu64 " bytes): file truncated",
-                     path, e->name, e->begin, e->end, f->data_size);
+                     path, DP_REPR(e->name), e->begin, e->end, f->data_size);
             return DP_ETRUNC;
         }
     }
@@ -106,14 +106,14 @@ static int check_tiling(const dp_safetensors_t *f, const char *path)
         const struct st_entry *e = &f->tensors[r[i].index];
         if (e->begin > pos) {
             DP_ERROR("%s: hole in the data section: bytes [%" PRIu64 ", %" PRIu64 ") (file offset "
-                     "%" PRIu64 ") belong to no tensor; tensor '%s' starts after them",
-                     path, pos, e->begin, f->data_start + pos, e->name);
+                     "%" PRIu64 ") belong to no tensor; tensor %s starts after them",
+                     path, pos, e->begin, f->data_start + pos, DP_REPR(e->name));
             rc = DP_EFORMAT;
         } else if (e->begin < pos) {
             const struct st_entry *q = &f->tensors[prev];
-            DP_ERROR("%s: tensor '%s' [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' [%" PRIu64
+            DP_ERROR("%s: tensor %s [%" PRIu64 ", %" PRIu64 ") overlaps tensor %s [%" PRIu64
                      ", %" PRIu64 ")",
-                     path, e->name, e->begin, e->end, q->name, q->begin, q->end);
+                     path, DP_REPR(e->name), e->begin, e->end, DP_REPR(q->name), q->begin, q->end);
             rc = DP_EFORMAT;
         } else {
             /* Zero-length tensors at pos leave it where it is. */
@@ -143,7 +143,8 @@ static int check_names(dp_safetensors_t *f, const char *path)
         qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_names);
         for (int i = 1; i < f->n; i++) {
             if (strcmp(f->by_name[i - 1].name, f->by_name[i].name) == 0) {
-                DP_ERROR("%s: tensor '%s' appears twice in the header", path, f->by_name[i].name);
+                DP_ERROR("%s: tensor %s appears twice in the header", path,
+                         DP_REPR(f->by_name[i].name));
                 return DP_EFORMAT;
             }
         }
@@ -152,7 +153,7 @@ static int check_names(dp_safetensors_t *f, const char *path)
         qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta);
         for (int i = 1; i < f->nmeta; i++) {
             if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0) {
-                DP_ERROR("%s: metadata key '%s' appears twice", path, f->meta[i].key);
+                DP_ERROR("%s: metadata key %s appears twice", path, DP_REPR(f->meta[i].key));
                 return DP_EFORMAT;
             }
         }
@@ -181,8 +182,11 @@ static int read_full(int fd, uint8_t *buf, size_t n, size_t *got)
 }
 
 /* Loads the file into f->alloc and sets the header (*hdr, *hlen) and data
- * section; checks only the size field against the file's length. */
-static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_t *hlen)
+ * section; checks only the size field against the file's length. Without
+ * `whole`, only the header is read: the data section is the file's rest,
+ * counted but not loaded (f->data NULL). */
+static int load(dp_safetensors_t *f, int fd, const char *path, bool whole, char **hdr,
+                size_t *hlen)
 {
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -223,12 +227,13 @@ static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_
     }
     /* Place the file so that its data section, at 8 + n, is 64-byte aligned. */
     size_t pad = (size_t)((64 - (8 + n) % 64) % 64);
-    f->alloc = dp__malloc(pad + (size_t)size);
+    size_t want = whole ? (size_t)size : 8 + (size_t)n;
+    f->alloc = dp__malloc(pad + want);
     if (!f->alloc)
         return DP_ENOMEM;
     uint8_t *base = f->alloc + pad;
     memcpy(base, prefix, sizeof prefix);
-    if (read_full(fd, base + 8, (size_t)size - 8, &got) < 0) {
+    if (read_full(fd, base + 8, want - 8, &got) < 0) {
         DP_ERROR("%s: read failed: %s", path, strerror(errno));
         return DP_EIO;
     }
@@ -238,26 +243,19 @@ static int load(dp_safetensors_t *f, int fd, const char *path, char **hdr, size_
     }
     *hdr = (char *)base + 8;
     *hlen = (size_t)n;
-    f->data = base + 8 + n;
-    f->data_size = got - n;
+    f->data = whole ? base + 8 + n : NULL;
+    f->data_size = whole ? got - n : size - 8 - n;
     f->data_start = 8 + n;
     return 0;
 }
 
-int dp_safetensors_open(dp_safetensors_t **out, const char *path)
+static int open_file(dp_safetensors_t **out, const char *path, bool whole)
 {
     DP_ASSERT(out && path);
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        if (err == ENOENT || err == ENOTDIR) {
-            DP_ERROR("%s: no such file", path);
-            return DP_ENOENT;
-        }
-        DP_ERROR("%s: cannot open: %s", path, strerror(err));
-        return DP_EIO;
-    }
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
     dp_safetensors_t *f = dp__calloc(1, sizeof *f);
     if (!f) {
         close(fd);
@@ -265,7 +263,7 @@ int dp_safetensors_open(dp_safetensors_t **out, const char *path)
     }
     char *hdr = NULL;
     size_t hlen = 0;
-    int rc = load(f, fd, path, &hdr, &hlen);
+    int rc = load(f, fd, path, whole, &hdr, &hlen);
     close(fd);
     if (rc == 0) {
         dp__json_parser p = {.path = path, .doc = "header", .base = 8, .s = hdr, .len = hlen};
@@ -283,6 +281,16 @@ int dp_safetensors_open(dp_safetensors_t **out, const char *path)
     }
     *out = f;
     return 0;
+}
+
+int dp_safetensors_open(dp_safetensors_t **out, const char *path)
+{
+    return open_file(out, path, true);
+}
+
+int dp_safetensors_open_header(dp_safetensors_t **out, const char *path)
+{
+    return open_file(out, path, false);
 }
 
 void dp_safetensors_close(dp_safetensors_t *f)
@@ -308,7 +316,7 @@ static void fill(const dp_safetensors_t *f, const struct st_entry *e, dp_st_tens
     out->ndim = e->ndim;
     memset(out->shape, 0, sizeof out->shape);
     memcpy(out->shape, e->shape, (size_t)e->ndim * sizeof e->shape[0]);
-    out->data = f->data + e->begin;
+    out->data = f->data ? f->data + e->begin : NULL;
     out->bytes = (size_t)(e->end - e->begin);
 }
 

@@ -10,9 +10,11 @@
 #include "dp/nn.h"
 
 #include "core/internal.h"
+#include "core/sha256.h"
 #include "nn/builtins.h"
 #include "nn/sequential/sequential.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,9 +43,18 @@ typedef struct loaded_def {
     struct loaded_def *next;
 } loaded_def;
 
+/* Model files' SHA-256 as they were loaded, newest first: a checkpoint
+ * records its model file's (dptrain.model_sha256). */
+typedef struct file_hash {
+    char *path;
+    char hex[65];
+    struct file_hash *next;
+} file_hash;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static cached_def *cache;
 static loaded_def *loaded;
+static file_hash *hashes;
 
 const char *const *dp_model_names(void)
 {
@@ -116,6 +127,70 @@ static bool is_onnx_file(const char *path)
     return len > 5 && strcmp(path + len - 5, ".onnx") == 0 && is_file(path);
 }
 
+/* The SHA-256 of the file at `path`, read in blocks. */
+static int hash_file(const char *path, char hex[65])
+{
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
+    enum { BLOCK = 1 << 16 };
+    uint8_t *buf = dp__malloc(BLOCK);
+    dp__sha256 s;
+    dp__sha256_init(&s);
+    int rc = buf ? 0 : DP_ENOMEM;
+    for (ssize_t n = 1; rc == 0 && n > 0;) {
+        n = read(fd, buf, BLOCK);
+        if (n < 0 && errno != EINTR) {
+            DP_ERROR("%s: cannot read the model file: %s", path, strerror(errno));
+            rc = DP_EIO;
+        } else if (n > 0) {
+            dp__sha256_update(&s, buf, (size_t)n);
+        }
+    }
+    close(fd);
+    dp__free(buf);
+    if (rc == 0)
+        dp__sha256_hex(&s, hex);
+    return rc;
+}
+
+/* Hashes a model file about to be loaded, and remembers it. */
+static int remember_hash(const char *path)
+{
+    file_hash *h = dp__calloc(1, sizeof *h);
+    if (!h || !(h->path = dp__strdup(path))) {
+        dp__free(h);
+        return DP_ENOMEM;
+    }
+    int rc = hash_file(path, h->hex);
+    if (rc < 0) {
+        dp__free(h->path);
+        dp__free(h);
+        return rc;
+    }
+    pthread_mutex_lock(&lock);
+    h->next = hashes;
+    hashes = h;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+int dp_model_sha256(const char *path, char hex[65])
+{
+    if (!path || is_builtin(path)) {
+        DP_ERROR("'%s' is a built-in model, not a file", path ? path : "");
+        return DP_EINVAL;
+    }
+    pthread_mutex_lock(&lock);
+    const file_hash *h = hashes;
+    while (h && strcmp(h->path, path) != 0)
+        h = h->next;
+    if (h)
+        memcpy(hex, h->hex, 65);
+    pthread_mutex_unlock(&lock);
+    return h ? 0 : hash_file(path, hex);
+}
+
 /* Files are parsed anew each time (their text may change between runs of
  * one program); the definition is kept like a built-in one. */
 static int keep(const dp_model_def **out, dp_model_def *def)
@@ -137,6 +212,7 @@ static int keep(const dp_model_def **out, dp_model_def *def)
 static int load_onnx(const dp_model_def **out, const char *path, const int64_t *in_chw)
 {
     dp_model_def *def;
+    DP_TRY(remember_hash(path));
     DP_TRY(dp_model_def_load_onnx(&def, path, in_chw));
     return keep(out, def);
 }
@@ -144,6 +220,7 @@ static int load_onnx(const dp_model_def **out, const char *path, const int64_t *
 static int load_sequential(const dp_model_def **out, const char *path, const int64_t *in_chw)
 {
     dp_model_def *def;
+    DP_TRY(remember_hash(path));
     DP_TRY(dp_sequential_load(&def, path, in_chw));
     return keep(out, def);
 }

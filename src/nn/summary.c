@@ -136,6 +136,21 @@ static int mark_stage_starts(const dp__tape *tape, const dp_tensor_t *x, dp_laye
     return 0;
 }
 
+int dp__trace_activations(const dp_model_def *def, const int64_t *in_chw, double *total,
+                          double *largest)
+{
+    *total = *largest = 0;
+    dp__trace trace;
+    int rc = dp__trace_forward(&trace, def, in_chw, BATCH, true, true);
+    for (size_t i = 0; rc == 0 && i < trace.tape->nnodes; i++) {
+        double e = (double)dp_tensor_numel(trace.tape->nodes[i].output) / BATCH;
+        *total += e;
+        *largest = e > *largest ? e : *largest;
+    }
+    dp__trace_close(&trace);
+    return rc;
+}
+
 int dp_model_summary(const dp_model_def *def, const int64_t *in_chw, dp_layer_summary **rows,
                      int *n)
 {

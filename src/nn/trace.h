@@ -28,4 +28,11 @@ int dp__trace_forward(dp__trace *t, const dp_model_def *def, const int64_t *in_c
                       bool train, bool input_grad);
 void dp__trace_close(dp__trace *t);
 
+/* The outputs of every op of a training forward of one sample of in_chw
+ * (summary.c): their elements summed, and the largest. A step keeps them
+ * all until its backward pass, those of ops before the first parameter
+ * too, which a summary does not list. */
+int dp__trace_activations(const dp_model_def *def, const int64_t *in_chw, double *total,
+                          double *largest);
+
 #endif

@@ -369,20 +369,15 @@ int dp__onnx_decode(Onnx__ModelProto **out, const uint8_t *data, size_t size, co
 int dp__onnx_read(Onnx__ModelProto **out, const char *path)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        DP_ERROR("%s: cannot open the ONNX model%s%s", path, fd < 0 ? ": " : "",
-                 fd < 0 ? strerror(errno) : " (not a regular file)");
-        if (fd >= 0)
-            close(fd);
-        return DP_ENOENT;
-    }
-    if ((uint64_t)st.st_size > DP__ONNX_MAX_BYTES) {
+    uint64_t file_size;
+    int fd = dp__open_regular(path, &file_size);
+    if (fd < 0)
+        return fd;
+    if (file_size > DP__ONNX_MAX_BYTES) {
         close(fd);
         return dp__onnx_decode(out, (const uint8_t *)"", DP__ONNX_MAX_BYTES + 1, path);
     }
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)file_size;
     uint8_t *data = dp__malloc(size ? size : 1);
     size_t got = 0;
     while (data && got < size) {

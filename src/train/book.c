@@ -47,16 +47,20 @@ int dp__book_open(dp__train_book **out, const dp__trainer *t)
     b->ck = dp__calloc(1, sizeof *b->ck);
     if (!b->ck)
         return DP_ENOMEM;
-    if (o->output.metrics_path && t->rank == 0) {
-        if (o->checkpoint.resume_path)
-            DP_TRY(dp_metrics_open_append(&b->metrics, o->output.metrics_path));
-        else
-            DP_TRY(dp_metrics_open(&b->metrics, o->output.metrics_path));
-    }
     /* Rank 0 speaks for all ranks. */
     bool bar = o->output.progress == DP_PROGRESS_ALWAYS ||
                (o->output.progress == DP_PROGRESS_AUTO && isatty(STDERR_FILENO));
     return dp_progress_init(&b->progress, bar && t->rank == 0);
+}
+
+int dp__book_open_files(dp__train_book *b, const dp__trainer *t)
+{
+    const dp_train_options *o = t->o;
+    if (!o->output.metrics_path || t->rank != 0)
+        return 0;
+    if (o->checkpoint.resume_path)
+        return dp_metrics_open_append(&b->metrics, o->output.metrics_path);
+    return dp_metrics_open(&b->metrics, o->output.metrics_path);
 }
 
 void dp__book_close(dp__train_book *b)
@@ -120,6 +124,28 @@ static void warn_changed_options(const dp_train_options *o, const dp_checkpoint_
     }
 }
 
+/* How many epochs the checkpoint has done, against those asked for. */
+static int check_epochs_left(const dp_train_options *o, int epochs_done)
+{
+    if (epochs_done < o->run.epochs)
+        return 0;
+    DP_ERROR("%s: already trained %d epochs; ask for more with `epochs`", o->checkpoint.resume_path,
+             epochs_done);
+    return DP_EINVAL;
+}
+
+int dp__book_check_resume(const dp__trainer *t, const dp_model_def *def)
+{
+    dp_checkpoint_state *st = dp__calloc(1, sizeof *st);
+    if (!st)
+        return DP_ENOMEM;
+    int rc = dp__checkpoint_check_start(t->o->checkpoint.resume_path, def, st);
+    if (rc == 0)
+        rc = check_epochs_left(t->o, st->epochs_done);
+    dp__free(st);
+    return rc;
+}
+
 int dp__book_resume(dp__trainer *t)
 {
     const dp_train_options *o = t->o;
@@ -129,11 +155,7 @@ int dp__book_resume(dp__trainer *t)
     DP_TRY(dp_checkpoint_load(o->checkpoint.resume_path, dp__net_model(t->net),
                               dp_data_parallel_optimizer(dp, 0), ck));
     DP_TRY(dp_data_parallel_sync_from_first(dp));
-    if (ck->epochs_done >= o->run.epochs) {
-        DP_ERROR("%s: already trained %d epochs; ask for more with `epochs`",
-                 o->checkpoint.resume_path, ck->epochs_done);
-        return DP_EINVAL;
-    }
+    DP_TRY(check_epochs_left(o, ck->epochs_done));
     warn_changed_options(o, ck);
     dp__steps_resume(t->steps, ck->seed, ck->step);
     /* The kernels the interrupted run measured, so that this one runs the

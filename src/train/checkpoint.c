@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 #include "io/safetensors.h"
+#include "train/checkpoint_header.h"
 #include "train/checkpoint_history.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The optimizer's state tensors are "_state.<optimizer>.<torch's name>":
  * _state.sgd.momentum_buffer, _state.adam.exp_avg, _state.adamw.exp_avg_sq.
@@ -24,6 +26,17 @@ static void state_name(char *buf, size_t size, const dp_optimizer_t *o, const ch
 {
     snprintf(buf, size, "_state.%s.%s", dp_optimizer_kind_name(dp_optimizer_options_of(o)->kind),
              name);
+}
+
+/* Whether `name` is a model file (not a built-in name, nor a program's
+ * own definition's). */
+static bool is_model_file(const char *name)
+{
+    for (const char *const *b = dp_model_names(); *b; b++)
+        if (strcmp(*b, name) == 0)
+            return false;
+    struct stat st;
+    return stat(name, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Host copies of a parameter list, one tensor entry per parameter. */
@@ -97,12 +110,18 @@ int dp_checkpoint_save(const char *path, dp_model_t *m, dp_optimizer_t *optim,
     char vals[5][96], input[96];
     char recorded[DP_TRAIN_OPTION_COUNT][64], recorded_values[DP_TRAIN_OPTION_COUNT][512];
     const char *meta[2 * (24 + DP_TRAIN_OPTION_COUNT)];
-    char steps[32], best[64];
+    char steps[32], best[64], sha[65];
     int nmeta = 0;
     meta[nmeta++] = "format";
     meta[nmeta++] = "pt";
     meta[nmeta++] = "dptrain.model";
     meta[nmeta++] = dp_model_name(m);
+    /* A model file's SHA-256 as it was loaded: a run that names the same
+     * file elsewhere (moved, copied) may load this checkpoint. */
+    if (is_model_file(dp_model_name(m)) && dp_model_sha256(dp_model_name(m), sha) == 0) {
+        meta[nmeta++] = "dptrain.model_sha256";
+        meta[nmeta++] = sha;
+    }
     if (rc == 0 && st) {
         history = dp__checkpoint_history_str(st);
         if (!history)
@@ -191,7 +210,7 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
         const char *name = dp_params_name(p, i);
         dp_st_tensor s;
         if (dp_safetensors_find(f, name, &s) < 0) {
-            DP_ERROR("%s: no tensor '%s' (not a checkpoint of %s?)", path, name, model);
+            DP_ERROR("%s: no tensor %s (not a checkpoint of %s?)", path, DP_REPR(name), model);
             rc = DP_EFORMAT;
             break;
         }
@@ -206,7 +225,7 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
             dp__shape_str(got, sizeof got, s.ndim, s.shape);
             dp__shape_str(want, sizeof want, dp_tensor_ndim(t), ws);
             const char *dtype = dp__st_dtype_name(s.dtype);
-            DP_ERROR("%s: tensor '%s' is %s %s, %s expects F32 %s", path, name,
+            DP_ERROR("%s: tensor %s is %s %s, %s expects F32 %s", path, DP_REPR(name),
                      dtype ? dtype : "of an unknown dtype", got, model, want);
             rc = DP_EFORMAT;
             break;
@@ -216,9 +235,9 @@ static int load_params(const dp_safetensors_t *f, const char *path, const char *
          * nothing: say so instead. */
         for (int64_t k = 0; k < dp_tensor_numel(t); k++) {
             if (!isfinite(host[offset + k])) {
-                DP_ERROR("%s: tensor '%s' holds %g at element %" PRId64
+                DP_ERROR("%s: tensor %s holds %g at element %" PRId64
                          ": the weights are not finite",
-                         path, name, (double)host[offset + k], k);
+                         path, DP_REPR(name), (double)host[offset + k], k);
                 rc = DP_EFORMAT;
                 break;
             }
@@ -250,16 +269,12 @@ static int is_model_tensor(dp_model_t *m, const char *name)
 static int load_weights(const dp_safetensors_t *f, const char *path, dp_model_t *m)
 {
     const char *model = dp_model_name(m);
-    const char *written_for = dp_safetensors_meta(f, "dptrain.model");
-    if (written_for && strcmp(written_for, model) != 0) {
-        DP_ERROR("%s: a checkpoint of %s, not %s", path, written_for, model);
-        return DP_EFORMAT;
-    }
+    DP_TRY(dp__checkpoint_check_model(f, path, model));
     for (int i = 0; i < dp_safetensors_count(f); i++) {
         dp_st_tensor s;
         DP_TRY(dp_safetensors_get(f, i, &s));
         if (!is_model_tensor(m, s.name)) {
-            DP_ERROR("%s: tensor '%s' is not part of %s", path, s.name, model);
+            DP_ERROR("%s: tensor %s is not part of %s", path, DP_REPR(s.name), model);
             return DP_EFORMAT;
         }
     }
@@ -290,51 +305,6 @@ int dp_checkpoint_load_weights(const char *path, dp_model_t *m)
     return rc;
 }
 
-/* A count in [lo, hi]; one past either end (strtoll's ERANGE included) is
- * a corrupt file, never a value clamped or cut to fit. */
-static int meta_i64(const dp_safetensors_t *f, const char *path, const char *key, int64_t lo,
-                    int64_t hi, int64_t *out)
-{
-    const char *v = dp_safetensors_meta(f, key);
-    char *end;
-    if (!v) {
-        DP_ERROR("%s: no '%s' in the metadata: not a dptrain checkpoint to resume from", path, key);
-        return DP_EFORMAT;
-    }
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-        DP_ERROR("%s: metadata '%s' is '%s', not a count from %" PRId64 " to %" PRId64, path, key,
-                 v, lo, hi);
-        return DP_EFORMAT;
-    }
-    *out = x;
-    return 0;
-}
-
-/* The options the list records, over the defaults, each read and checked
- * as its option reads a command line's text: a checkpoint whose lr is nan
- * would train on with it. An option the file lacks keeps its default. */
-static int load_recorded(const dp_safetensors_t *f, const char *path, dp_checkpoint_state *st)
-{
-    int count;
-    const dp_option *opts = dp_train_option_list(&count);
-    dp_train_options_default(&st->options);
-    for (int i = 0; i < count; i++) {
-        char key[64], why[256];
-        snprintf(key, sizeof key, "dptrain.%s", opts[i].name);
-        const char *v = dp_safetensors_meta(f, key);
-        if (!(opts[i].traits & DP_OPTION_RECORD) || !v)
-            continue;
-        if (dp_option_parse(&opts[i], &st->options, v, why, sizeof why) < 0) {
-            DP_ERROR("%s: metadata '%s' is %s: %s", path, key, v, why);
-            return DP_EFORMAT;
-        }
-        st->recorded[i] = true;
-    }
-    return 0;
-}
-
 /* The optimizer's state and step count, for a run with the same optimizer
  * (a checkpoint without its name was written by SGD). */
 static int load_optimizer(const dp_safetensors_t *f, const char *path, dp_optimizer_t *o,
@@ -345,12 +315,12 @@ static int load_optimizer(const dp_safetensors_t *f, const char *path, dp_optimi
     if (strcmp(theirs ? theirs : "sgd", mine) != 0) {
         DP_ERROR("%s was trained with the optimizer %s; this run's is %s: resume with the same "
                  "optimizer",
-                 path, theirs ? theirs : "sgd", mine);
+                 path, theirs ? DP_REPR(theirs) : "sgd", mine);
         return DP_EINVAL;
     }
     int64_t steps = step;
     if (dp_safetensors_meta(f, "dptrain.optimizer_steps"))
-        DP_TRY(meta_i64(f, path, "dptrain.optimizer_steps", 0, INT64_MAX, &steps));
+        DP_TRY(dp__checkpoint_meta_i64(f, path, "dptrain.optimizer_steps", 0, INT64_MAX, &steps));
     dp_optimizer_set_steps(o, steps);
     const char *sname;
     dp_tensor_t *state;
@@ -379,61 +349,11 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
 {
     dp_safetensors_t *f;
     DP_TRY(dp_safetensors_open(&f, path));
-    memset(st, 0, sizeof *st);
-    int64_t epochs = 0, seed = 0;
-    int rc = meta_i64(f, path, "dptrain.epochs_done", 0, INT_MAX, &epochs);
-    if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.step", 0, INT64_MAX, &st->step);
-    if (rc == 0)
-        rc = meta_i64(f, path, "dptrain.seed", 0, INT64_MAX, &seed);
-    if (rc == 0)
-        rc = load_recorded(f, path, st);
-    if (rc == 0 && dp_safetensors_meta(f, "dptrain.batch")) {
-        rc = meta_i64(f, path, "dptrain.batch", 0, INT64_MAX, &st->batch);
-        const char *partial = dp_safetensors_meta(f, "dptrain.partial");
-        if (rc == 0 && (!partial || sscanf(partial, "%lf %lf %lf", &st->partial_loss,
-                                           &st->partial_correct, &st->partial_seconds) != 3)) {
-            DP_ERROR("%s: metadata 'dptrain.partial' is missing or malformed", path);
-            rc = DP_EFORMAT;
-        } else if (rc == 0 && !(isfinite(st->partial_loss) && st->partial_loss >= 0 &&
-                                isfinite(st->partial_correct) && st->partial_correct >= 0 &&
-                                isfinite(st->partial_seconds) && st->partial_seconds >= 0)) {
-            DP_ERROR("%s: metadata 'dptrain.partial' is %s: expected three finite numbers >= 0",
-                     path, partial);
-            rc = DP_EFORMAT;
-        }
-    }
+    int rc = dp__checkpoint_read_state(f, path, st);
     if (rc == 0) {
-        st->epochs_done = (int)epochs;
-        st->seed = (uint64_t)seed;
         snprintf(st->model, sizeof st->model, "%s", dp_model_name(m));
-        const char *devices = dp_safetensors_meta(f, "dptrain.devices");
-        snprintf(st->devices, sizeof st->devices, "%s", devices ? devices : "");
-        rc = dp__checkpoint_parse_history(path, dp_safetensors_meta(f, "dptrain.history"), st);
-    }
-    const char *algos = dp_safetensors_meta(f, "dptrain.conv_algos");
-    if (rc == 0 && algos && strlen(algos) >= sizeof st->conv_algos) {
-        DP_ERROR("%s: metadata 'dptrain.conv_algos' is longer than a checkpoint's (%zu bytes)",
-                 path, sizeof st->conv_algos);
-        rc = DP_EFORMAT;
-    }
-    const char *schedule = dp_safetensors_meta(f, "dptrain.lr_schedule");
-    const char *best = dp_safetensors_meta(f, "dptrain.best");
-    if (rc == 0 && best &&
-        (sscanf(best, "%lf %d", &st->best_acc, &st->best_epoch) != 2 ||
-         !(st->best_acc >= 0 && st->best_acc <= 1) || st->best_epoch < 1 ||
-         st->best_epoch > st->epochs_done)) {
-        DP_ERROR("%s: metadata 'dptrain.best' is %s: expected an accuracy in [0, 1] and an "
-                 "epoch of those done",
-                 path, best);
-        rc = DP_EFORMAT;
-    }
-    if (rc == 0) {
-        snprintf(st->lr_schedule, sizeof st->lr_schedule, "%s", schedule ? schedule : "");
-        snprintf(st->conv_algos, sizeof st->conv_algos, "%s", algos ? algos : "");
-    }
-    if (rc == 0)
         rc = load_weights(f, path, m);
+    }
     if (rc == 0 && optim)
         rc = load_optimizer(f, path, optim, st->step);
     dp_safetensors_close(f);
@@ -443,7 +363,7 @@ int dp_checkpoint_load(const char *path, dp_model_t *m, dp_optimizer_t *optim,
 int dp_checkpoint_model(const char *path, char *buf, size_t size)
 {
     dp_safetensors_t *f;
-    DP_TRY(dp_safetensors_open(&f, path));
+    DP_TRY(dp_safetensors_open_header(&f, path));
     const char *model = dp_safetensors_meta(f, "dptrain.model");
     int rc = model ? 0 : DP_ENOENT;
     if (model)
@@ -456,7 +376,7 @@ int dp_checkpoint_meta(const char *path, const char *key, char **value)
 {
     *value = NULL;
     dp_safetensors_t *f;
-    DP_TRY(dp_safetensors_open(&f, path));
+    DP_TRY(dp_safetensors_open_header(&f, path));
     const char *v = dp_safetensors_meta(f, key);
     int rc = v ? 0 : DP_ENOENT;
     if (v && !(*value = dp__strdup(v)))

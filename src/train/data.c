@@ -27,10 +27,10 @@ static int check_same_classes(const dp_train_options *o, const dp_dataset *train
         const char *a = k < train->classes ? train->class_names[k] : NULL;
         const char *b = k < test->classes ? test->class_names[k] : NULL;
         if (!a || !b || strcmp(a, b) != 0) {
-            DP_ERROR("%s/test: class %d is %s%s%s, in %s/train it is %s%s%s: the class "
-                     "directories of train and test must be the same",
-                     o->data.data_dir, k, b ? "'" : "", b ? b : "missing", b ? "'" : "",
-                     o->data.data_dir, a ? "'" : "", a ? a : "missing", a ? "'" : "");
+            DP_ERROR("%s/test: class %d is %s, in %s/train it is %s: the class directories of "
+                     "train and test must be the same",
+                     o->data.data_dir, k, b ? DP_REPR(b) : "missing", o->data.data_dir,
+                     a ? DP_REPR(a) : "missing");
             return DP_EINVAL;
         }
     }
@@ -74,7 +74,8 @@ static int classes_json(const char *const *names, int n, const char *where, char
     json_put(&b, "[", 1);
     for (int k = 0; k < n; k++) {
         if (!dp__utf8_valid(names[k])) {
-            DP_ERROR("%s: the class name '%s' is not UTF-8: rename its directory", where, names[k]);
+            DP_ERROR("%s: the class name %s is not UTF-8: rename its directory", where,
+                     DP_REPR(names[k]));
             dp__free(b.s);
             return DP_EINVAL;
         }
@@ -166,6 +167,20 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
         return DP_EINVAL;
     }
     return 0;
+}
+
+int dp__data_peek(const dp_train_options *o, int64_t chw[3], int64_t *n)
+{
+    if (o->train_set) {
+        chw[0] = dp_dataset_channels(o->train_set);
+        chw[1] = o->train_set->rows;
+        chw[2] = o->train_set->cols;
+        *n = o->train_set->n;
+        return 0;
+    }
+    if (o->test_set)
+        return 1; /* load() says what is missing */
+    return dp_dataset_sample_shape(o->data.dataset, o->data.data_dir, chw, n);
 }
 
 int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_too)

@@ -18,6 +18,8 @@ struct dp__train_net {
      * options change the weights' init (the model points at them). */
     dp_model_def init_def;
     dp_param_spec *init_specs;
+    const dp_model_def *def; /* dp__net_plan's, for samples of def_chw */
+    int64_t def_chw[3];
     dp_executor_t *exec;
     dp_pipeline_t *pipe; /* the executor's, with --pipeline; else NULL */
     int64_t classes;     /* the model's outputs per sample */
@@ -135,11 +137,34 @@ static int count_classes(dp__train_net *n, const dp_train_options *o, const dp_m
     return 0;
 }
 
+int dp__net_plan(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
+{
+    const dp_train_options *o = t->o;
+    DP_TRY(definition(n, o, chw, &n->def));
+    memcpy(n->def_chw, chw, sizeof n->def_chw);
+    if (o->parallel.pipeline) {
+        int first[DP_PIPELINE_MAX_STAGES + 1];
+        DP_TRY(dp__train_check_pipeline(t, n->def, chw, first));
+    }
+    if (o->net.init_path)
+        DP_TRY(dp__checkpoint_check_start(o->net.init_path, n->def, NULL));
+    return dp__train_check_memory(t, n->def, chw);
+}
+
+const dp_model_def *dp__net_definition(const dp__train_net *n)
+{
+    return n->def;
+}
+
 int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw)
 {
     const dp_train_options *o = t->o;
-    const dp_model_def *def;
-    DP_TRY(definition(n, o, chw, &def));
+    const dp_model_def *def = n->def;
+    if (!def || memcmp(n->def_chw, chw, sizeof n->def_chw) != 0) {
+        dp__free(n->init_specs);
+        n->init_specs = NULL;
+        DP_TRY(definition(n, o, chw, &def));
+    }
     DP_TRY(count_classes(n, o, def, chw, dp__data_classes(t->data)));
     DP_TRY(dp_model_init(&n->model, def, n->devs[0], o->run.seed));
     if (o->net.init_path)

@@ -174,3 +174,34 @@ const char *dp__option_format_normalize(const void *field, char *buf, size_t siz
 {
     return dp_normalize_str(field, buf, size);
 }
+
+/* ---- sizes in bytes --------------------------------------------------------- */
+
+/* "8G", "512M", "1.5T", "1000000": bytes, the suffixes powers of 1024. */
+int dp__option_parse_memory_size(const char *text, void *field, char *why, size_t size)
+{
+    static const char suffixes[] = "KMGT";
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    const char *s = *end ? strchr(suffixes, *end) : NULL;
+    if (s && *s)
+        v *= pow(1024.0, (double)(s - suffixes + 1)), end++;
+    if (end == text || *end || errno == ERANGE || !(v >= 0) || v > 9.2e18)
+        return expected(why, size,
+                        "expected a size in bytes, with K, M, G or T (powers of 1024), "
+                        "e.g. 8G; 0 = what this machine has available");
+    *(int64_t *)field = (int64_t)v;
+    return 0;
+}
+
+const char *dp__option_format_memory_size(const void *field, char *buf, size_t size)
+{
+    int64_t v = *(const int64_t *)field;
+    static const char suffixes[] = "KMGT";
+    int u = 0;
+    while (u < 4 && v != 0 && v % 1024 == 0)
+        v /= 1024, u++;
+    snprintf(buf, size, "%lld%.*s", (long long)v, u ? 1 : 0, u ? &suffixes[u - 1] : "");
+    return buf;
+}

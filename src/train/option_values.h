@@ -26,5 +26,6 @@ DP__OPTION_VALUE(betas)
 DP__OPTION_VALUE(milestones)
 DP__OPTION_VALUE(augment)
 DP__OPTION_VALUE(normalize)
+DP__OPTION_VALUE(memory_size)
 
 #endif

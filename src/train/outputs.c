@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,7 +48,7 @@ int dp_check_output_file(const char *path, const char *what)
     return 0;
 }
 
-int dp__train_check_outputs(const dp_train_options *o)
+static int check_outputs(const dp_train_options *o)
 {
     if (o->checkpoint.checkpoint_path)
         DP_TRY(dp_safetensors_check_writable(o->checkpoint.checkpoint_path));
@@ -59,4 +61,19 @@ int dp__train_check_outputs(const dp_train_options *o)
     if (o->output.tensorboard_dir)
         DP_TRY(dp__tb_check_dir(o->output.tensorboard_dir));
     return 0;
+}
+
+int dp__train_check_outputs(const dp_train_options *o)
+{
+    /* A stop signal that ends the process here (dp_train_stops_between_steps)
+     * would leave a probe's file behind: it waits for the probes, on the
+     * one thread a run has this early. */
+    sigset_t stops, was;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stops, &was);
+    int rc = check_outputs(o);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return rc;
 }

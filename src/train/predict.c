@@ -7,78 +7,10 @@
 #include "train/trainer.h"
 
 #include "core/internal.h"
-#include "dp/safetensors.h"
-#include "io/json.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The checkpoint's class names into out (none: left empty). */
-static int read_classes(const char *path, dp_predictions *out)
-{
-    char *json;
-    int rc = dp_checkpoint_meta(path, "dptrain.classes", &json);
-    if (rc == DP_ENOENT)
-        return 0;
-    DP_TRY(rc);
-    dp__json_parser p = {.path = path, .doc = "dptrain.classes", .s = json, .len = strlen(json)};
-    int cap = 0;
-    rc = dp__json_expect(&p, '[', "expected a JSON array of class names");
-    dp__json_skip_ws(&p);
-    bool more = rc == 0 && dp__json_peek(&p) != ']';
-    if (!more && rc == 0)
-        p.pos++;
-    while (rc == 0 && more) {
-        const char *name;
-        rc = dp__json_parse_string(&p, &name);
-        if (rc == 0 && out->classes == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **grown = dp__calloc((size_t)cap, sizeof *grown);
-            if (grown && out->classes)
-                memcpy(grown, out->class_names, (size_t)out->classes * sizeof *grown);
-            dp__free(out->class_names);
-            out->class_names = grown;
-            rc = grown ? 0 : DP_ENOMEM;
-        }
-        if (rc == 0 && !(out->class_names[out->classes++] = dp__strdup(name)))
-            rc = DP_ENOMEM;
-        if (rc == 0) {
-            int next = dp__json_next_or_close(&p, ']', "expected ',' or ']'");
-            rc = next < 0 ? next : 0;
-            more = next == 1;
-        }
-    }
-    dp__json_skip_ws(&p);
-    if (rc == 0 && p.pos != p.len)
-        rc = dp__json_error(&p, "more after the array");
-    dp__free(json);
-    return rc;
-}
-
-/* "C,H,W" of the checkpoint's samples into chw; zeros when it has none. */
-static int read_input_shape(const char *path, int64_t chw[3])
-{
-    chw[0] = chw[1] = chw[2] = 0;
-    char *v;
-    int rc = dp_checkpoint_meta(path, "dptrain.input", &v);
-    if (rc == DP_ENOENT)
-        return 0;
-    DP_TRY(rc);
-    long long c, h, w;
-    int end = 0;
-    if (sscanf(v, "%lld,%lld,%lld%n", &c, &h, &w, &end) != 3 || v[end] != '\0' || c < 1 ||
-        c > 1024 || h < 1 || h > DP_IMAGE_MAX_SIDE || w < 1 || w > DP_IMAGE_MAX_SIDE) {
-        DP_ERROR("%s: metadata 'dptrain.input' is '%s', not C,H,W", path, v);
-        rc = DP_EFORMAT;
-    } else {
-        chw[0] = c;
-        chw[1] = h;
-        chw[2] = w;
-    }
-    dp__free(v);
-    return rc;
-}
 
 static bool is_npy(const char *path)
 {
@@ -188,28 +120,11 @@ static int read_images(const dp_predict_options *o, int64_t chw[3], dp_predictio
     return 0;
 }
 
-/* The normalisation the checkpoint's run trained with (none for a plain
- * state dict), so that the test set is seen as that run saw it. */
-int dp__checkpoint_normalisation(const char *path, dp_augment_options *out)
-{
-    dp_safetensors_t *f;
-    DP_TRY(dp_safetensors_open(&f, path));
-    const char *v = dp_safetensors_meta(f, "dptrain.normalize");
-    int rc = 0;
-    if (v && dp_normalize_parse(v, out) < 0) {
-        DP_ERROR("%s: metadata 'dptrain.normalize' is '%s', not a normalisation", path, v);
-        rc = DP_EFORMAT;
-    }
-    dp_safetensors_close(f);
-    return rc;
-}
-
 /* The images as the checkpoint's run saw its test set: normalised as it
  * says (dptrain.normalize), in place. */
-static int normalise(const char *checkpoint, const int64_t *chw, int64_t n, float *x)
+static int normalise(const dp_augment_options *norm, const int64_t *chw, int64_t n, float *x)
 {
-    dp_augment_options a = {0};
-    DP_TRY(dp__checkpoint_normalisation(checkpoint, &a));
+    dp_augment_options a = *norm;
     if (!dp_augment_any(&a))
         return 0;
     DP_TRY(dp_augment_check(&a, (int)chw[0]));
@@ -225,20 +140,25 @@ static int normalise(const char *checkpoint, const int64_t *chw, int64_t n, floa
     return 0;
 }
 
-int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3])
+int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h, dp_predictions *out,
+                       float **x, int64_t chw[3])
 {
     *x = NULL;
     if (o->ninputs < 1 || !o->inputs) {
         DP_ERROR("predict: no image given");
         return DP_EINVAL;
     }
-    DP_TRY(read_classes(o->checkpoint, out));
-    DP_TRY(read_input_shape(o->checkpoint, chw));
+    /* The class names pass from the header to the predictions. */
+    out->class_names = h->class_names;
+    out->classes = h->classes;
+    h->class_names = NULL;
+    h->classes = 0;
+    memcpy(chw, h->input_chw, 3 * sizeof *chw);
     int rc = o->ninputs == 1 && is_npy(o->inputs[0]) ? read_npy(o->inputs[0], chw, out, x)
                                                      : read_images(o, chw, out, x);
     if (rc < 0)
         return rc;
-    return normalise(o->checkpoint, chw, out->n, *x);
+    return normalise(&h->normalize, chw, out->n, *x);
 }
 
 /* The model's outputs per sample, from its summary on the meta device. */

@@ -51,9 +51,8 @@ static int read_stages(const dp__trainer *t, const dp_model_def *def, const int6
     return rc;
 }
 
-int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_model_def *def,
-                            const int64_t *in_chw, const dp_data_parallel_options *update,
-                            dp_pipeline_t **out)
+int dp__train_check_pipeline(const dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
+                             int *first)
 {
     const dp_train_options *o = t->o;
     const dp__train_net *net = t->net;
@@ -69,7 +68,6 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
                  def->name);
         return DP_ENOTSUP;
     }
-    int first[DP_PIPELINE_MAX_STAGES + 1];
     DP_TRY(read_stages(t, def, in_chw, first));
     if (ndev % K != 0) {
         DP_ERROR("`pipeline` %d does not divide the %d devices %s: give K or a "
@@ -91,6 +89,19 @@ int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_mo
                  t->ranks > 1 ? " of all ranks" : "", M, (long long)M * D * t->ranks);
         return DP_EINVAL;
     }
+    return 0;
+}
+
+int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_model_def *def,
+                            const int64_t *in_chw, const dp_data_parallel_options *update,
+                            dp_pipeline_t **out)
+{
+    const dp_train_options *o = t->o;
+    const dp__train_net *net = t->net;
+    int ndev = dp__net_count(net);
+    int K = o->parallel.pipeline, M = o->parallel.micro_batches > 0 ? o->parallel.micro_batches : 1;
+    int first[DP_PIPELINE_MAX_STAGES + 1];
+    DP_TRY(dp__train_check_pipeline(t, def, in_chw, first));
     dp_pipeline_options po = {.stages = K,
                               .first = o->parallel.stages ? first : NULL,
                               .micro_batches = M,

@@ -1,7 +1,11 @@
 /* Stopping a run between steps. A signal handler (the CLI's SIGINT and
  * SIGTERM) only sets a flag; the loop reads it after each step it issues,
  * and under mpirun the ranks agree on it, so a signal that reaches one
- * rank first still stops all of them after the same step. */
+ * rank first still stops all of them after the same step. Before the run
+ * opens its output files (while it loads the data, builds the model,
+ * measures kernels, allocates) nothing is saved by waiting for a step:
+ * dp_train_stops_between_steps says so, and the CLI's handler then ends
+ * the process at once. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
@@ -9,6 +13,19 @@
 #include <signal.h>
 
 static volatile sig_atomic_t stop_signal;
+/* Whether a run of this process is where a stop is served after its
+ * current step: from the moment it opens its output files to its end. */
+static volatile sig_atomic_t between_steps;
+
+bool dp_train_stops_between_steps(void)
+{
+    return between_steps != 0;
+}
+
+void dp__train_set_between_steps(bool on)
+{
+    between_steps = on;
+}
 
 void dp_train_request_stop(int signo)
 {

@@ -119,12 +119,40 @@ static int check_last_batch(const dp__trainer *t)
     return DP_EINVAL;
 }
 
+/* A batch larger than the training set is the whole set, as PyTorch's
+ * DataLoader gives it (its one batch holds every sample): the loader, the
+ * kernels' measurement and the memory estimate take that size, not the
+ * option's. */
+static void cap_batch(dp_train_options *run, int64_t samples)
+{
+    if (run->data.limit_train > 0 && run->data.limit_train < samples)
+        samples = run->data.limit_train;
+    if (samples >= 1 && run->data.batch_size > samples)
+        run->data.batch_size = samples;
+}
+
+/* What the options name, checked before the data are loaded (or right
+ * after, where only loading tells the samples' shape): the batch against
+ * the data and the devices, the model, its stages, the checkpoints the run
+ * starts from, and a step's memory; each a line in a fraction of a second,
+ * not after the loading. */
+static int plan(dp__trainer *t, dp_train_options *run, const int64_t *chw, int64_t samples)
+{
+    cap_batch(run, samples);
+    DP_TRY(check_batch_size(t));
+    DP_TRY(dp__net_plan(t->net, t, chw));
+    if (run->checkpoint.resume_path)
+        DP_TRY(dp__book_check_resume(t, dp__net_definition(t->net)));
+    return 0;
+}
+
 /* Opens a run's parts in the order they need each other: the devices and
- * the precision they run, the data (the model takes its samples' shape),
- * the model and its executor, the steps' state, the record (resuming from
- * a checkpoint), the kernels' choice, and the loaders (shuffled from the
- * resumed run's seed). */
-static int setup(dp__trainer *t)
+ * the precision they run, the plan (the model for the samples' shape that
+ * the data's headers tell), the data, the model and its executor, the
+ * steps' state, the record (resuming from a checkpoint), the kernels'
+ * choice, and the loaders (shuffled from the resumed run's seed). `run` is
+ * t->o, which the plan may change (the batch's cap). */
+static int setup(dp__trainer *t, dp_train_options *run)
 {
     const dp_train_options *o = t->o;
     DP_TRY(check_ranks(t));
@@ -132,8 +160,14 @@ static int setup(dp__trainer *t)
         DP_TRY(dp__train_check_outputs(o));
     DP_TRY(dp__net_open(&t->net, t));
     DP_TRY(dp__prec_open(&t->prec, t));
-    DP_TRY(check_batch_size(t));
+    int64_t chw[3], samples = 0;
+    int unknown = dp__data_peek(o, chw, &samples);
+    DP_TRY(unknown);
+    if (!unknown)
+        DP_TRY(plan(t, run, chw, samples));
     DP_TRY(dp__data_open(&t->data, o, true));
+    if (unknown)
+        DP_TRY(plan(t, run, dp__data_chw(t->data), dp__data_train_set(t->data)->n));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
     DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_open(&t->steps, t));
@@ -143,6 +177,11 @@ static int setup(dp__trainer *t)
     DP_TRY(dp__prec_tune(t->prec, t));
     DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
     DP_TRY(dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true))));
+    /* From here a stop waits for a step and saves the run; before, the
+     * process may end at once (dp_train_stops_between_steps): the output
+     * files are opened only now. */
+    dp__train_set_between_steps(true);
+    DP_TRY(dp__book_open_files(t->book, t));
     return dp__board_open(&t->board, t);
 }
 
@@ -175,14 +214,22 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
     }
 }
 
-int dp_train(const dp_train_options *o, dp_train_result *result)
+int dp_train(const dp_train_options *given, dp_train_result *result)
 {
-    DP_TRY(dp_train_options_check(o));
-    if (!o->numerics.tf32)
+    DP_TRY(dp_train_options_check(given));
+    if (!given->numerics.tf32)
         dp_set_tf32(false);
+    dp_train_options run = *given;
+    const dp_train_options *o = &run;
     dp__trainer t = {.o = o, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     memset(result, 0, sizeof *result);
-    int rc = setup(&t);
+    int rc = setup(&t, &run);
+    /* Said once the run is set to go, so that a refusal stays one line. */
+    if (rc == 0 && run.data.batch_size < given->data.batch_size && t.rank == 0)
+        DP_WARN("`batch_size` %lld is more than the %lld training samples: each batch holds all "
+                "%lld, as PyTorch's DataLoader gives them",
+                (long long)given->data.batch_size, (long long)run.data.batch_size,
+                (long long)run.data.batch_size);
     double total = 0;
     int first = rc == 0 ? dp__book_epochs_done(t.book) : 0;
     for (int e = first; rc == 0 && e < o->run.epochs; e++) {
@@ -225,43 +272,26 @@ int dp_train(const dp_train_options *o, dp_train_result *result)
     if (rc == 0)
         rc = board_rc;
     teardown(&t);
+    dp__train_set_between_steps(false);
     return rc;
 }
 
-/* The model dp_evaluate and dp_predict name: its definition's, the
- * option's, or the one the checkpoint says it holds. */
-static int model_name(const dp_model_def *def, const char *given, const char *checkpoint,
-                      char *model, size_t size)
-{
-    const char *named = def ? def->name : given;
-    if (named) {
-        if (strlen(named) >= size) {
-            DP_ERROR("`model` is longer than %zu characters", size - 1);
-            return DP_EINVAL;
-        }
-        snprintf(model, size, "%s", named);
-    } else if (dp_checkpoint_model(checkpoint, model, size) < 0) {
-        if (dp_last_error()[0] == '\0')
-            DP_ERROR("%s does not say which model it holds: give `model`", checkpoint);
-        return DP_EINVAL;
-    }
-    return 0;
-}
-
 /* The options of a run over a checkpoint's weights (evaluation,
- * prediction): its model, devices and threads, the weights loaded before
- * the replicas copy them. */
+ * prediction): its header first (the model, checked against the
+ * checkpoint's, and what it records of its data: one line before anything
+ * is loaded or built), then the model, devices and threads, the weights
+ * loaded before the replicas copy them. */
 static int checkpoint_run(const char *what, const char *checkpoint, const dp_model_def *def,
-                          const char *given, const char *devices, int threads, char *model,
-                          size_t size, dp_train_options *to)
+                          const char *given, const char *devices, int threads,
+                          dp__checkpoint_header *h, dp_train_options *to)
 {
     if (!checkpoint) {
         DP_ERROR("%s: no checkpoint given", what);
         return DP_EINVAL;
     }
-    DP_TRY(model_name(def, given, checkpoint, model, size));
+    DP_TRY(dp__checkpoint_header_read(checkpoint, def ? def->name : given, h));
     dp_train_options_default(to);
-    to->net.model = model;
+    to->net.model = h->model;
     to->model_def = def;
     to->parallel.devices = devices ? devices : "1";
     to->parallel.threads = threads;
@@ -271,19 +301,20 @@ static int checkpoint_run(const char *what, const char *checkpoint, const dp_mod
 
 int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
 {
-    char model[4096];
+    dp__checkpoint_header h;
     dp_train_options to;
     memset(r, 0, sizeof *r);
     DP_TRY(checkpoint_run("evaluate", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
-                          model, sizeof model, &to));
+                          &h, &to));
     to.data.batch_size = o->batch_size > 0 ? o->batch_size : 256;
     to.data.dataset = o->dataset;
     to.data.data_dir = o->data_dir;
     to.test_set = o->test_set;
     to.data.limit_test = o->limit_test;
     to.numerics.precision = o->precision;
+    to.data.normalize = h.normalize;
+    dp__checkpoint_header_free(&h);
     DP_TRY(dp_train_options_check(&to));
-    DP_TRY(dp__checkpoint_normalisation(o->checkpoint, &to.data.normalize));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     int rc = dp__net_open(&t.net, &t);
     if (rc == 0)
@@ -315,15 +346,15 @@ int dp_evaluate(const dp_eval_options *o, double *test_acc, char *devices, size_
 
 int dp_predict(const dp_predict_options *o, dp_predictions *out)
 {
-    char model[4096];
+    dp__checkpoint_header h;
     dp_train_options to;
     memset(out, 0, sizeof *out);
     DP_TRY(checkpoint_run("predict", o->checkpoint, o->model_def, o->model, o->devices, o->threads,
-                          model, sizeof model, &to));
+                          &h, &to));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};
     float *x = NULL;
     int64_t chw[3];
-    int rc = dp__predict_inputs(o, out, &x, chw);
+    int rc = dp__predict_inputs(o, &h, out, &x, chw);
     if (rc == 0)
         rc = dp__net_open(&t.net, &t);
     if (rc == 0)
@@ -334,6 +365,7 @@ int dp_predict(const dp_predict_options *o, dp_predictions *out)
         rc = dp__train_predict(&t, x, chw, o->batch_size > 0 ? o->batch_size : 256, out);
     dp_waitall();
     dp__free(x);
+    dp__checkpoint_header_free(&h);
     teardown(&t);
     if (rc < 0)
         dp_predictions_close(out);

@@ -28,6 +28,7 @@
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/train.h"
+#include "train/checkpoint_header.h"
 
 typedef struct dp__train_data dp__train_data;
 typedef struct dp__train_net dp__train_net;
@@ -59,18 +60,21 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s);
 int dp__train_evaluate(dp__trainer *t, dp_eval_result *r);
 
 /* predict.c: dp_predict's inputs as the checkpoint's samples (x: [n, chw]
- * floats, dp__malloc'd; chw from the checkpoint, else the first image),
- * the names and the class names into out; then the softmax of every
- * input's logits, each rank computing its chunk in batches of `batch`. */
-int dp__predict_inputs(const dp_predict_options *o, dp_predictions *out, float **x, int64_t chw[3]);
-/* The normalisation a checkpoint's run trained with (dptrain.normalize;
- * none for a plain state dict), into out's normalisation. */
-int dp__checkpoint_normalisation(const char *path, dp_augment_options *out);
+ * floats, dp__malloc'd; chw from the checkpoint's header h, else the first
+ * image), normalised as h says, the names into out and h's class names
+ * (taken from h); then the softmax of every input's logits, each rank
+ * computing its chunk in batches of `batch`. */
+int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h, dp_predictions *out,
+                       float **x, int64_t chw[3]);
 int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_t batch,
                       dp_predictions *out);
 
 /* ---- data.c ------------------------------------------------------------------ */
 
+/* The training samples' (C, H, W) and count from the files' headers, before
+ * loading (the options' own sets: theirs): 0; 1 (nothing logged) where
+ * only loading tells (a folder); or a negative DP_E* code. */
+int dp__data_peek(const dp_train_options *o, int64_t chw[3], int64_t *n);
 /* The test set (and with `train_too` the training set too): the options'
  * own, or loaded from the dataset's files. */
 int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_too);
@@ -114,8 +118,19 @@ dp_pipeline_t *dp__net_pipeline(const dp__train_net *n);
 /* The classes the model tells apart: its output's size per sample. */
 int64_t dp__net_classes(const dp__train_net *n);
 
+/* Before the data are loaded where their headers tell the samples' shape
+ * (else right after): the options' model for samples chw (its definition,
+ * kept for dp__net_build), its pipeline stages, --init's checkpoint against
+ * it, and a step's memory (memory.c). */
+int dp__net_plan(dp__train_net *n, const dp__trainer *t, const int64_t *chw);
+/* The definition dp__net_plan loaded. */
+const dp_model_def *dp__net_definition(const dp__train_net *n);
+
 /* stages.c: --pipeline's checks (each bad combination a one-line error
- * naming the options) and its pipeline over the devices. */
+ * naming the options; first[0..K] gets the stages' first layers) and its
+ * pipeline over the devices. */
+int dp__train_check_pipeline(const dp__trainer *t, const dp_model_def *def, const int64_t *in_chw,
+                             int *first);
 int dp__train_open_pipeline(const dp__trainer *t, dp_model_t *model, const dp_model_def *def,
                             const int64_t *chw, const dp_data_parallel_options *update,
                             dp_pipeline_t **out);
@@ -181,7 +196,13 @@ int dp__steps_check(dp__trainer *t, int epoch, int64_t *checked, int64_t upto, i
 /* ---- book.c ------------------------------------------------------------------ */
 
 int dp__book_open(dp__train_book **out, const dp__trainer *t);
+/* The metrics file (rank 0's), opened last of the run's setup: a run
+ * stopped before creates nothing. */
+int dp__book_open_files(dp__train_book *b, const dp__trainer *t);
 void dp__book_close(dp__train_book *b);
+/* --resume's checkpoint from its header, before anything is loaded: the
+ * model def, its tensors, its training state, epochs left to train. */
+int dp__book_check_resume(const dp__trainer *t, const dp_model_def *def);
 /* --resume: the weights, optimizer state and position of an interrupted
  * run, into the replicas and the steps. */
 int dp__book_resume(dp__trainer *t);
@@ -237,11 +258,21 @@ int dp__board_epoch(dp__train_board *b, int64_t step, const dp_epoch_stats *s);
 int64_t dp__train_rank_rows(const dp__trainer *t, int64_t n, int64_t *first);
 /* Every rank was started with the same options. */
 int dp__train_check_ranks_agree(const dp__trainer *t);
+/* Whether a stop request is served between steps from now on: set just
+ * before a run opens its output files, cleared when it returns. */
+void dp__train_set_between_steps(bool on);
 /* Whether to stop after the step just issued: a stop was requested in this
  * process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);
 /* The checkpoint (and its temporary file), the metrics file, the plot and
  * the TensorBoard directory can be written, checked before the first step. */
 int dp__train_check_outputs(const dp_train_options *o);
+/* memory.c: a step's memory for the model def on samples chw, estimated
+ * from its trace on the meta device (activations kept for backward,
+ * parameters, gradients, optimizer state, per device, and the loader's
+ * batches), against what this machine has (MemAvailable, the cgroup's
+ * limit) or `max_memory`: DP_ENOMEM with the estimate and what is
+ * available, before anything is allocated. */
+int dp__train_check_memory(const dp__trainer *t, const dp_model_def *def, const int64_t *chw);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "../../tools/cli.h"
 #include "dp/dp.h"
+#include "train/checkpoint_header.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -286,12 +287,55 @@ static int fz_models_make(void)
     return 0;
 }
 
+/* What eval and predict read first, from the header alone: the model
+ * (a checkpoint never names a file to open: without a model given, only a
+ * built-in name comes back), the class names, the input shape and the
+ * normalisation; and --init's and --resume's check against a definition. */
+static int fz_checkpoint_header(const char *path)
+{
+    char model[64];
+    fz_capture_begin();
+    int rc = dp_checkpoint_model_for(path, NULL, model, sizeof model);
+    fz_capture_end();
+    if (rc < 0 && fz_check_failure("checkpoint", "dp_checkpoint_model_for", rc, path) < 0)
+        return -1;
+    bool builtin = false;
+    for (const char *const *b = dp_model_names(); rc == 0 && *b; b++)
+        builtin = builtin || strcmp(*b, model) == 0;
+    if (rc == 0 && !builtin)
+        return fz_bad("checkpoint", "the checkpoint chose the model file '%s'", model);
+    dp__checkpoint_header h;
+    fz_capture_begin();
+    rc = dp__checkpoint_header_read(path, "lenet", &h);
+    fz_capture_end();
+    if (rc < 0)
+        return fz_check_failure("checkpoint", "dp__checkpoint_header_read", rc, path);
+    int result = strcmp(h.model, "lenet") == 0 ? 0 : fz_bad("checkpoint", "model %s", h.model);
+    for (int k = 0; result == 0 && k < h.classes; k++)
+        if (!h.class_names[k])
+            result = fz_bad("checkpoint", "class %d of %d has no name", k, h.classes);
+    for (int d = 0; result == 0 && d < 3; d++)
+        if (h.input_chw[d] < 0 || h.input_chw[d] > DP_IMAGE_MAX_SIDE)
+            result = fz_bad("checkpoint", "input dimension %lld", (long long)h.input_chw[d]);
+    dp__checkpoint_header_free(&h);
+    for (int i = 0; result == 0 && i < FZ_MODELS; i++) {
+        fz_capture_begin();
+        rc = dp__checkpoint_check_start(path, dp_model_definition(fz_models[i]), fz_state);
+        fz_capture_end();
+        if (rc < 0 && fz_check_failure("checkpoint", "dp__checkpoint_check_start", rc, path) < 0)
+            result = -1;
+    }
+    return result;
+}
+
 int fuzz_checkpoint_input(const uint8_t *data, size_t size)
 {
     if (fz_models_make() < 0)
         return -1;
     const char *path = fz_input_file("checkpoint", data, size);
     if (!path)
+        return -1;
+    if (fz_checkpoint_header(path) < 0)
         return -1;
 
     /* As dptrain eval does: the model the file names, else LeNet. */

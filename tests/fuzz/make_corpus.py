@@ -187,6 +187,33 @@ def weights(shapes, grow=0):
     return out
 
 
+# Metadata from elsewhere: a model file the checkpoint may not choose (a
+# path, one with a newline, one with a recorded SHA-256), class names of
+# every wrong type, and numbers past every range.
+HOSTILE_METADATA = {
+    "model-passwd": {"dptrain.model": "/etc/passwd"},
+    "model-relative": {"dptrain.model": "../../model.txt"},
+    "model-newline": {"dptrain.model": "x\n\x1b[31mred.onnx"},
+    "model-sha": {"dptrain.model": "net.txt", "dptrain.model_sha256": "0" * 64},
+    "classes-numbers": {"dptrain.classes": "[1,2,3]"},
+    "classes-object": {"dptrain.classes": '{"a":1}'},
+    "classes-null": {"dptrain.classes": '["a",null]'},
+    "classes-unclosed": {"dptrain.classes": '["a"'},
+    "classes-escapes": {"dptrain.classes": '["a\\nb","\\u202e","it\'s"]'},
+    "input-huge": {"dptrain.input": "99999999999,1,1"},
+    "input-negative": {"dptrain.input": "1,-28,28"},
+    "normalize-bad": {"dptrain.normalize": "0.5,0"},
+    "counts-huge": {"dptrain.step": "99999999999999999999", "dptrain.batch": "9223372036854775807",
+                    "dptrain.partial": "1e308 1e308 1e308"},
+    "best-future": {"dptrain.best": "0.9 99"},
+}
+
+
+def hostile_metadata_corpus(tensors):
+    for name, meta in HOSTILE_METADATA.items():
+        put("checkpoint", "meta-" + name, safetensors(tensors, meta=dict(STATE, **meta)))
+
+
 def checkpoint_corpus(dptrain):
     w = weights(TUTORIAL)
     velocity = [("_state.sgd.velocity", "F32", [12], f32(*[0.01] * 12))]
@@ -205,6 +232,7 @@ def checkpoint_corpus(dptrain):
         w + [("fc.extra", "F32", [1], f32(0))], meta={"dptrain.model": "tutorial"}))
     put("checkpoint", "lenet-missing", safetensors(weights([("W1", [20, 1, 3, 3])])))
     put("checkpoint", "resnet18-named", safetensors(w, meta={"dptrain.model": "resnet18"}))
+    hostile_metadata_corpus(w + velocity)
     if not dptrain:
         return
     # A real LeNet checkpoint (516 KB of weights, no momentum).

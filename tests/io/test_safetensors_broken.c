@@ -109,9 +109,9 @@ static const struct corrupt_case corrupt_cases[] = {
     {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, DP_EFORMAT, "tensor 'a'",
      "missing \"data_offsets\""},
     {"{\"a\":{}}", 0, DP_EFORMAT, "tensor 'a'", "missing"},
-    {"{\"a\":{\"dtypes\":\"F32\"}}", 0, DP_EFORMAT, "tensor 'a'", "unknown key dtypes"},
+    {"{\"a\":{\"dtypes\":\"F32\"}}", 0, DP_EFORMAT, "tensor 'a'", "unknown key 'dtypes'"},
     {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}", 0, DP_EFORMAT, "tensor 'a'",
-     "repeated key dtype"},
+     "repeated key 'dtype'"},
     {"{" T_A ",\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, DP_EFORMAT,
      "tensor 'a' appears twice", NULL},
     /* shapes and numbers */

@@ -59,8 +59,8 @@ export_case() {
   local name=$1 model=$2 params=$3
   if "$bin" train --model "$model" --epochs 1 --batch-size 16 --limit-train 32 \
        --limit-test 16 --checkpoint "$dir/$name.safetensors" >"$dir/out" 2>"$dir/err" &&
-     "$bin" export --checkpoint "$dir/$name.safetensors" --onnx "$dir/$name.onnx" \
-       >"$dir/out" 2>"$dir/err" &&
+     "$bin" export --checkpoint "$dir/$name.safetensors" --model "$model" \
+       --onnx "$dir/$name.onnx" >"$dir/out" 2>"$dir/err" &&
      "$bin" model "$dir/$name.onnx" >"$dir/out" 2>"$dir/err" &&
      grep -qx "total parameters: $params" "$dir/out"; then
     ok "$name: exported, and loads back with its $params parameters"

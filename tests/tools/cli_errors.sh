@@ -109,9 +109,9 @@ expect_error "truncated checkpoint" "cut.safetensors.*(truncated|ends|expected)"
 printf 'not a safetensors file at all' >"$dir/junk.safetensors"
 expect_error "corrupt checkpoint" "junk.safetensors" -- \
   "$bin" eval --data "$good" --checkpoint "$dir/junk.safetensors"
-expect_error "checkpoint of another model" "a checkpoint of lenet, not resnet18" -- \
+expect_error "checkpoint of another model" "a checkpoint of 'lenet', not resnet18" -- \
   "$bin" eval --data "$good" --model resnet18 --checkpoint "$ck"
-expect_error "resume into another model" "a checkpoint of lenet, not resnet18" -- \
+expect_error "resume into another model" "a checkpoint of 'lenet', not resnet18" -- \
   "$bin" train --data "$good" --model resnet18 --batch-size 4 --epochs 2 --resume "$ck"
 expect_error "missing checkpoint" "$dir/none.safetensors" -- \
   "$bin" eval --data "$good" --checkpoint "$dir/none.safetensors"
@@ -183,7 +183,7 @@ declare -A defaults=(
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
   [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
-  [--normalize]="none")
+  [--normalize]="none" [--max-memory]="what this machine has available: MemAvailable and the cgroup's limit")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
 # or group heading, joined with single spaces.
 entry() {

@@ -44,7 +44,7 @@ for pair in --model=lenet --devices=2 --threads=1 --batch-size=64 --lr=0.1 --epo
             --weight-decay=0.001 --limit-train=100 --limit-test=10 --progress=never \
             --allreduce=ring --checkpoint=c.st --init=c.st --on-checkpoint-error=continue \
             --dataset=mnist --init-normal=0.01 --bucket-mb=2 --grad-compress=bf16 --pipeline=2 \
-            --stages=0-1,2-7 --micro-batches=4 --schedule=gpipe; do
+            --stages=0-1,2-7 --micro-batches=4 --schedule=gpipe --max-memory=8G; do
   accepts train "${pair%%=*}" "${pair#*=}"
 done
 accepts train --resume c.st
@@ -65,6 +65,7 @@ done
 
 same_error train --lr abc
 same_error train --epochs 0
+same_error train --max-memory 8X
 same_error eval --batch-size -3
 same_error demo --schedule sideways pipeline
 same_error model --input 3x32 lenet

@@ -124,7 +124,8 @@ expect_error "--micro-batches without stages" "--micro-batches and --schedule ne
   lenet --micro-batches 4
 
 # A model file under a long path: train with a checkpoint, resume, evaluate
-# (the checkpoint keeps the whole path as the model's name).
+# (the checkpoint keeps the whole path as the model's name; eval is given
+# the file, as a checkpoint never chooses which file is read).
 long="$dir/a-directory-with-a-rather-long-name/and-another-one-below-it"
 mkdir -p "$long" && cp "$root/examples/models/d2l_lenet.txt" "$long/lenet.txt"
 if "$bin" train --model "$long/lenet.txt" --epochs 1 --batch-size 64 --limit-train 256 \
@@ -132,7 +133,8 @@ if "$bin" train --model "$long/lenet.txt" --epochs 1 --batch-size 64 --limit-tra
    "$bin" train --model "$long/lenet.txt" --epochs 2 --batch-size 64 --limit-train 256 \
      --limit-test 64 --checkpoint "$dir/long.safetensors" --resume "$dir/long.safetensors" \
      >"$dir/out" 2>"$dir/err" &&
-   "$bin" eval --checkpoint "$dir/long.safetensors" --limit-test 64 >"$dir/out" 2>"$dir/err" &&
+   "$bin" eval --checkpoint "$dir/long.safetensors" --model "$long/lenet.txt" --limit-test 64 \
+     >"$dir/out" 2>"$dir/err" &&
    grep -Eq '^test acc: [0-9.]+$' "$dir/out"; then
   ok "a model file under a long path trains, resumes and evaluates"
 else

@@ -210,28 +210,6 @@ static size_t idx_header(uint8_t *h, int ndims, const uint32_t *dims)
     return 4 + 4 * (size_t)ndims;
 }
 
-/* A small valid MNIST-style directory: 8 train and 4 test images. */
-static void write_valid_idx(const char *dir)
-{
-    static const char *const split[2] = {"train", "t10k"};
-    static const uint32_t count[2] = {8, 4};
-    char path[512];
-    for (int s = 0; s < 2; s++) {
-        uint32_t dims[3] = {count[s], 28, 28};
-        size_t len;
-        uint8_t *px = calloc((size_t)count[s] * 784, 1), labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        uint8_t *f = tu_make_idx(3, dims, px, &len);
-        snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, split[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-        free(px);
-        f = tu_make_idx(1, dims, labels, &len);
-        snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split[s]);
-        assert_int_equal(tu_write_file(path, f, len), 0);
-        free(f);
-    }
-}
-
 static const char *make_dir(const char *name)
 {
     static char paths[4][512];
@@ -250,8 +228,8 @@ static void test_idx_zero_images_of_16384_squared(void **state)
 {
     (void)state;
     const char *good = make_dir("good"), *bad = make_dir("zero");
-    write_valid_idx(good);
-    write_valid_idx(bad);
+    tu_write_idx_set(good);
+    tu_write_idx_set(bad);
     /* The 16 bytes: [0, 16384, 16384] images, and no labels. */
     uint8_t h[16];
     char path[512];
@@ -267,8 +245,8 @@ static void test_idx_gzip_of_one_256_mb_image(void **state)
 {
     (void)state;
     const char *good = make_dir("good"), *bad = make_dir("gzip");
-    write_valid_idx(good);
-    write_valid_idx(bad);
+    tu_write_idx_set(good);
+    tu_write_idx_set(bad);
     /* A gzip of the header [1, 16384, 16384] and its 256 MiB of zeros:
      * some 261 KB on disk, every byte the header promises there. */
     char path[512];

@@ -77,23 +77,23 @@ static void test_non_finite_state_is_refused(void **state)
     good_state(&st);
     st.options.optim.lr = NAN;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.lr' is nan: expected a number > 0");
+    tu_assert_error_mentions("metadata 'dptrain.lr' is 'nan': expected a number > 0");
     good_state(&st);
     st.options.optim.lr = 0;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("'dptrain.lr' is 0");
+    tu_assert_error_mentions("'dptrain.lr' is '0'");
     good_state(&st);
     st.options.optim.momentum = INFINITY;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.momentum' is inf");
+    tu_assert_error_mentions("metadata 'dptrain.momentum' is 'inf'");
     good_state(&st);
     st.options.optim.momentum = 1; /* SGD takes 0 <= momentum < 1 */
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.momentum' is 1");
+    tu_assert_error_mentions("metadata 'dptrain.momentum' is '1'");
     good_state(&st);
     st.options.optim.weight_decay = -1;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.weight_decay' is -1");
+    tu_assert_error_mentions("metadata 'dptrain.weight_decay' is '-1'");
 }
 
 static void test_non_finite_history_is_refused(void **state)
@@ -117,7 +117,7 @@ static void test_non_finite_history_is_refused(void **state)
     st.batch = 3;
     st.partial_loss = 1.5, st.partial_correct = 40, st.partial_seconds = INFINITY;
     assert_int_equal(save_and_load(&st), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.partial' is 1.5 40 inf");
+    tu_assert_error_mentions("metadata 'dptrain.partial' is '1.5 40 inf'");
 }
 
 /* LeNet's weights with element k of the buffer set to v, saved to path. */

@@ -181,7 +181,7 @@ static void checkpoint_keeps_the_recorded_options(void **state)
     st.options.data.batch_size = 0;
     assert_int_equal(dp_checkpoint_save(path, model, NULL, &st), 0);
     assert_int_equal(dp_checkpoint_load(path, model, NULL, &back), DP_EFORMAT);
-    tu_assert_error_mentions("metadata 'dptrain.batch_size' is 0: expected an integer from 1");
+    tu_assert_error_mentions("metadata 'dptrain.batch_size' is '0': expected an integer from 1");
     dp_model_close(model);
     dp_device_close(dev);
 }

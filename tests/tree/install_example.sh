@@ -24,7 +24,7 @@ fail() { fails=$((fails + 1)); echo "FAIL $1"; [[ -n "${2:-}" ]] && sed 's/^/   
 # libdptrain.so is LIB (a path), or, without LIB, it needs none.
 loads() {
   local what=$1 prog=$2 lib=${3:-} out
-  [[ -x $prog ]] || return 0
+  [[ -e $prog ]] || return 0
   out=$(ldd "$prog" 2>&1)
   if grep -q 'not found' <<<"$out"; then fail "$what: a library is not found" "$out"
   elif [[ -n $lib ]] && ! grep -q "$lib" <<<"$out"; then fail "$what: libdptrain.so is not $lib" "$out"
@@ -39,6 +39,13 @@ for f in lib/libdptrain.a lib/libdptrain.so lib/pkgconfig/dptrain.pc include/dp/
   [[ -e "$stage/$f" ]] && ok "installed $f" || fail "installed $f"
 done
 loads "ldd bin/dptrain" "$stage/bin/dptrain" "$stage/bin/../lib/libdptrain.so"
+# The CUDA backend's module, where the build has one: beside the library,
+# which it finds there, with CUDA's libraries.
+if [[ -e "$build/libdptrain-cuda.so" ]]; then
+  [[ -e "$stage/lib/libdptrain-cuda.so" ]] && ok "installed lib/libdptrain-cuda.so" ||
+    fail "installed lib/libdptrain-cuda.so"
+  loads "ldd lib/libdptrain-cuda.so" "$stage/lib/libdptrain-cuda.so" "$stage/lib/libdptrain.so"
+fi
 
 export PKG_CONFIG_PATH=$stage/lib/pkgconfig
 cc=${CC:-cc}

@@ -7,6 +7,7 @@
 #include "dp/parallel.h"
 #include "dp/safetensors.h"
 
+#include <errno.h>
 #include <math.h>
 
 #include <stdio.h>
@@ -61,6 +62,28 @@ uint8_t *tu_make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_
     memcpy(buf + 4 + 4 * ndims, data, n);
     *out_len = len;
     return buf;
+}
+
+void tu_write_idx_set(const char *dir)
+{
+    static const char *const split[2] = {"train", "t10k"};
+    static const uint32_t count[2] = {8, 4};
+    char path[600];
+    assert_int_equal(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
+    for (int s = 0; s < 2; s++) {
+        uint32_t dims[3] = {count[s], 28, 28};
+        size_t len;
+        uint8_t *px = calloc((size_t)count[s] * 784, 1), labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        uint8_t *f = tu_make_idx(3, dims, px, &len);
+        snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, split[s]);
+        assert_int_equal(tu_write_file(path, f, len), 0);
+        free(f);
+        free(px);
+        f = tu_make_idx(1, dims, labels, &len);
+        snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split[s]);
+        assert_int_equal(tu_write_file(path, f, len), 0);
+        free(f);
+    }
 }
 
 void tu_assert_error_mentions(const char *what)

@@ -38,6 +38,10 @@ int tu_find_dptrain(void);
  * dims' product of bytes from `data`; *out_len gets its length. The caller
  * frees it. */
 uint8_t *tu_make_idx(int ndims, const uint32_t *dims, const uint8_t *data, size_t *out_len);
+/* A small valid MNIST-style set in the directory `dir` (made if missing):
+ * DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte, 8 training and 4 test
+ * images of 28 x 28, all black, labelled 0 to 7. */
+void tu_write_idx_set(const char *dir);
 /* x (n * pixels floats in [0, 1)) and y (n labels below 10) drawn
  * deterministically from `seed`: a training batch of made-up data. */
 void tu_make_batch(uint64_t seed, int64_t n, int64_t pixels, float *x, int32_t *y);

@@ -323,6 +323,11 @@ const dp__device_ops dp__cpu_ops = {
     /* clang-format on */
 };
 
+static const char *why_none(void)
+{
+    return "no CPU core is available to this process";
+}
+
 /* The CPU's line of the backend list: devices that share the host's cores,
  * as many as asked for; `auto` opens one a core. */
 const dp__backend dp__cpu_backend = {
@@ -330,6 +335,6 @@ const dp__backend dp__cpu_backend = {
     .hardware = "CPU device",
     .ops = &dp__cpu_ops,
     .count = dp__cpu_count,
-    .why_none = "no CPU core is available to this process",
+    .why_none = why_none,
     .shares_cores = true,
 };

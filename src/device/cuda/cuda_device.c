@@ -2,6 +2,9 @@
  * kernel file pushes through (copies: copy.c). */
 #include "device/cuda/cuda.h"
 
+#include "device/cuda/cuda_module.h"
+#include "dp/dp.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -443,23 +446,27 @@ const dp__device_ops dp__cuda_ops = {
     /* clang-format on */
 };
 
-/* GPU `index` for listings: its name and memory. */
-static int describe(int index, char *buf, size_t size)
+/* GPU `ordinal`'s name and memory, as the runtime sees them. */
+static int runtime_info(int ordinal, char *name, size_t size, size_t *total_bytes)
 {
-    char name[256];
-    size_t bytes = 0;
-    DP_TRY(dp_cuda_device_info(index, name, sizeof name, &bytes));
-    snprintf(buf, size, "%s, %.1f GiB", name, (double)bytes / (1 << 30));
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        DP_ERROR("CUDA: cudaGetDeviceProperties(%d) failed: %s", ordinal, cudaGetErrorString(e));
+        return DP_EDEVICE;
+    }
+    if (name && size)
+        snprintf(name, size, "%s", prop.name);
+    if (total_bytes)
+        *total_bytes = prop.totalGlobalMem;
     return 0;
 }
 
-/* CUDA's line of the backend list in a CUDA build (a CPU-only build's is in
- * cuda_api.c): the GPUs the runtime finds. */
-const dp__backend dp__cuda_backend = {
-    .name = "cuda",
-    .hardware = "GPU",
+/* What cuda_api.c, the library's stub, looks up in this module. */
+const dp__cuda_module dp__cuda_module_entry = {
+    .version = DP_VERSION_STRING,
+    .table_size = sizeof(dp__device_ops),
     .ops = &dp__cuda_ops,
-    .count = dp_cuda_device_count,
-    .why_none = "the CUDA runtime finds no GPU",
-    .describe = describe,
+    .info = runtime_info,
 };

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void free_seq(dp__seq *s)
 {
@@ -203,10 +204,14 @@ int dp_model_def_parse(dp_model_def **out, const char *text, const char *name,
 
 int dp_sequential_load(dp_model_def **out, const char *path, const int64_t *in_chw)
 {
-    FILE *f = fopen(path, "rb");
+    int fd = dp__open_regular(path, NULL);
+    if (fd < 0)
+        return fd;
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         DP_ERROR("%s: cannot open the model file", path);
-        return DP_ENOENT;
+        return DP_ENOMEM;
     }
     char *text = dp__malloc(MAX_FILE_BYTES + 1);
     size_t n = text ? fread(text, 1, MAX_FILE_BYTES + 1, f) : 0;
