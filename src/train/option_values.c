@@ -198,10 +198,13 @@ int dp__option_parse_memory_size(const char *text, void *field, char *why, size_
 const char *dp__option_format_memory_size(const void *field, char *buf, size_t size)
 {
     int64_t v = *(const int64_t *)field;
-    static const char suffixes[] = "KMGT";
+    /* suffix[u]: the unit of 1024^u bytes ("" for bytes). A plain string
+     * argument: GCC 12's printf checks crash on "%.*s" of a conditional
+     * pointer under -fsanitize=address. */
+    static const char *const suffix[] = {"", "K", "M", "G", "T"};
     int u = 0;
     while (u < 4 && v != 0 && v % 1024 == 0)
         v /= 1024, u++;
-    snprintf(buf, size, "%lld%.*s", (long long)v, u ? 1 : 0, u ? &suffixes[u - 1] : "");
+    snprintf(buf, size, "%lld%s", (long long)v, suffix[u]);
     return buf;
 }

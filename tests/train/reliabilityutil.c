@@ -285,8 +285,8 @@ void expect_refused_over(const char *name, const char *const *args, const char *
     if (r.seconds > SECONDS_ALLOWED)
         fail_msg("%s: took %.2f s, more than %.0f", name, r.seconds, SECONDS_ALLOWED);
     if (r.maxrss_kb > base_kb + HEADROOM_KB)
-        fail_msg("%s: %ld MB resident, more than %ld MB + 64", name, r.maxrss_kb / 1024,
-                 base_kb / 1024);
+        fail_msg("%s: %ld MB resident, more than %ld MB + %ld", name, r.maxrss_kb / 1024,
+                 base_kb / 1024, HEADROOM_KB / 1024);
 }
 
 void expect_refused(const char *name, const char *const *args, const char *const *want)

@@ -69,7 +69,11 @@ int count_lines(const char *text);
 
 /* ---- hostile runs: one line, a non-zero exit, within 1 s and 64 MB ------- */
 
-/* A sanitizer's build runs several times slower: 10 s are allowed there. */
+/* A sanitizer's build runs several times slower: 10 s are allowed there;
+ * and ASan holds freed blocks back (its quarantine, 256 MB) and pads each
+ * block, so a run that allocates and frees much (a 100,000-layer chain
+ * traced on the meta device) peaks some 70 MB higher there than in the
+ * Release build that the 64 MB is stated for: 128 MB there. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #elif defined(__has_feature)
@@ -80,7 +84,7 @@ int count_lines(const char *text);
 #ifndef SANITIZED
 #define SANITIZED 0
 #endif
-#define HEADROOM_KB (64L * 1024)
+#define HEADROOM_KB ((SANITIZED ? 128L : 64L) * 1024)
 #define SECONDS_ALLOWED (SANITIZED ? 10.0 : 1.0)
 #define WANT(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define CMD(...) ((const char *const[]){__VA_ARGS__, NULL})
