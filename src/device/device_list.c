@@ -43,12 +43,6 @@ static int split_list(const char *spec, char names[][32], int max)
         }
         memcpy(names[n], p, len);
         names[n][len] = '\0';
-        for (int j = 0; j < n; j++) {
-            if (strcmp(names[j], names[n]) == 0) {
-                DP_ERROR("`devices` %s: %s is named twice", spec, names[n]);
-                return DP_EINVAL;
-            }
-        }
         n++;
         p += len;
         if (*p == ',')
@@ -144,6 +138,18 @@ int dp_devices_open(dp_device_t **devs, int *n_out, const char *spec, int thread
         if (rc < 0) {
             dp_devices_close(devs, k);
             return rc;
+        }
+        /* Asked of the opened devices, not of the text: "cpu" is cpu:0. */
+        for (int j = 0; j < k; j++) {
+            if (strcmp(dp_device_name(devs[j]), dp_device_name(devs[k])) == 0) {
+                if (strcmp(names[j], names[k]) == 0)
+                    DP_ERROR("`devices` %s: %s is named twice", spec, names[k]);
+                else
+                    DP_ERROR("`devices` %s: %s and %s are the same device, %s", spec, names[j],
+                             names[k], dp_device_name(devs[k]));
+                dp_devices_close(devs, k + 1);
+                return DP_EINVAL;
+            }
         }
     }
     *n_out = n;

@@ -47,7 +47,8 @@ static void fuzz_dir(char *buf, size_t size)
 /* Every input of tests/fuzz/regress/, as TARGET/FILE: what fuzzing found,
  * kept so that it stays fixed. A new one is added here with its file. */
 static const char *const regress_inputs[] = {
-    "checkpoint/epochs-done-past-int", "devices/newline-in-list",
+    "checkpoint/epochs-done-past-int", "devices/cpu-is-cpu-0",
+    "devices/newline-in-list",
     "idx/promises-1gib-holds-3",       "model/63-digits-then-point",
     "onnx/if-bodies-nested-past-100",  "onnx/node-without-op-type",
     "onnx/reshape-one-input",          "onnx/scalar-initializer",

@@ -73,6 +73,9 @@ expect_error "device list with a trailing comma" "^dptrain: error: --devices cpu
   "$bin" train --data "$good" --devices cpu:0,
 expect_error "device named twice" "^dptrain: error: --devices cpu:0,cpu:0: cpu:0 is named twice$" -- \
   "$bin" devices --devices cpu:0,cpu:0
+expect_error "one device by two names" \
+  "^dptrain: error: --devices cpu:0,cpu: cpu:0 and cpu are the same device, cpu:0$" -- \
+  "$bin" devices --devices cpu:0,cpu
 expect_error "device count out of range" "^dptrain: error: --devices 0: expected a count from 1" -- \
   "$bin" train --data "$good" --devices 0
 expect_error "batch smaller than the devices" \
