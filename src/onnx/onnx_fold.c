@@ -49,17 +49,27 @@ static const dp__onnx_host *in_h(const dp__onnx_run *r, const dp__onnx_node *n, 
     return k < n->nin && n->in[k] >= 0 ? r->slots[n->in[k]].h : NULL;
 }
 
-static double get(const dp__onnx_host *h, int64_t i)
+/* h[i] = src[k]: integers copied exactly (a double holds 53 bits, an
+ * int64 shape value 63), floats to integers truncated as Cast does. False
+ * when a float is no int64 (NaN, infinite, past 2^63). */
+static bool put(dp__onnx_host *h, int64_t i, const dp__onnx_host *src, int64_t k)
 {
-    return h->is_float ? h->f[i] : (double)h->i[i];
-}
-
-static void set(dp__onnx_host *h, int64_t i, double v)
-{
-    if (h->is_float)
-        h->f[i] = (float)v;
-    else
-        h->i[i] = (int64_t)v;
+    if (!src->is_float) {
+        if (h->is_float)
+            h->f[i] = (float)src->i[k];
+        else
+            h->i[i] = src->i[k];
+        return true;
+    }
+    if (h->is_float) {
+        h->f[i] = src->f[k];
+        return true;
+    }
+    double v = src->f[k];
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+        return false;
+    h->i[i] = (int64_t)v;
+    return true;
 }
 
 /* A copy of `src` with another shape (Unsqueeze, Squeeze). */
@@ -70,7 +80,7 @@ static int reshaped(dp__onnx_run *r, const dp__onnx_node *n, const dp__onnx_host
     if (!h)
         return n->out[0] < 0 ? 0 : DP_ENOMEM;
     for (int64_t i = 0; i < src->numel; i++)
-        set(h, i, get(src, i));
+        put(h, i, src, i); /* of one type: exact */
     return 0;
 }
 
@@ -109,10 +119,12 @@ int dp__onnx_run_constant(dp__onnx_run *r, const dp__onnx_node *n)
     dp__onnx_host *h = dp__onnx_new_host(r, n, 0, many ? 1 : 0, &len, is_float);
     if (!h)
         return n->out[0] < 0 ? 0 : DP_ENOMEM;
-    for (int64_t i = 0; i < len; i++)
-        set(h, i,
-            many ? (is_float ? a->floats[i] : (double)a->ints[i])
-                 : (is_float ? a->f : (double)a->i));
+    for (int64_t i = 0; i < len; i++) {
+        if (is_float)
+            h->f[i] = many ? a->floats[i] : a->f;
+        else
+            h->i[i] = many ? a->ints[i] : a->i;
+    }
     return 0;
 }
 
@@ -149,7 +161,7 @@ int dp__onnx_run_gather(dp__onnx_run *r, const dp__onnx_node *n)
         if (k < 0 || k >= data->numel)
             return dp__onnx_node_error(r->g, n, "index %lld is out of [0, %lld)",
                                        (long long)idx->i[i], (long long)data->numel);
-        set(h, i, get(data, k));
+        put(h, i, data, k); /* of one type: exact */
     }
     return 0;
 }
@@ -235,7 +247,7 @@ int dp__onnx_run_concat(dp__onnx_run *r, const dp__onnx_node *n)
     for (int k = 0; k < n->nin; k++) {
         const dp__onnx_host *h = in_h(r, n, k);
         for (int64_t i = 0; i < h->numel; i++)
-            set(y, at++, get(h, i));
+            put(y, at++, h, i); /* ints to a float y, or of one type */
     }
     return 0;
 }
@@ -250,7 +262,9 @@ int dp__onnx_run_cast(dp__onnx_run *r, const dp__onnx_node *n)
     if (!h)
         return n->out[0] < 0 ? 0 : DP_ENOMEM;
     for (int64_t i = 0; i < x->numel; i++)
-        set(h, i, get(x, i));
+        if (!put(h, i, x, i))
+            return dp__onnx_node_error(r->g, n, "the value %g at %lld is no 64-bit integer",
+                                       (double)x->f[i], (long long)i);
     return 0;
 }
 

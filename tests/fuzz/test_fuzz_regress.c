@@ -48,9 +48,9 @@ static void fuzz_dir(char *buf, size_t size)
  * kept so that it stays fixed. A new one is added here with its file. */
 static const char *const regress_inputs[] = {
     "checkpoint/epochs-done-past-int", "devices/cpu-is-cpu-0",
-    "devices/newline-in-list",
-    "idx/promises-1gib-holds-3",       "model/63-digits-then-point",
-    "onnx/if-bodies-nested-past-100",  "onnx/node-without-op-type",
+    "devices/newline-in-list",         "idx/promises-1gib-holds-3",
+    "model/63-digits-then-point",      "onnx/if-bodies-nested-past-100",
+    "onnx/int64-through-a-double",     "onnx/node-without-op-type",
     "onnx/reshape-one-input",          "onnx/scalar-initializer",
     "stages/newline-in-list",
 };

@@ -71,6 +71,18 @@ static void test_constant_chain(void **state)
     dp__onnx_graph_free(g);
 }
 
+/* m's graph on x of XS's shape must fail to run with `error`. */
+static void refused_when_run(ou_model *m, const char *error)
+{
+    dp__onnx_graph *g = ou_load(m, "refused.onnx");
+    float *xv = calloc((size_t)count(4, XS), sizeof *xv);
+    dp_tensor_t *x = upload(4, XS, xv);
+    ou_run(g, gc_dev, &x, NULL, NULL, error);
+    free(xv);
+    dp_tensor_free(x);
+    dp__onnx_graph_free(g);
+}
+
 /* A graph of one node `op` on (first, second), the constant of n values. */
 static void refused_at_run(const char *op, bool constant_first, int nvalues, const char *error)
 {
@@ -83,13 +95,7 @@ static void refused_at_run(const char *op, bool constant_first, int nvalues, con
     ou_constant(&m, "c", 1, dims, v);
     ou_node(&m, op, "/layer/Op", constant_first ? "c,x" : "x,c", "y");
     ou_output(&m, "y");
-    dp__onnx_graph *g = ou_load(&m, "refused.onnx");
-    float *xv = calloc((size_t)count(4, XS), sizeof *xv);
-    dp_tensor_t *x = upload(4, XS, xv);
-    ou_run(g, gc_dev, &x, NULL, NULL, error);
-    free(xv);
-    dp_tensor_free(x);
-    dp__onnx_graph_free(g);
+    refused_when_run(&m, error);
 }
 
 static void test_constant_refusals(void **state)
@@ -103,11 +109,39 @@ static void test_constant_refusals(void **state)
                    "takes a constant operand of one float");
 }
 
+/* Shape values are int64 and folded exactly: 2^53 + 1 (a double holds 53
+ * bits) gathered from a Constant and used as an index is named as it is;
+ * a float cast to int64 must be one. */
+static void test_shape_values_exact(void **state)
+{
+    (void)state;
+    ou_model m;
+    ou_begin(&m, 13);
+    ou_input(&m, "x", 4, (const int64_t[]){-1, 3, 4, 5});
+    ou_constant_i64(&m, "big", 2, (const int64_t[]){((int64_t)1 << 53) + 1, 3});
+    ou_constant_i64(&m, "zero", 1, (const int64_t[]){0});
+    ou_node(&m, "Gather", "/g1", "big,zero", "k");
+    ou_node(&m, "Shape", "/s", "x", "s");
+    ou_node(&m, "Gather", "/g2", "s,k", "d");
+    ou_node(&m, "Reshape", "/r", "x,d", "y");
+    ou_output(&m, "y");
+    refused_when_run(&m, "node '/g2' (Gather): index 9007199254740993 is out of [0, 4)");
+    ou_begin(&m, 13);
+    ou_input(&m, "x", 4, (const int64_t[]){-1, 3, 4, 5});
+    ou_constant(&m, "huge", 1, (const int64_t[]){1}, (const float[]){1e30f});
+    Onnx__NodeProto *cast = ou_node(&m, "Cast", "/c", "huge", "d");
+    ou_attr_int(&m, cast, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    ou_node(&m, "Reshape", "/r", "x,d", "y");
+    ou_output(&m, "y");
+    refused_when_run(&m, "node '/c' (Cast): the value 1e+30 at 0 is no 64-bit integer");
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_constant_chain, gc_open_device, gc_close_device),
         cmocka_unit_test_setup_teardown(test_constant_refusals, gc_open_device, gc_close_device),
+        cmocka_unit_test_setup_teardown(test_shape_values_exact, gc_open_device, gc_close_device),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }
