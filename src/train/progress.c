@@ -59,11 +59,14 @@ static void format_eta(char *buf, size_t size, double seconds)
 
 static void write_line(dp_progress_t *p, const char *line, int len)
 {
-    /* Spaces blank what a longer previous line left behind. */
+    /* Spaces blank what a longer previous line left behind, and as many
+     * backspaces put the cursor after the line again: the line itself is
+     * written once, so a log of stderr holds each drawn line once. */
+    static char backspaces[LINE_MAX_CHARS];
+    if (!backspaces[0])
+        memset(backspaces, '\b', sizeof backspaces);
     int pad = p->last_len > len ? p->last_len - len : 0;
-    fprintf(stderr, "\r%s%*s", line, pad, "");
-    if (pad > 0)
-        fprintf(stderr, "\r%s", line);
+    fprintf(stderr, "\r%s%*s%.*s", line, pad, "", pad, backspaces);
     fflush(stderr);
     p->last_len = len;
 }
