@@ -12,7 +12,8 @@
  * saying which check failed.
  *
  * What an input means to each target (idx and cifar10 are read in
- * fuzz_data_entry.c; safetensors, checkpoint and cli in fuzz_entry.c):
+ * fuzz_data_entry.c; safetensors and checkpoint in fuzz_entry.c; cli in
+ * fuzz_cli_entry.c):
  *   idx          byte 0 is a mode, the rest an IDX file. Mode bit 0 clear:
  *                the file as it is (a gzip stream if it starts with 1f 8b).
  *                Bit 0 set: the rest is gzip-compressed first, then bit 1

@@ -18,7 +18,8 @@ set(dp_fuzz_targets idx safetensors checkpoint cli cifar10 model
                     idx_dataset cifar10_train model_cli devices stages model_build npy image onnx)
 
 # Entry points and the command line's parsers, shared by the targets.
-add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/fuzz_model_entry.c
+add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/fuzz_cli_entry.c
+                             ${dp_fuzz_dir}/fuzz_model_entry.c
                              ${dp_fuzz_dir}/fuzz_data_entry.c ${dp_fuzz_dir}/fuzz_parse_entry.c
                              ${dp_fuzz_dir}/fuzz_table.c ${dp_fuzz_dir}/cli_sources.c
                              ${dp_fuzz_dir}/fuzz_image_entry.c ${dp_fuzz_dir}/fuzz_onnx_entry.c)

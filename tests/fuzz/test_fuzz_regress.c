@@ -13,6 +13,7 @@
 /* The entry points and the command line's parsers are compiled into this
  * test: tests/CMakeLists.txt links each test with the library only. */
 #include "cli_sources.c"
+#include "fuzz_cli_entry.c"
 #include "fuzz_data_entry.c"
 #include "fuzz_entry.c"
 #include "fuzz_image_entry.c"
