@@ -90,6 +90,21 @@ static void values_parsed_and_refused(void **state)
     assert_true(o.parallel.bucket_mb == 2.5);
     assert_int_equal(dp_train_option_set(&o, "sync_bn", "true"), 0);
     assert_true(o.parallel.sync_bn);
+    /* A size in bytes is written in the largest unit that divides it. */
+    const dp_option *mem = dp_train_option_find("max_memory");
+    static const struct {
+        const char *in, *out;
+        int64_t bytes;
+    } sizes[] = {{"8G", "8G", (int64_t)8 << 30},
+                 {"1.5G", "1536M", (int64_t)1536 << 20},
+                 {"1000", "1000", 1000},
+                 {"2T", "2T", (int64_t)2 << 40},
+                 {"0", "0", 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        assert_int_equal(dp_train_option_set(&o, "max_memory", sizes[i].in), 0);
+        assert_int_equal(o.run.max_memory, sizes[i].bytes);
+        assert_string_equal(dp_option_format(mem, &o, text, sizeof text), sizes[i].out);
+    }
 
     tu_quiet_log();
     assert_int_equal(dp_train_option_set(&o, "batch_size", "0"), DP_EINVAL);
