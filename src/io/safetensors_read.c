@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- consistency of the parsed header ---------------------------------------- */
@@ -181,23 +180,13 @@ static int read_full(int fd, uint8_t *buf, size_t n, size_t *got)
     return 0;
 }
 
-/* Loads the file into f->alloc and sets the header (*hdr, *hlen) and data
- * section; checks only the size field against the file's length. Without
- * `whole`, only the header is read: the data section is the file's rest,
- * counted but not loaded (f->data NULL). */
-static int load(dp_safetensors_t *f, int fd, const char *path, bool whole, char **hdr,
-                size_t *hlen)
+/* Loads the file (an open regular file of `size` bytes) into f->alloc and sets the header (*hdr,
+ * *hlen) and data section; checks only the size field against the file's length. Without `whole`,
+ * only the header is read: the data section is the file's rest, counted but not loaded (f->data
+ * NULL). */
+static int load(dp_safetensors_t *f, int fd, uint64_t size, const char *path, bool whole,
+                char **hdr, size_t *hlen)
 {
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        DP_ERROR("%s: cannot stat: %s", path, strerror(errno));
-        return DP_EIO;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        DP_ERROR("%s: not a regular file", path);
-        return DP_EIO;
-    }
-    uint64_t size = (uint64_t)st.st_size;
     uint8_t prefix[8];
     size_t got;
     if (read_full(fd, prefix, sizeof prefix, &got) < 0) {
@@ -237,7 +226,7 @@ static int load(dp_safetensors_t *f, int fd, const char *path, bool whole, char 
         DP_ERROR("%s: read failed: %s", path, strerror(errno));
         return DP_EIO;
     }
-    if (got < n) { /* the file shrank since fstat */
+    if (got < n) { /* the file shrank since it was opened */
         DP_ERROR("%s: truncated: header size %" PRIu64 " but only %zu bytes follow", path, n, got);
         return DP_ETRUNC;
     }
@@ -253,7 +242,8 @@ static int open_file(dp_safetensors_t **out, const char *path, bool whole)
 {
     DP_ASSERT(out && path);
     *out = NULL;
-    int fd = dp__open_regular(path, NULL);
+    uint64_t size;
+    int fd = dp__open_regular(path, &size);
     if (fd < 0)
         return fd;
     dp_safetensors_t *f = dp__calloc(1, sizeof *f);
@@ -263,7 +253,7 @@ static int open_file(dp_safetensors_t **out, const char *path, bool whole)
     }
     char *hdr = NULL;
     size_t hlen = 0;
-    int rc = load(f, fd, path, whole, &hdr, &hlen);
+    int rc = load(f, fd, size, path, whole, &hdr, &hlen);
     close(fd);
     if (rc == 0) {
         dp__json_parser p = {.path = path, .doc = "header", .base = 8, .s = hdr, .len = hlen};
