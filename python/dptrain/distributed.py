@@ -5,14 +5,11 @@ one rank; without mpirun there is one rank, rank 0 of 1."""
 import _dptrain
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized",
-           "is_available", "get_rank", "get_world_size", "barrier",
-           "all_reduce", "broadcast", "ReduceOp"]
+           "is_available", "get_rank", "get_world_size", "barrier"]
 
 _initialized = False
-
-
-class ReduceOp:
-    SUM = "sum"
+# MPI starts once per process: after destroy_process_group it cannot again.
+_destroyed = False
 
 
 def is_available():
@@ -21,14 +18,18 @@ def is_available():
 
 
 def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, **kwargs):
-    """Starts the process group. Only `backend="mpi"` exists: the ranks are
-    mpirun's, so world_size and rank, if given, must agree with it."""
+    """Starts the process group (MPI_Init_thread under mpirun; without
+    mpirun, one rank: rank 0 of 1). Only `backend="mpi"` exists: the ranks
+    are mpirun's, so world_size and rank, if given, must agree with it."""
     global _initialized
     if backend != "mpi":
         raise ValueError(f"init_process_group: backend {backend!r} is not available; "
                          "dptrain has \"mpi\" (run under mpirun)")
     if _initialized:
         raise RuntimeError("init_process_group: the default process group is already initialized")
+    if _destroyed:
+        raise RuntimeError("init_process_group: the process group was destroyed; MPI starts "
+                           "only once per process")
     _dptrain.dist_init()
     if world_size not in (-1, None) and world_size != _dptrain.dist_size():
         raise ValueError(f"init_process_group: world_size={world_size} but mpirun started "
@@ -67,7 +68,10 @@ def barrier():
 def destroy_process_group():
     """Ends the process group (MPI_Finalize): no other MPI call may follow
     in this process, as with MPI itself."""
-    global _initialized
+    global _initialized, _destroyed
     _require("destroy_process_group")
     _dptrain.dist_finalize()
     _initialized = False
+    _destroyed = True
+# MPI starts once per process: after destroy_process_group it cannot again.
+_destroyed = False
