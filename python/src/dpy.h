@@ -157,6 +157,8 @@ void dpy_errors_init(void);        /* errors.c: the log callback */
 int dpy_device_add(PyObject *m);   /* device.c: devices, waits, precision */
 int dpy_autograd_add(PyObject *m); /* autograd.c: grad mode */
 int dpy_tensor_add(PyObject *m);   /* tensor.c and its companions */
+int dpy_creation_add(PyObject *m); /* creation.c: from_bytes, full, randn, rand */
+int dpy_dlpack_add(PyObject *m);   /* dlpack.c: from_dlpack */
 int dpy_ops_add(PyObject *m);      /* ops_nn.c, ops_tensor.c */
 int dpy_optim_add(PyObject *m);    /* optim.c */
 int dpy_io_add(PyObject *m);       /* io.c: safetensors */
@@ -164,6 +166,8 @@ int dpy_parallel_add(PyObject *m); /* parallel.c: scatter, gather, allreduce */
 int dpy_data_add(PyObject *m);     /* data.c (datasets, loaders) */
 int dpy_model_add(PyObject *m);    /* model.c (Python modules as dptrain models) */
 int dpy_train_add(PyObject *m);    /* train.c (dp_train) */
+
+#define DPY_FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 
 /* Adds a type made from spec to the module under its short name; the type
  * (a new reference) into *out when out is not NULL. */
