@@ -1,0 +1,310 @@
+"""Randomized calls of dptrain's Python API: random shapes, dtypes, devices
+and call orders for N seconds (claim 6).
+
+Usage: python fuzz_api.py SECONDS [--seed S]
+Keeps a pool of live tensors, leaves that require a gradient, optimizers
+and modules, and applies random actions to random members: creation (from
+Python lists, NumPy, DLPack), ops with tensors of any shape, dtype and
+device (most of them wrong in some way), in-place forms with and without
+no_grad, backward, .grad, reading (item, numpy, tolist, print), moving,
+DLPack both ways, optimizer steps, modules and DataParallel, freeing.
+A wrong call must raise ValueError, TypeError, RuntimeError or IndexError
+(BufferError where NumPy itself refuses a DLPack dtype); any other
+exception is a failure, printed with the seed, the step and the last
+actions, and the run exits 1. A crash (what the ASan runner looks for)
+kills the process: faulthandler prints the Python stack, and the same seed
+replays the same calls. Where a call succeeds on inputs whose value is
+known, some results are checked against NumPy.
+"""
+import argparse
+import collections
+import faulthandler
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("DPTRAIN_DEVICES", "2")
+
+import numpy as np  # noqa: E402
+
+import dptrain as torch  # noqa: E402
+from dptrain import nn, optim  # noqa: E402
+from dptrain.nn import functional as F  # noqa: E402
+
+ALLOWED = (ValueError, TypeError, RuntimeError, IndexError, BufferError)
+DTYPES = [torch.float32, torch.float32, torch.int32, torch.bfloat16]
+DEVICES = ["cpu", "cuda:0", "cuda:1", "cpu:1"]
+POOL = 16
+
+
+class Fuzz:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.tensors = []
+        self.optimizers = []
+        self.modules = []
+        self.log = collections.deque(maxlen=12)
+        self.checked = 0
+
+    # ---- random arguments
+    def shape(self):
+        return tuple(int(s) for s in self.rng.integers(1, 6, size=self.rng.integers(0, 5)))
+
+    def pick(self, seq):
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def tensor(self):
+        if not self.tensors or self.rng.random() < 0.15:
+            self.create()
+        return self.pick(self.tensors)
+
+    def keep(self, t):
+        if isinstance(t, torch.Tensor):
+            self.tensors.append(t)
+            if len(self.tensors) > POOL:
+                del self.tensors[int(self.rng.integers(len(self.tensors)))]
+        return t
+
+    def note(self, what):
+        self.log.append(what)
+
+    # ---- actions
+    def create(self):
+        shape, dtype, device = self.shape(), self.pick(DTYPES), self.pick(DEVICES)
+        kind = int(self.rng.integers(7))
+        self.note(f"create kind {kind} {shape} {dtype} {device}")
+        data = self.rng.standard_normal(shape).astype(np.float32)
+        if kind == 0:
+            t = torch.zeros(*shape, dtype=dtype, device=device)
+        elif kind == 1:
+            t = torch.ones(shape, dtype=dtype, device=device)
+        elif kind == 2:
+            t = torch.randn(size=shape, device=device)
+        elif kind == 3:
+            t = torch.tensor(data.tolist(), dtype=dtype, device=device)
+        elif kind == 4:
+            t = torch.from_numpy(data if self.rng.random() < 0.7 else data.astype(np.int32))
+        elif kind == 5:
+            t = torch.from_dlpack(data)
+        else:
+            t = torch.full(shape, float(self.rng.standard_normal()), device=device)
+        self.keep(t)
+
+    def unary(self):
+        t = self.tensor()
+        ops = {
+            "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "neg": lambda x: -x,
+            "softmax": lambda x: F.softmax(x, dim=1), "log_softmax": lambda x: F.log_softmax(x, 1),
+            "sum": lambda x: x.sum(), "sum_dim": lambda x: x.sum(dim=int(self.rng.integers(-1, 4))),
+            "mean": lambda x: x.mean(), "argmax": lambda x: x.argmax(dim=int(self.rng.integers(4))),
+            "reshape": lambda x: x.reshape(*self.shape()), "reshape_infer": lambda x: x.reshape(-1),
+            "flatten": lambda x: torch.flatten(x, 1), "t": lambda x: x.t(), "clone": lambda x: x.clone(),
+            "detach": lambda x: x.detach(), "float": lambda x: x.float(),
+            "type": lambda x: x.type(self.pick(DTYPES)), "to": lambda x: x.to(self.pick(DEVICES)),
+            "rows": lambda x: x[int(self.rng.integers(-2, 4)):int(self.rng.integers(-1, 6))],
+            "requires_grad": lambda x: x.requires_grad_(), "numel": lambda x: x.numel(),
+            "eq_scalar": lambda x: x == 0.0, "scale": lambda x: x * float(self.rng.integers(-3, 4)),
+            "div_scalar": lambda x: x / float(self.rng.integers(-1, 3)),
+        }
+        name = self.pick(list(ops))
+        self.note(f"{name} of {tuple(t.shape)} {t.dtype} {t.device}")
+        self.keep(ops[name](t))
+
+    def binary(self):
+        a, b = self.tensor(), self.tensor()
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+               "@": lambda: a @ b, "==": lambda: a == b, "mm": lambda: torch.mm(a, b),
+               "cat": lambda: torch.cat([a, b], int(self.rng.integers(0, 2)))}
+        name = self.pick(list(ops))
+        self.note(f"{tuple(a.shape)} {a.dtype} {a.device} {name} {tuple(b.shape)} {b.dtype} {b.device}")
+        self.keep(ops[name]())
+
+    def known_values(self):
+        """a + b, a * b and sums of NumPy data against NumPy's float32."""
+        shape, device = self.shape() or (3,), self.pick(DEVICES)
+        x = self.rng.standard_normal(shape).astype(np.float32)
+        y = self.rng.standard_normal(shape).astype(np.float32)
+        self.note(f"known values {shape} {device}")
+        a, b = torch.tensor(x, device=device), torch.tensor(y, device=device)
+        np.testing.assert_allclose((a + b).numpy(), x + y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose((a * b).numpy(), x * y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(a.sum().item(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
+        self.checked += 1
+
+    def in_place(self):
+        a, b = self.tensor(), self.tensor()
+        kind = int(self.rng.integers(5))
+        guarded = self.rng.random() < 0.5
+        self.note(f"in-place {kind} no_grad={guarded} {tuple(a.shape)} {a.dtype} {tuple(b.shape)}")
+        with torch.no_grad() if guarded else torch.enable_grad():
+            if kind == 0:
+                a += b
+            elif kind == 1:
+                a -= 0.5 * b
+            elif kind == 2:
+                a[:] = b
+            elif kind == 3:
+                a.zero_()
+            else:
+                a *= 2.0
+
+    def functional(self):
+        x = self.tensor()
+        kind = int(self.rng.integers(8))
+        self.note(f"functional {kind} of {tuple(x.shape)} {x.dtype} {x.device}")
+        k = int(self.rng.integers(0, 4))
+        if kind == 0:
+            w = torch.randn(size=(int(self.rng.integers(1, 4)),) + tuple(x.shape[1:2]) + (k, k))
+            self.keep(F.conv2d(x, w, padding=int(self.rng.integers(0, 3)),
+                               stride=int(self.rng.integers(0, 3))))
+        elif kind == 1:
+            self.keep(F.linear(x, torch.randn(size=(3, x.shape[-1] if x.shape else 1))))
+        elif kind == 2:
+            self.keep(F.avg_pool2d(x, kernel_size=k, stride=int(self.rng.integers(0, 3))))
+        elif kind == 3:
+            self.keep(F.max_pool2d(x, kernel_size=k, padding=int(self.rng.integers(0, 2))))
+        elif kind == 4:
+            self.keep(F.adaptive_avg_pool2d(x, (k, k)))
+        elif kind == 5:
+            c = x.shape[1] if x.ndim > 1 else 1
+            self.keep(nn.BatchNorm2d(c).to(x.device)(x))
+        elif kind == 6:
+            self.keep(F.dropout(x, p=float(self.rng.uniform(-0.5, 1.5))))
+        else:
+            labels = torch.tensor(self.rng.integers(-1, 5, size=x.shape[0] if x.shape else 1).tolist())
+            self.keep(F.cross_entropy(x, labels, reduction=self.pick(["mean", "sum", "none"]),
+                                      label_smoothing=float(self.rng.uniform(0, 0.3))))
+
+    def autograd(self):
+        t = self.tensor()
+        kind = int(self.rng.integers(3))
+        self.note(f"autograd {kind} of {tuple(t.shape)} {t.dtype} requires_grad={t.requires_grad}")
+        if kind == 0:
+            t.backward()
+        elif kind == 1:
+            t.sum().backward()
+        else:
+            self.keep(t.grad)
+
+    def read(self):
+        t = self.tensor()
+        kind = int(self.rng.integers(8))
+        self.note(f"read {kind} of {tuple(t.shape)} {t.dtype} {t.device}")
+        if kind == 0:
+            t.item()
+        elif kind == 1:
+            t.numpy()
+        elif kind == 2:
+            t.tolist()
+        elif kind == 3:
+            repr(t)
+        elif kind == 4:
+            t.wait_to_read()
+        elif kind == 5:
+            torch.waitall()
+        elif kind == 6:
+            torch.cuda.synchronize()
+        else:
+            float(t)
+
+    def dlpack(self):
+        t = self.tensor()
+        kind = int(self.rng.integers(4))
+        self.note(f"dlpack {kind} of {tuple(t.shape)} {t.dtype} {t.device}")
+        if kind == 0:
+            a = np.from_dlpack(t)
+            if a.size:
+                a.flat[0] = 1
+        elif kind == 1:
+            self.keep(torch.from_dlpack(t))
+        elif kind == 2:
+            capsule = t.__dlpack__()
+            self.keep(torch.from_dlpack(capsule))
+            self.keep(torch.from_dlpack(capsule))
+        else:
+            t.__dlpack_device__()
+
+    def optimizer(self):
+        if not self.optimizers or self.rng.random() < 0.3:
+            params = [self.tensor() for _ in range(int(self.rng.integers(1, 3)))]
+            kind = self.pick(["SGD", "Adam", "AdamW"])
+            self.note(f"new {kind} over {[tuple(p.shape) for p in params]}")
+            lr = float(self.rng.uniform(-0.1, 0.5))
+            opt = getattr(optim, kind)(params, lr=lr)
+            self.optimizers.append(opt)
+            self.optimizers = self.optimizers[-4:]
+            return
+        opt = self.pick(self.optimizers)
+        self.note(f"step {type(opt).__name__}")
+        opt.step() if self.rng.random() < 0.7 else opt.zero_grad()
+
+    def module(self):
+        kind = int(self.rng.integers(3))
+        x = self.tensor()
+        self.note(f"module {kind} on {tuple(x.shape)} {x.dtype} {x.device}")
+        if kind == 0:
+            net = nn.Linear(int(self.rng.integers(1, 5)), 3)
+        elif kind == 1:
+            net = nn.Sequential(nn.Conv2d(int(self.rng.integers(1, 4)), 2, 3, padding=1), nn.ReLU())
+        else:
+            net = nn.DataParallel(nn.Linear(int(self.rng.integers(1, 5)), 2),
+                                  device_ids=[self.pick(DEVICES) for _ in range(2)])
+        self.modules = (self.modules + [net])[-3:]
+        y = self.keep(net(x))
+        if self.rng.random() < 0.5:
+            y.sum().backward()
+
+    def free(self):
+        if self.tensors:
+            self.note("free")
+            del self.tensors[int(self.rng.integers(len(self.tensors)))]
+
+    ACTIONS = ["create", "unary", "unary", "binary", "binary", "known_values", "in_place",
+               "functional", "functional", "autograd", "read", "dlpack", "optimizer", "module",
+               "free"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("seconds", type=float)
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    args = parser.parse_args()
+    faulthandler.enable()
+    print(f"fuzz_api: seed {args.seed}, {args.seconds:g} s", flush=True)
+    fuzz = Fuzz(args.seed)
+    end = time.monotonic() + args.seconds
+    calls, refused = 0, collections.Counter()
+    while time.monotonic() < end:
+        action = fuzz.pick(Fuzz.ACTIONS)
+        try:
+            with np.errstate(all="ignore"):
+                getattr(fuzz, action)()
+        except ALLOWED as e:
+            message = str(e)
+            if not message.strip() or "\n" in message.strip():
+                print(f"fuzz_api: seed {args.seed} call {calls}: {type(e).__name__} message not "
+                      f"one line: {message!r}; last actions: {list(fuzz.log)}")
+                return 1
+            refused[type(e).__name__] += 1
+        except Exception:
+            print(f"fuzz_api: seed {args.seed} call {calls} ({action}) raised an exception that "
+                  f"is not ValueError/TypeError/RuntimeError/IndexError; last actions:")
+            for line in fuzz.log:
+                print(f"  {line}")
+            traceback.print_exc(file=sys.stdout)
+            return 1
+        calls += 1
+        if calls % 200 == 0:
+            torch.waitall()
+    try:
+        torch.waitall()
+    except ALLOWED as e:  # an asynchronous error of the last calls
+        refused[type(e).__name__] += 1
+    print(f"fuzz_api: {calls} calls, refused {dict(refused)}, {fuzz.checked} value checks, "
+          f"no crash", flush=True)
+    return 0 if calls > 0 and fuzz.checked > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
