@@ -62,10 +62,16 @@ def _text(keyword, value):
                     f"them, not {type(value).__name__}")
 
 
+# Other libraries' names of some options, which spelling alone would not find.
+_OTHER_NAMES = {"learning_rate": "lr", "num_epochs": "epochs", "device": "devices",
+                "device_ids": "devices", "max_epochs": "epochs"}
+
+
 def _check_keyword(keyword):
     if keyword in _KEYWORDS:
         return
-    close = difflib.get_close_matches(keyword, _KEYWORDS, n=1, cutoff=0.5)
+    close = ([_OTHER_NAMES[keyword]] if keyword in _OTHER_NAMES
+             else difflib.get_close_matches(keyword, _KEYWORDS, n=1, cutoff=0.5))
     hint = f"; did you mean `{close[0]}`?" if close else ""
     raise TypeError(f"train() got an unexpected keyword argument `{keyword}`{hint}")
 
