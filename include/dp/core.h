@@ -31,7 +31,8 @@ extern "C" {
     X(ENOTSUP, -9, "not supported in this build")                                                  \
     X(ENONFINITE, -10, "non-finite value")                                                         \
     X(EINTR, -11, "interrupted")                                                                   \
-    X(ECOMM, -12, "communication between processes failed")
+    X(ECOMM, -12, "communication between processes failed")                                        \
+    X(ETIMEDOUT, -13, "timed out")
 
 typedef enum dp_status {
 #define DP__STATUS_ENUM(name, value, msg) DP_##name = value,

@@ -50,9 +50,13 @@ dp_precision dp_get_precision(void);
 extern const dp_name_table dp_precision_names;
 const char *dp_precision_name(dp_precision p);
 
-/* y = x converted to dtype (DP_F32 or DP_BF16; to bf16 rounds to nearest
- * even), same shape and layout; y is x itself when x has that dtype.
- * Backward converts the gradient back. */
+/* y = x converted to dtype, same shape and layout; y is x itself when x
+ * has that dtype. Between DP_F32 and DP_BF16 (to bf16 rounds to nearest
+ * even; backward converts the gradient back), and between DP_I32 and
+ * DP_F32 (float to int truncates toward zero, as torch's
+ * .type(torch.int); NaN and values outside int32's range give INT32_MIN,
+ * as x86's conversion, on every device), not differentiable through int32:
+ * a cast to int32 is never recorded. Other pairs: DP_EINVAL. */
 int dp_cast(dp_tensor_t **y, dp_tensor_t *x, dp_dtype dtype);
 
 /* How convolutions pick their kernels, process-wide (torch.backends.cudnn's
@@ -263,10 +267,16 @@ int dp_flatten(dp_tensor_t **y, dp_tensor_t *x);
 /* y = x with another shape of the same element count, logical order. */
 int dp_reshape(dp_tensor_t **y, dp_tensor_t *x, int ndim, const int64_t *shape);
 
-typedef enum dp_reduction { DP_REDUCE_SUM = 0, DP_REDUCE_MEAN = 1 } dp_reduction;
+/* DP_REDUCE_NONE: CrossEntropyLoss(reduction="none"), a loss per row. */
+typedef enum dp_reduction {
+    DP_REDUCE_SUM = 0,
+    DP_REDUCE_MEAN = 1,
+    DP_REDUCE_NONE = 2,
+} dp_reduction;
 
 /* loss (1) = sum or mean over rows of -log softmax(logits (N, K))[labels]
- * with int32 labels (N). */
+ * with int32 labels (N); with DP_REDUCE_NONE loss (N) holds each row's
+ * term, and the backward takes a gradient per row. */
 int dp_cross_entropy(dp_tensor_t **loss, dp_tensor_t *logits, dp_tensor_t *labels,
                      dp_reduction reduction);
 /* The same with label smoothing (0 <= smoothing <= 1), as
@@ -388,6 +398,39 @@ int dp_transpose(dp_tensor_t **y, dp_tensor_t *x);
 
 /* dst += src (same element count), enqueued; not recorded for autograd. */
 int dp_accumulate(dp_tensor_t *dst, dp_tensor_t *src);
+
+/* ---- ops of the Python front end (torch's tensor methods) --------------- */
+
+/* y = a copy of x on dev, same dtype and shape, in logical order (x's own
+ * device gives a copy too; torch's .to is the identity there, which the
+ * caller decides). Backward copies y's gradient to x's device and adds it
+ * into x's gradient. */
+int dp_to_device(dp_tensor_t **y, dp_tensor_t *x, dp_device_t *dev);
+/* y = x[start : start + length] along dimension 0, as torch.narrow(x, 0,
+ * start, length) (start < 0 counts from the end), a copy in x's layout
+ * and dtype. Backward: x's gradient gets y's in those rows, zero elsewhere.
+ * Rows outside x: DP_EINVAL. */
+int dp_narrow(dp_tensor_t **y, dp_tensor_t *x, int64_t start, int64_t length);
+/* torch.sum and torch.mean: dim = -1 reduces every element into a scalar
+ * (a tensor of 0 dimensions, PyTorch's shape ()); dim >= 0 that dimension,
+ * kept as size 1 with keepdim, else removed. float32 (a bf16 input is
+ * cast first, so its output is float32, as autocast) is differentiable:
+ * dx = dy (/ the count for mean) over the reduced elements (=). int32
+ * input (sum only; mean of int32 is DP_EINVAL, as torch refuses it) gives
+ * int32 (torch gives int64), wrapping on overflow, not differentiable. The
+ * sums run in double in a fixed order: the same bits run after run and for
+ * any thread count. A dim outside -1 .. ndim - 1 is DP_EINVAL. */
+int dp_sum(dp_tensor_t **y, dp_tensor_t *x, int dim, bool keepdim);
+int dp_mean(dp_tensor_t **y, dp_tensor_t *x, int dim, bool keepdim);
+/* int32 indices of the first maximum along dim, as torch.argmax (a NaN is
+ * the maximum); dim = -1: over the flattened tensor (a scalar of 0
+ * dimensions). float32, bf16 or int32 input; not differentiable. */
+int dp_argmax(dp_tensor_t **y, dp_tensor_t *x, int dim, bool keepdim);
+/* y = int32 1 where a == b else 0, y of a's shape; b of a's shape (as many
+ * elements; DP_ESHAPE otherwise) or of one element. a and b of one dtype,
+ * or int32 against float32 compared as float32 (torch's promotion); on one
+ * device. Not differentiable. */
+int dp_eq(dp_tensor_t **y, dp_tensor_t *a, dp_tensor_t *b);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
  * DP_PRECISION_BF16, dp/ops.h) with PyTorch's logical shapes: a batch of
  * images is (N, C, H, W) whatever physical layout the kernels prefer.
  * dp_tensor_to_host always returns the logical (row-major) order, in the
- * tensor's own dtype (2 bytes an element for bf16).
+ * tensor's own dtype (2 bytes an element for bf16). A tensor of 0
+ * dimensions is a scalar of one element (PyTorch's shape ()), as
+ * dp_sum(x, -1) returns.
  */
 #ifndef DP_TENSOR_H
 #define DP_TENSOR_H
@@ -65,6 +67,13 @@ bool dp_device_has(const dp_device_t *dev, dp_device_cap cap);
 int dp_device_sync(dp_device_t *dev);
 /* dp_device_sync on every open device. */
 int dp_waitall(void);
+/* dp_device_sync giving up after `seconds` (>= 0; 0 only looks, INFINITY
+ * waits as dp_device_sync) with DP_ETIMEDOUT, which is not logged: a caller
+ * waits in slices (the Python front end, to see Ctrl-C between them), and
+ * nothing is cancelled, so the next call goes on waiting. An error a
+ * command hit is returned as dp_device_sync returns it; NaN or a negative
+ * time is DP_EINVAL. */
+int dp_device_sync_for(dp_device_t *dev, double seconds);
 
 /* Device lists. "N": the first N GPUs, or N CPU devices where there are
  * fewer GPUs (the seed's try_gpu fallback); "cpu:0,cpu:1": those devices;
@@ -140,6 +149,35 @@ void dp_tensor_free(dp_tensor_t *t);
 
 /* Blocks until the last command writing `t` has run (MXNet's wait_to_read). */
 int dp_tensor_wait(const dp_tensor_t *t);
+/* dp_tensor_wait giving up after `seconds` with DP_ETIMEDOUT, by
+ * dp_device_sync_for's rules (not logged, nothing cancelled: call again). */
+int dp_tensor_wait_for(const dp_tensor_t *t, double seconds);
+
+/* A tensor over memory the caller owns, `data` holding its elements in
+ * logical row-major order (aligned to the dtype's size), on a device with
+ * DP_DEVICE_HOST_MEMORY (else DP_ENOTSUP): no copy is made (DLPack's
+ * from_dlpack). `release(ctx)` is called once, on the device's worker, when
+ * the tensor has been freed (dp_tensor_free) and every command enqueued
+ * before that has run, those of other devices that read it included (they
+ * are ordered before its device's later commands); NULL: nothing is called.
+ * When this call fails, nothing is called and the memory stays the
+ * caller's. */
+int dp_tensor_wrap_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                        const int64_t *shape, void *data, void (*release)(void *ctx), void *ctx);
+/* The address of t's elements in logical row-major order, for a tensor on a
+ * DP_DEVICE_HOST_MEMORY device whose memory is in that order; NULL otherwise
+ * (a 4-D activation a convolution left in N, H, W, C order, a GPU tensor):
+ * DLPack's __dlpack__. It does not wait: wait first (dp_tensor_wait) before
+ * reading, and before writing wait for every command reading it
+ * (dp_device_sync of its device, and of the devices it was copied to). */
+void *dp_tensor_host_data(const dp_tensor_t *t);
+/* Enqueues dst = src: the same element count and dtype, any two devices,
+ * any layouts (the values are copied in logical order; dst keeps its
+ * layout). Not recorded for autograd: in-place assignment, `a[:] = b`.
+ * Later commands of both devices come after the copy, so src may be freed
+ * or written and dst read at once. A different element count is
+ * DP_ESHAPE, a different dtype DP_EINVAL. */
+int dp_tensor_copy(dp_tensor_t *dst, const dp_tensor_t *src);
 /* Waits, then copies the values in logical row-major order. */
 int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes);
 /* Enqueues a copy of host data into `t` (logical order); `src` must stay

@@ -6,6 +6,7 @@
 #include "core/internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -162,6 +163,23 @@ int dp_device_threads(const dp_device_t *dev)
 int dp_device_sync(dp_device_t *dev)
 {
     return dp__stream_wait(dev->stream, dp__stream_last(dev->stream));
+}
+
+int dp__stream_wait_seconds(dp__stream *s, uint64_t seq, double seconds, const char *what)
+{
+    if (!(seconds >= 0)) {
+        DP_ERROR("%s: a wait of %g seconds (give 0 or more)", what, seconds);
+        return DP_EINVAL;
+    }
+    if (isinf(seconds))
+        return dp__stream_wait(s, seq);
+    return dp__stream_wait_for(s, seq, seconds);
+}
+
+int dp_device_sync_for(dp_device_t *dev, double seconds)
+{
+    return dp__stream_wait_seconds(dev->stream, dp__stream_last(dev->stream), seconds,
+                                   "dp_device_sync_for");
 }
 
 int dp_waitall(void)

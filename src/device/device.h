@@ -131,7 +131,11 @@ struct dp_tensor {
     size_t bytes;
     int owns_data;      /* 0 for views into a parameter buffer */
     uint64_t write_seq; /* stream seq of the last command writing it */
-    const char *name;   /* a parameter's name, or NULL */
+    /* dp_tensor_wrap_host's callback, called on the device's worker once
+     * the tensor is released and the commands before have run; or NULL. */
+    void (*release)(void *ctx);
+    void *release_ctx;
+    const char *name; /* a parameter's name, or NULL */
     /* Set and read by autograd only, as PyTorch's TensorImpl keeps its
      * autograd_meta_: non-NULL when the tensor requires a gradient or was
      * recorded on a tape. The device layer never looks inside (the type is
@@ -163,6 +167,20 @@ void dp__device_release_later(dp_device_t *dev, void *p, size_t bytes);
 void dp__device_free_lock(void);
 void dp__device_free_unlock(void);
 
+/* Waits for command `seq` of s for at most `seconds` (dp_device_sync_for's
+ * rules; `what` names the public call in the message of a bad time). */
+int dp__stream_wait_seconds(dp__stream *s, uint64_t seq, double seconds, const char *what);
+
+/* Checks a tensor's rank, sizes and bytes (DP_EINVAL, logged). */
+int dp__tensor_check_shape(dp_dtype dtype, int ndim, const int64_t *shape);
+/* Enqueues t->release(t->release_ctx) on t's device (tensor_host.c), for
+ * dp__tensor_release. */
+void dp__tensor_release_wrapped(const dp_tensor_t *t);
+/* dst = src in logical order, each in its own layout, on any two devices,
+ * ordered by events (tensor_copy.c): dp_tensor_copy without its checks,
+ * which the caller has made (one dtype, one element count). */
+int dp__tensor_copy_logical(dp_tensor_t *dst, const dp_tensor_t *src);
+
 /* A tensor whose memory the caller provides (a view). */
 dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const int64_t *shape,
                              void *data);
@@ -176,6 +194,8 @@ int dp__tensor_alloc_like(dp_tensor_t **out, const dp_tensor_t *like);
  * dp_tensor_free (src/autograd/) releases that first. */
 void dp__tensor_release(dp_tensor_t *t);
 int64_t dp__numel(int ndim, const int64_t *shape);
+/* "float32", "int32", "bfloat16": torch's names, for messages. */
+const char *dp__dtype_name(dp_dtype dtype);
 /* A tensor's bytes: numel times its dtype's size. */
 size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape);
 /* The tensor described for a kernel. */

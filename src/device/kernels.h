@@ -48,8 +48,12 @@ typedef struct dp__fill_args {
     dp_dtype dtype;
 } dp__fill_args;
 
-/* dst[0..n) = src[0..n) converted between f32 and bf16 (round to nearest
- * even; bf16 -> f32 is exact). The same dtype on both sides copies. */
+/* dst[0..n) = src[0..n) converted. cast: between f32 and bf16 (round to
+ * nearest even; bf16 -> f32 is exact), a kernel of the devices that hold
+ * bf16. cast_int32: between f32 and i32 (to i32 truncating toward zero,
+ * NaN and values outside int32's range giving INT32_MIN, device/
+ * int_convert.h; to f32 rounding to nearest), on every device. The same
+ * dtype on both sides copies. */
 typedef struct dp__cast_args {
     const void *src;
     void *dst;
@@ -214,7 +218,9 @@ typedef struct dp__relayout_args {
 
 /* Softmax cross-entropy over logits (N, K) and int32 labels (N).
  * forward:  loss[0] = sum_i or mean_i of -log softmax(logits_i)[label_i]
- * backward: dlogits = (softmax(logits) - onehot) * dloss[0] (/N for mean) (=) */
+ *           (per_row: loss[i] = row i's term)
+ * backward: dlogits = (softmax(logits) - onehot) * dloss[0] (/N for mean)
+ *           (per_row: row i's times dloss[i]) (=) */
 typedef struct dp__xent_args {
     const float *logits;
     const int32_t *labels;
@@ -227,6 +233,9 @@ typedef struct dp__xent_args {
      * 1 - smoothing on the label and smoothing / k on every class; the
      * gradient is softmax - target. 0: none. */
     float smoothing;
+    /* reduction "none": loss (n) holds each row's term and dloss (n) each
+     * row's gradient (mean is then false). */
+    bool per_row;
 } dp__xent_args;
 
 /* correct[0] += number of rows whose argmax (the first of equal maxima)
@@ -421,6 +430,38 @@ typedef struct dp__channel_copy_args {
     int64_t src_off, dst_off, count;
     bool accumulate;
 } dp__channel_copy_args;
+
+/* Reductions over the middle axis of x seen as (outer, len, inner), in
+ * logical row-major order (torch.sum(x, dim) has outer the product of the
+ * dimensions before dim, len dim's size, inner those after; a reduction
+ * over everything is (1, numel, 1)); y (outer, inner).
+ * reduce_forward: y = scale * the sum over len, x f32 (y f32) or i32 (y
+ *   i32, summed in int64 and wrapped; scale 1). Sums run in double, each
+ *   output's over its len elements in order, or, where len exceeds
+ *   DP__REDUCE_CHUNK, over consecutive chunks of that many added in
+ *   order: the same bits for any thread count.
+ * reduce_backward: dx (outer, len, inner) = scale dy[o, i] (=), f32.
+ * argmax: y (i32) = the index along len of the first maximum of x (f32,
+ *   bf16 or i32); a NaN is a maximum (torch's rule). */
+#define DP__REDUCE_CHUNK 4096
+typedef struct dp__reduce_args {
+    const void *x, *dy;
+    void *y, *dx;
+    dp_dtype dtype; /* x's */
+    int64_t outer, len, inner;
+    double scale;
+} dp__reduce_args;
+
+/* y[i] = a[i] == b[b_one ? 0 : i] ? 1 : 0 (y int32, n elements): a and b
+ * of one dtype, compared as such, or one int32 and one f32, compared as
+ * f32 (the int32 converted). */
+typedef struct dp__eq_args {
+    const void *a, *b;
+    int32_t *y;
+    dp_dtype a_dtype, b_dtype;
+    int64_t n;
+    bool b_one;
+} dp__eq_args;
 
 /* dst (cols x rows) = the transpose of src (rows x cols), row-major f32. */
 typedef struct dp__transpose_args {

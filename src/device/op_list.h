@@ -57,6 +57,7 @@
     /* name                  args                     kernels backends cost */                    \
     X(fill,                  dp__fill_args,           ONE,    ALL,     NONE)                      \
     X(cast,                  dp__cast_args,           ONE,    ONLY(cpu), ELEMENTS)                \
+    X(cast_int32,            dp__cast_args,           ONE,    ALL,     NONE)                      \
     X(relayout,              dp__relayout_args,       ONE,    ALL,     NONE)                      \
     X(eltwise,               dp__eltwise_args,        ONE,    ALL,     NONE)                      \
     X(conv2d,                dp__conv2d_args,         FDW,    ALL,     CONV)                      \
@@ -97,6 +98,13 @@
     X(concat,                dp__channel_copy_args,   NONE,   NONE,    ELEMENTS)                  \
     X(split,                 dp__channel_copy_args,   NONE,   NONE,    ELEMENTS)                  \
     X(transpose,             dp__transpose_args,      ONE,    ALL,     ELEMENTS)                  \
+    X(reduce,                dp__reduce_args,         FB,     ALL,     NONE)                      \
+    X(sum,                   dp__reduce_args,         NONE,   NONE,    ELEMENTS)                  \
+    X(mean,                  dp__reduce_args,         NONE,   NONE,    ELEMENTS)                  \
+    X(argmax,                dp__reduce_args,         ONE,    ALL,     NONE)                      \
+    X(eq,                    dp__eq_args,             ONE,    ALL,     NONE)                      \
+    X(narrow,                dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
+    X(to_device,             dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     /* a new op: one line above this one */
 /* clang-format on */
 

@@ -22,6 +22,14 @@ size_t dp_dtype_size(dp_dtype dtype)
     return dtype == DP_BF16 ? 2 : 4;
 }
 
+const char *dp__dtype_name(dp_dtype dtype)
+{
+    return dtype == DP_F32    ? "float32"
+           : dtype == DP_I32  ? "int32"
+           : dtype == DP_BF16 ? "bfloat16"
+                              : "?";
+}
+
 size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape)
 {
     return (size_t)dp__numel(ndim, shape) * dp_dtype_size(dtype);
@@ -32,7 +40,7 @@ size_t dp__bytes_of(dp_dtype dtype, int ndim, const int64_t *shape)
  * summary may make of any size that can be counted. */
 #define TENSOR_MAX_BYTES ((int64_t)1 << 62)
 
-static int check_shape(dp_dtype dtype, int ndim, const int64_t *shape)
+int dp__tensor_check_shape(dp_dtype dtype, int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > DP_MAX_DIMS) {
         DP_ERROR("tensor rank %d is not supported (0..%d)", ndim, DP_MAX_DIMS);
@@ -76,7 +84,7 @@ int dp__tensor_alloc(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int nd
         DP_ERROR("%s has no tensors of dtype %d", dev->name, (int)dtype);
         return DP_EINVAL;
     }
-    DP_TRY(check_shape(dtype, ndim, shape));
+    DP_TRY(dp__tensor_check_shape(dtype, ndim, shape));
     dp_tensor_t *t = dp__tensor_view(dev, dtype, ndim, shape, NULL);
     if (!t)
         return DP_ENOMEM;
@@ -161,6 +169,8 @@ void dp__tensor_release(dp_tensor_t *t)
         return;
     if (t->owns_data)
         dp__device_release_later(t->dev, t->data, t->bytes ? t->bytes : 4);
+    if (t->release)
+        dp__tensor_release_wrapped(t);
     dp__free(t);
 }
 

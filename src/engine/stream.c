@@ -3,8 +3,11 @@
 
 #include "core/internal.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 /* Commands in flight per stream. Bounded so that a front end far ahead of
  * its devices blocks instead of growing memory. */
@@ -132,7 +135,13 @@ int dp__stream_init(dp__stream **out, const char *name, void (*worker_init)(void
     s->ctx = ctx;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->nonempty, NULL);
-    pthread_cond_init(&s->done, NULL);
+    /* `done` times its waits on the monotonic clock (dp__stream_wait_for),
+     * which a change of the wall clock does not move. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->done, &attr);
+    pthread_condattr_destroy(&attr);
     if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
         DP_ERROR("%s: cannot start worker thread", name);
         pthread_cond_destroy(&s->done);
@@ -201,6 +210,32 @@ int dp__stream_wait(dp__stream *s, uint64_t seq)
         s->waiters--;
     }
     int rc = s->error;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    double whole = floor(seconds);
+    /* Past 2^31 s (or INFINITY) the deadline is 2^31 s away: never, here. */
+    if (whole > 2147483647.0)
+        whole = 2147483647.0, seconds = whole;
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->mu);
+    int timed_out = 0;
+    while (s->completed < seq && !timed_out) {
+        s->waiters++;
+        timed_out = pthread_cond_timedwait(&s->done, &s->mu, &deadline) == ETIMEDOUT;
+        s->waiters--;
+    }
+    int rc = s->completed < seq ? DP_ETIMEDOUT : s->error;
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

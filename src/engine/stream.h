@@ -43,6 +43,9 @@ void dp__stream_log_profile(dp__stream *s);
 uint64_t dp__stream_last(dp__stream *s);
 /* Blocks until command `seq` has run; returns the sticky error or 0. */
 int dp__stream_wait(dp__stream *s, uint64_t seq);
+/* dp__stream_wait giving up after `seconds` (>= 0, not NaN) with
+ * DP_ETIMEDOUT; nothing is logged. */
+int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds);
 /* Makes `s` wait, on its worker, until `other` has run command `seq`. */
 void dp__stream_wait_other(dp__stream *s, dp__stream *other, uint64_t seq);
 /* Whether the calling thread is this stream's worker. */

@@ -112,6 +112,14 @@ REFUSE(cast, "mixed precision's cast, and the graph is float32")
 REFUSE(cross_entropy, "a loss, which belongs to training, not to the model")
 REFUSE(scatter, "DataParallel's split of a batch across devices, not part of a model")
 REFUSE(gather, "DataParallel's join of the replicas' outputs, not part of a model")
+KERNEL(reduce)
+KERNEL(cast_int32)
+REFUSE(argmax, "an index, not differentiable: never recorded")
+REFUSE(eq, "a comparison, not differentiable: never recorded")
+REFUSE(sum, "torch.sum of the Python front end: no ReduceSum rule yet")
+REFUSE(mean, "torch.mean of the Python front end: no ReduceMean rule yet")
+REFUSE(narrow, "torch.narrow of the Python front end: no Slice rule for it yet")
+REFUSE(to_device, "a copy between devices, not part of a model")
 
 /* ---- convolutions and pools ------------------------------------------------ */
 

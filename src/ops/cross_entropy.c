@@ -1,7 +1,8 @@
 /* cross_entropy: loss (1) = sum or mean over i of -log softmax(logits_i)[y_i]
- * for logits (N, K) and int32 labels (N); with label smoothing eps the
- * target is (1 - eps) on y_i plus eps / K on every class, as
- * CrossEntropyLoss(label_smoothing=eps); backward writes dlogits (=).
+ * for logits (N, K) and int32 labels (N), or loss (N) of each row's term
+ * (reduction "none"); with label smoothing eps the target is (1 - eps) on
+ * y_i plus eps / K on every class, as CrossEntropyLoss(label_smoothing=
+ * eps); backward writes dlogits (=), each row's scaled by its gradient.
  * accuracy: correct (1) += count of rows whose argmax is the label;
  * eval_counts: the same, the top-5 count and the confusion matrix. */
 #include "ops/op.h"
@@ -38,7 +39,8 @@ static int xent_backward(dp__node *node)
                        .n = logits->shape[0],
                        .k = logits->shape[1],
                        .mean = xn->reduction == DP_REDUCE_MEAN,
-                       .smoothing = xn->smoothing};
+                       .smoothing = xn->smoothing,
+                       .per_row = xn->reduction == DP_REDUCE_NONE};
     DP_TRY(logits->dev->ops->cross_entropy_backward(logits->dev, &a));
     return dp__grad_end(logits, dz);
 }
@@ -57,18 +59,23 @@ int dp_cross_entropy_smoothed(dp_tensor_t **out, dp_tensor_t *logits, dp_tensor_
                  (double)smoothing);
         return DP_EINVAL;
     }
+    if ((unsigned)reduction > DP_REDUCE_NONE) {
+        DP_ERROR("cross_entropy: reduction %d: give sum, mean or none", (int)reduction);
+        return DP_EINVAL;
+    }
     DP_TRY(check_labels("cross_entropy", logits, labels));
     DP_TRY(dp__as_f32(&logits)); /* softmax and the loss in f32, as autocast */
-    int64_t one = 1;
+    int64_t rows = reduction == DP_REDUCE_NONE ? logits->shape[0] : 1;
     dp_tensor_t *loss;
-    DP_TRY(dp__tape_alloc(&loss, logits->dev, DP_F32, 1, &one, 0));
+    DP_TRY(dp__tape_alloc(&loss, logits->dev, DP_F32, 1, &rows, 0));
     dp__xent_args a = {.logits = logits->data,
                        .labels = labels->data,
                        .loss = loss->data,
                        .n = logits->shape[0],
                        .k = logits->shape[1],
                        .mean = reduction == DP_REDUCE_MEAN,
-                       .smoothing = smoothing};
+                       .smoothing = smoothing,
+                       .per_row = reduction == DP_REDUCE_NONE};
     DP_TRY(logits->dev->ops->cross_entropy_forward(logits->dev, &a));
     dp__tensor_written(loss);
     dp_tensor_t *ts[] = {logits, labels};

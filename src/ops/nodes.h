@@ -73,7 +73,20 @@ typedef struct dp__split_node {
     int64_t offset;
 } dp__split_node;
 
+/* sum, mean: x seen as (outer, len, inner) in logical order, len the
+ * reduced axis, and the backward's factor (1, or 1 / len for mean). */
+typedef struct dp__reduce_node {
+    int64_t outer, len, inner;
+    double scale;
+} dp__reduce_node;
+
+/* narrow: the first row of x that y holds. */
+typedef struct dp__narrow_node {
+    int64_t start;
+} dp__narrow_node;
+
 _Static_assert(sizeof(dp__conv_node) <= DP__NODE_PARAMS &&
+                   sizeof(dp__reduce_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__conv_transpose_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__pool_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__batch_norm_node) <= DP__NODE_PARAMS &&

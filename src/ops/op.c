@@ -60,3 +60,9 @@ int dp__check_weight_args(const char *op, dp_tensor_t *x, dp_tensor_t *w, dp_ten
     dp_tensor_t *ts[] = {x, w, b};
     return dp__check_same_device(op, ts, 3);
 }
+
+void dp__op_temp_free(dp_tensor_t *t, const dp_tensor_t *in)
+{
+    if (t && t != in && !dp__tape_current())
+        dp_tensor_free(t);
+}

@@ -27,6 +27,12 @@ int dp__precision_check(const char *op, dp_device_t *dev, dp_precision p);
  * no bf16 kernel, as autocast's float32 list). */
 int dp__as_f32(dp_tensor_t **x);
 
+/* Frees t, an intermediate tensor an op made from its input `in` (a cast,
+ * a copy in logical order), once the commands enqueued so far have run,
+ * where no tape is active to own it (the caller owns an op's tensors
+ * then); nothing where t is `in` or a tape owns it. */
+void dp__op_temp_free(dp_tensor_t *t, const dp_tensor_t *in);
+
 /* A convolution's geometry with every default filled in: stride,
  * padding above (pad_h), left (pad_w), below and right, dilation and
  * groups, each at least 1 where the parameters' 0 means 1. */

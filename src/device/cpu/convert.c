@@ -1,9 +1,10 @@
 /* Conversions between float32 and bfloat16 on the CPU, and the cast
- * kernel. Plain loops over src/core/bf16.h's branch-free conversions, which
- * the compiler vectorises; the worker's OpenMP team shares them when they
- * are large. */
+ * kernels (float32 with bfloat16, and with int32). Plain loops over src/core/bf16.h's branch-free
+ * conversions, which the compiler vectorises; the worker's OpenMP team shares them when they are
+ * large. */
 #include "core/bf16.h"
 #include "device/cpu/cpu.h"
+#include "device/int_convert.h"
 
 #define PAR_MIN 65536
 
@@ -81,4 +82,34 @@ int dp__cpu_cast(dp_device_t *dev, const dp__cast_args *a)
     DP_ASSERT((a->src_dtype == DP_F32 || a->src_dtype == DP_BF16) &&
               (a->dst_dtype == DP_F32 || a->dst_dtype == DP_BF16));
     return dp__cpu_push(dev, run_cast, a, sizeof *a);
+}
+
+static int run_cast_int32(void *p, void *ctx)
+{
+    dp__cast_args *a = p;
+    (void)ctx;
+    int64_t n = a->n;
+    if (a->src_dtype == a->dst_dtype) {
+        memcpy(a->dst, a->src, (size_t)n * dp_dtype_size(a->src_dtype));
+    } else if (a->dst_dtype == DP_I32) {
+        const float *src = a->src;
+        int32_t *dst = a->dst;
+#pragma omp parallel for simd if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = dp__i32_from_f32(src[i]);
+    } else {
+        const int32_t *src = a->src;
+        float *dst = a->dst;
+#pragma omp parallel for simd if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)src[i];
+    }
+    return 0;
+}
+
+int dp__cpu_cast_int32(dp_device_t *dev, const dp__cast_args *a)
+{
+    DP_ASSERT((a->src_dtype == DP_F32 || a->src_dtype == DP_I32) &&
+              (a->dst_dtype == DP_F32 || a->dst_dtype == DP_I32));
+    return dp__cpu_push(dev, run_cast_int32, a, sizeof *a);
 }

@@ -18,8 +18,13 @@ static int run_xent_forward(void *p, void *ctx)
                      (long long)a->k - 1);
             return DP_EINVAL;
         }
-        total += dp__row_xent(z, a->k, y, a->smoothing);
+        double term = dp__row_xent(z, a->k, y, a->smoothing);
+        if (a->per_row)
+            a->loss[i] = (float)term;
+        total += term;
     }
+    if (a->per_row)
+        return 0;
     if (a->mean && a->n > 0)
         total /= (double)a->n;
     a->loss[0] = (float)total;
@@ -35,12 +40,14 @@ static int run_xent_backward(void *p, void *ctx)
 {
     dp__xent_args *a = p;
     (void)ctx;
-    float g = a->dloss[0];
+    float g = a->per_row ? 0.0f : a->dloss[0];
     if (a->mean && a->n > 0)
         g /= (float)a->n;
     for (int64_t i = 0; i < a->n; i++) {
         const float *z = a->logits + i * a->k;
         float *dz = a->dlogits + i * a->k;
+        if (a->per_row)
+            g = a->dloss[i];
         double lse = dp__row_logsumexp(z, a->k);
         float spread = a->smoothing / (float)a->k;
         for (int64_t j = 0; j < a->k; j++)

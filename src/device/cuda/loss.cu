@@ -12,23 +12,26 @@
 
 #include <cuda_runtime.h>
 
-namespace {
+namespace
+{
 
 using dp_cuda::kThreads;
 
 __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, float *loss,
-                                    int64_t n, int64_t k, int mean, float smoothing)
+                                    int64_t n, int64_t k, int mean, float smoothing, int per_row)
 {
     __shared__ double part[kThreads];
     double total = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         const float *z = logits + i * k;
         int32_t y = labels[i];
-        if (y < 0 || y >= k)
-            total += nan("");
-        else
-            total += dp__row_xent(z, k, y, smoothing);
+        double term = y < 0 || y >= k ? nan("") : dp__row_xent(z, k, y, smoothing);
+        if (per_row)
+            loss[i] = (float)term;
+        total += term;
     }
+    if (per_row)
+        return; // uniform across the block: no thread reaches block_sum
     total = dp_cuda::block_sum<kThreads>(part, total);
     if (threadIdx.x == 0) {
         double t = total;
@@ -39,14 +42,17 @@ __global__ void xent_forward_kernel(const float *logits, const int32_t *labels, 
 }
 
 // One thread per row.
-__global__ void xent_backward_kernel(const float *logits, const int32_t *labels,
-                                     const float *dloss, float *dlogits, int64_t n, int64_t k,
-                                     int mean, float smoothing)
+__global__ void xent_backward_kernel(const float *logits, const int32_t *labels, const float *dloss,
+                                     float *dlogits, int64_t n, int64_t k, int mean,
+                                     float smoothing, int per_row)
 {
-    float g = dloss[0];
+    float g = per_row ? 0.0f : dloss[0];
     if (mean && n > 0)
         g /= (float)n;
-    DP_CUDA_KERNEL_LOOP(i, n) {
+    DP_CUDA_KERNEL_LOOP(i, n)
+    {
+        if (per_row)
+            g = dloss[i];
         const float *z = logits + i * k;
         float *dz = dlogits + i * k;
         double lse = dp__row_logsumexp(z, k);
@@ -95,7 +101,7 @@ __global__ void accuracy_kernel(const float *logits, const int32_t *labels, floa
 extern "C" cudaError_t dp__cuda_xent_forward(const dp__xent_args *a, cudaStream_t stream)
 {
     xent_forward_kernel<<<1, kThreads, 0, stream>>>(a->logits, a->labels, a->loss, a->n, a->k,
-                                                    a->mean, a->smoothing);
+                                                    a->mean, a->smoothing, a->per_row);
     return cudaGetLastError();
 }
 
@@ -106,9 +112,8 @@ extern "C" cudaError_t dp__cuda_xent_backward(const dp__xent_args *a, cudaStream
         blocks = 1;
     if (blocks > 65535)
         blocks = 65535;
-    xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(a->logits, a->labels, a->dloss,
-                                                               a->dlogits, a->n, a->k, a->mean,
-                                                               a->smoothing);
+    xent_backward_kernel<<<(unsigned)blocks, 128, 0, stream>>>(
+        a->logits, a->labels, a->dloss, a->dlogits, a->n, a->k, a->mean, a->smoothing, a->per_row);
     return cudaGetLastError();
 }
 

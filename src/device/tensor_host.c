@@ -1,0 +1,67 @@
+/* Tensors over the caller's host memory (DLPack's two directions) and the
+ * timed wait for a tensor: what a front end that shares memory with NumPy
+ * and PyTorch, and waits in slices to see its interrupts, needs of the
+ * device layer. */
+#include "core/internal.h"
+#include "device/device.h"
+
+#include <stdint.h>
+
+int dp_tensor_wrap_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
+                        const int64_t *shape, void *data, void (*release)(void *ctx), void *ctx)
+{
+    if (!dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
+        DP_ERROR("dp_tensor_wrap_host: %s does not hold host memory (a CPU device does)",
+                 dev->name);
+        return DP_ENOTSUP;
+    }
+    if ((unsigned)dtype > DP_BF16 || (dtype == DP_BF16 && !dp_device_has(dev, DP_DEVICE_BF16))) {
+        DP_ERROR("dp_tensor_wrap_host: %s has no tensors of dtype %d", dev->name, (int)dtype);
+        return DP_EINVAL;
+    }
+    DP_TRY(dp__tensor_check_shape(dtype, ndim, shape));
+    size_t size = dp_dtype_size(dtype);
+    if ((!data && dp__numel(ndim, shape) > 0) || (uintptr_t)data % size != 0) {
+        DP_ERROR("dp_tensor_wrap_host: data at %p is not an array of %zu-byte elements", data,
+                 size);
+        return DP_EINVAL;
+    }
+    dp_tensor_t *t = dp__tensor_view(dev, dtype, ndim, shape, data);
+    if (!t)
+        return DP_ENOMEM;
+    t->release = release;
+    t->release_ctx = ctx;
+    *out = t;
+    return 0;
+}
+
+typedef struct release_call {
+    void (*release)(void *ctx);
+    void *ctx;
+} release_call;
+
+static int run_release(void *p, void *worker_ctx)
+{
+    const release_call *c = p;
+    (void)worker_ctx;
+    c->release(c->ctx);
+    return 0;
+}
+
+void dp__tensor_release_wrapped(const dp_tensor_t *t)
+{
+    release_call c = {t->release, t->release_ctx};
+    dp__stream_push(t->dev->stream, run_release, &c, sizeof c);
+}
+
+void *dp_tensor_host_data(const dp_tensor_t *t)
+{
+    if (!t || !dp_device_has(t->dev, DP_DEVICE_HOST_MEMORY) || t->nhwc)
+        return NULL;
+    return t->data;
+}
+
+int dp_tensor_wait_for(const dp_tensor_t *t, double seconds)
+{
+    return dp__stream_wait_seconds(t->dev->stream, t->write_seq, seconds, "dp_tensor_wait_for");
+}
