@@ -177,11 +177,8 @@ static PyObject *m_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     if (dpy_wait_device(dp_tensor_device(t)) < 0)
         return NULL;
     void *data = NULL;
-#ifdef DPY_HAVE_TENSOR_HOST_DATA
     if (!to_host && copy_mode != 1)
         data = dp_tensor_host_data(t);
-#endif
-    (void)to_host;
     bool copied = data == NULL;
     if (copied && copy_mode == 0)
         return PyErr_Format(PyExc_BufferError,
@@ -279,7 +276,6 @@ static int run_pending(void *unused)
     return 0;
 }
 
-#ifdef DPY_HAVE_TENSOR_WRAP_HOST
 static void release_later(void *ctx)
 {
     pending_deleter *p = ctx;
@@ -290,7 +286,6 @@ static void release_later(void *ctx)
     /* If the interpreter's queue is full the next one drains this too. */
     Py_AddPendingCall(run_pending, NULL);
 }
-#endif
 
 static int dp_dtype_of(DLDataType d, dp_dtype *out)
 {
@@ -348,7 +343,6 @@ static PyObject *import_capsule(PyObject *capsule)
     char *data = (char *)dl->data + dl->byte_offset;
     if ((uintptr_t)data % dp_dtype_size(dtype) != 0)
         return PyErr_Format(PyExc_BufferError, "from_dlpack(): the data is not aligned");
-#ifdef DPY_HAVE_TENSOR_WRAP_HOST
     dp_device_t *dev = dpy_device("cpu:0");
     if (!dev)
         return NULL;
@@ -369,11 +363,6 @@ static PyObject *import_capsule(PyObject *capsule)
         return NULL;
     }
     return dpy_tensor_wrap(t, DPY_OWN_SELF, NULL);
-#else
-    (void)data;
-    return PyErr_Format(PyExc_NotImplementedError,
-                        "from_dlpack() needs dp_tensor_wrap_host, which this libdptrain lacks");
-#endif
 }
 
 /* from_dlpack(obj): a tensor sharing obj's CPU memory (obj has __dlpack__,

@@ -297,10 +297,8 @@ static PyObject *py_cross_entropy(PyObject *m, PyObject *const *args, Py_ssize_t
         reduction = DP_REDUCE_MEAN;
     else if (red && strcmp(red, "sum") == 0)
         reduction = DP_REDUCE_SUM;
-#ifdef DPY_HAVE_REDUCE_NONE
     else if (red && strcmp(red, "none") == 0)
         reduction = DP_REDUCE_NONE;
-#endif
     else {
         PyErr_Clear();
         return PyErr_Format(PyExc_ValueError, "cross_entropy(): reduction %R is not one of "

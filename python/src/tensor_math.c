@@ -31,27 +31,9 @@ int dpy_copy_into(dp_tensor_t *dst, dp_tensor_t *src, const char *func)
     }
     if (dst == src)
         return 0;
-#ifdef DPY_HAVE_TENSOR_COPY
     int rc = dp_tensor_copy(dst, src);
     dp_tensor_free(cast);
     return rc < 0 ? dpy_raise_int(rc) : 0;
-#else
-    size_t bytes = (size_t)dp_tensor_numel(src) * dp_dtype_size(dp_tensor_dtype(src));
-    void *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        dp_tensor_free(cast);
-        PyErr_NoMemory();
-        return -1;
-    }
-    int rc = dpy_to_host(src, buf, bytes);
-    if (rc == 0) {
-        rc = dp_tensor_copy_from_host(dst, buf, bytes);
-        rc = rc < 0 ? dpy_raise_int(rc) : dpy_wait_tensor(dst);
-    }
-    free(buf);
-    dp_tensor_free(cast);
-    return rc;
-#endif
 }
 
 

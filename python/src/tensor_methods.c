@@ -14,12 +14,6 @@ int dpy_inplace_check(PyObject *self, PyObject *other, const char *func, bool *r
     if (!t)                                                                                        \
         return fail;
 
-static PyObject *missing(const char *what)
-{
-    return PyErr_Format(PyExc_NotImplementedError,
-                        "%s needs a library function this build of libdptrain lacks", what);
-}
-
 /* A Python dim (negative counts from the end, None: every element) as the
  * library's (-1: every element); -2 with IndexError when out of range. */
 static int dim_arg(PyObject *o, const dp_tensor_t *t, const char *func, int *out)
@@ -56,8 +50,6 @@ static PyObject *reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     if (dim_arg(nargs > 0 ? args[0] : NULL, t, func, &dim) < 0 ||
         (nargs > 1 && dpy_bool_arg(args[1], func, "keepdim", &keepdim) < 0))
         return NULL;
-    if (!fn)
-        return missing(func);
     dp_tensor_t *y = NULL;
     dpy_op op;
     dpy_op_begin(&op, &self, differentiable ? 1 : 0);
@@ -65,40 +57,24 @@ static PyObject *reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return dpy_op_end(&op, rc, y);
 }
 
-#ifdef DPY_HAVE_SUM
-#define SUM_FN dp_sum
-#else
-#define SUM_FN NULL
-#endif
-#ifdef DPY_HAVE_MEAN
-#define MEAN_FN dp_mean
-#else
-#define MEAN_FN NULL
-#endif
-#ifdef DPY_HAVE_ARGMAX
-#define ARGMAX_FN dp_argmax
-#else
-#define ARGMAX_FN NULL
-#endif
 
 static PyObject *m_sum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return reduce(self, args, nargs, "sum", SUM_FN, true);
+    return reduce(self, args, nargs, "sum", dp_sum, true);
 }
 static PyObject *m_mean(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return reduce(self, args, nargs, "mean", MEAN_FN, true);
+    return reduce(self, args, nargs, "mean", dp_mean, true);
 }
 static PyObject *m_argmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return reduce(self, args, nargs, "argmax", ARGMAX_FN, false);
+    return reduce(self, args, nargs, "argmax", dp_argmax, false);
 }
 
 /* eq(other): int32 1 where equal, else 0; other a tensor or a number. */
 static PyObject *m_eq(PyObject *self, PyObject *other)
 {
     SELF_T(NULL);
-#ifdef DPY_HAVE_EQ
     dp_tensor_t *b = NULL, *scalar = NULL, *y = NULL;
     if (dpy_is_tensor(other)) {
         b = dpy_tensor_get(other);
@@ -118,10 +94,6 @@ static PyObject *m_eq(PyObject *self, PyObject *other)
     if (rc < 0)
         return dpy_raise(rc);
     return dpy_tensor_wrap(y, DPY_OWN_SELF, NULL);
-#else
-    (void)t;
-    return missing("eq");
-#endif
 }
 
 /* cast(dtype): differentiable between float32 and bfloat16; through int32
@@ -208,25 +180,11 @@ static PyObject *m_t(PyObject *self, PyObject *unused)
 /* A differentiable copy of t on dev. */
 static PyObject *copy_to(PyObject *self, dp_tensor_t *t, dp_device_t *dev)
 {
-#ifdef DPY_HAVE_TO_DEVICE
     dp_tensor_t *y = NULL;
     dpy_op op;
     dpy_op_begin(&op, &self, 1);
     int rc = dp_to_device(&y, t, dev);
     return dpy_op_end(&op, rc, y);
-#else
-    if (dev == dp_tensor_device(t) && dp_tensor_ndim(t) > 0) {
-        int64_t shape[DP_MAX_DIMS];
-        for (int i = 0; i < dp_tensor_ndim(t); i++)
-            shape[i] = dp_tensor_dim(t, i);
-        dp_tensor_t *y = NULL;
-        dpy_op op;
-        dpy_op_begin(&op, &self, 1);
-        int rc = dp_reshape(&y, t, dp_tensor_ndim(t), shape);
-        return dpy_op_end(&op, rc, y);
-    }
-    return missing("to(device)");
-#endif
 }
 
 /* to(device): self on its own device (torch's identity), else a copy. */
@@ -285,15 +243,11 @@ static PyObject *m_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (dp_tensor_ndim(t) == 0 || start < 0 || stop < start || stop > n)
         return PyErr_Format(PyExc_IndexError, "rows(): rows %lld:%lld of a tensor of %lld rows",
                             start, stop, (long long)n);
-#ifdef DPY_HAVE_NARROW
     dp_tensor_t *y = NULL;
     dpy_op op;
     dpy_op_begin(&op, &self, 1);
     int rc = dp_narrow(&y, t, start, stop - start);
     return dpy_op_end(&op, rc, y);
-#else
-    return missing("rows");
-#endif
 }
 
 static PyObject *m_fill_(PyObject *self, PyObject *arg)

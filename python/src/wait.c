@@ -11,27 +11,15 @@
 
 #define DPY_WAIT_SLICE 0.1
 
-#ifdef DPY_HAVE_TENSOR_WAIT_FOR
 static int slice_tensor(void *what)
 {
     return dp_tensor_wait_for(what, DPY_WAIT_SLICE);
 }
+
 static int slice_device(void *what)
 {
     return dp_device_sync_for(what, DPY_WAIT_SLICE);
 }
-#else
-/* A library without the timed waits: one wait to the end, still without the
- * GIL (Ctrl-C is seen when it returns). */
-static int slice_tensor(void *what)
-{
-    return dp_tensor_wait(what);
-}
-static int slice_device(void *what)
-{
-    return dp_device_sync(what);
-}
-#endif
 
 static int wait_sliced(int (*slice)(void *), void *what)
 {
@@ -42,12 +30,8 @@ static int wait_sliced(int (*slice)(void *), void *what)
         Py_END_ALLOW_THREADS
         if (rc == 0)
             return 0;
-#ifdef DPY_HAVE_TENSOR_WAIT_FOR
         if (rc != DP_ETIMEDOUT)
             return dpy_raise_int(rc);
-#else
-        return dpy_raise_int(rc);
-#endif
         if (PyErr_CheckSignals() < 0)
             return -1;
     }
