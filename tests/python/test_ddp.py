@@ -125,3 +125,22 @@ def test_process_group_calls_without_mpirun():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="MPI starts only once per process"):
         dist.init_process_group("mpi")
+
+
+class _Sized:
+    def __init__(self, numel):
+        self._numel = numel
+
+    def numel(self):
+        return self._numel
+
+
+def test_buckets_are_cut_as_pytorchs_reducer_cuts_them():
+    from dptrain.nn.parallel.distributed import _buckets
+    # Reverse order; the first bucket holds up to 1 MiB, the others up to
+    # bucket_cap_mb; a parameter larger than a bucket is alone in one.
+    sizes = [300_000, 10, 10, 200_000, 100_000]  # floats: 1.2 MB, 40 B, 40 B, 800 kB, 400 kB
+    params = [_Sized(n) for n in sizes]
+    assert _buckets(params, 25) == [[4], [3, 2, 1, 0]]
+    assert _buckets(params, 1) == [[4], [3, 2, 1], [0]]
+    assert _buckets(params, 0.5) == [[4], [3], [2, 1], [0]]
