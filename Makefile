@@ -6,7 +6,8 @@ EPOCHS ?= 10
 DEVICES ?= auto
 PREFIX ?= /usr/local
 
-.PHONY: all deps build install train test test-asan test-tsan test-interop test-mutants clean fuzz
+.PHONY: all deps build install train test test-python test-asan test-tsan test-interop test-mutants \
+  clean fuzz
 
 all: build
 
@@ -43,9 +44,27 @@ test: build
 	scripts/check-layers.sh && echo "check-layers: the folders of src/ include each other as DESIGN.md allows"
 	scripts/check-train-parts.sh && echo "check-train-parts: each part of a run in src/train/ owns its fields"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) test-python
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 	@scripts/skipped-tests.sh $(BUILD) build-asan build-tsan
+
+# The Python front end's tests (tests/python, pytest) against the extension
+# the build made (<build>/python/_dptrain.abi3.so) and the package in the
+# tree (python/dptrain), in a venv under the build folder with PyPI's numpy
+# and pytest. A test that needs PyTorch finds Debian's python3-torch (a
+# Python of its own, which make test-interop installs) and is skipped,
+# visibly, without it; DP_REQUIRE_TORCH=1 (test-interop) makes that a failure.
+PY_VENV = $(BUILD)/py-venv
+$(PY_VENV)/.ready:
+	@scripts/install-deps.sh python3-venv python3-dev
+	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q numpy pytest
+	touch $@
+
+test-python: build $(PY_VENV)/.ready
+	DP_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/$(BUILD)/python:$(CURDIR)/python \
+	  $(PY_VENV)/bin/python -m pytest -q -rs tests/python
 
 # Interoperability with real PyTorch: installs Debian's python3-torch and
 # libopenblas0-pthread (without it torch runs the reference BLAS), then runs
@@ -66,6 +85,7 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/optim/cli_pytorch_recipe.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/device/cpu/cli_bn_float64.sh $(BUILD)/dptrain
+	DP_REQUIRE_TORCH=1 $(MAKE) test-python
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision

@@ -62,10 +62,9 @@ static PyObject *py_full(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     int rc = dp_tensor_new(&t, dev, dtype, ndim, shape);
     if (rc < 0)
         return dpy_raise(rc);
-    rc = dp_tensor_fill(t, (float)value);
-    if (rc < 0) {
+    if (dpy_fill(t, value) < 0) {
         dp_tensor_free(t);
-        return dpy_raise(rc);
+        return NULL;
     }
     return dpy_tensor_wrap(t, DPY_OWN_SELF, NULL);
 }

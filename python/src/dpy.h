@@ -148,6 +148,8 @@ int dpy_pair_parse(PyObject *o, const char *func, const char *arg, int out[2]);
 int dpy_float_arg(PyObject *o, const char *func, const char *arg, double *out);
 int dpy_int_arg(PyObject *o, const char *func, const char *arg, long long *out);
 int dpy_bool_arg(PyObject *o, const char *func, const char *arg, bool *out);
+/* t = value (enqueued; an int32 tensor is written from the host, a wait). */
+int dpy_fill(dp_tensor_t *t, double value);
 /* A tensor of one element holding `value` on `dev` in dtype, owned by the
  * caller (the reversed scalar forms: 2 - x). */
 int dpy_scalar_tensor(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, double value);

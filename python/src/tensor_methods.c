@@ -250,6 +250,28 @@ static PyObject *m_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return dpy_op_end(&op, rc, y);
 }
 
+/* t = value. dp_tensor_fill takes a float and writes float bits into an
+ * int32 tensor too, so an int32 tensor is filled from the host. */
+int dpy_fill(dp_tensor_t *t, double value)
+{
+    if (dp_tensor_dtype(t) != DP_I32) {
+        int rc = dp_tensor_fill(t, (float)value);
+        return rc < 0 ? dpy_raise_int(rc) : 0;
+    }
+    size_t n = (size_t)dp_tensor_numel(t);
+    int32_t *host = PyMem_Malloc((n ? n : 1) * sizeof *host);
+    if (!host) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        host[i] = (int32_t)value;
+    int rc = dp_tensor_copy_from_host(t, host, n * sizeof *host);
+    rc = rc < 0 ? dpy_raise_int(rc) : dpy_wait_tensor(t);
+    PyMem_Free(host);
+    return rc;
+}
+
 static PyObject *m_fill_(PyObject *self, PyObject *arg)
 {
     SELF_T(NULL);
@@ -258,9 +280,8 @@ static PyObject *m_fill_(PyObject *self, PyObject *arg)
     if (dpy_float_arg(arg, "fill_", "value", &v) < 0 ||
         dpy_inplace_check(self, NULL, "fill_()", &rebind) < 0)
         return NULL;
-    int rc = dp_tensor_fill(t, (float)v);
-    if (rc < 0)
-        return dpy_raise(rc);
+    if (dpy_fill(t, v) < 0)
+        return NULL;
     Py_INCREF(self);
     return self;
 }

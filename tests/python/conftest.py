@@ -1,0 +1,26 @@
+"""pytest's setup for tests/python: the extension and the package are
+imported from the trees, <build>/python/_dptrain.abi3.so and python/dptrain,
+as `make test-python` sets PYTHONPATH; run directly (`pytest tests/python`)
+the build folder is $DP_BUILD_DIR, else build/."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("DP_BUILD_DIR") or os.path.join(REPO, "build")
+
+for folder in (os.path.join(REPO, "python"), os.path.join(BUILD, "python")):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+# The claim scripts run as subprocesses import the same trees.
+os.environ.setdefault("DP_BUILD_DIR", BUILD)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in [os.path.join(BUILD, "python"), os.path.join(REPO, "python"),
+                os.environ.get("PYTHONPATH", "")] if p)
+
+try:
+    import _dptrain  # noqa: F401
+except ImportError as e:
+    raise ImportError(f"tests/python: _dptrain does not import from {BUILD}/python ({e}); build it "
+                      f"(make build, or cmake --build BUILD --target _dptrain) or set "
+                      f"DP_BUILD_DIR") from e
