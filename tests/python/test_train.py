@@ -268,3 +268,27 @@ def test_a_run_after_ctrl_c_trains(tmp_path):
     p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck.safetensors")],
                        capture_output=True, text=True, timeout=60)
     assert "next run: 1" in p.stdout, p.stdout + p.stderr[-1000:]
+
+
+def test_the_gil_is_released_while_a_run_trains():
+    # A Python thread counts while train() runs a built-in model (no Python
+    # in its steps): with the GIL held throughout it could not count at all.
+    counted, done = [0], threading.Event()
+
+    def count():
+        while not done.is_set():
+            counted[0] += 1
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        while counted[0] == 0:
+            pass
+        before = counted[0]
+        dptrain.train("lenet", devices=2, **dict(SMALL, limit_train=4096))
+        during = counted[0] - before
+    finally:
+        done.set()
+        counter.join()
+    print("counted during the run:", during)
+    assert during > 1_000_000, during
