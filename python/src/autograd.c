@@ -19,6 +19,7 @@ static void tape_dealloc(PyObject *self)
     dpy_tape *tape = (dpy_tape *)self;
     PyTypeObject *tp = Py_TYPE(self);
     dp_tape_close(tape->tape);
+    Py_CLEAR(tape->inputs);
     freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     free_fn(self);
     Py_DECREF(tp);
@@ -44,6 +45,7 @@ static dpy_tape *tape_new(void)
     if (!tape)
         return NULL;
     tape->live = 0;
+    tape->inputs = NULL;
     int rc = dp_tape_init(&tape->tape, true);
     if (rc < 0) {
         tape->tape = NULL;
@@ -60,10 +62,31 @@ dpy_tape *dpy_current_tape(void)
     return current;
 }
 
+int dpy_tape_keep(dpy_tape *tape, PyObject *const *inputs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        dpy_tensor *x = (dpy_tensor *)inputs[i];
+        if (!x || (x->owner == DPY_OWN_TAPE && x->keeper == (PyObject *)tape))
+            continue;
+        if (!tape->inputs && !(tape->inputs = PyList_New(0)))
+            return -1;
+        if (PyList_Append(tape->inputs, inputs[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The current tape's last object died: nothing can reach its tensors. */
+static void reset_current(dpy_tape *tape)
+{
+    dp_tape_reset(tape->tape);
+    Py_CLEAR(tape->inputs);
+}
+
 void dpy_tape_release_output(dpy_tape *tape)
 {
     if (--tape->live == 0 && tape == current)
-        dp_tape_reset(tape->tape);
+        reset_current(tape);
 }
 
 uint64_t dpy_backward_count(void)
@@ -101,6 +124,8 @@ PyObject *dpy_op_end(dpy_op *op, int rc, dp_tensor_t *y)
         }
     if (!op->tape)
         return dpy_tensor_wrap(y, DPY_OWN_SELF, NULL);
+    if (dpy_tape_keep(op->tape, op->inputs, op->n) < 0)
+        return NULL;
     PyObject *o = dpy_tensor_wrap(y, DPY_OWN_TAPE, (PyObject *)op->tape);
     if (o) {
         ((dpy_tensor *)o)->requires_grad = 1;
@@ -135,7 +160,7 @@ PyObject *dpy_backward(dpy_tensor *loss)
          * objects of its tensors. */
         current = NULL;
         if (tape->live == 0)
-            dp_tape_reset(tape->tape);
+            reset_current(tape);
         Py_DECREF(tape);
     }
     Py_RETURN_NONE;

@@ -34,6 +34,10 @@ typedef struct dpy_tape {
     PyObject_HEAD
     dp_tape_t *tape;
     Py_ssize_t live;
+    /* The objects of the recorded ops' inputs that the tape does not own
+     * (parameters, batches, constants): a backward reads them, so they live
+     * as long as the tape (a list, made on first use). */
+    PyObject *inputs;
 } dpy_tape;
 
 typedef struct dpy_tensor {
@@ -92,6 +96,9 @@ extern bool dpy_grad_enabled;
 /* The current tape, a borrowed reference (made on first use); NULL with
  * MemoryError. */
 dpy_tape *dpy_current_tape(void);
+/* Keeps the input objects of an op recorded on `tape` alive with it: 0, or
+ * -1 with MemoryError. */
+int dpy_tape_keep(dpy_tape *tape, PyObject *const *inputs, int n);
 /* A tensor object died holding an output of `tape`. */
 void dpy_tape_release_output(dpy_tape *tape);
 uint64_t dpy_backward_count(void);

@@ -218,10 +218,12 @@ static PyObject *py_batch_norm(PyObject *m, PyObject *const *args, Py_ssize_t na
                               .momentum = momentum == 0 ? 1e-45f : (float)momentum,
                               .eps = (float)eps};
     dp_tensor_t *y = NULL;
-    PyObject *in[3] = {args[0], args[3] != Py_None ? args[3] : NULL,
-                       args[4] != Py_None ? args[4] : NULL};
+    /* Every tensor the op reads goes in: a recorded backward reads them. */
+    PyObject *in[5];
+    for (int i = 0; i < 5; i++)
+        in[i] = args[i] != Py_None ? args[i] : NULL;
     dpy_op op;
-    dpy_op_begin(&op, in, 3);
+    dpy_op_begin(&op, in, 5);
     int rc = dp_tensor_ndim(t[0]) == 4 ? dp_batch_norm2d(&y, t[0], t[3], t[4], t[1], t[2], &p)
                                        : dp_batch_norm1d(&y, t[0], t[3], t[4], t[1], t[2], &p);
     return dpy_op_end(&op, rc, y);
@@ -309,7 +311,7 @@ static PyObject *py_cross_entropy(PyObject *m, PyObject *const *args, Py_ssize_t
                             "cross_entropy(): label_smoothing must be in [0, 1], got %g", smoothing);
     dp_tensor_t *y = NULL;
     dpy_op op;
-    dpy_op_begin(&op, args, 1);
+    dpy_op_begin(&op, args, 2); /* the labels too: the backward reads them */
     int rc = smoothing > 0 ? dp_cross_entropy_smoothed(&y, x, labels, (dp_reduction)reduction,
                                                        (float)smoothing)
                            : dp_cross_entropy(&y, x, labels, (dp_reduction)reduction);

@@ -51,6 +51,11 @@ static PyObject *py_scatter(PyObject *m, PyObject *const *args, Py_ssize_t nargs
         dp_tape_end(op.tape->tape);
     if (rc < 0)
         return dpy_raise(rc);
+    if (op.tape && dpy_tape_keep(op.tape, args, 1) < 0) {
+        for (int k = 0; k < nchunks; k++)
+            dp_tensor_free(chunks[k]);
+        return NULL;
+    }
     PyObject *list = PyList_New(nchunks);
     for (int k = 0; k < nchunks; k++) {
         PyObject *c = NULL;

@@ -108,17 +108,21 @@ static PyObject *binary(PyObject *a, PyObject *b, dp_binary_op kind)
             return linear_op(b, s, 0.0);
         case DP_BINARY_DIV: {
             /* s / x: dp_binary with a one-element tensor. */
+            /* s / x: dp_binary with a one-element tensor, an object of
+             * its own so that a recorded backward keeps it. */
             dp_tensor_t *x = dpy_tensor_get(b), *one = NULL, *y = NULL;
             if (!x)
                 return NULL;
             int rc = dpy_scalar_tensor(&one, dp_tensor_device(x), DP_F32, s);
-            if (rc < 0)
-                return dpy_raise(rc);
+            PyObject *one_obj = rc < 0 ? dpy_raise(rc) : dpy_tensor_wrap(one, DPY_OWN_SELF, NULL);
+            if (!one_obj)
+                return NULL;
+            PyObject *in[2] = {one_obj, b};
             dpy_op op;
-            dpy_op_begin(&op, &b, 1);
+            dpy_op_begin(&op, in, 2);
             rc = dp_binary(&y, DP_BINARY_DIV, one, x);
             PyObject *r = dpy_op_end(&op, rc, y);
-            dp_tensor_free(one);
+            Py_DECREF(one_obj);
             return r;
         }
         }
