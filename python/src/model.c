@@ -44,6 +44,17 @@ struct dpy_module_model {
     dp_model_t *last;
     float *trained; /* params.numel + buffers.numel */
     bool have_trained;
+    /* The module's mode before the run (-1: it has none), given back after. */
+    int training_before;
+    /* Its int32 num_batches_tracked buffers (batch norm's), their values
+     * before the run, and the training forwards the trained model counted
+     * (dp_model_batches_tracked): after the run each is before + that, as
+     * one module trained on whole batches would count, whatever the
+     * replicas' forwards did to the module's own. */
+    int ncounters;
+    PyObject **counters;
+    int32_t *counter_start;
+    int64_t tracked;
     /* The first exception the module's forward raised (PyErr_Fetch's). */
     PyObject *exc_type, *exc_value, *exc_tb;
 };
@@ -256,7 +267,48 @@ bool dpy_module_model_on_epoch(const dp_epoch_stats *epoch, void *user)
     if (rc == 0 && mm->buffers.n > 0)
         rc = read_params(dp_model_buffers(mm->last), mm->trained + mm->params.numel);
     mm->have_trained = rc == 0;
+    mm->tracked = dp_model_batches_tracked(mm->last);
     return false;
+}
+
+/* The module's int32 buffers named *num_batches_tracked and their values;
+ * -1 with an exception. */
+static int counters_fill(dpy_module_model *mm)
+{
+    if (!PyObject_HasAttrString(mm->module, "named_buffers"))
+        return 0;
+    PyObject *items = PyObject_CallMethod(mm->module, "named_buffers", NULL);
+    PyObject *list = items ? PySequence_List(items) : NULL;
+    Py_XDECREF(items);
+    if (!list)
+        return -1;
+    Py_ssize_t n = PyList_Size(list);
+    int rc = 0;
+    mm->counters = calloc((size_t)n + 1, sizeof *mm->counters);
+    mm->counter_start = calloc((size_t)n + 1, sizeof *mm->counter_start);
+    if (!mm->counters || !mm->counter_start)
+        rc = (PyErr_NoMemory(), -1);
+    const char suffix[] = "num_batches_tracked";
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *pair = PyList_GetItem(list, i);
+        PyObject *name =
+            PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0) : NULL;
+        PyObject *obj = name ? PyTuple_GetItem(pair, 1) : NULL;
+        const char *text =
+            name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+        dp_tensor_t *t = obj && dpy_is_tensor(obj) ? dpy_tensor_get(obj) : NULL;
+        size_t len = text ? strlen(text) : 0;
+        if (!t || dp_tensor_dtype(t) != DP_I32 || dp_tensor_numel(t) != 1 ||
+            len < sizeof suffix - 1 || strcmp(text + len - (sizeof suffix - 1), suffix) != 0) {
+            PyErr_Clear();
+            continue;
+        }
+        rc = dpy_to_host(t, &mm->counter_start[mm->ncounters], sizeof(int32_t));
+        if (rc == 0)
+            mm->counters[mm->ncounters++] = Py_NewRef(obj);
+    }
+    Py_DECREF(list);
+    return rc;
 }
 
 dpy_module_model *dpy_module_model_new(PyObject *module)
@@ -282,6 +334,13 @@ dpy_module_model *dpy_module_model_new(PyObject *module)
     }
     if (rc == 0)
         rc = set_fill(&mm->buffers, module, "named_buffers", "buffer");
+    if (rc == 0)
+        rc = counters_fill(mm);
+    PyObject *training = rc == 0 ? PyObject_GetAttrString(module, "training") : NULL;
+    mm->training_before = training ? PyObject_IsTrue(training) : -1;
+    Py_XDECREF(training);
+    if (rc == 0 && !training)
+        PyErr_Clear(); /* a module without modes */
     if (rc == 0) {
         mm->trained = malloc((size_t)(mm->params.numel + mm->buffers.numel) * sizeof(float));
         if (!mm->trained) {
@@ -332,8 +391,33 @@ static int set_write(tensor_set *s, const float *values)
     return 0;
 }
 
+/* The counters as the run leaves them: before + the forwards it counted. */
+static int counters_write(dpy_module_model *mm)
+{
+    for (int i = 0; i < mm->ncounters; i++) {
+        dp_tensor_t *t = dpy_tensor_get(mm->counters[i]);
+        int64_t count = (int64_t)mm->counter_start[i] + mm->tracked;
+        int32_t value = count > INT32_MAX ? INT32_MAX : (int32_t)count;
+        int rc = t ? dp_tensor_copy_from_host(t, &value, sizeof value) : -1;
+        if (rc < 0)
+            return t ? dpy_raise_int(rc) : -1;
+        if (dpy_wait_tensor(t) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int dpy_module_model_finish(dpy_module_model *mm, bool run_failed)
 {
+    if (mm->training_before >= 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        int rc = set_mode(mm->module, mm->training_before != 0);
+        if (rc < 0 && !mm->exc_type)
+            PyErr_Fetch(&mm->exc_type, &mm->exc_value, &mm->exc_tb);
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
     if (mm->exc_type) {
         PyErr_Restore(mm->exc_type, mm->exc_value, mm->exc_tb);
         mm->exc_type = mm->exc_value = mm->exc_tb = NULL;
@@ -342,9 +426,10 @@ int dpy_module_model_finish(dpy_module_model *mm, bool run_failed)
     if (!mm->have_trained)
         return 0;
     (void)run_failed; /* the last finished epoch's values are the module's either way */
-    if (set_write(&mm->params, mm->trained) < 0)
+    if (set_write(&mm->params, mm->trained) < 0 ||
+        set_write(&mm->buffers, mm->trained + mm->params.numel) < 0)
         return -1;
-    return set_write(&mm->buffers, mm->trained + mm->params.numel);
+    return counters_write(mm);
 }
 
 void dpy_module_model_free(dpy_module_model *mm)
@@ -353,6 +438,10 @@ void dpy_module_model_free(dpy_module_model *mm)
         return;
     set_clear(&mm->params);
     set_clear(&mm->buffers);
+    for (int i = 0; i < mm->ncounters; i++)
+        Py_DECREF(mm->counters[i]);
+    free(mm->counters);
+    free(mm->counter_start);
     Py_XDECREF(mm->module);
     Py_XDECREF(mm->exc_type);
     Py_XDECREF(mm->exc_value);

@@ -178,8 +178,10 @@ def test_python_module_trains_as_the_same_sequential_file_does(tmp_path):
     assert r.test_acc > 0.5, r
     trained = {name: values(p) for name, p in net.named_parameters()}
     assert all(trained[n] != start[n] for n in start)
-    # forward ran on this thread, the one that called train (dp_train's).
+    # forward ran on this thread, the one that called train (dp_train's), and
+    # the module is back in the mode it was in (evaluation ran last).
     assert net.forward_threads == {threading.get_ident()}
+    assert net.training and net.conv.training
 
     # The same network as an nn.Sequential file, from the same weights.
     (tmp_path / "small.txt").write_text(SMALL_NET_SEQUENTIAL)
@@ -199,6 +201,36 @@ def test_python_module_trains_as_the_same_sequential_file_does(tmp_path):
         theirs_values = values(cli_weights[SEQUENTIAL_NAMES[name]])
         worst = max(abs(a - b) for a, b in zip(ours_values, theirs_values))
         assert worst <= 1e-5, (name, worst)
+
+
+class BatchNormNet(nn.Module):
+    """Conv2d(1, 4, 3, padding=1), BatchNorm2d(4), ReLU, MaxPool2d(2),
+    Linear(784, 10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, kernel_size=3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 14 * 14, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.bn(self.conv(x))), kernel_size=2)
+        return self.fc(dptrain.flatten(h, 1))
+
+
+def test_batch_norm_statistics_come_back_to_the_module():
+    dptrain.manual_seed(2)
+    net = BatchNormNet()
+    net.eval()
+    r = dptrain.train(net, devices=2, lr=0.1, **SMALL)
+    assert r.test_acc > 0.5, r
+    # The replicas' running statistics (averaged over the devices after
+    # each step), the 16 steps counted once each, and the mode as it was.
+    mean, var = values(net.bn.running_mean), values(net.bn.running_var)
+    assert all(math.isfinite(v) for v in mean + var)
+    assert mean != [0.0] * 4 and var != [1.0] * 4
+    assert int(net.bn.num_batches_tracked.item()) == 16
+    assert not net.training and not net.bn.training
 
 
 class RaisingNet(SmallNet):
