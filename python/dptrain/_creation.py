@@ -12,7 +12,7 @@ import numpy as np
 import _dptrain
 
 from . import _dtype
-from ._device import as_device
+from ._device import as_device, host_device
 
 __all__ = ["tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty", "zeros_like",
            "ones_like", "full_like", "empty_like", "arange", "randn", "rand", "normal", "randn_like",
@@ -85,7 +85,7 @@ def _size(args, kw, func):
 
 
 def _device_name(device, func):
-    return "cpu:0" if device is None else as_device(device, func)
+    return host_device() if device is None else as_device(device, func)
 
 
 def _finish(t, requires_grad):

@@ -67,6 +67,15 @@ class device:
 
 
 _BY_NAME = {}
+_HOST = []
+
+
+def host_device():
+    """The canonical name of "cpu", where tensors are made when no device
+    is given (PyTorch's default device) and where batches arrive."""
+    if not _HOST:
+        _HOST.append(_dptrain.canonical_device("cpu"))
+    return _HOST[0]
 
 
 def device_of_name(name):

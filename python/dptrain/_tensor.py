@@ -11,7 +11,7 @@ import numpy as np
 import _dptrain
 
 from . import _dtype
-from ._device import as_device, device_of_name
+from ._device import as_device, device_of_name, host_device
 from ._tensor_str import tensor_repr, values_str
 
 __all__ = ["Tensor", "Size"]
@@ -271,7 +271,7 @@ class Tensor(_C):
         return _C.to(self, as_device(0 if device is None else device, "cuda"))
 
     def cpu(self):
-        return _C.to(self, "cpu:0")
+        return _C.to(self, host_device())
 
     # ---- values on the host (each waits) ------------------------------------
     def numpy(self, force=False):
@@ -281,7 +281,7 @@ class Tensor(_C):
         if t.dtype is _dtype.bfloat16:
             t = t.cast("float32")
         if not _c_device.__get__(t).startswith("cpu"):
-            t = _C.to(t, "cpu:0")
+            t = _C.to(t, host_device())
         t.wait_to_read()
         return np.from_dlpack(t)
 
@@ -313,7 +313,7 @@ class Tensor(_C):
     def __repr__(self):
         suffixes = []
         name = _c_device.__get__(self)
-        if name != "cpu:0":
+        if name != host_device():
             suffixes.append(f"device='{name}'")
         if self.dtype is _dtype.bfloat16:
             suffixes.append("dtype=dptrain.bfloat16")

@@ -113,7 +113,7 @@ static PyObject *dataset_getitem(PyObject *self, PyObject *arg)
     if (!pixels)
         return PyErr_NoMemory();
     dp_dataset_get(ds, index, 1, pixels);
-    dp_device_t *host = dpy_device("cpu:0");
+    dp_device_t *host = dpy_device("cpu");
     dp_tensor_t *t = NULL;
     int rc = host ? dp_tensor_from_host(&t, host, DP_F32, 3, shape, pixels) : 0;
     PyMem_Free(pixels);
@@ -291,7 +291,7 @@ static PyObject *loader_next(PyObject *self, PyObject *unused)
     dpy_loader *o = (dpy_loader *)self;
     if (!o->in_epoch)
         return PyErr_Format(PyExc_RuntimeError, "Loader.next(): call start_epoch() first");
-    dp_device_t *host = dpy_device("cpu:0");
+    dp_device_t *host = dpy_device("cpu");
     if (!host)
         return NULL;
     dp_batch b;

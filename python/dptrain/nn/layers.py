@@ -91,8 +91,14 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
-        # momentum=None (a cumulative average) needs the count on the host.
+        # num_batches_tracked's value on the host (momentum=None, a
+        # cumulative average, needs it without a wait).
         self._batches_seen = 0
+
+    def _state_loaded(self):
+        """load_state_dict wrote the buffers: the host's count follows."""
+        if self.num_batches_tracked is not None:
+            self._batches_seen = int(self.num_batches_tracked.item())
 
     def reset_running_stats(self):
         if self.track_running_stats:
@@ -107,8 +113,10 @@ class _BatchNorm(Module):
             raise ValueError(f"expected {wanted} input (got {input.ndim}D input)")
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked += 1
+            # The library has no int32 arithmetic: the count is kept here and
+            # written into the buffer (one fill, enqueued like the step).
             self._batches_seen += 1
+            self.num_batches_tracked.fill_(self._batches_seen)
             if self.momentum is None:
                 factor = 1.0 / self._batches_seen
         bn_training = self.training or (self.running_mean is None and self.running_var is None)

@@ -275,6 +275,10 @@ class Module:
                 if source.device != target.device:
                     source = source.to(target.device)
                 target.copy_(source)
+        for m in self.modules():
+            hook = getattr(m, "_state_loaded", None)
+            if hook is not None:
+                hook()
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- modes, devices, gradients ------------------------------------------

@@ -33,6 +33,8 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__
+
     def __reduce_ex__(self, proto):
         return (Parameter, (Tensor.detach(self), self.requires_grad))
 

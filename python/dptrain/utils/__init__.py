@@ -1,0 +1,5 @@
+"""dptrain.utils: `data` (Dataset, TensorDataset, DataLoader)."""
+
+from . import data
+
+__all__ = ["data"]
