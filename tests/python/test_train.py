@@ -45,6 +45,16 @@ def cli():
     return path
 
 
+def child_env():
+    """This environment, importing the dptrain and _dptrain this test
+    imported (absolute paths: the child runs in another folder)."""
+    folders = [os.path.dirname(os.path.dirname(os.path.abspath(dptrain.__file__))),
+               os.path.dirname(os.path.abspath(_dptrain.__file__))]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(folders + [env.get("PYTHONPATH", "")])
+    return env
+
+
 def run_cli(*args):
     p = subprocess.run([cli(), "train", *args], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -282,7 +292,7 @@ INTERRUPTED = textwrap.dedent("""\
 def test_ctrl_c_stops_the_run_after_its_step(tmp_path):
     ck = tmp_path / "ck.safetensors"
     p = subprocess.run([sys.executable, "-c", INTERRUPTED, str(ck)], capture_output=True,
-                       text=True, timeout=60, env=dict(os.environ))
+                       text=True, timeout=60, cwd=tmp_path, env=child_env())
     assert p.returncode == 0, p.stderr[-2000:]
     line = p.stdout.strip()
     assert line.startswith("stopped after "), line
@@ -298,7 +308,7 @@ def test_a_run_after_ctrl_c_trains(tmp_path):
         print("next run:", r.epochs_done)
         """)
     p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck.safetensors")],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path, env=child_env())
     assert "next run: 1" in p.stdout, p.stdout + p.stderr[-1000:]
 
 
