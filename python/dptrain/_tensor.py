@@ -154,7 +154,10 @@ class Tensor(_C):
                 raise IndexError(f"index {i} is out of bounds for dimension 0 with size {shape[0]}")
             if i < 0:
                 i += shape[0]
-            return self.rows(i, i + 1).reshape(tuple(shape[1:]))
+            row = self.rows(i, i + 1)
+            # An element of a vector stays a (1,) tensor: dptrain's tensors
+            # have 1 to 4 dimensions (PyTorch's would be 0-d).
+            return row if len(shape) == 1 else _C.reshape(row, tuple(shape[1:]))
         raise TypeError(f"tensor indexing: only an int, a row slice (a:b) or [:] are supported, "
                         f"not {type(index).__name__}")
 
