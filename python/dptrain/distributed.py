@@ -2,6 +2,8 @@
 ranks (dp/dist.h). Under `mpirun -np P python3 script.py` each process is
 one rank; without mpirun there is one rank, rank 0 of 1."""
 
+import atexit
+
 import _dptrain
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized",
@@ -38,6 +40,15 @@ def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, 
         raise ValueError(f"init_process_group: rank={rank} but this process is rank "
                          f"{_dptrain.dist_rank()}")
     _initialized = True
+    atexit.register(_finalize_at_exit)
+
+
+def _finalize_at_exit():
+    """MPI_Finalize for a script that never called destroy_process_group, as
+    PyTorch's scripts often do not: mpirun counts a rank that exits without
+    it as failed."""
+    if _initialized:
+        destroy_process_group()
 
 
 def is_initialized():

@@ -60,6 +60,28 @@ def run(out, bucket_cap_mb, ranks):
     return results
 
 
+NO_DESTROY = """\
+import dptrain.distributed as dist
+dist.init_process_group("mpi")
+print("rank", dist.get_rank(), "of", dist.get_world_size(), flush=True)
+dist.barrier()
+"""
+
+
+def test_a_script_that_never_destroys_the_group_exits_cleanly(tmp_path):
+    # As many of PyTorch's scripts: MPI is finalized at exit, or mpirun
+    # reports the ranks as failed ("exited without calling finalize").
+    script = tmp_path / "no_destroy.py"
+    script.write_text(NO_DESTROY)
+    mpirun = shutil.which("mpirun")
+    if not mpirun or not _dptrain.dist_built():
+        pytest.fail("needs mpirun and a build of dptrain with MPI")
+    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=60, env=mpi_env())
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(p.stdout.split("\n")[:2]) == ["rank 0 of 2", "rank 1 of 2"], p.stdout
+
+
 def worst(a, b):
     """The largest difference; NaN anywhere is infinitely bad."""
     assert len(a) == len(b)
