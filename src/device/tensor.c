@@ -71,7 +71,8 @@ dp_tensor_t *dp__tensor_view(dp_device_t *dev, dp_dtype dtype, int ndim, const i
     t->dev = dev;
     t->dtype = dtype;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) /* a scalar's shape may be NULL */
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->bytes = dp__bytes_of(dtype, ndim, shape);
     t->data = data;
     return t;

@@ -34,13 +34,13 @@ static int copy_bytes(dp_tensor_t *dst, const dp_tensor_t *src)
     bool gpu_to_host =
         !dp_device_has(from, DP_DEVICE_HOST_MEMORY) && dp_device_has(to, DP_DEVICE_HOST_MEMORY);
     if (gpu_to_host) {
-        after(from, to);
+        after(from, to); /* dst's device is done with dst */
         DP_TRY(from->ops->copy_to_host(from, dst->data, src->data, dst->bytes));
-        after(to, from);
+        after(to, from); /* dst's readers wait for the copy */
     } else {
-        after(to, from);
+        after(to, from); /* the copy reads src after its last write */
         DP_TRY(to->ops->copy_device(to, dst->data, src->data, dst->bytes));
-        after(from, to);
+        after(from, to); /* src is written or freed only after the copy */
     }
     return 0;
 }

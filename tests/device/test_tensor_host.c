@@ -10,25 +10,13 @@
 #include "dp/dp.h"
 #include "device/device.h"
 #include "engine/stream.h"
+#include "../engine/slow_command.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct slow_args {
-    double seconds;
-} slow_args;
-
-static int slow_command(void *args, void *ctx)
-{
-    (void)ctx;
-    const slow_args *a = args;
-    struct timespec ts = {(time_t)a->seconds, (long)((a->seconds - (time_t)a->seconds) * 1e9)};
-    nanosleep(&ts, NULL);
-    return 0;
-}
 
 /* The release callback's context: how often it ran, and the memory, which
  * it poisons so that a reader after it would see -1. */
@@ -66,8 +54,8 @@ static void wrap_host_shares_and_releases_once(void **state)
     assert_true(got[4] == 50.0f);
     /* released once, after the commands before the free: a slow one, then
      * a fill that writes the memory */
-    slow_args slow = {0.3};
-    dp__stream_push(dev->stream, slow_command, &slow, sizeof slow);
+    slow_args slow = {.seconds = 0.3};
+    push_slow(dev, &slow);
     assert_int_equal(dp_tensor_fill(t, 7.0f), 0);
     dp_tensor_free(t);
     assert_int_equal(atomic_load(&o.calls), 0);
@@ -98,8 +86,8 @@ static void release_waits_for_another_device(void **state)
     dp_tensor_t *t, *dst;
     assert_int_equal(dp_tensor_wrap_host(&t, d0, DP_F32, 1, &n, data, release, &o), 0);
     assert_int_equal(dp_tensor_new(&dst, d1, DP_F32, 1, &n), 0);
-    slow_args slow = {0.3};
-    dp__stream_push(d1->stream, slow_command, &slow, sizeof slow);
+    slow_args slow = {.seconds = 0.3};
+    push_slow(d1, &slow);
     assert_int_equal(dp_tensor_copy(dst, t), 0);
     dp_tensor_free(t);
     assert_int_equal(dp_device_sync(d0), 0);

@@ -8,6 +8,7 @@
 #include "comm/exchange.h"
 #include "device/device.h"
 #include "engine/stream.h"
+#include "slow_command.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,37 +18,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A slow command for a device's stream (the engine's own push, below the
- * public API): sleeps, then optionally fills `dst` with `value`, then says
- * it is done. `done` is read by the front end without any engine wait, so
- * it is atomic. */
-typedef struct slow_args {
-    double seconds;
-    float *dst;
-    int64_t n;
-    float value;
-    atomic_int *done;
-} slow_args;
-
-static int slow_command(void *args, void *ctx)
-{
-    (void)ctx;
-    const slow_args *a = args;
-    struct timespec ts = {(time_t)a->seconds, (long)((a->seconds - (time_t)a->seconds) * 1e9)};
-    nanosleep(&ts, NULL);
-    for (int64_t i = 0; i < a->n; i++)
-        a->dst[i] = a->value;
-    atomic_store(a->done, 1);
-    return 0;
-}
 
 /* Reads src[at] into *seen on the worker of the stream it is pushed to. */
 typedef struct peek_args {
@@ -85,11 +55,11 @@ static void async_then_wait(void **state)
 
     atomic_int done = 0;
     slow_args slow = {.seconds = 0.3, .dst = NULL, .n = 0, .done = &done};
-    double t0 = now();
+    double t0 = slow_now();
     dp__stream_push(dev->stream, slow_command, &slow, sizeof slow);
     for (int i = 0; i < 200; i++)
         assert_int_equal(dp_accumulate(b, a), 0);
-    double issued = now() - t0;
+    double issued = slow_now() - t0;
     int done_when_issued = atomic_load(&done);
     print_message("200 ops issued in %.4f s behind a 0.3 s command (done then: %d)\n", issued,
                   done_when_issued);
@@ -97,7 +67,7 @@ static void async_then_wait(void **state)
     assert_true(issued < 0.15);
 
     assert_int_equal(dp_tensor_wait(b), 0);
-    double waited = now() - t0;
+    double waited = slow_now() - t0;
     assert_int_equal(atomic_load(&done), 1);
     assert_true(waited >= 0.3);
     const float *raw = b->data; /* CPU device memory, logical order for 1-D */
@@ -154,14 +124,14 @@ static void events_order_two_devices(void **state)
 
     atomic_int done = 0;
     slow_args produce = {.seconds = 0.2, .dst = x->data, .n = n, .value = 50.0f, .done = &done};
-    double t0 = now();
+    double t0 = slow_now();
     dp__stream_push(d0->stream, slow_command, &produce, sizeof produce);
     dp_event ev = dp_event_record(d0);
     assert_int_equal(dp_stream_wait_event(d1, ev), 0);
     float seen = -1.0f;
     peek_args peek = {.src = x->data, .at = n / 2, .seen = &seen};
     dp__stream_push(d1->stream, peek_command, &peek, sizeof peek);
-    double issued = now() - t0;
+    double issued = slow_now() - t0;
     assert_int_equal(atomic_load(&done), 0);
     assert_true(issued < 0.1);
 
@@ -260,9 +230,9 @@ static void close_waits_for_waiters(void **state)
     assert_int_equal(dp_stream_wait_event(d0, dp_event_record(d1)), 0);
     assert_int_equal(dp_tensor_wait(x), 0);
     dp_tensor_free(x);
-    double t0 = now();
+    double t0 = slow_now();
     dp_device_close(d1);
-    double took = now() - t0;
+    double took = slow_now() - t0;
     print_message("closing device 1 took %.3f s: device 0 was still to wait on it\n", took);
     assert_int_equal(atomic_load(&done), 1);
     assert_int_equal(dp_device_sync(d0), 0);

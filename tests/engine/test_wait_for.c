@@ -7,36 +7,13 @@
 #include "dp/dp.h"
 #include "device/device.h"
 #include "engine/stream.h"
+#include "slow_command.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Sleeps `seconds` on the worker, then says it is done (or fails). */
-typedef struct slow_args {
-    double seconds;
-    atomic_int *done;
-    int status;
-} slow_args;
-
-static int slow_command(void *args, void *ctx)
-{
-    (void)ctx;
-    const slow_args *a = args;
-    struct timespec ts = {(time_t)a->seconds, (long)((a->seconds - (time_t)a->seconds) * 1e9)};
-    nanosleep(&ts, NULL);
-    atomic_store(a->done, 1);
-    return a->status;
-}
 
 static void times_out_then_completes(void **state)
 {
@@ -48,7 +25,7 @@ static void times_out_then_completes(void **state)
     assert_int_equal(dp_tensor_new(&t, dev, DP_F32, 1, &n), 0);
     atomic_int done = 0;
     slow_args slow = {.seconds = 0.6, .done = &done};
-    dp__stream_push(dev->stream, slow_command, &slow, sizeof slow);
+    push_slow(dev, &slow);
     assert_int_equal(dp_tensor_fill(t, 5.0f), 0);
     /* a known last error: a timeout must leave it as it is (not logged) */
     tu_quiet_log();
@@ -56,9 +33,9 @@ static void times_out_then_completes(void **state)
     char before[256];
     snprintf(before, sizeof before, "%s", dp_last_error());
     assert_non_null(strstr(before, "dp_tensor_wait_for"));
-    double t0 = now();
+    double t0 = slow_now();
     assert_int_equal(dp_tensor_wait_for(t, 0.1), DP_ETIMEDOUT);
-    double took = now() - t0;
+    double took = slow_now() - t0;
     assert_string_equal(dp_last_error(), before);
     assert_int_equal(dp_device_sync_for(dev, 0.0), DP_ETIMEDOUT);
     assert_int_equal(atomic_load(&done), 0);
@@ -91,7 +68,7 @@ static void returns_a_command_error(void **state)
     assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
     atomic_int done = 0;
     slow_args failing = {.seconds = 0.2, .done = &done, .status = DP_EIO};
-    dp__stream_push(dev->stream, slow_command, &failing, sizeof failing);
+    push_slow(dev, &failing);
     assert_int_equal(dp_device_sync_for(dev, 0.01), DP_ETIMEDOUT);
     assert_int_equal(dp_device_sync_for(dev, 5.0), DP_EIO);
     dp_device_close(dev);
