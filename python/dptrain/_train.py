@@ -97,6 +97,10 @@ def train(model="lenet", devices=1, **options):
         if value is None:
             continue  # the option's default, as leaving it out
         texts[keyword] = _text(keyword, value)
+    # Under mpirun the run spans the ranks, as `mpirun dptrain train` does.
+    from . import distributed
+    if _dptrain.dist_launched() and not distributed.is_initialized():
+        distributed.init_process_group("mpi")
     handle_sigint = threading.current_thread() is threading.main_thread()
     return TrainResult(_dptrain.train(texts, module, handle_sigint))
 
@@ -113,7 +117,8 @@ def _doc():
         "  nn.Sequential modules or of an ONNX model, or a dptrain.nn.Module, whose",
         "  parameters start the run and hold the trained values after it.",
         "devices: a number (the first N GPUs, else N CPU devices), a list",
-        "  [\"cpu:0\", \"cpu:1\"] or \"auto\".",
+        "  [\"cpu:0\", \"cpu:1\"] or \"auto\"; under mpirun, each rank's own (the",
+        "  process group is started if it was not).",
         "",
         "Every option of `dptrain train`, its flag's name with `_` for `-`",
         "(a switch takes True); each option's own name is taken too:",

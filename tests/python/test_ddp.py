@@ -82,6 +82,41 @@ def test_a_script_that_never_destroys_the_group_exits_cleanly(tmp_path):
     assert sorted(p.stdout.split("\n")[:2]) == ["rank 0 of 2", "rank 1 of 2"], p.stdout
 
 
+TRAIN_UNDER_MPIRUN = """\
+import sys
+import dptrain
+r = dptrain.train("lenet", devices=1, epochs=1, limit_train=2048, limit_test=512,
+                  batch_size=128, lr=0.5, init_xavier=True, conv_algo="direct",
+                  progress="never", metrics=sys.argv[1])
+print(dptrain.distributed.get_rank(), r.devices, flush=True)
+"""
+
+
+def test_train_under_mpirun_is_the_clis_run_under_mpirun(tmp_path):
+    # dptrain.train starts the process group itself and trains over the
+    # ranks: the same epoch as `mpirun -np 2 dptrain train`.
+    from test_train import cli, read_metrics
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_UNDER_MPIRUN)
+    mpirun = shutil.which("mpirun")
+    if not mpirun or not _dptrain.dist_built():
+        pytest.fail("needs mpirun and a build of dptrain with MPI")
+    ours, theirs = tmp_path / "py.jsonl", tmp_path / "cli.jsonl"
+    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", sys.executable, str(script),
+                        str(ours)], capture_output=True, text=True, timeout=120, env=mpi_env())
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(p.stdout.split("\n")[:2]) == ["0 [cpu:0] x 2 ranks", "1 [cpu:0] x 2 ranks"]
+    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", cli(), "train", "--devices", "1",
+                        "--epochs", "1", "--limit-train", "2048", "--limit-test", "512",
+                        "--batch-size", "128", "--lr", "0.5", "--init-xavier", "--conv-algo",
+                        "direct", "--progress", "never", "--metrics", str(theirs)],
+                       capture_output=True, text=True, timeout=120, env=mpi_env())
+    assert p.returncode == 0, p.stderr[-2000:]
+    (_, a), (_, b) = read_metrics(ours), read_metrics(theirs)
+    for key in ("train_loss", "train_acc", "test_acc", "test_loss"):
+        assert a[key] == b[key], (key, a, b)
+
+
 def worst(a, b):
     """The largest difference; NaN anywhere is infinitely bad."""
     assert len(a) == len(b)
