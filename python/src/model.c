@@ -311,8 +311,50 @@ static int counters_fill(dpy_module_model *mm)
     return rc;
 }
 
+/* Whether the extension's ops leave their outputs to a library tape while
+ * dpy_library_tape_keeper is set (dpy_op_end's rule, module_model.h): an
+ * op run with a keeper outside any tape must give an output that it does
+ * not free. Without that rule, each output of a module's forward would be
+ * freed twice (by its object and by the trainer's tape): refused instead.
+ * 0, or -1 with RuntimeError. */
+static int check_keeper_rule(void)
+{
+    dp_tensor_t *t;
+    int rc = dpy_scalar_tensor(&t, dpy_device("cpu:0"), DP_F32, 1.0);
+    if (rc < 0)
+        return dpy_raise_int(rc);
+    PyObject *x = dpy_tensor_wrap(t, DPY_OWN_SELF, NULL);
+    PyObject *ext = x ? PyImport_ImportModule("_dptrain") : NULL;
+    PyObject *keeper = dpy_library_tape_keeper;
+    bool grad = dpy_grad_enabled;
+    dpy_library_tape_keeper = x;
+    dpy_grad_enabled = false;
+    PyObject *y = ext ? PyObject_CallMethod(ext, "relu", "O", x) : NULL;
+    dpy_grad_enabled = grad;
+    dpy_library_tape_keeper = keeper;
+    int ok = y && dpy_is_tensor(y) && ((dpy_tensor *)y)->owner != DPY_OWN_SELF;
+    if (y && dpy_is_tensor(y) && ok && y != x) {
+        /* No tape was active: the output is this call's to free after all. */
+        dpy_tensor *o = (dpy_tensor *)y;
+        o->owner = DPY_OWN_SELF;
+        Py_CLEAR(o->keeper);
+    }
+    Py_XDECREF(y);
+    Py_XDECREF(ext);
+    Py_XDECREF(x);
+    if (PyErr_Occurred())
+        return -1;
+    if (!ok)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "train(): this _dptrain cannot run a Python module inside the library's "
+                        "forward (its ops ignore dpy_library_tape_keeper: python/src/autograd.c)");
+    return ok ? 0 : -1;
+}
+
 dpy_module_model *dpy_module_model_new(PyObject *module)
 {
+    if (check_keeper_rule() < 0)
+        return NULL;
     dpy_module_model *mm = calloc(1, sizeof *mm);
     if (!mm)
         return (dpy_module_model *)PyErr_NoMemory();
