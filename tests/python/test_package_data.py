@@ -134,3 +134,23 @@ def test_nd_names_of_seed_002():
     u = nd.random.uniform(-1, 1, shape=(10000,)).numpy()
     assert u.min() >= -1 and u.max() < 1 and abs(u.mean()) < 0.05
     np.testing.assert_allclose(nd.dot(nd.array([[1, 2]]), nd.array([[3], [4]])).tolist(), [[11.0]])
+
+
+def test_image_folder_reads_classes_and_pixels(tmp_path):
+    Image = pytest.importorskip("PIL.Image", reason="Pillow writes the test's images")
+    rng = np.random.default_rng(2)
+    pixels = {}
+    for cls in ("cat", "dog"):
+        (tmp_path / "train" / cls).mkdir(parents=True)
+        for k in range(3):
+            a = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+            Image.fromarray(a).save(tmp_path / "train" / cls / f"{k}.png")
+            pixels[(cls, k)] = a
+    ds = datasets.ImageFolder(str(tmp_path / "train"), transform=transforms.ToTensor())
+    assert len(ds) == 6 and ds.classes == ["cat", "dog"] and ds.class_to_idx["dog"] == 1
+    X, y = next(iter(data.DataLoader(ds, batch_size=6)))
+    assert X.shape == (6, 3, 6, 5) and y.tolist() == [0, 0, 0, 1, 1, 1]
+    expected = pixels[("dog", 1)].transpose(2, 0, 1).astype(np.float32) / 255
+    np.testing.assert_allclose(X[4].numpy(), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="train or test"):
+        datasets.ImageFolder(str(tmp_path))
