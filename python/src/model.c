@@ -73,16 +73,38 @@ static void set_clear(tensor_set *s)
     memset(s, 0, sizeof *s);
 }
 
+/* module.<method>() (named_parameters, named_buffers) as a list of
+ * (name, tensor) pairs: a new list, an empty one for a module without the
+ * method, or NULL with an exception. */
+static PyObject *named_list(PyObject *module, const char *method)
+{
+    if (!PyObject_HasAttrString(module, method))
+        return PyList_New(0);
+    PyObject *items = PyObject_CallMethod(module, method, NULL);
+    PyObject *list = items ? PySequence_List(items) : NULL;
+    Py_XDECREF(items);
+    return list;
+}
+
+/* Item i of a named_list: its name (NULL unless a str) and its object
+ * (NULL unless a (name, object) pair), both borrowed. */
+static void named_item(PyObject *list, Py_ssize_t i, const char **name, PyObject **obj)
+{
+    PyObject *pair = PyList_GetItem(list, i);
+    bool is_pair = PyTuple_Check(pair) && PyTuple_Size(pair) == 2;
+    PyObject *key = is_pair ? PyTuple_GetItem(pair, 0) : NULL;
+    *obj = is_pair ? PyTuple_GetItem(pair, 1) : NULL;
+    *name = key && PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, NULL) : NULL;
+}
+
 /* One (name, tensor) pair of named_parameters() or named_buffers() into
  * entry i of s (float32 only); -1 with an exception. */
-static int set_take(tensor_set *s, int i, PyObject *pair, const char *what)
+static int set_take(tensor_set *s, int i, const char *text, PyObject *obj, const char *what)
 {
-    PyObject *name =
-        PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0) : NULL;
-    PyObject *obj = name ? PyTuple_GetItem(pair, 1) : NULL;
-    const char *text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
-    if (!text) {
-        PyErr_Format(PyExc_TypeError, "train(): the module's %s must be (str, Tensor) pairs", what);
+    if (!text || !obj) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "train(): the module's %s must be (str, Tensor) pairs",
+                         what);
         return -1;
     }
     dp_tensor_t *t = dpy_tensor_get(obj);
@@ -112,12 +134,7 @@ static int set_take(tensor_set *s, int i, PyObject *pair, const char *what)
  * tensors' current values; -1 with an exception. */
 static int set_fill(tensor_set *s, PyObject *module, const char *method, const char *what)
 {
-    PyObject *items = NULL, *list = NULL;
-    if (!PyObject_HasAttrString(module, method))
-        return 0; /* a module without buffers */
-    items = PyObject_CallMethod(module, method, NULL);
-    list = items ? PySequence_List(items) : NULL;
-    Py_XDECREF(items);
+    PyObject *list = named_list(module, method);
     if (!list)
         return -1;
     Py_ssize_t n = PyList_Size(list);
@@ -133,15 +150,15 @@ static int set_fill(tensor_set *s, PyObject *module, const char *method, const c
     /* float32 tensors only: a buffer of another dtype (num_batches_tracked)
      * stays the module's own. */
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        PyObject *pair = PyList_GetItem(list, i);
-        PyObject *obj =
-            PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 1) : NULL;
+        const char *text;
+        PyObject *obj;
+        named_item(list, i, &text, &obj);
         dp_tensor_t *t = obj && dpy_is_tensor(obj) ? dpy_tensor_get(obj) : NULL;
         if (PyErr_Occurred())
             rc = -1;
         else if (t && dp_tensor_dtype(t) != DP_F32 && strcmp(what, "buffer") == 0)
             continue;
-        else if ((rc = set_take(s, s->n, pair, what)) == 0)
+        else if ((rc = set_take(s, s->n, text, obj, what)) == 0)
             s->n++;
     }
     Py_DECREF(list);
@@ -275,11 +292,7 @@ bool dpy_module_model_on_epoch(const dp_epoch_stats *epoch, void *user)
  * -1 with an exception. */
 static int counters_fill(dpy_module_model *mm)
 {
-    if (!PyObject_HasAttrString(mm->module, "named_buffers"))
-        return 0;
-    PyObject *items = PyObject_CallMethod(mm->module, "named_buffers", NULL);
-    PyObject *list = items ? PySequence_List(items) : NULL;
-    Py_XDECREF(items);
+    PyObject *list = named_list(mm->module, "named_buffers");
     if (!list)
         return -1;
     Py_ssize_t n = PyList_Size(list);
@@ -290,12 +303,9 @@ static int counters_fill(dpy_module_model *mm)
         rc = (PyErr_NoMemory(), -1);
     const char suffix[] = "num_batches_tracked";
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        PyObject *pair = PyList_GetItem(list, i);
-        PyObject *name =
-            PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0) : NULL;
-        PyObject *obj = name ? PyTuple_GetItem(pair, 1) : NULL;
-        const char *text =
-            name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+        const char *text;
+        PyObject *obj;
+        named_item(list, i, &text, &obj);
         dp_tensor_t *t = obj && dpy_is_tensor(obj) ? dpy_tensor_get(obj) : NULL;
         size_t len = text ? strlen(text) : 0;
         if (!t || dp_tensor_dtype(t) != DP_I32 || dp_tensor_numel(t) != 1 ||

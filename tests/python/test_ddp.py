@@ -40,18 +40,25 @@ def mpi_env():
     return env
 
 
-def run(out, bucket_cap_mb, ranks):
-    os.makedirs(out, exist_ok=True)
-    cmd = [sys.executable, WORKER, str(out), str(bucket_cap_mb)]
+def mpirun(ranks, *cmd):
+    """Runs cmd under `mpirun -np ranks` (ranks 1: alone), failing the test
+    with the end of its output if it fails; returns its stdout."""
     if ranks > 1:
-        mpirun = shutil.which("mpirun")
-        if not mpirun:
+        path = shutil.which("mpirun")
+        if not path:
             pytest.fail("no mpirun on PATH (Open MPI: apt-get install openmpi-bin)")
         if not _dptrain.dist_built():
             pytest.fail("this build of dptrain has no MPI (configure with Open MPI installed)")
-        cmd = [mpirun, "-np", str(ranks), "--oversubscribe"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env())
+        cmd = (path, "-np", str(ranks), "--oversubscribe") + cmd
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120,
+                       env=mpi_env())
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    return p.stdout
+
+
+def run(out, bucket_cap_mb, ranks):
+    os.makedirs(out, exist_ok=True)
+    mpirun(ranks, sys.executable, WORKER, out, bucket_cap_mb)
     results = []
     for r in range(ranks):
         with open(os.path.join(out, f"rank{r}.json")) as f:
@@ -73,13 +80,8 @@ def test_a_script_that_never_destroys_the_group_exits_cleanly(tmp_path):
     # reports the ranks as failed ("exited without calling finalize").
     script = tmp_path / "no_destroy.py"
     script.write_text(NO_DESTROY)
-    mpirun = shutil.which("mpirun")
-    if not mpirun or not _dptrain.dist_built():
-        pytest.fail("needs mpirun and a build of dptrain with MPI")
-    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=60, env=mpi_env())
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert sorted(p.stdout.split("\n")[:2]) == ["rank 0 of 2", "rank 1 of 2"], p.stdout
+    out = mpirun(2, sys.executable, script)
+    assert sorted(out.split("\n")[:2]) == ["rank 0 of 2", "rank 1 of 2"], out
 
 
 TRAIN_UNDER_MPIRUN = """\
@@ -98,20 +100,12 @@ def test_train_under_mpirun_is_the_clis_run_under_mpirun(tmp_path):
     from test_train import cli, read_metrics
     script = tmp_path / "train.py"
     script.write_text(TRAIN_UNDER_MPIRUN)
-    mpirun = shutil.which("mpirun")
-    if not mpirun or not _dptrain.dist_built():
-        pytest.fail("needs mpirun and a build of dptrain with MPI")
     ours, theirs = tmp_path / "py.jsonl", tmp_path / "cli.jsonl"
-    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", sys.executable, str(script),
-                        str(ours)], capture_output=True, text=True, timeout=120, env=mpi_env())
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert sorted(p.stdout.split("\n")[:2]) == ["0 [cpu:0] x 2 ranks", "1 [cpu:0] x 2 ranks"]
-    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe", cli(), "train", "--devices", "1",
-                        "--epochs", "1", "--limit-train", "2048", "--limit-test", "512",
-                        "--batch-size", "128", "--lr", "0.5", "--init-xavier", "--conv-algo",
-                        "direct", "--progress", "never", "--metrics", str(theirs)],
-                       capture_output=True, text=True, timeout=120, env=mpi_env())
-    assert p.returncode == 0, p.stderr[-2000:]
+    out = mpirun(2, sys.executable, script, ours)
+    assert sorted(out.split("\n")[:2]) == ["0 [cpu:0] x 2 ranks", "1 [cpu:0] x 2 ranks"], out
+    mpirun(2, cli(), "train", "--devices", "1", "--epochs", "1", "--limit-train", "2048",
+           "--limit-test", "512", "--batch-size", "128", "--lr", "0.5", "--init-xavier",
+           "--conv-algo", "direct", "--progress", "never", "--metrics", theirs)
     (_, a), (_, b) = read_metrics(ours), read_metrics(theirs)
     for key in ("train_loss", "train_acc", "test_acc", "test_loss"):
         assert a[key] == b[key], (key, a, b)

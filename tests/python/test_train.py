@@ -275,7 +275,7 @@ INTERRUPTED = textwrap.dedent("""\
     import os, signal, sys, threading, time
     import dptrain
     def interrupt():
-        time.sleep(1.0)
+        time.sleep(3.0)  # well into the steps, past loading the data
         os.kill(os.getpid(), signal.SIGINT)
         sent.append(time.monotonic())
     sent = []
