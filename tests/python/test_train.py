@@ -13,8 +13,9 @@
   afterwards, and its forward runs on the thread that called train;
 - Ctrl-C stops a run after its current step with KeyboardInterrupt.
 
-The CLI is $DPTRAIN_CLI, else the `dptrain` beside the build's python/
-folder that _dptrain was imported from (make test builds both).
+The CLI is $DPTRAIN_CLI, else $DP_BUILD_DIR/dptrain (make test-python sets
+it), else the `dptrain` beside the build's python/ folder that _dptrain was
+imported from.
 """
 import json
 import math
@@ -38,8 +39,9 @@ SMALL = dict(dataset="fashion-mnist", limit_train=2048, limit_test=512, batch_si
 
 
 def cli():
-    path = os.environ.get("DPTRAIN_CLI") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(_dptrain.__file__))), "dptrain")
+    build = os.environ.get("DP_BUILD_DIR") or os.path.dirname(
+        os.path.dirname(os.path.abspath(_dptrain.__file__)))
+    path = os.environ.get("DPTRAIN_CLI") or os.path.join(build, "dptrain")
     if not os.access(path, os.X_OK):
         pytest.fail(f"no dptrain CLI at {path} (build it, or set DPTRAIN_CLI)")
     return path
