@@ -1,7 +1,7 @@
 """Seed 003's from-scratch LeNet on 2 devices, 20 steps (claims 2 and 3).
 
 Usage: CLAIMS_IMPORT=torch|dptrain python claims_lenet_scratch.py DATA_DIR
-           [--steps N] [--gpus G] [--save-weights DIR]
+           [--steps N] [--gpus G] [--lr LR] [--save-weights DIR]
 DATA_DIR holds claims_data.write_case("lenet_scratch", ...)'s arrays. Prints
 `step i loss L` per step (the mean of the batch's losses over both
 devices); --save-weights writes device 0's parameters after the last step
@@ -33,6 +33,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("data")
 parser.add_argument("--steps", type=int, default=20)
 parser.add_argument("--gpus", type=int, default=2)
+parser.add_argument("--lr", type=float, default=0.03)
 parser.add_argument("--save-weights")
 args = parser.parse_args()
 
@@ -109,7 +110,7 @@ device_params = [get_params(params, d) for d in devices]
 X_all, y_all = claims_data.load_batches(args.data)
 for step in range(args.steps):
     X, y = torch.from_numpy(X_all[step]), torch.tensor(y_all[step])
-    ls = train_batch(X, y, device_params, devices, lr=0.03)
+    ls = train_batch(X, y, device_params, devices, lr=args.lr)
     print(f"step {step} loss {sum(float(l) for l in ls) / X.shape[0]!r}", flush=True)
 
 if args.save_weights:

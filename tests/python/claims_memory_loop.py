@@ -48,7 +48,9 @@ loss = nn.CrossEntropyLoss(reduction="none")
 
 
 def get_params(params, device):
-    new_params = [p.to(device) for p in params]
+    # .clone(): a copy on every device, the host's tensors left as they are
+    # (as on GPUs; here "cpu" is device 0 itself, where .to gives the tensor)
+    new_params = [p.to(device).clone() for p in params]
     for p in new_params:
         p.requires_grad_()
     return new_params

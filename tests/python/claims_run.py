@@ -54,9 +54,13 @@ def need_torch_python():
 
 def dptrain_pythonpath():
     """The folders this Python imports dptrain and _dptrain from, so that
-    another Python (the torch one) imports the same build."""
-    import _dptrain
-    import dptrain
+    another Python (the torch one) imports the same build; "" where this
+    one cannot import them (the dptrain side then fails with the reason)."""
+    try:
+        import _dptrain
+        import dptrain
+    except ImportError:
+        return ""
     folders = [os.path.dirname(os.path.dirname(os.path.abspath(dptrain.__file__))),
                os.path.dirname(os.path.abspath(_dptrain.__file__))]
     return os.pathsep.join(dict.fromkeys(folders))
@@ -68,8 +72,8 @@ def script_env(backend, extra=None):
     # Two devices whatever the core count: "cuda:0" and "cuda:1" are cpu:0
     # and cpu:1 on a machine without GPUs (the package's device convention).
     env.setdefault("DPTRAIN_DEVICES", "2")
-    path = [HERE, dptrain_pythonpath()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-    env["PYTHONPATH"] = os.pathsep.join(path)
+    path = [HERE, dptrain_pythonpath(), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
     env.update(extra or {})
     return env
 

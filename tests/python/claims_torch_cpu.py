@@ -9,6 +9,11 @@ machine d2l's try_gpu(i) gives torch.device("cpu") for every i, and then:
     each replica runs on its own torch.chunk of the batch (its batch norm
     sees its chunk's statistics) and the outputs are concatenated on
     device_ids[0], the gradients of the replicas summed into the module;
+  - tensor.to(device) is the tensor itself when it is already there, so
+    that get_params(params, d) for d in [cpu, cpu] gives the same tensors
+    twice (one set of parameters, updated twice a step), where on 2 GPUs it
+    gives two copies: .to copies here, recorded for autograd as
+    PyTorch's copy to another device is;
   - torch.cuda.synchronize (the seed calls it every step) refuses to run
     without CUDA; on the CPU there is nothing to wait for.
 install(torch) puts those in place when torch has no CUDA device, so
@@ -38,6 +43,13 @@ def install(torch):
             chunks = torch.chunk(inputs, self.replicas, self.dim)
             return torch.cat([self.module(chunk) for chunk in chunks], self.dim)
 
+    plain_to = torch.Tensor.to
+
+    def to_another_device(self, *args, **kwargs):
+        moved = plain_to(self, *args, **kwargs)
+        return moved.clone() if moved is self else moved
+
+    torch.Tensor.to = to_another_device
     nn.parallel.scatter = scatter
     nn.DataParallel = ChunkedDataParallel
     torch.cuda.synchronize = lambda device=None: None  # CPU work is done when a call returns

@@ -46,6 +46,7 @@ class Fuzz:
         self.modules = []
         self.log = collections.deque(maxlen=12)
         self.checked = 0
+        self.valid_refused = []  # valid calls (known_values) refused twice in a row
 
     # ---- random arguments
     def shape(self):
@@ -126,10 +127,18 @@ class Fuzz:
         x = self.rng.standard_normal(shape).astype(np.float32)
         y = self.rng.standard_normal(shape).astype(np.float32)
         self.note(f"known values {shape} {device}")
-        a, b = torch.tensor(x, device=device), torch.tensor(y, device=device)
-        np.testing.assert_allclose((a + b).numpy(), x + y, rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose((a * b).numpy(), x * y, rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(a.sum().item(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
+        for attempt in range(2):  # the first may meet an error an earlier call left on the device
+            try:
+                a, b = torch.tensor(x, device=device), torch.tensor(y, device=device)
+                got = ((a + b).numpy(), (a * b).numpy(), a.sum().item())
+                break
+            except ALLOWED as e:
+                if attempt == 1:
+                    self.valid_refused.append(f"{type(e).__name__}: {e} (after {list(self.log)[-4:]})")
+                    return
+        np.testing.assert_allclose(got[0], x + y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got[1], x * y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got[2], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
         self.checked += 1
 
     def in_place(self):
@@ -280,6 +289,15 @@ def main():
         try:
             with np.errstate(all="ignore"):
                 getattr(fuzz, action)()
+            if calls % 200 == 199:  # an asynchronous error of the last calls is raised here
+                torch.waitall()
+        except UnicodeError:  # a ValueError, but a message of bytes that are not text
+            print(f"fuzz_api: seed {args.seed} call {calls} ({action}): a message that is not "
+                  f"UTF-8; last actions:")
+            for line in fuzz.log:
+                print(f"  {line}")
+            traceback.print_exc(file=sys.stdout)
+            return 1
         except ALLOWED as e:
             message = str(e)
             if not message.strip() or "\n" in message.strip():
@@ -295,14 +313,16 @@ def main():
             traceback.print_exc(file=sys.stdout)
             return 1
         calls += 1
-        if calls % 200 == 0:
-            torch.waitall()
     try:
         torch.waitall()
     except ALLOWED as e:  # an asynchronous error of the last calls
         refused[type(e).__name__] += 1
     print(f"fuzz_api: {calls} calls, refused {dict(refused)}, {fuzz.checked} value checks, "
           f"no crash", flush=True)
+    if fuzz.valid_refused:
+        print(f"fuzz_api: FAIL: {len(fuzz.valid_refused)} valid calls refused twice in a row "
+              f"(a device left failed by an earlier error?); the first: {fuzz.valid_refused[0]}")
+        return 1
     return 0 if calls > 0 and fuzz.checked > 0 else 1
 
 

@@ -1,7 +1,7 @@
 /* lenet_calls: claim 2's C side. Seed 003's from-scratch LeNet on 2
  * devices, issuing over the public API exactly the calls that
  * tests/python/claims_lenet_scratch.py makes through `import dptrain as
- * torch` (python/src/*.c), so that test_claims_bits.py can require the
+ * torch` (python/src/), so that test_claims_bits.py can require the
  * same bits from both: Python adds no arithmetic.
  *
  *   python (claims_lenet_scratch.py)         C (each call's counterpart)

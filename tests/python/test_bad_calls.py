@@ -19,7 +19,8 @@ from dptrain import nn, optim
 from dptrain.nn import functional as F
 from dptrain.utils import data
 
-SHAPE = r"shape|size|dimension|match|mismatch|incompatible"
+SHAPE = (r"shape|size|dimension|match|incompatible|multipl|does not fit|features|expects|window|"
+         r"element|[(\[]\d+, \d+")  # or the shapes themselves, (2, 3) or [2, 3]
 DTYPE = r"dtype|type|float|int|bfloat16"
 DEVICE = r"device|cuda|cpu"
 
@@ -130,7 +131,7 @@ CASES = [
      lambda: F.conv2d(torch.ones(1, 1, 2, 2), torch.ones(1, 1, 5, 5)), V, SHAPE + "|kernel"),
     ("linear_features", lambda: F.linear(torch.ones(2, 5), torch.ones(3, 4)), V, SHAPE),
     ("reshape_count", lambda: torch.ones(2, 3).reshape(4, 2), V, SHAPE + "|element"),
-    ("reshape_two_unknown", lambda: torch.ones(2, 3).reshape(-1, -1), V,
+    ("reshape_two_unknown", lambda: torch.ones(2, 3).reshape(-1, -1), (V, R),
      SHAPE + r"|-1|infer"),
     ("cross_entropy_rows", lambda: F.cross_entropy(torch.zeros(4, 3), torch.tensor([0, 1, 2, 0, 1])),
      V, SHAPE + "|batch|label"),
@@ -185,7 +186,7 @@ CASES = [
      lambda: F.conv2d(torch.ones(1, 1, 4, 4, device="cuda:0"),
                       torch.ones(1, 1, 3, 3, device="cuda:1")), (R, V), DEVICE),
     # ---- freed, consumed, uninitialised
-    ("dlpack_capsule_used_twice", _consumed_capsule, (R, V), r"capsule|consumed|used"),
+    ("dlpack_capsule_used_twice", _consumed_capsule, (R, V, T), r"capsule|consumed|used"),
     ("tensor_without_storage", _uninitialised_tensor, (R, V, T), r"tensor|initiali|storage|free"),
     # ---- autograd
     ("backward_twice", _backward_twice, R, r"backward|twice|second|freed|graph"),

@@ -19,7 +19,7 @@ import claims_data
 import claims_run
 
 BITS_STEPS = 5
-LENET_LR = "0.03"  # claims_lenet_scratch.py's lr
+LENET_LR = "0.03"
 
 
 def lenet_calls_program():
@@ -49,7 +49,7 @@ def test_python_loop_equals_the_same_c_calls_bit_for_bit(tmp_path):
     y[:BITS_STEPS].astype(np.int32).tofile(data / "y.i32")
 
     py_losses = claims_run.parse_losses(claims_run.run_script(
-        "claims_lenet_scratch.py", "dptrain", data, "--steps", BITS_STEPS,
+        "claims_lenet_scratch.py", "dptrain", data, "--steps", BITS_STEPS, "--lr", LENET_LR,
         "--save-weights", py_out))
     proc = subprocess.run([lenet_calls_program(), str(data), str(c_out), str(BITS_STEPS), LENET_LR],
                           capture_output=True, text=True, timeout=300,
