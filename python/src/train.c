@@ -11,6 +11,7 @@
 #include "module_model.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,10 +171,17 @@ static PyObject *result_dict(const dp_train_result *r)
 static PyObject *run_failed(int rc, const dp_train_result *r)
 {
     if (rc == DP_EINTR) {
-        PyErr_Format(
-            PyExc_KeyboardInterrupt,
-            "train(): stopped before epoch %d batch %lld; resume=\"%s\" goes on from there",
-            r->stopped_epoch, (long long)r->stopped_batch, r->checkpoint);
+        /* The request's signal (another rank's stop reads as SIGTERM). */
+        int signo = dp_train_stop_signal();
+        char name[24];
+        if (signo == SIGINT || signo == SIGTERM)
+            snprintf(name, sizeof name, "%s", signo == SIGINT ? "SIGINT" : "SIGTERM");
+        else
+            snprintf(name, sizeof name, "signal %d", signo);
+        PyErr_Format(PyExc_KeyboardInterrupt,
+                     "train(): stopped by %s before epoch %d batch %lld; resume=\"%s\" goes on "
+                     "from there",
+                     name, r->stopped_epoch, (long long)r->stopped_batch, r->checkpoint);
         return NULL;
     }
     return dpy_raise(rc);

@@ -299,6 +299,7 @@ def test_ctrl_c_stops_the_run_after_its_step(tmp_path):
     line = p.stdout.strip()
     assert line.startswith("stopped after "), line
     assert float(line.split()[2]) < 0.5, line
+    assert "stopped by SIGINT before epoch 1 batch " in line
     assert f'resume="{ck}" goes on from there' in line and ck.exists()
 
 
