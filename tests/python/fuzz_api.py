@@ -1,7 +1,7 @@
 """Randomized calls of dptrain's Python API: random shapes, dtypes, devices
 and call orders for N seconds (claim 6).
 
-Usage: python fuzz_api.py SECONDS [--seed S]
+Usage: python fuzz_api.py SECONDS [--seed S] [--trace FILE]
 Keeps a pool of live tensors, leaves that require a gradient, optimizers
 and modules, and applies random actions to random members: creation (from
 Python lists, NumPy, DLPack), ops with tensors of any shape, dtype and
@@ -13,7 +13,7 @@ A wrong call must raise ValueError, TypeError, RuntimeError or IndexError
 exception is a failure, printed with the seed, the step and the last
 actions, and the run exits 1. A crash (what the ASan runner looks for)
 kills the process: faulthandler prints the Python stack, and the same seed
-replays the same calls. Where a call succeeds on inputs whose value is
+replays the same calls (--trace FILE records each one before it runs). Where a call succeeds on inputs whose value is
 known, some results are checked against NumPy.
 """
 import argparse
@@ -39,8 +39,9 @@ POOL = 16
 
 
 class Fuzz:
-    def __init__(self, seed):
+    def __init__(self, seed, trace=None):
         self.rng = np.random.default_rng(seed)
+        self.trace = trace  # a file each action is written to before it runs (a replay's record)
         self.tensors = []
         self.optimizers = []
         self.modules = []
@@ -69,6 +70,9 @@ class Fuzz:
 
     def note(self, what):
         self.log.append(what)
+        if self.trace:
+            self.trace.write(what + "\n")
+            self.trace.flush()
 
     # ---- actions
     def create(self):
@@ -278,10 +282,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("seconds", type=float)
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    parser.add_argument("--trace", help="write each action to this file before it runs")
     args = parser.parse_args()
     faulthandler.enable()
     print(f"fuzz_api: seed {args.seed}, {args.seconds:g} s", flush=True)
-    fuzz = Fuzz(args.seed)
+    fuzz = Fuzz(args.seed, open(args.trace, "w") if args.trace else None)
     end = time.monotonic() + args.seconds
     calls, refused = 0, collections.Counter()
     while time.monotonic() < end:

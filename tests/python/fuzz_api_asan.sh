@@ -4,7 +4,9 @@
 # preloaded (it must come first), CPython's own allocator is replaced by
 # malloc (PYTHONMALLOC=malloc) so that ASan sees every object's memory, and
 # leak detection is off (CPython does not free everything at exit, which is
-# not ours to report). Any ASan report, or a crash, fails the run.
+# not ours to report). Any ASan report, or a crash, fails the run; ASan
+# aborts (abort_on_error) so that faulthandler prints the Python stack of
+# the call that hit it, and fuzz_api.py's seed replays the same calls.
 #
 # Usage: fuzz_api_asan.sh [SECONDS] [BUILD_DIR]
 # BUILD_DIR (default build-pyasan) is configured with DP_SANITIZE=address
@@ -30,7 +32,7 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 set +e
 LD_PRELOAD=$libasan PYTHONMALLOC=malloc DPTRAIN_DEVICES=2 \
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$log/asan \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:log_path=$log/asan \
   PYTHONPATH="$build/python:$src/python" "$PYTHON" "$src/tests/python/fuzz_api.py" "$seconds" \
   ${FUZZ_SEED:+--seed "$FUZZ_SEED"}
 rc=$?
