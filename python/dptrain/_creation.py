@@ -97,7 +97,7 @@ def _finish(t, requires_grad):
 def _array(data, func):
     """NumPy's view of `data` in one of the library's element types."""
     if isinstance(data, _dptrain.Tensor):
-        return data.numpy()
+        return data._host_array()
     a = np.asarray(data)
     if a.dtype == object:
         raise TypeError(f"{func}(): could not make a tensor of {type(data).__name__} data")

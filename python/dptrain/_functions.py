@@ -97,8 +97,13 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def mm(input, mat2):
-    """(N, K) @ (K, M)."""
-    return _dptrain.mm(_tensor_arg(input, "mm"), _tensor_arg(mat2, "mm", "mat2"))
+    """(N, K) @ (K, M), in floats."""
+    a, b = _tensor_arg(input, "mm"), _tensor_arg(mat2, "mm", "mat2")
+    for name, x in (("input", a), ("mat2", b)):
+        if _dptrain.Tensor.dtype.__get__(x) == "int32":
+            raise TypeError(f"mm(): argument '{name}' must be a float tensor, not int32: convert "
+                            f"it with .float()")
+    return _dptrain.mm(a, b)
 
 
 def matmul(input, other):

@@ -12,7 +12,7 @@ import _dptrain
 
 from . import _dtype
 from ._device import as_device, device_of_name, host_device
-from ._tensor_str import tensor_repr, values_str
+from ._tensor_str import tensor_repr
 
 __all__ = ["Tensor", "Size"]
 
@@ -213,6 +213,11 @@ class Tensor(_C):
         return out if dtype is None else out.type(dtype)
 
     def mean(self, dim=None, keepdim=False, *, axis=None, dtype=None):
+        if dtype is None and _c_dtype.__get__(self) == "int32":
+            raise TypeError("mean(): the mean of an int32 tensor is not an int32: convert it "
+                            "with .float() first (or pass dtype=dptrain.float32)")
+        if dtype is not None:
+            return self.type(dtype).mean(dim, keepdim, axis=axis)
         out = _C.mean(self, _dim_arg(dim, axis, "mean"), keepdim)
         return out if dtype is None else out.type(dtype)
 
@@ -279,7 +284,16 @@ class Tensor(_C):
     # ---- values on the host (each waits) ------------------------------------
     def numpy(self, force=False):
         """The values as a NumPy array: sharing the memory of a tensor on a
-        CPU device (as PyTorch's numpy()), a copy from a GPU; bf16 as float32."""
+        CPU device (as PyTorch's numpy()), a copy from a GPU; bf16 as float32.
+        A tensor that requires grad refuses, as PyTorch's (force=True reads
+        a detached copy)."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._host_array()
+
+    def _host_array(self):
+        """numpy()'s values without its grad check (printing, __array__)."""
         t = self.detach() if self.requires_grad else self
         if t.dtype is _dtype.bfloat16:
             t = t.cast("float32")
@@ -289,7 +303,7 @@ class Tensor(_C):
         return np.from_dlpack(t)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
+        a = self.numpy()  # PyTorch's __array__ refuses a tensor requiring grad too
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __float__(self):
@@ -322,14 +336,11 @@ class Tensor(_C):
             suffixes.append("dtype=dptrain.bfloat16")
         if self.requires_grad:
             suffixes.append("requires_grad=True" if self.is_leaf else "grad_fn=<Backward>")
-        values = self.numpy()
+        values = self._host_array()
         return tensor_repr(values, values.dtype.kind == "f", suffixes)
 
     __str__ = __repr__
 
-    def _values_str(self, indent):
-        values = self.numpy()
-        return values_str(values, values.dtype.kind == "f", indent)
 
 
 def _from_data(data, dtype, device):

@@ -50,7 +50,7 @@ def test_steps_equal_pytorch_s(make):
         ref.step()
         assert abs(loss.item() - rloss.item()) <= 1e-5 * max(1.0, abs(rloss.item())), step
     for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6,
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=name)
 
 
@@ -101,12 +101,12 @@ def test_the_schedule_reaches_the_library_s_optimizer():
     opt = optim.SGD([w], lr=1.0)
     sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     for expected_lr in (1.0, 0.5, 0.25):
-        before = w.numpy().copy()
+        before = w.detach().numpy().copy()
         (w * 2.0).sum().backward()  # gradient 2 everywhere
         opt.step()
         opt.zero_grad()
         sched.step()
-        np.testing.assert_allclose(before - w.numpy(), 2 * expected_lr, rtol=1e-6)
+        np.testing.assert_allclose(before - w.detach().numpy(), 2 * expected_lr, rtol=1e-6)
 
 
 def test_pytorch_s_argument_checks():

@@ -16,11 +16,19 @@ __all__ = ["conv2d", "conv_transpose2d", "linear", "relu", "relu6", "leaky_relu"
 _T = _dptrain.Tensor
 
 
-def _tensor(x, func, arg, optional=False):
+_c_dtype = _T.dtype
+
+
+def _tensor(x, func, arg, optional=False, floating=True):
+    """x checked: a Tensor (or None where optional), of a float dtype where
+    the op computes in floats (TypeError naming the argument otherwise)."""
     if x is None and optional:
         return None
     if not isinstance(x, _T):
         raise TypeError(f"{func}(): argument '{arg}' must be Tensor, not {type(x).__name__}")
+    if floating and _c_dtype.__get__(x) == "int32":
+        raise TypeError(f"{func}(): argument '{arg}' must be a float tensor (float32 or "
+                        f"bfloat16), not int32: convert it with .float()")
     return x
 
 
@@ -261,7 +269,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """-log softmax(input (N, K))[target (N) int32], reduced by `reduction`
     ('mean', 'sum' or 'none'), with PyTorch's label smoothing."""
     f = "cross_entropy"
-    x, y = _tensor(input, f, "input"), _tensor(target, f, "target")
+    x, y = _tensor(input, f, "input"), _tensor(target, f, "target", floating=False)
+    if _c_dtype.__get__(y) != "int32":
+        raise TypeError("cross_entropy(): argument 'target' must hold class indices (int32), "
+                        "not probabilities")
     if weight is not None:
         raise ValueError("cross_entropy(): class weights are not supported")
     if size_average is not None or reduce is not None:
@@ -292,4 +303,4 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 def flatten(input, start_dim=0, end_dim=-1):
-    return _tensor(input, "flatten", "input").flatten(start_dim, end_dim)
+    return _tensor(input, "flatten", "input", floating=False).flatten(start_dim, end_dim)

@@ -265,8 +265,9 @@ class Module:
                 errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
                     ", ".join(f'"{k}"' for k in missing)))
         if errors:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(errors)))
+            # PyTorch's text, on one line (PyTorch puts each error on a line of its own).
+            raise RuntimeError("Error(s) in loading state_dict for {}: {}".format(
+                type(self).__name__, " ".join(e.strip() for e in errors)))
         with no_grad():
             for target, value in pending:
                 source = value

@@ -81,7 +81,7 @@ def random_split(dataset, lengths, generator=None):
 
 def _host_values(x):
     if isinstance(x, _dptrain.Tensor):
-        return x.numpy()
+        return x._host_array()
     return np.asarray(x)
 
 
@@ -184,7 +184,7 @@ class DataLoader:
         tensors = getattr(self.dataset, "tensors", None)
         if isinstance(self.dataset, TensorDataset) and self.collate_fn is default_collate:
             # The rows of each batch gathered from the tensors' host values.
-            host = [t.numpy() for t in tensors]
+            host = [t._host_array() for t in tensors]
             for start in range(0, len(order), self.batch_size):
                 idx = order[start:start + self.batch_size]
                 if self.drop_last and len(idx) < self.batch_size:

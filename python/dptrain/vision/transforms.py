@@ -20,7 +20,7 @@ __all__ = ["Compose", "ToTensor", "Normalize", "Resize", "RandomCrop", "RandomHo
 
 def _values(img):
     if isinstance(img, _dptrain.Tensor):
-        return img.numpy()
+        return img._host_array()
     return np.asarray(img)
 
 
