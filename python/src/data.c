@@ -7,9 +7,9 @@
  *
  * A loader's batches are decoded, shuffled, augmented and normalised on
  * the library's own threads; `next()` hands one batch to Python as two
- * tensors on cpu:0, X float32 (N, C, H, W) and y int32 (N), so that no
- * sample ever passes through Python. The wait for a batch releases the
- * GIL. */
+ * tensors on the host device ("cpu"), X float32 (N, C, H, W) and y int32
+ * (N), so that no sample ever passes through Python. The wait for a batch
+ * releases the GIL. */
 #include "dpy.h"
 
 #include <stdlib.h>
@@ -84,8 +84,8 @@ static PyObject *dataset_get_class_names(PyObject *self, void *c)
         Py_RETURN_NONE;
     PyObject *list = PyList_New(ds->classes);
     for (int i = 0; list && i < ds->classes; i++) {
-        PyObject *s = PyUnicode_DecodeUTF8(ds->class_names[i], (Py_ssize_t)strlen(ds->class_names[i]),
-                                           "surrogateescape");
+        const char *name = ds->class_names[i];
+        PyObject *s = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "surrogateescape");
         if (!s || PyList_SetItem(list, i, s) < 0) {
             Py_DECREF(list);
             return NULL;
@@ -94,7 +94,7 @@ static PyObject *dataset_get_class_names(PyObject *self, void *c)
     return list;
 }
 
-/* get(index) -> (image (C, H, W) float32 on cpu:0, label int), index
+/* get(index) -> (image (C, H, W) float32 on the host device, label), index
  * counted from the end when negative, as a list's. */
 static PyObject *dataset_getitem(PyObject *self, PyObject *arg)
 {
@@ -284,7 +284,7 @@ static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* next() -> (X (N, C, H, W) float32, y (N) int32) on cpu:0, or None at the
+/* next() -> (X (N, C, H, W) float32, y (N) int32) on the host, or None at the
  * end of the epoch. */
 static PyObject *loader_next(PyObject *self, PyObject *unused)
 {
@@ -342,7 +342,7 @@ static PyObject *loader_num_samples(PyObject *self, PyObject *unused)
 static PyMethodDef loader_methods[] = {
     {"start_epoch", loader_start_epoch, METH_O, "start_epoch(epoch): begins an epoch's batches"},
     {"next", loader_next, METH_NOARGS,
-     "next() -> (X float32 (N, C, H, W), y int32 (N)) on cpu:0, or None after the last batch"},
+     "next() -> (X float32 (N, C, H, W), y int32 (N)) on the host, or None after the last batch"},
     {"num_batches", loader_num_batches, METH_NOARGS, "num_batches() -> batches in an epoch"},
     {"num_samples", loader_num_samples, METH_NOARGS, "num_samples() -> samples in an epoch"},
     {NULL, NULL, 0, NULL},
