@@ -212,7 +212,8 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
                             (PyObject *)Py_TYPE(dataset));
     if (batch_size <= 0)
         return PyErr_Format(PyExc_ValueError,
-                            "batch_size should be a positive integer value, but got batch_size=%lld",
+                            "batch_size should be a positive integer value, but got "
+                            "batch_size=%lld",
                             batch_size);
     dp_loader_options opt;
     memset(&opt, 0, sizeof opt);
