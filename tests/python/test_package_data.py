@@ -110,7 +110,7 @@ def test_d2l_helpers():
     assert sum(len(p) for p in Xs) == 512 and [len(p) for p in ys] == [len(p) for p in Xs]
     net = d2l.resnet18(10)
     assert net(dptrain.randn(2, 1, 28, 28)).shape == (2, 10)
-    assert d2l.evaluate_accuracy_gpu(lambda x: dptrain.zeros(len(x), 10), test_iter,
+    assert d2l.evaluate_accuracy_gpu(lambda x: dptrain.zeros(len(x), 10, device=x.device), test_iter,
                                      dptrain.device("cuda:0")) == pytest.approx(0.1)
     w = [dptrain.ones(2).requires_grad_()]
     (w[0] * 3.0).sum().backward()

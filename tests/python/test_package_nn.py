@@ -274,7 +274,7 @@ class Printing(nn.Module):
 
 def test_data_parallel_cuts_runs_on_every_device_and_gathers():
     n = dptrain.cuda.device_count()
-    model = Printing()
+    model = Printing().to("cuda:0")  # DataParallel wants it on device_ids[0], as PyTorch
     dp = nn.DataParallel(model)
     assert dp.device_ids == list(range(n)) and dp.module is model
     assert list(dp.state_dict()) == ["module.fc.weight", "module.fc.bias"]
@@ -284,13 +284,13 @@ def test_data_parallel_cuts_runs_on_every_device_and_gathers():
     expected = [len(c) for c in dptrain.chunk(x, n)]
     assert [s[0][0] for s in model.sizes] == expected
     assert len({s[1] for s in model.sizes}) == len(expected)
-    np.testing.assert_allclose(out.detach().numpy(), model(x).detach().numpy(), rtol=1e-5,
+    np.testing.assert_allclose(out.detach().numpy(), model(x.to("cuda:0")).detach().numpy(), rtol=1e-5,
                                atol=1e-6)
 
 
 def test_data_parallel_sums_every_replica_s_gradient_into_the_module():
     dptrain.manual_seed(3)
-    a = Block()
+    a = Block().to("cuda:0")
     b = Block()
     b.load_state_dict(a.state_dict())
     # BatchNorm in training normalises each replica's rows by their own
@@ -298,7 +298,7 @@ def test_data_parallel_sums_every_replica_s_gradient_into_the_module():
     # the same running statistics, so N devices must give 1 device's numbers.
     a.eval(), b.eval()
     x, y = dptrain.randn(8, 2, 4, 4), dptrain.tensor([0, 1, 2, 0, 1, 2, 0, 1])
-    loss_dp = nn.CrossEntropyLoss()(nn.DataParallel(a)(x), y)
+    loss_dp = nn.CrossEntropyLoss()(nn.DataParallel(a)(x), y.to("cuda:0"))
     loss_one = nn.CrossEntropyLoss()(b(x), y)
     loss_dp.backward()
     loss_one.backward()
