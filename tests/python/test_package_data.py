@@ -154,3 +154,49 @@ def test_image_folder_reads_classes_and_pixels(tmp_path):
     np.testing.assert_allclose(X[4].numpy(), expected, rtol=1e-6)
     with pytest.raises(ValueError, match="train or test"):
         datasets.ImageFolder(str(tmp_path))
+
+
+def _write_idx(path, array):
+    import struct
+    header = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    with open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def test_mnist_is_found_where_torchvision_keeps_it(tmp_path):
+    rng = np.random.default_rng(4)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    images = rng.integers(0, 256, (7, 28, 28), dtype=np.uint8)
+    labels = np.array([3, 1, 4, 1, 5, 9, 2], np.uint8)
+    _write_idx(raw / "t10k-images-idx3-ubyte", images)
+    _write_idx(raw / "t10k-labels-idx1-ubyte", labels)
+    ds = datasets.MNIST(str(tmp_path), train=False, transform=transforms.ToTensor())
+    assert len(ds) == 7
+    X, y = next(iter(data.DataLoader(ds, batch_size=7)))
+    assert y.tolist() == labels.tolist()
+    np.testing.assert_allclose(X.numpy()[:, 0], images / np.float32(255), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="does not download"):
+        datasets.MNIST(str(tmp_path), train=True, download=True)
+
+
+def test_cifar10_binary_batches(tmp_path):
+    rng = np.random.default_rng(6)
+    folder = tmp_path / "cifar-10-batches-bin"
+    folder.mkdir()
+    labels = np.array([0, 9, 4], np.uint8)
+    planes = rng.integers(0, 256, (3, 3, 32, 32), dtype=np.uint8)
+    records = [np.concatenate([[labels[i]], planes[i].reshape(-1)]) for i in range(3)]
+    (folder / "test_batch.bin").write_bytes(np.concatenate(records).astype(np.uint8).tobytes())
+    norm = transforms.Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.5))
+    ds = datasets.CIFAR10(str(tmp_path), train=False,
+                          transform=transforms.Compose([transforms.ToTensor(), norm]))
+    X, y = next(iter(data.DataLoader(ds, batch_size=3)))
+    assert X.shape == (3, 3, 32, 32) and y.tolist() == [0, 9, 4]
+    mean = np.array([0.5, 0.4, 0.3], np.float32)[:, None, None]
+    std = np.array([0.2, 0.25, 0.5], np.float32)[:, None, None]
+    np.testing.assert_allclose(X.numpy(), (planes / np.float32(255) - mean) / std, rtol=1e-5,
+                               atol=1e-6)
+    assert ds.classes[9] == "truck"
+    with pytest.raises(RuntimeError, match="not under"):
+        datasets.CIFAR10(str(tmp_path), train=True)
