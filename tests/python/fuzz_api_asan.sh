@@ -8,7 +8,7 @@
 # aborts (abort_on_error) so that faulthandler prints the Python stack of
 # the call that hit it, and fuzz_api.py's seed replays the same calls.
 #
-# Usage: fuzz_api_asan.sh [SECONDS] [BUILD_DIR]
+# Usage: [FUZZ_SEED=S] [FUZZ_ARGS="--skip optimizer"] fuzz_api_asan.sh [SECONDS] [BUILD_DIR]
 # BUILD_DIR (default build-pyasan) is configured with DP_SANITIZE=address
 # and built (target _dptrain) when needed. PYTHON (default the first of
 # build/venv's, Debian's python3) must import numpy.
@@ -34,7 +34,7 @@ set +e
 LD_PRELOAD=$libasan PYTHONMALLOC=malloc DPTRAIN_DEVICES=2 \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:log_path=$log/asan \
   PYTHONPATH="$build/python:$src/python" "$PYTHON" "$src/tests/python/fuzz_api.py" "$seconds" \
-  ${FUZZ_SEED:+--seed "$FUZZ_SEED"}
+  ${FUZZ_SEED:+--seed "$FUZZ_SEED"} ${FUZZ_ARGS:-}
 rc=$?
 set -e
 if compgen -G "$log/asan*" >/dev/null; then

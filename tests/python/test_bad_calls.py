@@ -290,3 +290,40 @@ def test_fuzz_api_ten_seconds():
     assert proc.returncode == 0, f"fuzz_api.py exited {proc.returncode}:\n" \
                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "no crash" in proc.stdout
+
+
+def test_a_grad_taken_before_the_optimizer_stays_valid():
+    # The optimizer packs its parameters into one buffer; a .grad object
+    # read before that must still read the gradient (it read freed memory:
+    # fuzz_api under ASan, dp_tensor_ndim after optim.c's pack_group).
+    w = torch.ones(3).requires_grad_()
+    (w * w).sum().backward()
+    g = w.grad
+    opt = optim.SGD([w], lr=0.5)
+    assert tuple(g.shape) == (3,) and g.tolist() == [2.0, 2.0, 2.0]
+    opt.step()
+    assert w.tolist() == [0.0, 0.0, 0.0] and w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_backward_through_an_older_tape():
+    # t is recorded on one tape, its loss s on the next (a backward between
+    # them made a fresh tape current). PyTorch: s.backward() reaches x (x.grad
+    # 3 + 2), and a second pass through t is refused (RuntimeError: backward
+    # through the graph a second time); dptrain may also add 2 again (7).
+    # Neither may be silent about the gradient, nor read freed memory (fuzz_api
+    # under ASan: t's gradient lived on s's tape, closed when s died, and the
+    # next backward read it in dp__tape_alloc_like).
+    x = torch.ones(3).requires_grad_()
+    t = x * 2.0
+    (x * 3.0).sum().backward()
+    s = t.sum()
+    s.backward()
+    assert x.grad.tolist() == [5.0, 5.0, 5.0]
+    del s
+    try:
+        t.sum().backward()
+    except RuntimeError as e:
+        assert "\n" not in str(e).strip() and re.search(r"backward|graph|twice|second", str(e))
+        assert x.grad.tolist() == [5.0, 5.0, 5.0]
+    else:
+        assert x.grad.tolist() == [7.0, 7.0, 7.0]
