@@ -51,6 +51,11 @@ typedef struct dpy_tensor {
     /* A leaf's .grad is None until a backward ran after requires_grad_()
      * (or after .grad = None): the backward count then (autograd.c). */
     uint64_t grad_epoch;
+    /* What held this object's earlier memory, once an Optimizer re-pointed
+     * it at a parameter buffer (a list: an object owning the old tensor, or
+     * the old keeper): views of that memory (.grad, detach(), a DLPack
+     * capsule, a recorded op) stay valid while this object lives. */
+    PyObject *retired;
 } dpy_tensor;
 
 /* The module's state, process-wide (one interpreter). */

@@ -72,6 +72,7 @@ static PyObject *py_conv2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     long long groups;
     if (dpy_check_rank(x, f, "input", 4, 4) < 0 || dpy_check_rank(w, f, "weight", 4, 4) < 0 ||
         (b && dpy_check_rank(b, f, "bias", 1, 1) < 0) || check_float(x, f, "input") < 0 ||
+        check_float(w, f, "weight") < 0 || (b && check_float(b, f, "bias") < 0) ||
         check_same_device(x, w, f, "weight") < 0 || check_same_device(x, b, f, "bias") < 0 ||
         dpy_pair_parse(args[3], f, "stride", stride) < 0 ||
         dpy_pair_parse(args[4], f, "padding", pad) < 0 ||
@@ -155,11 +156,13 @@ static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     OPTIONAL_TENSOR_ARG(b, 2, f, "bias");
     if (dpy_check_rank(x, f, "input", 2, 2) < 0 || dpy_check_rank(w, f, "weight", 2, 2) < 0 ||
         (b && dpy_check_rank(b, f, "bias", 1, 1) < 0) || check_float(x, f, "input") < 0 ||
+        check_float(w, f, "weight") < 0 || (b && check_float(b, f, "bias") < 0) ||
         check_same_device(x, w, f, "weight") < 0 || check_same_device(x, b, f, "bias") < 0)
         return NULL;
     if (dp_tensor_dim(x, 1) != dp_tensor_dim(w, 1))
         return PyErr_Format(PyExc_ValueError,
-                            "linear(): input has %lld features, weight (%lld, %lld) expects %lld",
+                            "linear(): input has %lld features, a shape mismatch with weight (%lld, "
+                            "%lld), which expects %lld",
                             (long long)dp_tensor_dim(x, 1), (long long)dp_tensor_dim(w, 0),
                             (long long)dp_tensor_dim(w, 1), (long long)dp_tensor_dim(w, 1));
     dp_tensor_t *y = NULL;
@@ -178,11 +181,13 @@ static PyObject *py_mm(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     TENSOR_ARG(a, 0, f, "input");
     TENSOR_ARG(b, 1, f, "mat2");
     if (dpy_check_rank(a, f, "input", 2, 2) < 0 || dpy_check_rank(b, f, "mat2", 2, 2) < 0 ||
+        check_float(a, f, "input") < 0 || check_float(b, f, "mat2") < 0 ||
         check_same_device(a, b, f, "mat2") < 0)
         return NULL;
     if (dp_tensor_dim(a, 1) != dp_tensor_dim(b, 0))
         return PyErr_Format(PyExc_ValueError,
-                            "mm(): input (%lld, %lld) and mat2 (%lld, %lld) cannot be multiplied",
+                            "mm(): the shapes of input (%lld, %lld) and mat2 (%lld, %lld) do not match "
+                            "for a product",
                             (long long)dp_tensor_dim(a, 0), (long long)dp_tensor_dim(a, 1),
                             (long long)dp_tensor_dim(b, 0), (long long)dp_tensor_dim(b, 1));
     dp_tensor_t *y = NULL;

@@ -76,10 +76,19 @@ static int pack_group(dpy_optimizer *o, group *g, PyObject *seq, const dp_optimi
         dp_tensor_t *old_grad = p->requires_grad ? dp_tensor_grad(old) : NULL;
         if (old_grad && dpy_copy_into(dp_tensor_grad(view), old_grad, "Optimizer") < 0)
             return -1;
-        /* The object now holds the view; the old tensor goes once the copies
-         * that read it have run. */
+        /* The object now holds the view. Its old memory may still be seen
+         * through views of it (.grad, detach(), a DLPack capsule, a recorded
+         * op), so it is retired, not freed: it goes with the object. */
+        PyObject *old_owner = p->owner == DPY_OWN_SELF ? dpy_tensor_wrap(old, DPY_OWN_SELF, NULL)
+                                                       : p->keeper;
+        if (!old_owner || (!p->retired && !(p->retired = PyList_New(0))) ||
+            PyList_Append(p->retired, old_owner) < 0) {
+            if (p->owner == DPY_OWN_SELF)
+                Py_XDECREF(old_owner);
+            return -1;
+        }
         if (p->owner == DPY_OWN_SELF)
-            dp_tensor_free(old);
+            Py_DECREF(old_owner);
         PyObject *keeper = p->keeper;
         p->t = view;
         p->owner = DPY_OWN_OTHER;

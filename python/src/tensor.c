@@ -52,6 +52,7 @@ PyObject *dpy_tensor_wrap(dp_tensor_t *t, dpy_owner owner, PyObject *keeper)
     o->is_leaf = 1;
     o->backward_done = 0;
     o->grad_epoch = 0;
+    o->retired = NULL;
     return (PyObject *)o;
 }
 
@@ -65,6 +66,7 @@ static void tensor_dealloc(PyObject *self)
         dpy_tape_release_output((dpy_tape *)o->keeper);
     o->t = NULL;
     Py_CLEAR(o->keeper);
+    Py_CLEAR(o->retired);
     freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     free_fn(self);
     Py_DECREF(tp);
@@ -393,9 +395,16 @@ static PyObject *py_set_tensor_class(PyObject *m, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_tensor_class(PyObject *m, PyObject *unused)
+{
+    Py_INCREF((PyObject *)dpy_tensor_class);
+    return (PyObject *)dpy_tensor_class;
+}
+
 static PyMethodDef tensor_functions[] = {
     {"_set_tensor_class", py_set_tensor_class, METH_O,
      "_set_tensor_class(cls): the class (a subclass of Tensor) that ops return"},
+    {"_tensor_class", py_tensor_class, METH_NOARGS, "_tensor_class() -> the class ops return"},
     {NULL, NULL, 0, NULL},
 };
 

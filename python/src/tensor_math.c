@@ -11,7 +11,7 @@ int dpy_copy_into(dp_tensor_t *dst, dp_tensor_t *src, const char *func)
 {
     if (dp_tensor_numel(dst) != dp_tensor_numel(src)) {
         char a[64], b[64];
-        PyErr_Format(PyExc_ValueError, "%s(): cannot copy %s into %s (element counts differ)", func,
+        PyErr_Format(PyExc_ValueError, "%s(): cannot copy %s into %s (their sizes do not match)", func,
                      dp_tensor_shape_str(src, a, sizeof a), dp_tensor_shape_str(dst, b, sizeof b));
         return -1;
     }

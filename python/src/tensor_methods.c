@@ -64,6 +64,10 @@ static PyObject *m_sum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 static PyObject *m_mean(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    SELF_T(NULL);
+    if (dp_tensor_dtype(t) == DP_I32)
+        return PyErr_Format(PyExc_TypeError, "mean(): an int32 tensor has no mean (the dtype "
+                                             "must be floating point): cast it to float32 first");
     return reduce(self, args, nargs, "mean", dp_mean, true);
 }
 static PyObject *m_argmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

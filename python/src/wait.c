@@ -7,7 +7,7 @@
  * the next wait finds them done. */
 #include "dpy.h"
 
-#include <stdlib.h>
+#include <string.h>
 
 #define DPY_WAIT_SLICE 0.1
 
@@ -21,7 +21,30 @@ static int slice_device(void *what)
     return dp_device_sync_for(what, DPY_WAIT_SLICE);
 }
 
-static int wait_sliced(int (*slice)(void *), void *what)
+/* A device's stream keeps its first failure and every later wait returns
+ * it (the library has no call that clears it). The front end raises it
+ * once, at the first wait that sees it, and lets later waits on that
+ * device pass: the commands after a failed one have run, and the engine
+ * stays usable. (A second failure on the same device is not seen: the
+ * stream records only the first.) */
+typedef struct reported_error {
+    dp_device_t *dev;
+    int rc;
+} reported_error;
+static reported_error reported[2 * DP_MAX_DEVICES];
+static int nreported;
+
+static bool already_reported(dp_device_t *dev, int rc)
+{
+    for (int i = 0; i < nreported; i++)
+        if (reported[i].dev == dev)
+            return reported[i].rc == rc;
+    if (nreported < (int)(sizeof reported / sizeof reported[0]))
+        reported[nreported++] = (reported_error){dev, rc};
+    return false;
+}
+
+static int wait_sliced(int (*slice)(void *), void *what, dp_device_t *dev)
 {
     for (;;) {
         int rc;
@@ -31,7 +54,7 @@ static int wait_sliced(int (*slice)(void *), void *what)
         if (rc == 0)
             return 0;
         if (rc != DP_ETIMEDOUT)
-            return dpy_raise_int(rc);
+            return already_reported(dev, rc) ? 0 : dpy_raise_int(rc);
         if (PyErr_CheckSignals() < 0)
             return -1;
     }
@@ -39,12 +62,12 @@ static int wait_sliced(int (*slice)(void *), void *what)
 
 int dpy_wait_tensor(dp_tensor_t *t)
 {
-    return wait_sliced(slice_tensor, t);
+    return wait_sliced(slice_tensor, t, dp_tensor_device(t));
 }
 
 int dpy_wait_device(dp_device_t *d)
 {
-    return wait_sliced(slice_device, d);
+    return wait_sliced(slice_device, d, d);
 }
 
 /* Every open device in turn; one that is slow keeps the slices going. */
@@ -58,11 +81,44 @@ int dpy_wait_all(void)
     return 0;
 }
 
+/* The values in logical order into dst, after a wait. Host memory in that
+ * order is read directly; a blocked CPU activation is first copied into a
+ * logical tensor on its device. (dp_tensor_to_host would do both, but it
+ * returns a device's kept first failure before copying, even one already
+ * raised: see above.) A GPU tensor goes through dp_tensor_to_host. */
 int dpy_to_host(dp_tensor_t *t, void *dst, size_t bytes)
 {
     if (dpy_wait_tensor(t) < 0)
         return -1;
+    const void *p = dp_tensor_host_data(t);
+    if (p) {
+        memcpy(dst, p, bytes);
+        return 0;
+    }
+    dp_device_t *dev = dp_tensor_device(t);
     int rc;
+    if (dp_device_has(dev, DP_DEVICE_HOST_MEMORY)) {
+        int64_t shape[DP_MAX_DIMS];
+        for (int i = 0; i < dp_tensor_ndim(t); i++)
+            shape[i] = dp_tensor_dim(t, i);
+        dp_tensor_t *logical = NULL;
+        rc = dp_tensor_new(&logical, dev, dp_tensor_dtype(t), dp_tensor_ndim(t), shape);
+        if (rc == 0)
+            rc = dp_tensor_copy(logical, t);
+        if (rc < 0) {
+            dp_tensor_free(logical);
+            return dpy_raise_int(rc);
+        }
+        rc = dpy_wait_tensor(logical);
+        p = rc == 0 ? dp_tensor_host_data(logical) : NULL;
+        if (p)
+            memcpy(dst, p, bytes);
+        dp_tensor_free(logical);
+        if (rc < 0)
+            return -1;
+        if (p)
+            return 0;
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = dp_tensor_to_host(t, dst, bytes);
     Py_END_ALLOW_THREADS

@@ -24,3 +24,22 @@ except ImportError as e:
     raise ImportError(f"tests/python: _dptrain does not import from {BUILD}/python ({e}); build it "
                       f"(make build, or cmake --build BUILD --target _dptrain) or set "
                       f"DP_BUILD_DIR") from e
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def base_tensor_class():
+    """Ops return _dptrain.Tensor itself during the test (the extension's
+    own tests), whatever class `import dptrain` set; restored after."""
+    # An error an earlier test's kernel left on a device (raised at the next
+    # wait on that device) is that test's, not this one's.
+    try:
+        _dptrain.waitall()
+    except Exception:  # noqa: BLE001
+        pass
+    previous = _dptrain._tensor_class()
+    _dptrain._set_tensor_class(_dptrain.Tensor)
+    yield
+    _dptrain._set_tensor_class(previous)

@@ -11,6 +11,9 @@ import pytest
 import _dptrain as C
 from dpy_helpers import N, T, assert_close, finite_difference
 
+# The extension's own methods, not the package's overrides.
+pytestmark = pytest.mark.usefixtures("base_tensor_class")
+
 rng = np.random.default_rng(2026)
 
 

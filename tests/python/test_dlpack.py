@@ -10,6 +10,9 @@ import pytest
 import _dptrain as C
 from dpy_helpers import N, T
 
+# The extension's own methods, not the package's overrides.
+pytestmark = pytest.mark.usefixtures("base_tensor_class")
+
 
 def test_numpy_into_dptrain_shares_memory():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)

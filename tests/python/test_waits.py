@@ -12,6 +12,9 @@ import pytest
 import _dptrain as C
 from dpy_helpers import N, T
 
+# The extension's own methods, not the package's overrides.
+pytestmark = pytest.mark.usefixtures("base_tensor_class")
+
 
 def long_work(seconds=1.0):
     """About `seconds` of convolutions on cpu:0, enqueued: the last output.
