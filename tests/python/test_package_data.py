@@ -200,3 +200,22 @@ def test_cifar10_binary_batches(tmp_path):
     assert ds.classes[9] == "truck"
     with pytest.raises(RuntimeError, match="not under"):
         datasets.CIFAR10(str(tmp_path), train=True)
+
+
+def test_d2l_animator_and_timer_keep_d2l_s_records():
+    from dptrain import d2l
+    animator = d2l.Animator(xlabel="epoch", xlim=[1, 3], legend=["train loss", "test acc"])
+    animator.add(1, (0.9, 0.5))
+    animator.add(2, (0.7, 0.6))
+    assert animator.X == [[1, 2], [1, 2]] and animator.Y == [[0.9, 0.7], [0.5, 0.6]]
+    legend = animator.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["train loss", "test acc"]
+    assert [tuple(line.get_xydata()[-1]) for line in animator.axes[0].get_lines()] == \
+        [(2.0, 0.7), (2.0, 0.6)]
+    d2l.plot(np.arange(4), [np.arange(4) ** 2], xlabel="x", legend=["x^2"])
+    timer = d2l.Timer()
+    timer.stop()
+    timer.start()
+    timer.stop()
+    assert len(timer.times) == 2 and timer.cumsum()[-1] == pytest.approx(timer.sum())
+    assert timer.avg() == pytest.approx(timer.sum() / 2)
