@@ -160,8 +160,10 @@ int dp_tensor_wait_for(const dp_tensor_t *t, double seconds);
  * the tensor has been freed (dp_tensor_free) and every command enqueued
  * before that has run, those of other devices that read it included (they
  * are ordered before its device's later commands); NULL: nothing is called.
- * When this call fails, nothing is called and the memory stays the
- * caller's. */
+ * It runs on the worker thread, so it must not wait for a thread that may
+ * be waiting for the device (a Python release must not take the GIL
+ * there: Py_AddPendingCall hands the decref to the interpreter). When this
+ * call fails, nothing is called and the memory stays the caller's. */
 int dp_tensor_wrap_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int ndim,
                         const int64_t *shape, void *data, void (*release)(void *ctx), void *ctx);
 /* The address of t's elements in logical row-major order, for a tensor on a
