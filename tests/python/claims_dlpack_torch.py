@@ -55,7 +55,8 @@ def bf16_reaches_torch_as_bfloat16():
     t = dptrain.tensor(BF16_VALUES).type(dptrain.bfloat16)
     tt = torch.from_dlpack(t)
     assert tt.dtype == torch.bfloat16, tt.dtype
-    expected_bits = (np.array(BF16_VALUES, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    f32_bits = np.array(BF16_VALUES, dtype=np.float32).view(np.uint32)
+    expected_bits = (f32_bits >> 16).astype(np.uint16)  # exact values: the top half
     got_bits = tt.view(torch.int16).numpy().view(np.uint16)
     assert got_bits.tolist() == expected_bits.tolist(), (got_bits, expected_bits)
 

@@ -35,7 +35,8 @@ args = parser.parse_args()
 
 
 class SmallNet(nn.Module):
-    # x (N, 3, 12, 12) -> conv, relu, 2x2 max pool: (N, 6, 6, 6) -> fc1, relu: (N, 32) -> fc2: (N, 4)
+    # x (N, 3, 12, 12) -> conv, relu, 2x2 max pool: (N, 6, 6, 6)
+    #   -> fc1, relu: (N, 32) -> fc2: (N, 4)
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 6, kernel_size=3, padding=1)

@@ -14,8 +14,9 @@ message; any other exception is a failure, printed at the end (each kind
 once) with the seed, the call's number and the last actions, and the run
 exits 1; so does a valid call refused twice in a row. A crash (what the ASan runner looks for)
 kills the process: faulthandler prints the Python stack, and the same seed
-replays the same calls (--trace FILE records each one before it runs). Where a call succeeds on inputs whose value is
-known, some results are checked against NumPy.
+replays the same calls (--trace FILE records each one before it runs).
+Where a call succeeds on inputs whose value is known, some results are
+checked against NumPy.
 """
 import argparse
 import collections
@@ -105,7 +106,8 @@ class Fuzz:
             "sum": lambda x: x.sum(), "sum_dim": lambda x: x.sum(dim=int(self.rng.integers(-1, 4))),
             "mean": lambda x: x.mean(), "argmax": lambda x: x.argmax(dim=int(self.rng.integers(4))),
             "reshape": lambda x: x.reshape(*self.shape()), "reshape_infer": lambda x: x.reshape(-1),
-            "flatten": lambda x: torch.flatten(x, 1), "t": lambda x: x.t(), "clone": lambda x: x.clone(),
+            "flatten": lambda x: torch.flatten(x, 1), "t": lambda x: x.t(),
+            "clone": lambda x: x.clone(),
             "detach": lambda x: x.detach(), "float": lambda x: x.float(),
             "type": lambda x: x.type(self.pick(DTYPES)), "to": lambda x: x.to(self.pick(DEVICES)),
             "rows": lambda x: x[int(self.rng.integers(-2, 4)):int(self.rng.integers(-1, 6))],
@@ -123,7 +125,8 @@ class Fuzz:
                "@": lambda: a @ b, "==": lambda: a == b, "mm": lambda: torch.mm(a, b),
                "cat": lambda: torch.cat([a, b], int(self.rng.integers(0, 2)))}
         name = self.pick(list(ops))
-        self.note(f"{tuple(a.shape)} {a.dtype} {a.device} {name} {tuple(b.shape)} {b.dtype} {b.device}")
+        self.note(f"{tuple(a.shape)} {a.dtype} {a.device} {name} "
+                  f"{tuple(b.shape)} {b.dtype} {b.device}")
         self.keep(ops[name]())
 
     def known_values(self):
@@ -139,7 +142,8 @@ class Fuzz:
                 break
             except ALLOWED as e:
                 if attempt == 1:
-                    self.valid_refused.append(f"{type(e).__name__}: {e} (after {list(self.log)[-4:]})")
+                    self.valid_refused.append(
+                        f"{type(e).__name__}: {e} (after {list(self.log)[-4:]})")
                     return
         np.testing.assert_allclose(got[0], x + y, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(got[1], x * y, rtol=1e-6, atol=1e-6)
@@ -186,7 +190,8 @@ class Fuzz:
         elif kind == 6:
             self.keep(F.dropout(x, p=float(self.rng.uniform(-0.5, 1.5))))
         else:
-            labels = torch.tensor(self.rng.integers(-1, 5, size=x.shape[0] if x.shape else 1).tolist())
+            rows = x.shape[0] if x.shape else 1
+            labels = torch.tensor(self.rng.integers(-1, 5, size=rows).tolist())
             self.keep(F.cross_entropy(x, labels, reduction=self.pick(["mean", "sum", "none"]),
                                       label_smoothing=float(self.rng.uniform(0, 0.3))))
 

@@ -81,7 +81,7 @@ def test_data_parallel_module_equals_one_device(tmp_path):
             "claims_dp_equiv.py", "dptrain", data, out, "--gpus", gpus))
         assert len(losses) == steps and all(np.isfinite(losses)), losses
         runs[gpus] = (losses, out)
-    (one, one_dir), (two, two_dir) = runs[1], runs[2]
+    (_, one_dir), (two, two_dir) = runs[1], runs[2]
     assert two[-1] < 0.5 * two[0], two  # it learnt
     for name, initial in claims_data.load_params("dp_equiv", str(data)):
         a, b = np.load(one_dir / f"{name}.npy"), np.load(two_dir / f"{name}.npy")

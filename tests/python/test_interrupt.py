@@ -33,7 +33,8 @@ CHILD = textwrap.dedent("""
         print("finished before the signal", flush=True)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
-    print("device 1:", (torch.ones(3, 3, device="cuda:1") @ torch.ones(3, 3, device="cuda:1")).sum().item(), flush=True)
+    one = torch.ones(3, 3, device="cuda:1")
+    print("device 1:", (one @ one).sum().item(), flush=True)
     start = time.monotonic()
     print("device 0:", (torch.ones(4, 4, device="cuda:0") * 2.0).sum().item(), flush=True)
     print(f"device 0 waited {time.monotonic() - start:.1f} s", flush=True)
