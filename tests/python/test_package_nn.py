@@ -319,3 +319,24 @@ def test_data_parallel_sums_every_replica_s_gradient_into_the_module():
     if dptrain.cuda.device_count() > 1:
         with pytest.raises(RuntimeError, match="device_ids\\[0\\]"):
             nn.DataParallel(Block().to("cuda:1"))(x)
+
+
+@needs_torch
+def test_conv_transpose_prelu_and_batch_norm_1d_equal_pytorch():
+    x = np.random.default_rng(8).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    for ours, theirs in ((nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+                          torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)),
+                         (nn.PReLU(3), torch.nn.PReLU(3))):
+        assert repr(ours) == repr(theirs)
+        copy_into_torch(ours, theirs)
+        np.testing.assert_allclose(ours(dptrain.tensor(x)).detach().numpy(),
+                                   theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    v = x[:, :, 0, 0].copy()
+    bn, ref = nn.BatchNorm1d(3, momentum=None), torch.nn.BatchNorm1d(3, momentum=None)
+    for _ in range(3):
+        out = bn(dptrain.tensor(v)).detach().numpy()
+        np.testing.assert_allclose(out, ref(torch.from_numpy(v)).detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+    np.testing.assert_allclose(bn.running_var.numpy(), ref.running_var.numpy(), rtol=1e-5)
+    assert bn.num_batches_tracked.item() == 3
