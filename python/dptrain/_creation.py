@@ -15,8 +15,9 @@ from . import _dtype
 from ._device import as_device, host_device
 
 __all__ = ["tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty", "zeros_like",
-           "ones_like", "full_like", "empty_like", "arange", "randn", "rand", "normal", "randn_like",
-           "rand_like", "manual_seed", "initial_seed", "seed", "next_seed", "randperm"]
+           "ones_like", "full_like", "empty_like", "arange", "randn", "rand", "normal",
+           "randn_like", "rand_like", "manual_seed", "initial_seed", "seed", "next_seed",
+           "randperm"]
 
 # PyTorch's default generator starts from this seed too: an unseeded script
 # draws the same numbers on every run.

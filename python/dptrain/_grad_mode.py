@@ -95,7 +95,8 @@ class autocast:
             raise TypeError(f"autocast(): device_type must be a str, not "
                             f"{type(device_type).__name__}")
         if device_type not in ("cpu", "cuda"):
-            raise ValueError(f"autocast(): device_type must be 'cpu' or 'cuda', not {device_type!r}")
+            raise ValueError(f"autocast(): device_type must be 'cpu' or 'cuda', not "
+                             f"{device_type!r}")
         dtype = _dtype.bfloat16 if dtype is None else _dtype.as_dtype(dtype, "autocast")
         if dtype is not _dtype.bfloat16:
             raise ValueError(f"autocast(): dptrain's reduced precision is dptrain.bfloat16, "

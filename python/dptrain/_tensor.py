@@ -66,7 +66,8 @@ def _resolve_shape(args, numel, func):
             if i != infer:
                 known *= d
         if known == 0 or numel % known:
-            raise RuntimeError(f"{func}(): shape '{list(args)}' is invalid for input of size {numel}")
+            raise RuntimeError(f"{func}(): shape '{list(args)}' is invalid for input of size "
+                               f"{numel}")
         shape[infer] = numel // known
     return tuple(shape)
 

@@ -69,7 +69,9 @@ def _summarised(values):
         return values
     n = values.shape[0]
     if values.ndim == 1:
-        return np.concatenate((values[:EDGEITEMS], values[-EDGEITEMS:])) if n > 2 * EDGEITEMS else values
+        if n <= 2 * EDGEITEMS:
+            return values
+        return np.concatenate((values[:EDGEITEMS], values[-EDGEITEMS:]))
     rows = list(range(EDGEITEMS)) + list(range(n - EDGEITEMS, n)) if n > 2 * EDGEITEMS else range(n)
     return np.stack([_summarised(values[i]) for i in rows])
 

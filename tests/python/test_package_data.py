@@ -76,9 +76,8 @@ def test_fashion_mnist_batches_come_from_the_c_loader(tmp_path):
     image, label = test[0]
     np.testing.assert_array_equal(values[0], image.numpy())
     assert label == int(y[0]) and train.classes[9] == "Ankle boot"
-    norm = datasets.FashionMNIST(str(tmp_path), train=False, download=True,
-                                 transform=transforms.Compose([transforms.ToTensor(),
-                                                               transforms.Normalize((0.5,), (0.25,))]))
+    to_normal = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.25,))])
+    norm = datasets.FashionMNIST(str(tmp_path), train=False, download=True, transform=to_normal)
     Xn, _ = next(iter(data.DataLoader(norm, batch_size=256)))
     np.testing.assert_allclose(Xn.numpy(), (values - 0.5) / 0.25, rtol=1e-6, atol=1e-6)
     sizes = [len(b[1]) for b in data.DataLoader(test, batch_size=3000, drop_last=True)]
@@ -110,8 +109,9 @@ def test_d2l_helpers():
     assert sum(len(p) for p in Xs) == 512 and [len(p) for p in ys] == [len(p) for p in Xs]
     net = d2l.resnet18(10)
     assert net(dptrain.randn(2, 1, 28, 28)).shape == (2, 10)
-    assert d2l.evaluate_accuracy_gpu(lambda x: dptrain.zeros(len(x), 10, device=x.device), test_iter,
-                                     dptrain.device("cuda:0")) == pytest.approx(0.1)
+    guess_zero = lambda x: dptrain.zeros(len(x), 10, device=x.device)  # noqa: E731
+    assert d2l.evaluate_accuracy_gpu(guess_zero, test_iter, dptrain.device("cuda:0")) == \
+        pytest.approx(0.1)
     w = [dptrain.ones(2).requires_grad_()]
     (w[0] * 3.0).sum().backward()
     d2l.sgd(w, 0.5, 3)

@@ -162,10 +162,12 @@ def test_forward_and_gradients_equal_pytorch_from_the_same_weights():
 
 @needs_torch
 @pytest.mark.parametrize("name, ours, theirs", [
-    ("relu6", nn.ReLU6(), "ReLU6()"), ("elu", nn.ELU(0.5), "ELU(0.5)"), ("selu", nn.SELU(), "SELU()"),
+    ("relu6", nn.ReLU6(), "ReLU6()"), ("elu", nn.ELU(0.5), "ELU(0.5)"),
+    ("selu", nn.SELU(), "SELU()"),
     ("silu", nn.SiLU(), "SiLU()"), ("hardswish", nn.Hardswish(), "Hardswish()"),
     ("hardsigmoid", nn.Hardsigmoid(), "Hardsigmoid()"), ("tanh", nn.Tanh(), "Tanh()"),
-    ("gelu_tanh", nn.GELU("tanh"), "GELU('tanh')"), ("hardtanh", nn.Hardtanh(-0.5, 2), "Hardtanh(-0.5, 2)"),
+    ("gelu_tanh", nn.GELU("tanh"), "GELU('tanh')"),
+    ("hardtanh", nn.Hardtanh(-0.5, 2), "Hardtanh(-0.5, 2)"),
     ("logsoftmax", nn.LogSoftmax(dim=1), "LogSoftmax(dim=1)"),
     ("avgpool_pad", nn.AvgPool2d(3, 2, 1, count_include_pad=False),
      "AvgPool2d(3, 2, 1, count_include_pad=False)"),
@@ -284,8 +286,8 @@ def test_data_parallel_cuts_runs_on_every_device_and_gathers():
     expected = [len(c) for c in dptrain.chunk(x, n)]
     assert [s[0][0] for s in model.sizes] == expected
     assert len({s[1] for s in model.sizes}) == len(expected)
-    np.testing.assert_allclose(out.detach().numpy(), model(x.to("cuda:0")).detach().numpy(), rtol=1e-5,
-                               atol=1e-6)
+    one_device = model(x.to("cuda:0")).detach().numpy()
+    np.testing.assert_allclose(out.detach().numpy(), one_device, rtol=1e-5, atol=1e-6)
 
 
 def test_data_parallel_sums_every_replica_s_gradient_into_the_module():

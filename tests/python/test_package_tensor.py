@@ -99,7 +99,8 @@ def test_devices_follow_the_convention():
     assert d == dptrain.device("cuda", 0) and hash(d) == hash(dptrain.device(0))
     last = dptrain.device(f"cuda:{n - 1}")
     assert repr(last) == f"device(type='{last.type}', index={last.index})"
-    assert str(dptrain.device("cpu")) == "cpu" and repr(dptrain.device("cpu")) == "device(type='cpu')"
+    assert str(dptrain.device("cpu")) == "cpu"
+    assert repr(dptrain.device("cpu")) == "device(type='cpu')"
     x = dptrain.ones(2).to(last)
     assert x.device == last and x.tolist() == [1.0, 1.0]
     with pytest.raises(ValueError):

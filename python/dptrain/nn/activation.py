@@ -121,7 +121,8 @@ class PReLU(Module):
         super().__init__()
         if isinstance(num_parameters, bool) or not isinstance(num_parameters, int) \
                 or num_parameters < 1:
-            raise ValueError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
+            raise ValueError(f"PReLU: num_parameters must be a positive int, got "
+                             f"{num_parameters!r}")
         self.num_parameters = num_parameters
         self.init = init
         self.weight = Parameter(_creation.full((num_parameters,), float(init), device=device,

@@ -86,7 +86,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             padding = (0, 0)
         elif padding == "same":
             if stride != (1, 1):
-                raise ValueError("conv2d(): padding='same' is not supported for strided convolutions")
+                raise ValueError("conv2d(): padding='same' is not supported for strided "
+                                 "convolutions")
             r, s = w.shape[2], w.shape[3]
             if (dilation[0] * (r - 1)) % 2 or (dilation[1] * (s - 1)) % 2:
                 raise ValueError("conv2d(): padding='same' needs an odd kernel extent here")
@@ -107,7 +108,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _dptrain.conv_transpose2d(x, w, b, _pair(stride, f, "stride", 1),
                                      _pair(padding, f, "padding", 0),
                                      _pair(output_padding, f, "output_padding", 0),
-                                     _int(groups, f, "groups", 1), _pair(dilation, f, "dilation", 1))
+                                     _int(groups, f, "groups", 1),
+                                     _pair(dilation, f, "dilation", 1))
 
 
 def linear(input, weight, bias=None):

@@ -81,7 +81,8 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     if std < 0:
         raise ValueError(f"normal_(): std must be >= 0, got {std}")
     with no_grad():
-        values = _creation.randn(tuple(tensor.shape), device=tensor.device) * float(std) + float(mean)
+        values = _creation.randn(tuple(tensor.shape), device=tensor.device) * float(std)
+        values = values + float(mean)
     return _fill_from(tensor, values)
 
 

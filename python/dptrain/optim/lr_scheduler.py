@@ -122,8 +122,8 @@ class CosineAnnealingLR(LRScheduler):
         if (e - 1 - T) % (2 * T) == 0:
             return [lr + (b - m) * (1 - math.cos(math.pi / T)) / 2
                     for b, lr in zip(self.base_lrs, self._lrs())]
-        return [(1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (lr - m) + m
-                for lr in self._lrs()]
+        ratio = (1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T))
+        return [ratio * (lr - m) + m for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
         return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch

@@ -20,7 +20,8 @@ class SGD(Optimizer):
         self._check_number(weight_decay, "weight_decay",
                            text=f"Invalid weight_decay value: {weight_decay}")
         if momentum >= 1:
-            raise ValueError(f"Invalid momentum value: {momentum} (dptrain's SGD needs momentum < 1)")
+            raise ValueError(f"Invalid momentum value: {momentum} (dptrain's SGD needs "
+                             f"momentum < 1)")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         if dampening != 0:

@@ -68,8 +68,8 @@ class Normalize:
         if len(self.mean) != len(self.std):
             raise ValueError(f"Normalize: {len(self.mean)} means but {len(self.std)} stds")
         if any(s == 0 for s in self.std):
-            raise ValueError(f"std evaluated to zero after conversion to float32, leading to "
-                             f"division by zero.")
+            raise ValueError("std evaluated to zero after conversion to float32, leading to "
+                             "division by zero.")
 
     def __call__(self, tensor):
         a = _values(tensor).astype(np.float32)
@@ -119,7 +119,8 @@ class RandomCrop:
         self.size = (size, size) if isinstance(size, int) else tuple(size)
         self.padding = padding or 0
         if not isinstance(self.padding, int):
-            raise ValueError("RandomCrop: only an int padding (the same on every side) is supported")
+            raise ValueError("RandomCrop: only an int padding (the same on every side) is "
+                             "supported")
         if fill != 0 or padding_mode != "constant":
             raise ValueError("RandomCrop: only zero padding is supported")
 
