@@ -191,14 +191,21 @@ static PyObject *copy_to(PyObject *self, dp_tensor_t *t, dp_device_t *dev)
     return dpy_op_end(&op, rc, y);
 }
 
-/* to(device): self on its own device (torch's identity), else a copy. */
+/* to(device): a copy there; self where autograd tracks the tensor and it is
+ * already there (torch's identity). An untracked tensor on its own device
+ * is copied too: "cpu" and "cuda:0" name one device on a machine without
+ * GPUs, and the seed's get_params (p.to(device) then requires_grad_())
+ * must get a copy for "cuda:0" of parameters made on "cpu", as it does on a
+ * GPU, not mark the originals, whose copies to the other devices would
+ * then be recorded (non-leaves). */
 static PyObject *m_to(PyObject *self, PyObject *arg)
 {
     SELF_T(NULL);
     dp_device_t *dev = dpy_device_arg(arg);
     if (!dev)
         return NULL;
-    if (dev == dp_tensor_device(t)) {
+    dpy_tensor *o = (dpy_tensor *)self;
+    if (dev == dp_tensor_device(t) && (o->requires_grad || !o->is_leaf)) {
         Py_INCREF(self);
         return self;
     }

@@ -81,14 +81,17 @@ int dpy_wait_all(void)
     return 0;
 }
 
-/* The values in logical order into dst, after a wait. Host memory in that
+/* The values in logical order into dst, after a wait for the device. Host memory in that
  * order is read directly; a blocked CPU activation is first copied into a
  * logical tensor on its device. (dp_tensor_to_host would do both, but it
  * returns a device's kept first failure before copying, even one already
  * raised: see above.) A GPU tensor goes through dp_tensor_to_host. */
 int dpy_to_host(dp_tensor_t *t, void *dst, size_t bytes)
 {
-    if (dpy_wait_tensor(t) < 0)
+    /* The whole device, as dp_tensor_to_host waits: a parameter's view is
+     * written by commands over its whole buffer (an optimizer step, an
+     * allreduce), which its own last write does not count. */
+    if (dpy_wait_device(dp_tensor_device(t)) < 0)
         return -1;
     const void *p = dp_tensor_host_data(t);
     if (p) {

@@ -9,14 +9,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("DP_BUILD_DIR") or os.path.join(REPO, "build")
 
+# PYTHONPATH (make test-python sets it) comes first; the trees are a fallback.
 for folder in (os.path.join(REPO, "python"), os.path.join(BUILD, "python")):
     if folder not in sys.path:
-        sys.path.insert(0, folder)
+        sys.path.append(folder)
 # The claim scripts run as subprocesses import the same trees.
 os.environ.setdefault("DP_BUILD_DIR", BUILD)
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in [os.path.join(BUILD, "python"), os.path.join(REPO, "python"),
-                os.environ.get("PYTHONPATH", "")] if p)
+    p for p in [os.environ.get("PYTHONPATH", ""), os.path.join(BUILD, "python"),
+                os.path.join(REPO, "python")] if p)
 
 try:
     import _dptrain  # noqa: F401
@@ -24,7 +25,6 @@ except ImportError as e:
     raise ImportError(f"tests/python: _dptrain does not import from {BUILD}/python ({e}); build it "
                       f"(make build, or cmake --build BUILD --target _dptrain) or set "
                       f"DP_BUILD_DIR") from e
-
 
 import pytest  # noqa: E402
 

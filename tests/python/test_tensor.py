@@ -136,7 +136,10 @@ def test_reshape_t_rows_to_clone_detach():
     assert N(m.rows(2, 5)).tolist() == a.reshape(6, 4)[2:5].tolist()
     with pytest.raises(IndexError, match="rows"):
         m.rows(4, 9)
-    assert m.to("cpu:0") is m and m.to("cuda:0") is m  # cuda:0 is cpu:0 without GPUs
+    same = m.to("cuda:0")  # cuda:0 is cpu:0 without GPUs: an untracked tensor is copied
+    assert same is not m and same.device == "cpu:0" and N(same).tolist() == N(m).tolist()
+    tracked = T(a.reshape(6, 4), requires_grad=True)
+    assert tracked.to("cpu:0") is tracked  # torch's identity where autograd tracks it
     other = m.to("cpu:1")
     assert other.device == "cpu:1" and N(other).tolist() == N(m).tolist()
     c = m.clone()
