@@ -94,21 +94,43 @@ uint64_t dpy_backward_count(void)
     return backward_count;
 }
 
+/* The tape an op records on: the one tape its recorded inputs belong to,
+ * when they all belong to one (an output of an earlier step's tape, used
+ * after a backward made a fresh tape current: its gradient must live on
+ * its own tape, and the backward from the new output must reach its
+ * graph), else the current tape. */
 void dpy_op_begin(dpy_op *op, PyObject *const *inputs, int n)
 {
     op->tape = NULL;
     op->inputs = inputs;
     op->n = n;
-    if (!dpy_grad_enabled)
+    if (!dpy_grad_enabled || dpy_library_tape_keeper)
         return;
+    bool records = false;
+    dpy_tape *own = NULL;
+    int tapes = 0;
     for (int i = 0; i < n; i++) {
-        if (inputs[i] && ((dpy_tensor *)inputs[i])->requires_grad) {
-            op->tape = dpy_current_tape();
-            if (op->tape)
-                dp_tape_begin(op->tape->tape);
-            return;
+        dpy_tensor *x = (dpy_tensor *)inputs[i];
+        if (!x || !x->requires_grad)
+            continue;
+        records = true;
+        if (x->owner == DPY_OWN_TAPE && (dpy_tape *)x->keeper != own) {
+            own = (dpy_tape *)x->keeper;
+            tapes++;
         }
     }
+    if (!records)
+        return;
+    op->tape = tapes == 1 ? own : dpy_current_tape();
+    if (op->tape)
+        dp_tape_begin(op->tape->tape);
+}
+
+PyObject *dpy_wrap_new(dp_tensor_t *y)
+{
+    if (dpy_library_tape_keeper)
+        return dpy_tensor_wrap(y, DPY_OWN_OTHER, dpy_library_tape_keeper);
+    return dpy_tensor_wrap(y, DPY_OWN_SELF, NULL);
 }
 
 PyObject *dpy_op_end(dpy_op *op, int rc, dp_tensor_t *y)
@@ -123,7 +145,7 @@ PyObject *dpy_op_end(dpy_op *op, int rc, dp_tensor_t *y)
             return op->inputs[i];
         }
     if (!op->tape)
-        return dpy_tensor_wrap(y, DPY_OWN_SELF, NULL);
+        return dpy_wrap_new(y);
     if (dpy_tape_keep(op->tape, op->inputs, op->n) < 0)
         return NULL;
     PyObject *o = dpy_tensor_wrap(y, DPY_OWN_TAPE, (PyObject *)op->tape);

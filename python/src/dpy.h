@@ -95,6 +95,14 @@ typedef struct dpy_op {
 } dpy_op;
 void dpy_op_begin(dpy_op *op, PyObject *const *inputs, int n);
 PyObject *dpy_op_end(dpy_op *op, int rc, dp_tensor_t *y);
+/* The object of a new op output that no tape of the extension owns: the
+ * caller's (DPY_OWN_SELF), or, while the library runs a Python module's
+ * forward under its own tape (dpy_library_tape_keeper set), that tape's. */
+PyObject *dpy_wrap_new(dp_tensor_t *y);
+/* Set by model.c while the library's tape records a Python module's
+ * forward (module_model.h): ops begin no tape of the extension's and leave
+ * their outputs to the library's tape, kept by this object. */
+extern PyObject *dpy_library_tape_keeper;
 
 /* ---- autograd (autograd.c) ---------------------------------------------- */
 extern bool dpy_grad_enabled;

@@ -51,22 +51,19 @@ static PyObject *py_scatter(PyObject *m, PyObject *const *args, Py_ssize_t nargs
         dp_tape_end(op.tape->tape);
     if (rc < 0)
         return dpy_raise(rc);
-    if (op.tape && dpy_tape_keep(op.tape, args, 1) < 0) {
-        for (int k = 0; k < nchunks; k++)
-            dp_tensor_free(chunks[k]);
-        return NULL;
-    }
+    if (op.tape && dpy_tape_keep(op.tape, args, 1) < 0)
+        return NULL; /* the chunks are the tape's */
     PyObject *list = PyList_New(nchunks);
     for (int k = 0; k < nchunks; k++) {
         PyObject *c = NULL;
         if (list) {
             c = op.tape ? dpy_tensor_wrap(chunks[k], DPY_OWN_TAPE, (PyObject *)op.tape)
-                        : dpy_tensor_wrap(chunks[k], DPY_OWN_SELF, NULL);
+                        : dpy_wrap_new(chunks[k]);
             if (c && op.tape) {
                 ((dpy_tensor *)c)->requires_grad = 1;
                 ((dpy_tensor *)c)->is_leaf = 0;
             }
-        } else if (!op.tape) {
+        } else if (!op.tape && !dpy_library_tape_keeper) {
             dp_tensor_free(chunks[k]);
         }
         if (list && !c) {

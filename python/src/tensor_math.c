@@ -32,7 +32,8 @@ int dpy_copy_into(dp_tensor_t *dst, dp_tensor_t *src, const char *func)
     if (dst == src)
         return 0;
     int rc = dp_tensor_copy(dst, src);
-    dp_tensor_free(cast);
+    if (!dpy_library_tape_keeper) /* else the library's tape owns the cast */
+        dp_tensor_free(cast);
     return rc < 0 ? dpy_raise_int(rc) : 0;
 }
 

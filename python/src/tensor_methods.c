@@ -97,7 +97,7 @@ static PyObject *m_eq(PyObject *self, PyObject *other)
     dp_tensor_free(scalar);
     if (rc < 0)
         return dpy_raise(rc);
-    return dpy_tensor_wrap(y, DPY_OWN_SELF, NULL);
+    return dpy_wrap_new(y);
 }
 
 /* cast(dtype): differentiable between float32 and bfloat16; through int32
