@@ -51,15 +51,15 @@ test: build
 
 # The Python front end's tests (tests/python, pytest) against the extension
 # the build made (<build>/python/_dptrain.abi3.so) and the package in the
-# tree (python/dptrain), in a venv under the build folder with PyPI's numpy
-# and pytest. A test that needs PyTorch finds Debian's python3-torch (a
+# tree (python/dptrain), in a venv under the build folder with PyPI's numpy,
+# pytest and matplotlib (d2l's Animator draws with it). A test that needs PyTorch finds Debian's python3-torch (a
 # Python of its own, which make test-interop installs) and is skipped,
 # visibly, without it; DP_REQUIRE_TORCH=1 (test-interop) makes that a failure.
 PY_VENV = $(BUILD)/py-venv
 $(PY_VENV)/.ready:
 	@scripts/install-deps.sh python3-venv python3-dev
 	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
-	$(PY_VENV)/bin/pip install -q numpy pytest
+	$(PY_VENV)/bin/pip install -q numpy pytest matplotlib
 	touch $@
 
 test-python: build $(PY_VENV)/.ready

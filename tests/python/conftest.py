@@ -29,16 +29,22 @@ except ImportError as e:
 import pytest  # noqa: E402
 
 
-@pytest.fixture
-def base_tensor_class():
-    """Ops return _dptrain.Tensor itself during the test (the extension's
-    own tests), whatever class `import dptrain` set; restored after."""
-    # An error an earlier test's kernel left on a device (raised at the next
-    # wait on that device) is that test's, not this one's.
+@pytest.fixture(autouse=True)
+def devices_settled():
+    """Each test starts with the devices idle: an error an earlier test's
+    kernel left on a device (raised at the next wait on that device) is
+    that test's, not this one's, and is dropped here."""
     try:
         _dptrain.waitall()
     except Exception:  # noqa: BLE001
         pass
+    yield
+
+
+@pytest.fixture
+def base_tensor_class():
+    """Ops return _dptrain.Tensor itself during the test (the extension's
+    own tests), whatever class `import dptrain` set; restored after."""
     previous = _dptrain._tensor_class()
     _dptrain._set_tensor_class(_dptrain.Tensor)
     yield
