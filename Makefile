@@ -95,6 +95,7 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/onnx/cli_onnx_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
+	python3 tests/python/run_notebooks.py --build $(BUILD)
 
 # The standing list of breaks, tests/mutants.txt: scripts/test-mutants.py
 # makes each one-line break in a scratch copy of the tree (build-mutants/,
