@@ -279,6 +279,10 @@ static int run_pending(void *unused)
 static void release_later(void *ctx)
 {
     pending_deleter *p = ctx;
+    /* A release after the interpreter has gone (a tensor freed at exit)
+     * leaves the producer's memory to the process's end. */
+    if (!Py_IsInitialized())
+        return;
     pthread_mutex_lock(&pending_lock);
     p->next = pending;
     pending = p;
