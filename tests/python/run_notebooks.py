@@ -69,8 +69,11 @@ def ensure_venv(venv):
 
 def run_notebook(name, out_dir, env, cell_timeout, tag=""):
     """Executes NAME.ipynb in its folder; returns (stdout text of every cell, seconds)."""
+    import tempfile
+
     import nbclient
     import nbformat
+    from jupyter_client.manager import KernelManager
 
     path = os.path.join(NOTEBOOKS, name + ".ipynb")
     nb = nbformat.read(path, as_version=4)
@@ -78,13 +81,20 @@ def run_notebook(name, out_dir, env, cell_timeout, tag=""):
     os.environ.update(env)  # the kernel is started with this process's environment
     start = time.monotonic()
     try:
-        client = nbclient.NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
-                                         resources={"metadata": {"path": NOTEBOOKS}})
-        error = None
-        try:
-            client.execute()
-        except Exception as e:  # CellExecutionError, CellTimeoutError, DeadKernelError
-            error = e
+        # The kernel talks over Unix sockets in a scratch folder: no TCP ports,
+        # and no warning that TCP is unencrypted.
+        with tempfile.TemporaryDirectory() as sockets:
+            km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
+            client = nbclient.NotebookClient(nb, km=km, timeout=cell_timeout,
+                                             resources={"metadata": {"path": NOTEBOOKS}})
+            error = None
+            try:
+                client.execute()
+            except Exception as e:  # CellExecutionError, CellTimeoutError, DeadKernelError
+                error = e
+            finally:
+                if km.has_kernel:  # nbclient leaves a kernel manager it was given running
+                    km.shutdown_kernel(now=True)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -94,7 +104,7 @@ def run_notebook(name, out_dir, env, cell_timeout, tag=""):
     nbformat.write(nb, out)
     if error is not None:
         raise Check(f"{name}{tag}: the notebook failed after {seconds:.0f} s (executed copy: {out}):\n"
-                    + str(error)[-4000:])
+                    + re.sub(r"\x1b\[[0-9;]*m", "", str(error))[-4000:])
     texts = []
     for cell in nb.cells:
         if cell.cell_type != "code":
