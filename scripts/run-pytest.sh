@@ -8,9 +8,17 @@
 # TEST, when given, runs only that test of the file (a pytest node:
 # FILE::TEST, as scripts/test-mutants.py passes a line's filter).
 #
-# Usage: scripts/run-pytest.sh PYTHON_VENV FILE [TEST]
+# DP_PY_VENV, when set, is the venv instead: a path, or a name beside
+# PYTHON_VENV (make test-interop runs these tests in <build>/py-torch-venv,
+# Debian's Python with its python3-torch, for the tests that import torch
+# themselves).
+#
+# Usage: [DP_PY_VENV=VENV] scripts/run-pytest.sh PYTHON_VENV FILE [TEST]
 set -u
 venv=$1 file=$2 test=${3:-}
+if [[ -n ${DP_PY_VENV:-} ]]; then
+  [[ $DP_PY_VENV == */* ]] && venv=$DP_PY_VENV || venv=$(dirname "$venv")/$DP_PY_VENV
+fi
 if [[ ! -x $venv/bin/python ]]; then
   echo "SKIP ${file##*/}: no venv at $venv (make test and make test-python create it)"
   exit 77

@@ -19,7 +19,8 @@ exits 1 unless every break was caught.
 
 The tests that need PyTorch or a PyPI venv run as `make test-interop`
 leaves them: the venvs under BUILD (build/tensorboard-venv,
-build/onnxruntime-venv, and build/py-venv, the Python tests' pytest) are
+build/onnxruntime-venv, build/py-venv, the Python tests' pytest, and
+build/py-torch-venv, theirs with PyTorch) are
 linked into build-mutants/build, so run it after `make test-interop` (CI
 does); without build/py-venv a Python test's break is missed (skipped).
 
@@ -40,7 +41,7 @@ WORK = os.path.join(ROOT, "build-mutants")
 TREE = os.path.join(WORK, "tree")
 BUILD = os.path.join(WORK, "build")
 LOGS = os.path.join(WORK, "logs")
-VENVS = ["tensorboard-venv", "onnxruntime-venv", "py-venv"]
+VENVS = ["tensorboard-venv", "onnxruntime-venv", "py-venv", "py-torch-venv"]
 
 
 class Line:
