@@ -5,6 +5,8 @@ JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
 PREFIX ?= /usr/local
+# The Python tests' venv (PyPI's numpy, pytest, matplotlib), made by `make test`
+PY_VENV = $(BUILD)/py-venv
 
 .PHONY: all deps build install train test test-python test-asan test-tsan test-interop test-mutants \
   clean fuzz
@@ -31,10 +33,10 @@ train: build
 	$(BUILD)/dptrain train --model lenet --devices $(DEVICES) --batch-size 256 --lr 0.2 \
 	  --epochs $(EPOCHS) --metrics lenet.jsonl --plot lenet.png
 
-# The whole suite (the C tests and tests/python's, in the venv PY_VENV makes),
+# The whole suite (the C tests and tests/python's, in the venv PY_VENV),
 # then again under AddressSanitizer + UndefinedBehaviorSanitizer with the
-# Python API fuzzed there, then the threaded tests under ThreadSanitizer. `build` has warnings as errors,
-# the CUDA backend included where nvcc is installed; the sanitizer builds are
+# Python API fuzzed there, then the threaded tests under ThreadSanitizer.
+# `build` has warnings as errors, the CUDA backend included where nvcc is installed; the sanitizer builds are
 # CPU-only (nvcc's code is not instrumented). A test that cannot run here
 # (no GPU, not root) exits 77 and CTest reports it as skipped; the last line
 # names each skipped test with its reason. scripts/check-layers.sh first
@@ -59,7 +61,6 @@ test: build $(PY_VENV)/.ready
 # python3-torch (a Python of its own, which make test-interop installs) and
 # is skipped, visibly, without it; DP_REQUIRE_TORCH=1 (test-interop) makes
 # that a failure. `make test-python` runs only these.
-PY_VENV = $(BUILD)/py-venv
 $(PY_VENV)/.ready: | deps
 	@scripts/install-deps.sh python3-venv python3-dev
 	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
