@@ -57,7 +57,9 @@ def pytest_sessionfinish(session, exitstatus):
     """Run as a CTest test (DP_CTEST=1, scripts/run-pytest.sh), a file
     where a test skipped exits 77, CTest's skip, as the C tests do: a pass
     means every test in it ran. Each skip's reason is printed as a
-    "SKIP FILE: reason" line, which scripts/skipped-tests.sh lists."""
+    "SKIP FILE TEST: reason" line, which scripts/skipped-tests.sh lists;
+    with DP_REQUIRE_TORCH=1 (make test-interop) a skip for want of PyTorch
+    fails instead."""
     if os.environ.get("DP_CTEST") != "1" or exitstatus != 0:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -69,12 +71,14 @@ def pytest_sessionfinish(session, exitstatus):
     for report in skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
+        # "SKIP FILE TEST: reason": no colon before the reason's (skipped-tests.sh)
+        where = report.nodeid.replace("::", " ")
         if need_torch and "torch" in reason.lower():
             # make test-interop: a test skipped for want of PyTorch fails
-            print(f"\nFAIL {report.nodeid}: DP_REQUIRE_TORCH=1 (make test-interop) needs PyTorch: "
+            print(f"\nFAIL {where}: DP_REQUIRE_TORCH=1 (make test-interop) needs PyTorch: "
                   f"{reason}", end="")
             failed = True
         else:
-            print(f"\nSKIP {report.nodeid}: {reason}", end="")
+            print(f"\nSKIP {where}: {reason}", end="")
     print()
     session.exitstatus = 1 if failed else 77
