@@ -70,11 +70,12 @@ $(PY_VENV)/.ready: | deps
 test-python: build $(PY_VENV)/.ready
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L python
 
-# make test-interop runs the Python tests in PY_TORCH_VENV instead: Debian's
-# Python with its python3-torch and numpy (system site packages; PyPI's
-# numpy 2 would not load Debian's torch), pytest and matplotlib from PyPI,
-# so that the tests importing torch themselves (PyTorch's optimizers,
-# schedules, printing) run there too.
+# make test-interop runs the Python tests that import torch themselves
+# (label torch: PyTorch's optimizers, schedules, modules, printing) in
+# PY_TORCH_VENV: Debian's Python with its python3-torch and numpy (system
+# site packages; PyPI's numpy 2 would not load Debian's torch, and Debian's
+# numpy 1.24 reads DLPack memory read-only, so the others stay in PY_VENV),
+# pytest and matplotlib from PyPI.
 PY_TORCH_VENV = $(BUILD)/py-torch-venv
 $(PY_TORCH_VENV)/.ready: | deps
 	@scripts/install-deps.sh python3-venv python3-torch python3-numpy
@@ -101,8 +102,9 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/optim/cli_pytorch_recipe.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/device/cpu/cli_bn_float64.sh $(BUILD)/dptrain
-	$(MAKE) $(PY_TORCH_VENV)/.ready
-	DP_REQUIRE_TORCH=1 DP_PY_VENV=py-torch-venv $(MAKE) test-python
+	$(MAKE) $(PY_VENV)/.ready $(PY_TORCH_VENV)/.ready
+	cd $(BUILD) && DP_REQUIRE_TORCH=1 ctest --output-on-failure -j $(JOBS) -L python -LE torch
+	cd $(BUILD) && DP_REQUIRE_TORCH=1 DP_PY_VENV=py-torch-venv ctest --output-on-failure -j $(JOBS) -L torch
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision
