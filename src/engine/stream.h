@@ -43,6 +43,9 @@ void dp__stream_log_profile(dp__stream *s);
 uint64_t dp__stream_last(dp__stream *s);
 /* Blocks until command `seq` has run; returns the sticky error or 0. */
 int dp__stream_wait(dp__stream *s, uint64_t seq);
+/* Returns the sticky error (0: none) and clears it, without waiting: a
+ * failure of a command still queued sets it again when it runs. */
+int dp__stream_take_error(dp__stream *s);
 /* dp__stream_wait giving up after `seconds` (>= 0, not NaN) with
  * DP_ETIMEDOUT; nothing is logged. */
 int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds);
