@@ -4,8 +4,8 @@
  * from a view to another device, must wait for those too. A slow command
  * (a host call sleeping 300 ms) holds the device; a fill of the whole
  * buffer is queued behind it; a wait on a view that only looks (0 s) must
- * then time out, and a copy of the view onto cpu:1 must read the filled
- * values. */
+ * then time out, and a copy of the view onto cpu:1 (dp_tensor_copy, and
+ * the library's own dp__copy_written) must read the filled values. */
 #include "testutil.h"
 
 #include "comm/comm.h"
@@ -53,6 +53,21 @@ static void views_wait_for_writes_of_their_buffer(void **state)
             if (got[i] != value)
                 fail_msg("%s: the copy on cpu:1 read %g, not the fill's %g",
                          which ? "gradient view" : "value view", (double)got[i], (double)value);
+        /* The library's own cross-device copy orders itself by the view's
+         * write event (dp__copy_written, what a pipeline's transfer uses). */
+        dp_tensor_t *copy2;
+        OK(dp_tensor_new(&copy2, other, DP_F32, 1, &three));
+        dp__enqueue_host_call(dev, sleep_300ms, NULL, "sleep_300ms");
+        OK(dp_tensor_fill(whole, value + 1));
+        OK(dp__copy_written(copy2, view, true));
+        OK(dp_tensor_to_host(copy2, got, sizeof got));
+        for (int i = 0; i < 3; i++)
+            if (got[i] != value + 1)
+                fail_msg("%s: dp__copy_written on cpu:1 read %g, not the fill's %g",
+                         which ? "gradient view" : "value view", (double)got[i],
+                         (double)(value + 1));
+        dp_tensor_free(copy2);
+        value += 1;
         OK(dp_tensor_wait(view));
         OK(dp_tensor_to_host(view, got, sizeof got));
         for (int i = 0; i < 3; i++)
