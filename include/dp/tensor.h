@@ -63,7 +63,8 @@ typedef enum dp_device_cap {
 } dp_device_cap;
 bool dp_device_has(const dp_device_t *dev, dp_device_cap cap);
 /* Blocks until every command enqueued on the device so far has run; returns
- * the first error a command hit (sticky). */
+ * the first error a command hit (sticky: every later wait, and
+ * dp_tensor_to_host, return it until dp_device_take_error takes it). */
 int dp_device_sync(dp_device_t *dev);
 /* dp_device_sync on every open device (those other code of this process
  * opened too: dp_devices_sync waits for a list of one's own). */
@@ -80,7 +81,9 @@ int dp_devices_sync(dp_device_t *const *devs, int n);
  * were not skipped: each ran (on inputs the failing one may have left
  * unwritten), and a command failing later than the first is not reported
  * apart. A device whose command waited on another device's failed command
- * (a copy, an allreduce) holds that error too: take it there as well. */
+ * (a copy, an allreduce) holds that error too: take it there as well. A
+ * GPU whose kernel faulted keeps CUDA's own sticky error: its later
+ * commands fail anew (only a new process recovers that GPU). */
 int dp_device_take_error(dp_device_t *dev);
 /* dp_device_sync giving up after `seconds` (>= 0; 0 only looks, INFINITY
  * waits as dp_device_sync) with DP_ETIMEDOUT, which is not logged: a caller

@@ -3,7 +3,8 @@
  * The front end pushes commands and goes on; each push returns a sequence
  * number, and dp__stream_wait(s, seq) blocks until that command has run. A
  * command that fails sets the stream's sticky error, which every later wait
- * returns; later commands still run (they may free memory).
+ * returns until dp__stream_take_error; later commands still run (they may
+ * free memory).
  *
  * Lock order: a stream's mutex is a leaf; no other lock is taken while it is
  * held. A command waiting on another stream's event waits on that stream's
