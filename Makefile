@@ -5,6 +5,8 @@ JOBS ?= $(shell nproc)
 EPOCHS ?= 10
 DEVICES ?= auto
 PREFIX ?= /usr/local
+# The Python tests' venv (PyPI's numpy, pytest, matplotlib), made by `make test`
+PY_VENV = $(BUILD)/py-venv
 
 .PHONY: all deps build install train test test-python test-asan test-tsan test-interop test-mutants \
   clean fuzz
@@ -31,40 +33,54 @@ train: build
 	$(BUILD)/dptrain train --model lenet --devices $(DEVICES) --batch-size 256 --lr 0.2 \
 	  --epochs $(EPOCHS) --metrics lenet.jsonl --plot lenet.png
 
-# The whole suite, then again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then the threaded tests under ThreadSanitizer. `build` has warnings as errors,
-# the CUDA backend included where nvcc is installed; the sanitizer builds are
+# The whole suite (the C tests and tests/python's, in the venv PY_VENV),
+# then again under AddressSanitizer + UndefinedBehaviorSanitizer with the
+# Python API fuzzed there, then the threaded tests under ThreadSanitizer.
+# `build` has warnings as errors, the CUDA backend included where nvcc is installed; the sanitizer builds are
 # CPU-only (nvcc's code is not instrumented). A test that cannot run here
 # (no GPU, not root) exits 77 and CTest reports it as skipped; the last line
 # names each skipped test with its reason. scripts/check-layers.sh first
 # checks that the folders of src/ include each other only as DESIGN.md's
 # layers allow, and scripts/check-train-parts.sh that each part of a run in
 # src/train/ is the only file that reaches its fields.
-test: build
-	scripts/check-layers.sh && echo "check-layers: the folders of src/ include each other as DESIGN.md allows"
+test: build $(PY_VENV)/.ready
+	scripts/check-layers.sh && echo "check-layers: the folders of src/ include each other as DESIGN.md allows, and python/ only the public API"
 	scripts/check-train-parts.sh && echo "check-train-parts: each part of a run in src/train/ owns its fields"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	$(MAKE) test-python
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 	@scripts/skipped-tests.sh $(BUILD) build-asan build-tsan
 
-# The Python front end's tests (tests/python, pytest) against the extension
-# the build made (<build>/python/_dptrain.abi3.so) and the package in the
-# tree (python/dptrain), in a venv under the build folder with PyPI's numpy,
-# pytest and matplotlib (d2l's Animator draws with it). A test that needs PyTorch finds Debian's python3-torch (a
-# Python of its own, which make test-interop installs) and is skipped,
-# visibly, without it; DP_REQUIRE_TORCH=1 (test-interop) makes that a failure.
-PY_VENV = $(BUILD)/py-venv
-$(PY_VENV)/.ready:
+# The Python front end's tests: each tests/python/test_*.py is a CTest test
+# (label python, tests/python/CMakeLists.txt) that runs pytest against the
+# extension the build made (<build>/python/_dptrain.abi3.so) and the
+# package in the tree (python/dptrain), in PY_VENV, a venv under the build
+# folder with PyPI's numpy, pytest and matplotlib (d2l's Animator draws
+# with it), which `make test` makes before ctest runs (without it those
+# tests skip, naming why). A test that needs PyTorch finds Debian's
+# python3-torch (a Python of its own, which make test-interop installs) and
+# is skipped, visibly, without it; DP_REQUIRE_TORCH=1 (test-interop) makes
+# that a failure. `make test-python` runs only these.
+$(PY_VENV)/.ready: | deps
 	@scripts/install-deps.sh python3-venv python3-dev
 	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q numpy pytest matplotlib
 	touch $@
 
 test-python: build $(PY_VENV)/.ready
-	DP_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHONPATH=$(CURDIR)/$(BUILD)/python:$(CURDIR)/python \
-	  $(PY_VENV)/bin/python -m pytest -q -rs tests/python
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L python
+
+# make test-interop runs the Python tests in PY_TORCH_VENV instead: Debian's
+# Python with its python3-torch and numpy (system site packages; PyPI's
+# numpy 2 would not load Debian's torch), pytest and matplotlib from PyPI,
+# so that the tests importing torch themselves (PyTorch's optimizers,
+# schedules, printing) run there too.
+PY_TORCH_VENV = $(BUILD)/py-torch-venv
+$(PY_TORCH_VENV)/.ready: | deps
+	@scripts/install-deps.sh python3-venv python3-torch python3-numpy
+	rm -rf $(PY_TORCH_VENV) && /usr/bin/python3 -m venv --system-site-packages $(PY_TORCH_VENV)
+	$(PY_TORCH_VENV)/bin/pip install -q pytest matplotlib
+	touch $@
 
 # Interoperability with real PyTorch: installs Debian's python3-torch and
 # libopenblas0-pthread (without it torch runs the reference BLAS), then runs
@@ -85,7 +101,8 @@ test-interop: build
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/optim/cli_pytorch_recipe.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/device/cpu/cli_bn_float64.sh $(BUILD)/dptrain
-	DP_REQUIRE_TORCH=1 $(MAKE) test-python
+	$(MAKE) $(PY_TORCH_VENV)/.ready
+	DP_REQUIRE_TORCH=1 DP_PY_VENV=py-torch-venv $(MAKE) test-python
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_tensorboard.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-torchvision
@@ -109,19 +126,26 @@ test-interop: build
 test-mutants: deps
 	python3 scripts/test-mutants.py --jobs $(JOBS) --interop-build $(BUILD)
 
-test-asan: deps
+# build-asan builds the extension too (libdptrain linked in statically):
+# tests/python/fuzz_api_asan.sh loads it into PY_VENV's Python with libasan
+# preloaded and calls the API at random for PY_FUZZ_SECONDS. (tests/python's
+# pytest files are not CTest tests there: they run in the plain build.)
+PY_FUZZ_SECONDS ?= 60
+test-asan: deps $(PY_VENV)/.ready
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE='address;undefined' -DDP_WERROR=ON \
 	  -DDP_CUDA=OFF
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	PYTHON=$(CURDIR)/$(PY_VENV)/bin/python tests/python/fuzz_api_asan.sh $(PY_FUZZ_SECONDS) build-asan
 
 # Devices are threads: the engine, the loader and every multi-device test run
 # under ThreadSanitizer. Each device gets one kernel thread there, so no
 # OpenMP team (libgomp is not instrumented) starts.
 TSAN_TESTS = ^(test_engine|test_executor|test_engine.first_kernels_at_once|test_data_(idx|loader)|test_parallel_(collectives|models|batch_norm)|test_buckets|test_pipeline_(equals|schedule)|test_split_invariant|test_train|test_resume|cli_demo)$$
 test-tsan: deps
-	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON -DDP_CUDA=OFF
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON -DDP_CUDA=OFF \
+	  -DDP_PYTHON=OFF
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'

@@ -18,7 +18,12 @@
 #     name with a backend's name (it asks dp_device_has, dp_backend_info or
 #     the device table instead);
 #   - no code outside src/comm/ includes <mpi.h> or <nccl.h> or calls MPI
-#     (MPI_...) or NCCL (nccl...): they are comm's backends.
+#     (MPI_...) or NCCL (nccl...): they are comm's backends;
+#   - the Python front end's C (python/src/) includes only its own headers
+#     (beside it) and the library's public ones (include/dp/*.h), and
+#     nothing of src/ includes a file of python/: python/ uses only the
+#     library's public API (DESIGN.md), e.g.
+#       python/src/ops.c: includes ../../src/ops/conv2d.h (python/ may include only its own headers and include/dp/*.h)
 # Public headers (dp/...) and system headers are not folders of src/ and
 # are not checked. Prints one line per violation, e.g.
 #   src/device/tensor.c: includes autograd/tape.h (device may not depend on autograd)
@@ -252,6 +257,52 @@ for cycle, group in cycles(graph_of(file_edges)):
     more = f"; in one circle with {', '.join(others)}" if others else ""
     violations.append(f"include cycle between files in src/{os.path.dirname(cycle[0])}: "
                       f"{names} ({via}{more})")
+
+# python/src/: its own headers and include/dp/*.h only; and src/ never
+# reaches python/.
+pysrc = os.path.join(root, "python", "src")
+any_include_re = re.compile(r'^\s*#\s*include\s+(["<])([^">]+)[">]')
+pyfiles = []
+if os.path.isdir(pysrc):
+    for dirpath, dirnames, filenames in os.walk(pysrc):
+        dirnames.sort()
+        pyfiles += [os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith((".c", ".h"))]
+for path in pyfiles:
+    shown = os.path.relpath(path, root).replace(os.sep, "/")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = any_include_re.match(line)
+            if not m:
+                continue
+            quote, header = m.groups()
+            beside = os.path.normpath(os.path.join(os.path.dirname(path), header))
+            public = header.startswith("dp/") and os.path.isfile(os.path.join(root, "include", header))
+            own = quote == '"' and os.path.isfile(beside) and \
+                os.path.commonpath([beside, pysrc]) == pysrc
+            in_src = os.path.isfile(os.path.join(src, header)) or \
+                (os.path.isfile(beside) and os.path.commonpath([beside, src]) == src)
+            if public or own:
+                continue
+            if quote == '"' or in_src or header.startswith("dp/"):
+                violations.append(f"{shown}: includes {header} (python/ may include only its own "
+                                  f"headers and include/dp/*.h)")
+python_dir = os.path.join(root, "python")
+py_headers = {os.path.basename(p) for p in pyfiles if p.endswith(".h")}
+for path in files:
+    shown = "src/" + os.path.relpath(path, src).replace(os.sep, "/")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = any_include_re.match(line)
+            if not m:
+                continue
+            header = m.group(2)
+            beside = os.path.normpath(os.path.join(os.path.dirname(path), header))
+            found_in_src = os.path.isfile(beside) or os.path.isfile(os.path.join(src, header))
+            if (os.path.isfile(beside) and os.path.commonpath([beside, python_dir]) == python_dir) \
+                    or (not found_in_src and os.path.basename(header) in py_headers) \
+                    or header.startswith("python/"):
+                violations.append(f"{shown}: includes {header} (the library never includes "
+                                  f"python/: the front end is above its public API)")
 
 for v in violations:
     print(v)

@@ -6,9 +6,10 @@ For each line of the list: the file's pattern (which must occur in it
 exactly once) is replaced in build-mutants/tree, a copy of the working
 tree's tracked and unignored files; only the library and the named test's
 program are rebuilt (build-mutants/build, configured once: Release, no
-CUDA, warnings allowed); only the named CTest test runs (with its cmocka
-test filter when the line gives one), with CTest's environment; then the
-file is put back. The working tree is never written. A break is caught
+CUDA, warnings allowed; for a Python test, tests/python's test_*.py, the
+extension _dptrain and lenet_calls); only the named CTest test runs (with
+its cmocka test filter, or for a Python test its pytest test, when the
+line gives one), with CTest's environment; then the file is put back. The working tree is never written. A break is caught
 when the test fails (or times out); missed when it passes or skips. A line
 whose pattern is not found exactly once, whose test CTest does not know,
 whose filter names no test, or whose break does not build is stale: a
@@ -18,8 +19,10 @@ exits 1 unless every break was caught.
 
 The tests that need PyTorch or a PyPI venv run as `make test-interop`
 leaves them: the venvs under BUILD (build/tensorboard-venv,
-build/onnxruntime-venv) are linked into build-mutants/build, so run it
-after `make test-interop` (CI does).
+build/onnxruntime-venv, build/py-venv, the Python tests' pytest, and
+build/py-torch-venv, theirs with PyTorch) are
+linked into build-mutants/build, so run it after `make test-interop` (CI
+does); without build/py-venv a Python test's break is missed (skipped).
 
 Usage: scripts/test-mutants.py [--list tests/mutants.txt] [--only REGEX]
                                [--jobs N] [--timeout SECONDS]
@@ -38,7 +41,7 @@ WORK = os.path.join(ROOT, "build-mutants")
 TREE = os.path.join(WORK, "tree")
 BUILD = os.path.join(WORK, "build")
 LOGS = os.path.join(WORK, "logs")
-VENVS = ["tensorboard-venv", "onnxruntime-venv"]
+VENVS = ["tensorboard-venv", "onnxruntime-venv", "py-venv", "py-torch-venv"]
 
 
 class Line:
@@ -61,7 +64,7 @@ class Line:
         self.filter = words[1] if len(words) > 1 else None
         if len(words) > 2 or any("=" in w for w in words):
             self.error = ("the test field is [NAME=VALUE...] a CTest name and at most one cmocka "
-                          "test")
+                          "or pytest test")
 
     def where(self):
         return f"tests/mutants.txt:{self.number} ({self.name})"
@@ -132,6 +135,11 @@ def program_target(command):
     return None
 
 
+def python_test(command):
+    """Whether a CTest test is a tests/python file run by scripts/run-pytest.sh."""
+    return len(command) >= 3 and os.path.basename(command[0]) == "run-pytest.sh"
+
+
 def build(targets, jobs):
     return run(["cmake", "--build", BUILD, "-j", str(jobs), "--target"] + targets)
 
@@ -171,9 +179,13 @@ def run_test(line, spec, timeout, log_path):
     command, env, cwd, limit = spec
     cmd = list(command)
     if line.filter:
-        if not program_target(command):
-            return "stale", f"{line.test} is not a cmocka program: it takes no test filter"
-        cmd = cmd[:1] + [line.filter]
+        if python_test(command):
+            cmd = cmd[:3] + [line.filter]  # run-pytest.sh VENV FILE TEST
+        elif not program_target(command):
+            return "stale", f"{line.test} is neither a cmocka program nor a Python test: it " \
+                            f"takes no test filter"
+        else:
+            cmd = cmd[:1] + [line.filter]
     full_env = dict(os.environ, **env, **line.env)
     start = time.time()
     with open(log_path, "w") as log:
@@ -196,7 +208,7 @@ def run_test(line, spec, timeout, log_path):
     if rc is None:
         return "caught", f"timed out after {took:.0f} s"
     if "no test matches" in out:
-        return "stale", f"no cmocka test '{line.filter}' in {line.test}"
+        return "stale", f"no test '{line.filter}' in {line.test}"
     if rc == 0:
         return "missed", f"the test passed ({took:.1f} s)"
     skip = re.search(r"^SKIP [^\n]*", out, re.M)
@@ -274,6 +286,8 @@ def main():
             command = tests[l.test][0]
             targets = ["dp", "dptrain"] + ([program_target(command)] if program_target(command)
                                           else [])
+            if python_test(command):
+                targets += ["_dptrain", "lenet_calls"]
             b = build(targets, args.jobs)
             if b.returncode:
                 outcome = "stale"

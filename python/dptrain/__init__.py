@@ -19,7 +19,8 @@ from ._creation import (tensor, from_numpy, as_tensor, zeros, ones, full, empty,
 from ._grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          autocast, get_precision)
 from ._serialization import save, load
-from ._functions import (cat, concat, stack, chunk, split, mm, matmul, argmax, sum, mean, flatten,
+from ._functions import (cat, concat, stack, chunk, split, mm, matmul, argmax, max, min, sum, mean,
+                         flatten,
                          reshape, relu, sigmoid, tanh, softmax, log_softmax, t, transpose, eq,
                          numel, is_tensor, from_dlpack, waitall)
 

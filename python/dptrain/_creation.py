@@ -121,7 +121,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     if len(a.shape) > 4:
         raise ValueError(f"tensor(): {a.ndim} dimensions; dptrain's tensors have at most 4")
     host = a.astype(np.int32 if want is _dtype.int32 else np.float32, copy=False)
-    host = np.ascontiguousarray(host)
+    host = np.ascontiguousarray(host).reshape(a.shape)  # 0-d stays 0-d: tensor(3.0) is ()
     t = _dptrain.from_bytes(host.tobytes(), host.shape, "int32" if want is _dtype.int32 else
                             "float32", _device_name(device, "tensor"))
     if want is _dtype.bfloat16:

@@ -1,8 +1,10 @@
 """dptrain.device and the one device convention (docs/python-internals.md).
 
 "cuda:i" is dptrain's device i in the order `--devices N` takes them: GPU i,
-or, on a machine without GPUs, the CPU device cpu:i. "cpu" alone is cpu:0.
-A device object names the device it resolves to: on a CPU-only machine
+or, on a machine without GPUs, the CPU device cpu:i of N. "cpu" alone is
+the host device, apart from those as on a GPU machine: cpu:N on a machine
+without GPUs (cpu:0 with GPUs); it prints as `device(type='cpu')`. A device
+object names the device it resolves to: on a CPU-only machine
 `device("cuda:1")` is `device(type='cpu', index=1)`, so what is printed is
 where the work runs."""
 
@@ -37,9 +39,8 @@ class device:
         kind, _, number = name.partition(":")
         self._name = name
         self.type = kind
-        # "cpu" keeps PyTorch's index None (it is cpu:0); any other device names its index.
-        plain_cpu = asked == "cpu"
-        self.index = None if plain_cpu else int(number)
+        # The host device ("cpu") keeps PyTorch's index None; any other names its index.
+        self.index = None if name == host_device() else int(number)
 
     def __repr__(self):
         if self.index is None:

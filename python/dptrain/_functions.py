@@ -5,7 +5,8 @@ import builtins
 
 import _dptrain
 
-__all__ = ["cat", "concat", "stack", "chunk", "split", "mm", "matmul", "argmax", "sum", "mean",
+__all__ = ["cat", "concat", "stack", "chunk", "split", "mm", "matmul", "argmax", "max", "min",
+           "sum", "mean",
            "flatten", "reshape", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "t",
            "transpose", "eq", "numel", "is_tensor", "from_dlpack", "waitall", "chunk_sizes"]
 
@@ -108,6 +109,15 @@ def mm(input, mat2):
 
 def matmul(input, other):
     return _tensor_arg(input, "matmul") @ _tensor_arg(other, "matmul", "other")
+
+
+def max(input, dim=None, keepdim=False):
+    """torch.max(x) (a 0-d tensor) or torch.max(x, dim) ((values, indices))."""
+    return _tensor_arg(input, "max").max(dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    return _tensor_arg(input, "min").min(dim, keepdim)
 
 
 def argmax(input, dim=None, keepdim=False, *, axis=None):

@@ -10,7 +10,7 @@ import numpy as np
 
 import _dptrain
 
-from . import _dtype
+from . import _dtype, _reduce
 from ._device import as_device, device_of_name, host_device
 from ._tensor_str import tensor_repr
 
@@ -155,10 +155,8 @@ class Tensor(_C):
                 raise IndexError(f"index {i} is out of bounds for dimension 0 with size {shape[0]}")
             if i < 0:
                 i += shape[0]
-            row = self.rows(i, i + 1)
-            # An element of a vector stays a (1,) tensor: dptrain's tensors
-            # have 1 to 4 dimensions (PyTorch's would be 0-d).
-            return row if len(shape) == 1 else _C.reshape(row, tuple(shape[1:]))
+            # Row i without its dimension: an element of a vector is 0-d.
+            return _C.reshape(self.rows(i, i + 1), tuple(shape[1:]))
         raise TypeError(f"tensor indexing: only an int, a row slice (a:b) or [:] are supported, "
                         f"not {type(index).__name__}")
 
@@ -224,6 +222,12 @@ class Tensor(_C):
 
     def argmax(self, dim=None, keepdim=False, *, axis=None):
         return _C.argmax(self, _dim_arg(dim, axis, "argmax"), keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return _reduce.extreme(self, dim, keepdim, "max")
+
+    def min(self, dim=None, keepdim=False):
+        return _reduce.extreme(self, dim, keepdim, "min")
 
     def __eq__(self, other):
         return self.eq(other)

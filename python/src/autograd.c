@@ -4,14 +4,23 @@
  * An op whose input objects include one that requires a gradient, with grad
  * mode on, runs with the current tape begun: its output belongs to the tape
  * and its object holds the tape (dpy_tape.live counts such objects).
- * backward() runs dp_backward and makes a fresh tape current; the old one is
- * closed when its last object dies. A current tape whose last object died
- * (a forward without a backward) is reset, so memory stays flat either way. */
+ * backward() runs dp_backward and makes a fresh tape current; the old one,
+ * `backwarded`, is released when the next step's first op records on
+ * another tape: its still-living objects get copies of their values and it
+ * is closed, so at most one backwarded step's activations are alive (as
+ * PyTorch frees a graph's saved tensors at backward). A current tape whose
+ * last object died (a forward without a backward) is reset, so memory stays
+ * flat either way. */
 #include "dpy.h"
+
+#include <stdlib.h>
 
 bool dpy_grad_enabled = true;
 PyTypeObject *dpy_tape_type;
 static dpy_tape *current;
+/* The tape a backward last ran on once it stopped being current (a new
+ * reference), until the next step's forward releases it. */
+static dpy_tape *backwarded;
 static uint64_t backward_count;
 
 static void tape_dealloc(PyObject *self)
@@ -20,6 +29,7 @@ static void tape_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     dp_tape_close(tape->tape);
     Py_CLEAR(tape->inputs);
+    free(tape->outputs);
     freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     free_fn(self);
     Py_DECREF(tp);
@@ -46,6 +56,8 @@ static dpy_tape *tape_new(void)
         return NULL;
     tape->live = 0;
     tape->inputs = NULL;
+    tape->outputs = NULL;
+    tape->noutputs = tape->cap_outputs = 0;
     int rc = dp_tape_init(&tape->tape, true);
     if (rc < 0) {
         tape->tape = NULL;
@@ -81,12 +93,81 @@ static void reset_current(dpy_tape *tape)
 {
     dp_tape_reset(tape->tape);
     Py_CLEAR(tape->inputs);
+    tape->noutputs = 0;
 }
 
+/* Lists an output's object (borrowed) for the tape's release; an object not
+ * listed (no memory for the list) keeps the tape as before. */
+static void track_output(dpy_tape *tape, dpy_tensor *o)
+{
+    if (tape->noutputs == tape->cap_outputs) {
+        Py_ssize_t cap = tape->cap_outputs ? 2 * tape->cap_outputs : 32;
+        dpy_tensor **p = realloc(tape->outputs, (size_t)cap * sizeof *p);
+        if (!p)
+            return;
+        tape->outputs = p;
+        tape->cap_outputs = cap;
+    }
+    tape->outputs[tape->noutputs++] = o;
+}
+
+/* A tensor object of `tape` is being deallocated (tensor.c calls this
+ * before it lets go of the tape), so its reference count is 0: every listed
+ * object whose count is 0 leaves the list. More than one can be found (an
+ * object whose __dict__ held another of the tape dies first); each is past
+ * resurrection, so taking them out early is safe. */
 void dpy_tape_release_output(dpy_tape *tape)
 {
-    if (--tape->live == 0 && tape == current)
+    for (Py_ssize_t i = tape->noutputs - 1; i >= 0; i--)
+        if (Py_REFCNT((PyObject *)tape->outputs[i]) == 0)
+            tape->outputs[i] = tape->outputs[--tape->noutputs];
+    if (--tape->live > 0)
+        return;
+    if (tape == current) {
         reset_current(tape);
+    } else if (tape == backwarded) {
+        /* Its last object died (`del l`): close it now rather than at the
+         * next step; the dying object still holds a reference. */
+        backwarded = NULL;
+        Py_DECREF(tape);
+    }
+}
+
+/* The next step records: each living object of the backwarded tape gets an
+ * object-owned copy of its values (enqueued, so the tape's tensors are
+ * released after it has run), is marked graph_freed (a backward through it
+ * raises), and the tape is closed. Where some object is not listed (an
+ * output wrapped outside dpy_op_end) or a copy cannot be made, the tape
+ * stays with its remaining objects, as before this release existed. */
+static void release_backwarded(void)
+{
+    dpy_tape *tape = backwarded;
+    backwarded = NULL;
+    if (tape->noutputs == tape->live) {
+        while (tape->noutputs > 0) {
+            dpy_tensor *o = tape->outputs[tape->noutputs - 1];
+            const dp_tensor_t *t = o->t;
+            int64_t shape[DP_MAX_DIMS];
+            for (int i = 0; i < dp_tensor_ndim(t); i++)
+                shape[i] = dp_tensor_dim(t, i);
+            dp_tensor_t *copy = NULL;
+            if (dp_tensor_new(&copy, dp_tensor_device(t), dp_tensor_dtype(t), dp_tensor_ndim(t),
+                              shape) < 0)
+                break;
+            if (dp_tensor_copy(copy, t) < 0) {
+                dp_tensor_free(copy);
+                break;
+            }
+            tape->noutputs--;
+            o->t = copy;
+            o->owner = DPY_OWN_SELF;
+            o->keeper = NULL;
+            o->graph_freed = 1;
+            tape->live--;
+            Py_DECREF(tape); /* o's reference; ours keeps the tape until the end */
+        }
+    }
+    Py_DECREF(tape); /* the last reference where every object let go: dp_tape_close */
 }
 
 uint64_t dpy_backward_count(void)
@@ -122,8 +203,23 @@ void dpy_op_begin(dpy_op *op, PyObject *const *inputs, int n)
     if (!records)
         return;
     op->tape = tapes == 1 ? own : dpy_current_tape();
-    if (op->tape)
-        dp_tape_begin(op->tape->tape);
+    if (!op->tape)
+        return;
+    /* The next step's first recorded op releases the backwarded tape before
+     * it allocates (the release is queued on the devices ahead of its
+     * commands, so its memory serves this step) unless one of its inputs is
+     * an object of that tape: the op reads it, so dpy_op_end releases. */
+    if (backwarded && op->tape != backwarded) {
+        bool reads_backwarded = false;
+        for (int i = 0; i < n; i++) {
+            dpy_tensor *x = (dpy_tensor *)inputs[i];
+            if (x && x->owner == DPY_OWN_TAPE && x->keeper == (PyObject *)backwarded)
+                reads_backwarded = true;
+        }
+        if (!reads_backwarded)
+            release_backwarded();
+    }
+    dp_tape_begin(op->tape->tape);
 }
 
 PyObject *dpy_wrap_new(dp_tensor_t *y)
@@ -149,15 +245,51 @@ PyObject *dpy_op_end(dpy_op *op, int rc, dp_tensor_t *y)
     if (dpy_tape_keep(op->tape, op->inputs, op->n) < 0)
         return NULL;
     PyObject *o = dpy_tensor_wrap(y, DPY_OWN_TAPE, (PyObject *)op->tape);
-    if (o) {
-        ((dpy_tensor *)o)->requires_grad = 1;
-        ((dpy_tensor *)o)->is_leaf = 0;
+    if (!o)
+        return NULL;
+    dpy_tensor *out = (dpy_tensor *)o;
+    out->requires_grad = 1;
+    out->is_leaf = 0;
+    track_output(op->tape, out);
+    /* A value from a released graph, or from the backwarded tape this op
+     * releases now, leaves no way back for a backward from the output. */
+    bool releases = backwarded && op->tape != backwarded;
+    for (int i = 0; i < op->n; i++) {
+        dpy_tensor *x = (dpy_tensor *)op->inputs[i];
+        if (x && (x->graph_freed ||
+                  (releases && x->owner == DPY_OWN_TAPE && x->keeper == (PyObject *)backwarded)))
+            out->graph_freed = 1;
     }
+    if (releases)
+        release_backwarded();
     return o;
+}
+
+/* Whether a living object of the tape is not a loss a backward ran from
+ * (another loss to backpropagate, as the seed's train_batch keeps one per
+ * device; an output like y_hat, whose graph a later backward may use), or
+ * an object is not listed. When every one is a backwarded loss, the tape is
+ * released at once, its release queued on the devices right after the
+ * backward's commands, so the next step's forward reuses its memory;
+ * otherwise at the next step's first recorded op (dpy_op_begin). */
+static bool losses_pending(dpy_tape *tape)
+{
+    if (tape->noutputs != tape->live)
+        return true;
+    for (Py_ssize_t i = 0; i < tape->noutputs; i++)
+        if (!tape->outputs[i]->backward_done)
+            return true;
+    return false;
 }
 
 PyObject *dpy_backward(dpy_tensor *loss)
 {
+    if (loss->graph_freed)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "backward(): Trying to backward through the graph a second time (or "
+                            "directly access saved tensors after they have already been freed). "
+                            "Saved intermediate values of the graph are freed when the next "
+                            "step's forward begins after a backward()");
     if (!loss->requires_grad || loss->owner != DPY_OWN_TAPE)
         return PyErr_Format(PyExc_RuntimeError,
                             "backward(): element 0 of tensors does not require grad and does not "
@@ -179,12 +311,15 @@ PyObject *dpy_backward(dpy_tensor *loss)
     backward_count++;
     if (tape == current) {
         /* The next step records on a fresh tape; this one lives on in the
-         * objects of its tensors. */
+         * objects of its tensors (its other losses may still backward) until
+         * that step's first recorded op releases it. */
         current = NULL;
-        if (tape->live == 0)
-            reset_current(tape);
-        Py_DECREF(tape);
+        if (backwarded)
+            release_backwarded();
+        backwarded = tape; /* the reference `current` held */
     }
+    if (tape == backwarded && !losses_pending(tape))
+        release_backwarded();
     Py_RETURN_NONE;
 }
 

@@ -5,8 +5,12 @@
  * cores this process may run on; DPTRAIN_DEVICES=N sets it. The N devices
  * are opened together on first use by dp_devices_open("N") (so a CPU
  * device gets the cores divided among the N, the CLI's rule); any other
- * name ("cpu:5", "cpu" on a GPU machine) opens alone with the same share,
- * and every device stays open for the process. */
+ * name opens alone with the same share, and every device stays open for
+ * the process. "cpu" is the host device, apart from the N as on a GPU
+ * machine: cpu:N where the N are CPU devices cpu:0 .. cpu:N-1, else cpu:0.
+ * It opens alone with one of the N's share of threads (opening N+1
+ * together would shrink the N's share); it mostly copies (the loader's
+ * batches, to()), and its OpenMP team runs only while it has work. */
 #include "dpy.h"
 
 #include <sched.h>
@@ -91,7 +95,13 @@ dp_device_t *dpy_device(const char *name)
     }
     if (i >= 0)
         return conv_devs[i];
-    const char *canon = strcmp(name, "cpu") == 0 ? "cpu:0" : name;
+    /* "cpu" is the host device: cpu:N beside CPU devices cpu:0 .. cpu:N-1
+     * that stand for GPUs (as "cpu" is apart from the GPUs on a GPU
+     * machine), else cpu:0. */
+    char host[16];
+    snprintf(host, sizeof host, "cpu:%d",
+             conv_n > 0 && dp_device_has(conv_devs[0], DP_DEVICE_HOST_MEMORY) ? conv_n : 0);
+    const char *canon = strcmp(name, "cpu") == 0 ? host : name;
     for (int k = 0; k < conv_n; k++)
         if (strcmp(dp_device_name(conv_devs[k]), canon) == 0)
             return conv_devs[k];
@@ -125,7 +135,7 @@ dp_device_t *dpy_device(const char *name)
 dp_device_t *dpy_device_arg(PyObject *o)
 {
     if (!o || o == Py_None)
-        return dpy_device("cpu:0");
+        return dpy_device("cpu");
     PyObject *s;
     if (PyUnicode_Check(o)) {
         s = o;

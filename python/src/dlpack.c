@@ -72,7 +72,13 @@ static void export_free(export_ctx *ctx)
     if (ctx->owner) {
         /* The consumer may drop the memory on any thread. */
         PyGILState_STATE g = PyGILState_Ensure();
+        /* A consumer that failed (NumPy refusing bfloat16) drops the
+         * capsule with its exception set: the tensor's release must not
+         * clear it. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
         Py_DECREF(ctx->owner);
+        PyErr_Restore(type, value, tb);
         PyGILState_Release(g);
     }
     free(ctx->copy);
@@ -91,7 +97,12 @@ static void versioned_deleter(DLManagedTensorVersioned *m)
 
 static void capsule_destructor(PyObject *capsule)
 {
-    /* A capsule never consumed (its name still "dltensor...") frees itself. */
+    /* A capsule never consumed (its name still "dltensor...") frees itself.
+     * It may be dropped with the consumer's exception set (NumPy's
+     * TypeError for a dtype it lacks): kept across, so that it is raised
+     * rather than a SystemError for a NULL without an exception. */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     if (PyCapsule_IsValid(capsule, "dltensor")) {
         DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
         m->deleter(m);
@@ -99,7 +110,7 @@ static void capsule_destructor(PyObject *capsule)
         DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
         m->deleter(m);
     }
-    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
 }
 
 static DLDataType dl_dtype(dp_dtype d)
@@ -347,7 +358,7 @@ static PyObject *import_capsule(PyObject *capsule)
     char *data = (char *)dl->data + dl->byte_offset;
     if ((uintptr_t)data % dp_dtype_size(dtype) != 0)
         return PyErr_Format(PyExc_BufferError, "from_dlpack(): the data is not aligned");
-    dp_device_t *dev = dpy_device("cpu:0");
+    dp_device_t *dev = dpy_device("cpu");
     if (!dev)
         return NULL;
     pending_deleter *p = calloc(1, sizeof *p);

@@ -38,6 +38,13 @@ typedef struct dpy_tape {
      * (parameters, batches, constants): a backward reads them, so they live
      * as long as the tape (a list, made on first use). */
     PyObject *inputs;
+    /* The tensor objects holding its outputs that dpy_op_end made (borrowed:
+     * an object leaves when it dies), so that once the next step records,
+     * this backwarded tape can hand them copies and close (autograd.c).
+     * `live` above counts every object; more than these (an output wrapped
+     * elsewhere) keeps the tape until its objects die, as before. */
+    struct dpy_tensor **outputs;
+    Py_ssize_t noutputs, cap_outputs;
 } dpy_tape;
 
 typedef struct dpy_tensor {
@@ -48,6 +55,7 @@ typedef struct dpy_tensor {
     uint8_t requires_grad;/* a leaf given requires_grad_(), or an output recorded on a tape */
     uint8_t is_leaf;      /* not the output of a recorded op */
     uint8_t backward_done;/* backward() ran from this loss */
+    uint8_t graph_freed;  /* its tape, or one its value came from, was released (autograd.c) */
     /* A leaf's .grad is None until a backward ran after requires_grad_()
      * (or after .grad = None): the backward count then (autograd.c). */
     uint64_t grad_epoch;

@@ -101,7 +101,8 @@ static PyObject *py_conv2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
                           .dilation_w = dil[1]};
     dp_tensor_t *y = NULL;
     dpy_op op;
-    dpy_op_begin(&op, args, 3);
+    PyObject *in[3] = {args[0], args[1], b ? args[2] : NULL}; /* no bias: None is no input */
+    dpy_op_begin(&op, in, 3);
     int rc = dp_conv2d(&y, x, w, b, &p);
     return dpy_op_end(&op, rc, y);
 }
@@ -140,7 +141,8 @@ static PyObject *py_conv_transpose2d(PyObject *m, PyObject *const *args, Py_ssiz
                                     .dilation_w = dil[1]};
     dp_tensor_t *y = NULL;
     dpy_op op;
-    dpy_op_begin(&op, args, 3);
+    PyObject *in[3] = {args[0], args[1], b ? args[2] : NULL}; /* no bias: None is no input */
+    dpy_op_begin(&op, in, 3);
     int rc = dp_conv_transpose2d(&y, x, w, b, &p);
     return dpy_op_end(&op, rc, y);
 }
@@ -167,7 +169,8 @@ static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
                             (long long)dp_tensor_dim(w, 1), (long long)dp_tensor_dim(w, 1));
     dp_tensor_t *y = NULL;
     dpy_op op;
-    dpy_op_begin(&op, args, 3);
+    PyObject *in[3] = {args[0], args[1], b ? args[2] : NULL}; /* no bias: None is no input */
+    dpy_op_begin(&op, in, 3);
     int rc = dp_linear(&y, x, w, b, DP_WEIGHT_OUT_IN);
     return dpy_op_end(&op, rc, y);
 }
@@ -291,6 +294,23 @@ static PyObject *py_adaptive_avg_pool2d(PyObject *m, PyObject *const *args, Py_s
     return dpy_op_end(&op, rc, y);
 }
 
+/* global_max_pool2d(x): (N, C, H, W) -> (N, C, 1, 1), the max over (H, W);
+ * the gradient goes to the first maximum (Tensor.max() reshapes into it). */
+static PyObject *py_global_max_pool2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *f = "global_max_pool2d";
+    if (dpy_nargs("global_max_pool2d(x)", nargs, 1) < 0)
+        return NULL;
+    TENSOR_ARG(x, 0, f, "input");
+    if (dpy_check_rank(x, f, "input", 4, 4) < 0 || check_float(x, f, "input") < 0)
+        return NULL;
+    dp_tensor_t *y = NULL;
+    dpy_op op;
+    dpy_op_begin(&op, args, 1);
+    int rc = dp_global_max_pool2d(&y, x);
+    return dpy_op_end(&op, rc, y);
+}
+
 /* flatten(x): (N, ...) into (N, rest). */
 static PyObject *py_flatten(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -319,6 +339,8 @@ static PyMethodDef ops_functions[] = {
      "max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)"},
     {"adaptive_avg_pool2d", DPY_FASTCALL(py_adaptive_avg_pool2d),
      "adaptive_avg_pool2d(x, output_size)"},
+    {"global_max_pool2d", DPY_FASTCALL(py_global_max_pool2d),
+     "global_max_pool2d(x): (N, C, H, W) -> (N, C, 1, 1), the max over (H, W)"},
     {"flatten", DPY_FASTCALL(py_flatten), "flatten(x): (N, ...) -> (N, rest)"},
     {NULL, NULL, 0, NULL},
 };

@@ -155,6 +155,23 @@ static PyObject *nb_matmul(PyObject *a, PyObject *b)
     dp_tensor_t *x = dpy_tensor_get(a), *w = dpy_tensor_get(b), *y = NULL;
     if (!x || !w)
         return NULL;
+    /* The library's checks would name dp_linear: the operator's own first. */
+    char xs[64], ws[64];
+    if (dp_tensor_ndim(x) != 2 || dp_tensor_ndim(w) != 2 ||
+        dp_tensor_dim(x, 1) != dp_tensor_dim(w, 0))
+        return PyErr_Format(PyExc_ValueError,
+                            "matmul(): input %s and other %s do not multiply as matrices "
+                            "((N, K) @ (K, M))",
+                            dp_tensor_shape_str(x, xs, sizeof xs),
+                            dp_tensor_shape_str(w, ws, sizeof ws));
+    if (dp_tensor_dtype(x) == DP_I32 || dp_tensor_dtype(w) == DP_I32)
+        return PyErr_Format(PyExc_TypeError,
+                            "matmul(): %s is int32; it must be a float tensor (.float())",
+                            dp_tensor_dtype(x) == DP_I32 ? "input" : "other");
+    if (dp_tensor_device(x) != dp_tensor_device(w))
+        return PyErr_Format(PyExc_ValueError, "matmul(): other is on %s, the input on %s",
+                            dp_device_name(dp_tensor_device(w)),
+                            dp_device_name(dp_tensor_device(x)));
     PyObject *in[2] = {a, b};
     dpy_op op;
     dpy_op_begin(&op, in, 2);

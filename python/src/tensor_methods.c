@@ -120,7 +120,48 @@ static PyObject *m_cast(PyObject *self, PyObject *arg)
     return dpy_op_end(&op, rc, y);
 }
 
-/* reshape(shape): one size may be -1 (inferred). */
+/* A 0-d tensor t into `shape` (one element): dp_reshape takes 1 to 4
+ * dimensions. Unrecorded: a copy (dp_tensor_copy goes by element count);
+ * recorded (float32): ones(shape) * t, the same bits, dt = dy. */
+static PyObject *reshape_scalar(PyObject *self, dp_tensor_t *t, int n, const int64_t *shape)
+{
+    dp_tensor_t *y = NULL;
+    if (!dpy_grad_enabled || !((dpy_tensor *)self)->requires_grad) {
+        int rc = dp_tensor_new(&y, dp_tensor_device(t), dp_tensor_dtype(t), n, shape);
+        if (rc < 0)
+            return dpy_raise(rc);
+        PyObject *r = dpy_tensor_wrap(y, DPY_OWN_SELF, NULL); /* on no tape */
+        if (r && dpy_copy_into(y, t, "reshape") < 0)
+            Py_CLEAR(r);
+        return r;
+    }
+    if (dpy_library_tape_keeper)
+        return PyErr_Format(PyExc_NotImplementedError,
+                            "reshape(): a 0-d tensor that requires grad into more dimensions "
+                            "inside dptrain.train's forward");
+    dp_tensor_t *ones = NULL;
+    int rc = dp_tensor_new(&ones, dp_tensor_device(t), DP_F32, n, shape);
+    if (rc < 0)
+        return dpy_raise(rc);
+    /* The object keeps ones alive on the tape: the backward reads it. */
+    PyObject *ones_obj = dpy_tensor_wrap(ones, DPY_OWN_SELF, NULL);
+    if (!ones_obj)
+        return NULL;
+    rc = dp_tensor_fill(ones, 1.0f);
+    if (rc < 0) {
+        Py_DECREF(ones_obj);
+        return dpy_raise(rc);
+    }
+    PyObject *in[2] = {ones_obj, self};
+    dpy_op op;
+    dpy_op_begin(&op, in, 2);
+    rc = dp_binary(&y, DP_BINARY_MUL, ones, t);
+    PyObject *r = dpy_op_end(&op, rc, y);
+    Py_DECREF(ones_obj);
+    return r;
+}
+
+/* reshape(shape): one size may be -1 (inferred); () is a scalar. */
 static PyObject *m_reshape(PyObject *self, PyObject *arg)
 {
     SELF_T(NULL);
@@ -130,10 +171,10 @@ static PyObject *m_reshape(PyObject *self, PyObject *arg)
     Py_ssize_t n = PyTuple_Size(seq);
     int64_t shape[DP_MAX_DIMS], known = 1;
     int infer = -1;
-    if (n > DP_MAX_DIMS || n < 1) {
+    if (n > DP_MAX_DIMS) { /* 0 is a scalar, PyTorch's shape () */
         Py_DECREF(seq);
         return PyErr_Format(PyExc_ValueError,
-                            "reshape(): %zd dimensions; dptrain's tensors have 1 to %d", n,
+                            "reshape(): %zd dimensions; dptrain's tensors have 0 to %d", n,
                             DP_MAX_DIMS);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -166,6 +207,34 @@ static PyObject *m_reshape(PyObject *self, PyObject *arg)
     }
     dp_tensor_t *y = NULL;
     dpy_op op;
+    if (n == 0 && numel == 1 && dp_tensor_ndim(t) > 0) {
+        /* Into a scalar (shape ()): dp_reshape gives 1 to 4 dimensions;
+         * the sum of the one element is it (the same bits, dx = dy). */
+        if (dp_tensor_dtype(t) == DP_BF16)
+            return PyErr_Format(PyExc_NotImplementedError,
+                                "reshape(): a bfloat16 tensor into shape (): cast it to float32 "
+                                "first (.float())");
+        dpy_op_begin(&op, &self, dp_tensor_dtype(t) == DP_F32 ? 1 : 0);
+        int rc = dp_sum(&y, t, -1, false);
+        return dpy_op_end(&op, rc, y);
+    }
+    if (dp_tensor_ndim(t) == 0 && n > 0 && numel == 1) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (shape[i] != 1)
+                return PyErr_Format(PyExc_ValueError,
+                                    "reshape(): a 0-d tensor has 1 element, not %lld",
+                                    (long long)shape[i]);
+        return reshape_scalar(self, t, (int)n, shape);
+    }
+    if (n == 0 && dp_tensor_ndim(t) == 0) {
+        Py_INCREF(self);
+        return self;
+    }
+    if (n == 0 && numel != 1) {
+        char s[64];
+        return PyErr_Format(PyExc_ValueError, "reshape(): %s has %lld elements, shape () has 1",
+                            dp_tensor_shape_str(t, s, sizeof s), (long long)numel);
+    }
     dpy_op_begin(&op, &self, 1);
     int rc = dp_reshape(&y, t, (int)n, shape);
     return dpy_op_end(&op, rc, y);
@@ -191,21 +260,17 @@ static PyObject *copy_to(PyObject *self, dp_tensor_t *t, dp_device_t *dev)
     return dpy_op_end(&op, rc, y);
 }
 
-/* to(device): a copy there; self where autograd tracks the tensor and it is
- * already there (torch's identity). An untracked tensor on its own device
- * is copied too: "cpu" and "cuda:0" name one device on a machine without
- * GPUs, and the seed's get_params (p.to(device) then requires_grad_())
- * must get a copy for "cuda:0" of parameters made on "cpu", as it does on a
- * GPU, not mark the originals, whose copies to the other devices would
- * then be recorded (non-leaves). */
+/* to(device): a copy there; self where the tensor is already there
+ * (torch's identity). "cpu" is the host device, apart from "cuda:0" also
+ * on a machine without GPUs (device.c), so the seed's get_params copies
+ * parameters made on "cpu" to "cuda:0" as on a GPU. */
 static PyObject *m_to(PyObject *self, PyObject *arg)
 {
     SELF_T(NULL);
     dp_device_t *dev = dpy_device_arg(arg);
     if (!dev)
         return NULL;
-    dpy_tensor *o = (dpy_tensor *)self;
-    if (dev == dp_tensor_device(t) && (o->requires_grad || !o->is_leaf)) {
+    if (dev == dp_tensor_device(t)) {
         Py_INCREF(self);
         return self;
     }

@@ -63,7 +63,7 @@ def main():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    weights = {name: p.numpy().reshape(-1).tolist() for name, p in net.named_parameters()}
+    weights = {name: p.detach().numpy().reshape(-1).tolist() for name, p in net.named_parameters()}
     buckets = model.bucket_indices if world > 1 else []
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"world": world, "losses": losses, "weights": weights, "buckets": buckets}, f)

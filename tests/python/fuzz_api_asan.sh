@@ -10,14 +10,16 @@
 #
 # Usage: [FUZZ_SEED=S] [FUZZ_ARGS="--skip optimizer"] fuzz_api_asan.sh [SECONDS] [BUILD_DIR]
 # BUILD_DIR (default build-pyasan) is configured with DP_SANITIZE=address
-# and built (target _dptrain) when needed. PYTHON (default the first of
-# build/venv's, Debian's python3) must import numpy.
+# when it has no CMakeCache.txt, and its target _dptrain built (make
+# test-asan passes build-asan, built with address;undefined). PYTHON
+# (default the first of build/py-venv's, Debian's python3) must import
+# numpy.
 set -euo pipefail
 seconds=${1:-60}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${2:-$src/build-pyasan}
 if [[ -z ${PYTHON:-} ]]; then
-  for PYTHON in "$src/build/venv/bin/python" /usr/bin/python3 python3; do
+  for PYTHON in "$src/build/py-venv/bin/python" /usr/bin/python3 python3; do
     "$PYTHON" -c 'import numpy' 2>/dev/null && break
   done
 fi

@@ -49,7 +49,8 @@ def test_tensor_dataset_rows():
     X = dptrain.tensor(np.arange(20, dtype=np.float32).reshape(10, 2))
     y = dptrain.arange(10)
     ds = data.TensorDataset(X, y)
-    assert len(ds) == 10 and ds[3][0].tolist() == [6.0, 7.0] and ds[3][1].tolist() == [3]
+    assert len(ds) == 10 and ds[3][0].tolist() == [6.0, 7.0] and ds[3][1].tolist() == 3 \
+        and ds[3][1].shape == ()  # an element of a vector is 0-d, as torch
     batches = list(data.DataLoader(ds, batch_size=4, shuffle=True))
     seen = np.concatenate([b[0].numpy() for b in batches])
     labels = np.concatenate([b[1].numpy() for b in batches])

@@ -136,10 +136,15 @@ def test_reshape_t_rows_to_clone_detach():
     assert N(m.rows(2, 5)).tolist() == a.reshape(6, 4)[2:5].tolist()
     with pytest.raises(IndexError, match="rows"):
         m.rows(4, 9)
-    same = m.to("cuda:0")  # cuda:0 is cpu:0 without GPUs: an untracked tensor is copied
-    assert same is not m and same.device == "cpu:0" and N(same).tolist() == N(m).tolist()
+    assert m.to(m.device) is m  # already there: torch's identity
+    # "cpu" is the host device, apart from cuda:0 (cpu:0 of N without GPUs): a copy.
+    host = T(a.reshape(6, 4), device="cpu")
+    moved = host.to("cuda:0")
+    assert host.to("cpu") is host and moved is not host
+    assert moved.device == C.canonical_device("cuda:0") != host.device
+    assert N(moved).tolist() == N(host).tolist()
     tracked = T(a.reshape(6, 4), requires_grad=True)
-    assert tracked.to("cpu:0") is tracked  # torch's identity where autograd tracks it
+    assert tracked.to(tracked.device) is tracked
     other = m.to("cpu:1")
     assert other.device == "cpu:1" and N(other).tolist() == N(m).tolist()
     c = m.clone()

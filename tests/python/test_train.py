@@ -169,7 +169,7 @@ SEQUENTIAL_NAMES = {"conv.weight": "0.weight", "conv.bias": "0.bias", "fc.weight
 
 
 def values(t):
-    return [float(v) for v in t.numpy().reshape(-1)]
+    return [float(v) for v in t.detach().numpy().reshape(-1)]
 
 
 def test_python_module_trains_as_the_same_sequential_file_does(tmp_path):

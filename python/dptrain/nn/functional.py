@@ -285,9 +285,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"cross_entropy(): label_smoothing must be between 0.0 and 1.0, "
                          f"got {smoothing}")
-    # The reduced loss has shape (1) (PyTorch's is 0-d: dptrain's tensors
-    # have 1 to 4 dimensions); item(), float() and backward() read it alike.
-    return _dptrain.cross_entropy(x, y, reduction, smoothing)
+    loss = _dptrain.cross_entropy(x, y, reduction, smoothing)
+    # The library's reduced loss has shape (1); PyTorch's is 0-d.
+    return loss if reduction == "none" else loss.reshape(())
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
