@@ -63,10 +63,28 @@ typedef enum dp_device_cap {
 } dp_device_cap;
 bool dp_device_has(const dp_device_t *dev, dp_device_cap cap);
 /* Blocks until every command enqueued on the device so far has run; returns
- * the first error a command hit (sticky). */
+ * the first error a command hit (sticky: every later wait, and
+ * dp_tensor_to_host, return it until dp_device_take_error takes it). */
 int dp_device_sync(dp_device_t *dev);
-/* dp_device_sync on every open device. */
+/* dp_device_sync on every open device (those other code of this process
+ * opened too: dp_devices_sync waits for a list of one's own). */
 int dp_waitall(void);
+/* dp_device_sync on devs[0..n) and their communication paths; the first
+ * error any returns. */
+int dp_devices_sync(dp_device_t *const *devs, int n);
+/* The sticky error: returns the first error a command on `dev` (or on its
+ * communication path) hit since the device opened or since the last call,
+ * 0 if none, and clears it, so that later waits and dp_tensor_to_host on
+ * the device work again. Does not wait: the commands enqueued so far that
+ * have not run yet may still fail and set it anew (dp_device_sync first to
+ * take every failure so far). The commands enqueued after the failing one
+ * were not skipped: each ran (on inputs the failing one may have left
+ * unwritten), and a command failing later than the first is not reported
+ * apart. A device whose command waited on another device's failed command
+ * (a copy, an allreduce) holds that error too: take it there as well. A
+ * GPU whose kernel faulted keeps CUDA's own sticky error: its later
+ * commands fail anew (only a new process recovers that GPU). */
+int dp_device_take_error(dp_device_t *dev);
 /* dp_device_sync giving up after `seconds` (>= 0; 0 only looks, INFINITY
  * waits as dp_device_sync) with DP_ETIMEDOUT, which is not logged: a caller
  * waits in slices (the Python front end, to see Ctrl-C between them), and
@@ -147,7 +165,10 @@ int dp_tensor_from_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int
  * to that tape and must not be freed by hand. */
 void dp_tensor_free(dp_tensor_t *t);
 
-/* Blocks until the last command writing `t` has run (MXNet's wait_to_read). */
+/* Blocks until the last command writing `t` has run (MXNet's wait_to_read).
+ * A parameter's view (dp_params_get) or its gradient counts the commands
+ * that wrote the whole dp_params buffer (an optimizer step, zeroing the
+ * gradients) as its writes too. */
 int dp_tensor_wait(const dp_tensor_t *t);
 /* dp_tensor_wait giving up after `seconds` with DP_ETIMEDOUT, by
  * dp_device_sync_for's rules (not logged, nothing cancelled: call again). */
@@ -185,7 +206,8 @@ int dp_tensor_to_host(const dp_tensor_t *t, void *dst, size_t bytes);
 /* Enqueues a copy of host data into `t` (logical order); `src` must stay
  * valid until dp_tensor_wait(t). */
 int dp_tensor_copy_from_host(dp_tensor_t *t, const void *src, size_t bytes);
-/* Enqueues t = value. */
+/* Enqueues t = value: an int32 tensor gets the integer value (truncated
+ * toward zero; outside int32's range or NaN: DP_EINVAL). */
 int dp_tensor_fill(dp_tensor_t *t, float value);
 /* t = alpha * t, for a float tensor, enqueued on its device (not recorded). */
 int dp_tensor_scale(dp_tensor_t *t, float alpha);

@@ -166,7 +166,11 @@ typedef struct dp_train_result {
 int dp_train(const dp_train_options *o, dp_train_result *result);
 
 /* Asks a running dp_train to stop after its current step. Only stores
- * `signo` (async-signal-safe): a SIGINT or SIGTERM handler may call it. */
+ * `signo` (async-signal-safe): a SIGINT or SIGTERM handler may call it.
+ * A request made before a run starts is served at its first step; one a
+ * run returned with (served) is dropped when the next dp_train starts, so
+ * a run after a Ctrl-C trains (dp_train_stop_signal still reads it until
+ * then). */
 void dp_train_request_stop(int signo);
 /* The signal number given to dp_train_request_stop, or 0. */
 int dp_train_stop_signal(void);

@@ -21,27 +21,15 @@ static int slice_device(void *what)
     return dp_device_sync_for(what, DPY_WAIT_SLICE);
 }
 
-/* A device's stream keeps its first failure and every later wait returns
- * it (the library has no call that clears it). The front end raises it
- * once, at the first wait that sees it, and lets later waits on that
- * device pass: the commands after a failed one have run, and the engine
- * stays usable. (A second failure on the same device is not seen: the
- * stream records only the first.) */
-typedef struct reported_error {
-    dp_device_t *dev;
-    int rc;
-} reported_error;
-static reported_error reported[2 * DP_MAX_DEVICES];
-static int nreported;
-
-static bool already_reported(dp_device_t *dev, int rc)
+/* A device's stream keeps its first failure (sticky) until
+ * dp_device_take_error takes it. The front end takes it at the first wait
+ * that sees it and raises it there, once: the commands after the failed
+ * one have run, and later waits and reads on that device work again (a
+ * later failure is raised in its turn). */
+static int raise_taken(dp_device_t *dev, int rc)
 {
-    for (int i = 0; i < nreported; i++)
-        if (reported[i].dev == dev)
-            return reported[i].rc == rc;
-    if (nreported < (int)(sizeof reported / sizeof reported[0]))
-        reported[nreported++] = (reported_error){dev, rc};
-    return false;
+    int taken = dp_device_take_error(dev);
+    return dpy_raise_int(taken < 0 ? taken : rc);
 }
 
 static int wait_sliced(int (*slice)(void *), void *what, dp_device_t *dev)
@@ -54,7 +42,7 @@ static int wait_sliced(int (*slice)(void *), void *what, dp_device_t *dev)
         if (rc == 0)
             return 0;
         if (rc != DP_ETIMEDOUT)
-            return already_reported(dev, rc) ? 0 : dpy_raise_int(rc);
+            return raise_taken(dev, rc);
         if (PyErr_CheckSignals() < 0)
             return -1;
     }
@@ -83,9 +71,7 @@ int dpy_wait_all(void)
 
 /* The values in logical order into dst, after a wait for the device. Host memory in that
  * order is read directly; a blocked CPU activation is first copied into a
- * logical tensor on its device. (dp_tensor_to_host would do both, but it
- * returns a device's kept first failure before copying, even one already
- * raised: see above.) A GPU tensor goes through dp_tensor_to_host. */
+ * logical tensor on its device. A GPU tensor goes through dp_tensor_to_host. */
 int dpy_to_host(dp_tensor_t *t, void *dst, size_t bytes)
 {
     /* The whole device, as dp_tensor_to_host waits: a parameter's view is
@@ -125,5 +111,5 @@ int dpy_to_host(dp_tensor_t *t, void *dst, size_t bytes)
     Py_BEGIN_ALLOW_THREADS
     rc = dp_tensor_to_host(t, dst, bytes);
     Py_END_ALLOW_THREADS
-    return rc < 0 ? dpy_raise_int(rc) : 0;
+    return rc < 0 ? raise_taken(dev, rc) : 0;
 }

@@ -53,9 +53,19 @@ void dp__state_release(dp_tensor_t *t)
     t->ag = NULL;
 }
 
+/* Whether s's gradient holds a contribution to add to. A leaf's (no tape)
+ * accumulates across backward calls until dp_zero_grad; a recorded
+ * tensor's (a non-leaf) starts afresh in each dp_backward call, as
+ * PyTorch's: one written by an earlier call (grad_gen older) is
+ * overwritten, not added to. */
+static bool holds_gradient(const dp__autograd_state *s)
+{
+    return s->grad_written && (!s->tape || s->grad_gen == dp__backward_gen());
+}
+
 bool dp__grad_written(const dp_tensor_t *t)
 {
-    return t->ag && t->ag->grad_written;
+    return t->ag && t->ag->grad && holds_gradient(t->ag);
 }
 
 void dp__grad_set_written(dp_tensor_t *t)
@@ -71,8 +81,9 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
         return 0;
     if (!s->grad)
         DP_TRY(dp__tape_alloc_like(&s->grad, x));
+    bool accumulate = holds_gradient(s);
     s->grad_gen = dp__backward_gen();
-    if (!s->grad_written) {
+    if (!accumulate) {
         s->grad_written = 1;
         s->grad_masked = 0;
         *out = s->grad;
@@ -87,7 +98,7 @@ int dp__grad_begin(dp_tensor_t *x, dp_tensor_t **out)
 bool dp__grad_adopt(dp_tensor_t *x, dp_tensor_t *g)
 {
     dp__autograd_state *s = x ? x->ag : NULL;
-    if (!s || !s->tape || s->grad_written || g->dtype != x->dtype || g->nhwc != x->nhwc ||
+    if (!s || !s->tape || holds_gradient(s) || g->dtype != x->dtype || g->nhwc != x->nhwc ||
         g->dev != x->dev || dp__numel(g->ndim, g->shape) != dp__numel(x->ndim, x->shape))
         return false;
     s->grad = g;

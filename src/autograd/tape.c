@@ -119,7 +119,7 @@ int dp__tape_view(dp_tensor_t **out, const dp_tensor_t *of)
     if (!t)
         return DP_ENOMEM;
     t->nhwc = of->nhwc;
-    t->write_seq = of->write_seq;
+    t->write_seq = dp__tensor_ready_seq(of);
     int rc = own(t);
     if (rc < 0) {
         dp__tensor_release(t);

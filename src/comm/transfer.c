@@ -54,7 +54,7 @@ int dp__copy_written(dp_tensor_t *dst, dp_tensor_t *src, bool src_waits)
     if (dst->bytes != src->bytes || (!dp_device_has(src_dev, DP_DEVICE_HOST_MEMORY) &&
                                      dp_device_has(dst_dev, DP_DEVICE_HOST_MEMORY)))
         return dp__copy_between(dst, 0, src, 0, src->bytes);
-    if (src->write_seq > 0 && src_dev != dst_dev)
+    if (dp__tensor_ready_seq(src) > 0 && src_dev != dst_dev)
         DP_TRY(dp_stream_wait_event(dst_dev, dp__written_event(&src, 1)));
     DP_TRY(dst_dev->ops->copy_device(dst_dev, dst->data, src->data, src->bytes));
     if (src_waits && src_dev != dst_dev)
@@ -91,8 +91,9 @@ dp_event dp__written_event(dp_tensor_t *const *ts, int n)
         if (!ev.dev)
             ev.dev = ts[i]->dev;
         DP_ASSERT(ts[i]->dev == ev.dev);
-        if (ts[i]->write_seq > ev.seq)
-            ev.seq = ts[i]->write_seq;
+        uint64_t seq = dp__tensor_ready_seq(ts[i]);
+        if (seq > ev.seq)
+            ev.seq = seq;
     }
     return ev;
 }

@@ -200,6 +200,27 @@ int dp_waitall(void)
     return first;
 }
 
+int dp_devices_sync(dp_device_t *const *devs, int n)
+{
+    int first = 0;
+    for (int i = 0; i < n; i++) {
+        dp_device_t *c = dp__comm_path_if_open(devs[i]);
+        int rc = c ? dp_device_sync(c) : 0;
+        int rc_dev = dp_device_sync(devs[i]);
+        if (first == 0)
+            first = rc < 0 ? rc : rc_dev;
+    }
+    return first;
+}
+
+int dp_device_take_error(dp_device_t *dev)
+{
+    dp_device_t *c = dp__comm_path_if_open(dev);
+    int rc_comm = c ? dp__stream_take_error(c->stream) : 0;
+    int rc = dp__stream_take_error(dev->stream);
+    return rc < 0 ? rc : rc_comm;
+}
+
 dp_event dp_event_record(dp_device_t *dev)
 {
     dp_event ev = {dev, dp__stream_last(dev->stream)};

@@ -131,6 +131,9 @@ struct dp_tensor {
     size_t bytes;
     int owns_data;      /* 0 for views into a parameter buffer */
     uint64_t write_seq; /* stream seq of the last command writing it */
+    /* A view's tensor whose memory holds it (a dp_params buffer), written
+     * as a whole by commands that do not know its views; or NULL. */
+    const struct dp_tensor *base;
     /* dp_tensor_wrap_host's callback, called on the device's worker once
      * the tensor is released and the commands before have run; or NULL. */
     void (*release)(void *ctx);
@@ -147,6 +150,11 @@ struct dp_tensor {
  * frees the tensor; autograd sets fn when it attaches a leaf's state. */
 typedef void (*dp__tensor_state_release_fn)(dp_tensor_t *t);
 void dp__tensor_set_state_release(dp__tensor_state_release_fn fn);
+
+/* The stream seq after which t's value is written: its last write, or
+ * its base's (a view into a dp_params buffer, which commands over the
+ * whole buffer write without knowing their views), whichever is later. */
+uint64_t dp__tensor_ready_seq(const dp_tensor_t *t);
 
 /* Device memory through the block cache. */
 void *dp__device_alloc(dp_device_t *dev, size_t bytes);

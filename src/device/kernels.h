@@ -39,8 +39,8 @@ static inline dp__channel_view dp__channel_view_of(const dp__tdesc *x)
     return v;
 }
 
-/* t[0..n) = value, stored as dtype (f32, bf16 rounded, or the i32 bits of
- * the float as given). */
+/* t[0..n) = value, stored as dtype (f32, bf16 rounded, or for i32 the
+ * bits of `value` as given: dp_tensor_fill puts an int32's bits there). */
 typedef struct dp__fill_args {
     void *data;
     int64_t n;

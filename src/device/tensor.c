@@ -198,9 +198,15 @@ bool dp__tensor_nhwc(const dp_tensor_t *t)
     return t->nhwc;
 }
 
+uint64_t dp__tensor_ready_seq(const dp_tensor_t *t)
+{
+    uint64_t base_seq = t->base ? t->base->write_seq : 0;
+    return base_seq > t->write_seq ? base_seq : t->write_seq;
+}
+
 int dp_tensor_wait(const dp_tensor_t *t)
 {
-    return dp__stream_wait(t->dev->stream, t->write_seq);
+    return dp__stream_wait(t->dev->stream, dp__tensor_ready_seq(t));
 }
 
 /* NHWC -> NCHW on the host, elements of `size` bytes. */
@@ -269,6 +275,16 @@ int dp_tensor_read_async(const dp_tensor_t *t, void *dst, size_t bytes)
 int dp_tensor_fill(dp_tensor_t *t, float value)
 {
     dp__fill_args a = {t->data, dp__numel(t->ndim, t->shape), value, t->dtype};
+    if (t->dtype == DP_I32) {
+        /* The kernels store the bits of a.value: give them the integer's
+         * (toward zero, as torch.full(..., dtype=torch.int32) of 2.7 is 2). */
+        if (!(value >= -2147483648.0f && value < 2147483648.0f)) {
+            DP_ERROR("dp_tensor_fill: %g does not fit an int32 tensor", (double)value);
+            return DP_EINVAL;
+        }
+        int32_t iv = (int32_t)value;
+        memcpy(&a.value, &iv, sizeof iv);
+    }
     DP_TRY(t->dev->ops->fill(t->dev, &a));
     dp__tensor_written(t);
     return 0;

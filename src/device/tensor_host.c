@@ -63,5 +63,5 @@ void *dp_tensor_host_data(const dp_tensor_t *t)
 
 int dp_tensor_wait_for(const dp_tensor_t *t, double seconds)
 {
-    return dp__stream_wait_seconds(t->dev->stream, t->write_seq, seconds, "dp_tensor_wait_for");
+    return dp__stream_wait_seconds(t->dev->stream, dp__tensor_ready_seq(t), seconds, "dp_tensor_wait_for");
 }

@@ -214,6 +214,15 @@ int dp__stream_wait(dp__stream *s, uint64_t seq)
     return rc;
 }
 
+int dp__stream_take_error(dp__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->error;
+    s->error = 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds)
 {
     struct timespec deadline;

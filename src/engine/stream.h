@@ -3,7 +3,8 @@
  * The front end pushes commands and goes on; each push returns a sequence
  * number, and dp__stream_wait(s, seq) blocks until that command has run. A
  * command that fails sets the stream's sticky error, which every later wait
- * returns; later commands still run (they may free memory).
+ * returns until dp__stream_take_error; later commands still run (they may
+ * free memory).
  *
  * Lock order: a stream's mutex is a leaf; no other lock is taken while it is
  * held. A command waiting on another stream's event waits on that stream's
@@ -43,6 +44,9 @@ void dp__stream_log_profile(dp__stream *s);
 uint64_t dp__stream_last(dp__stream *s);
 /* Blocks until command `seq` has run; returns the sticky error or 0. */
 int dp__stream_wait(dp__stream *s, uint64_t seq);
+/* Returns the sticky error (0: none) and clears it, without waiting: a
+ * failure of a command still queued sets it again when it runs. */
+int dp__stream_take_error(dp__stream *s);
 /* dp__stream_wait giving up after `seconds` (>= 0, not NaN) with
  * DP_ETIMEDOUT; nothing is logged. */
 int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds);

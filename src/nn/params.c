@@ -101,12 +101,14 @@ int dp_params_init(dp_params_t **out, dp_device_t *dev, const dp_param_spec *spe
         if (!p->views[i])
             goto nomem;
         p->views[i]->name = p->specs[i].name;
+        p->views[i]->base = p->values;
         if (!with_grads)
             continue;
         float *g = (float *)p->grads->data + p->offsets[i];
         dp_tensor_t *gv = dp__tensor_view(dev, DP_F32, specs[i].ndim, specs[i].shape, g);
         if (!gv)
             goto nomem;
+        gv->base = p->grads;
         dp_tensor_set_requires_grad(p->views[i], gv);
     }
     *out = p;

@@ -147,7 +147,7 @@ static int split_backward(dp__node *node)
     dp_tensor_t *x = node->inputs[0], *y = node->output, *g = y->ag->grad;
     if (!x->ag)
         return 0;
-    if (x->ag->grad && x->ag->grad_written) {
+    if (dp__grad_written(x)) {
         /* A later piece: into its channels of the gradient, in place. */
         DP_TRY(copy_channels(g, 0, x->ag->grad, sn->offset, y->shape[1], true));
         dp__tensor_written(x->ag->grad);

@@ -93,10 +93,10 @@ static int add_backward(dp__node *node)
     return pass_gradient(node->inputs[0], g);
 }
 
-/* z = a + b; with relu, y = max(a + b, 0) in the same sweep, recorded as
- * dp_add then dp_relu would record it (the same rows in dp_model_summary,
- * the same backward). z is then a view of y's memory: its own values are
- * never read again (add's backward needs none, relu's reads y). */
+static int add_same_layout(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu);
+
+/* dp_add and dp_add_relu: the checks, then both operands in one layout and
+ * one dtype for add_same_layout. */
 static int add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
 {
     const char *op = dp__op_name(DP__OP_add);
@@ -112,16 +112,41 @@ static int add(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
             return DP_ESHAPE;
         }
     }
+    /* A convolution's output (stored NHWC) and a tensor in logical order
+     * (a residual conv(x) + x) meet in logical order: the NHWC one through
+     * dp_reshape (recorded, its backward puts the gradient back in NHWC). */
+    dp_tensor_t *given_a = a, *given_b = b;
     if (a->nhwc != b->nhwc) {
-        DP_ERROR("add: inputs are stored in different layouts");
-        return DP_EINVAL;
+        dp_tensor_t **nhwc = a->nhwc ? &a : &b;
+        DP_TRY(dp_reshape(nhwc, *nhwc, (*nhwc)->ndim, (*nhwc)->shape));
     }
+    int rc = 0;
     if (a->dtype != b->dtype) { /* PyTorch's promotion: the sum is f32 */
-        DP_TRY(dp__as_f32(&a));
-        DP_TRY(dp__as_f32(&b));
-        ts[0] = a;
-        ts[1] = b;
+        dp_tensor_t *a16 = a, *b16 = b;
+        rc = dp__as_f32(&a);
+        if (rc == 0)
+            rc = dp__as_f32(&b);
+        /* A logical copy cast is the cast's input only (enqueued already). */
+        if (a != a16)
+            dp__op_temp_free(a16, given_a);
+        if (b != b16)
+            dp__op_temp_free(b16, given_b);
     }
+    if (rc == 0)
+        rc = add_same_layout(out, a, b, relu);
+    /* The logical copies belong to the caller where no tape owns them. */
+    dp__op_temp_free(a, given_a);
+    dp__op_temp_free(b, given_b);
+    return rc;
+}
+
+/* z = a + b; with relu, y = max(a + b, 0) in the same sweep, recorded as
+ * dp_add then dp_relu would record it (the same rows in dp_model_summary,
+ * the same backward). z is then a view of y's memory: its own values are
+ * never read again (add's backward needs none, relu's reads y). */
+static int add_same_layout(dp_tensor_t **out, dp_tensor_t *a, dp_tensor_t *b, bool relu)
+{
+    dp_tensor_t *ts[] = {a, b};
     dp_tensor_t *y, *z = NULL;
     DP_TRY(dp__tape_alloc_like(&y, a));
     dp__eltwise_args e = {.op = relu ? DP__ELT_ADD_RELU : DP__ELT_ADD,

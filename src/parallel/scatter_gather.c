@@ -47,7 +47,7 @@ static int piece_backward(dp__node *node)
      * every row when a replica got no chunk), later ones add their rows. */
     if (!x->ag)
         return 0;
-    if (!x->ag->grad || !x->ag->grad_written) {
+    if (!dp__grad_written(x)) {
         DP_TRY(dp__grad_begin(x, &dx));
         DP_TRY(dp_tensor_fill(dx, 0.0f));
         DP_TRY(dp__grad_end(x, dx));

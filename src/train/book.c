@@ -241,7 +241,7 @@ int dp__book_save_stopped(dp__trainer *t, int epoch, int64_t next, double second
 {
     const dp_train_options *o = t->o;
     dp__train_book *b = t->book;
-    DP_TRY(dp_waitall());
+    DP_TRY(dp__net_sync(t->net));
     float sums[2] = {0, 0};
     DP_TRY(dp__steps_read_sums(t->steps, sums));
     DP_TRY(dp_dist_sum_f32(sums, 2));

@@ -73,7 +73,7 @@ static void fill_stats(dp__trainer *t, dp_epoch_stats *s, int epoch, int64_t iss
     /* Time inside MPI's gradient sums, waiting for the slowest rank included. */
     double comm = dp_dist_comm_seconds(NULL) - comm0;
     s->allreduce_ms = issued ? 1e3 * comm / (double)issued : 0.0;
-    /* After dp_waitall: every step's timestamps are in. */
+    /* After dp__net_sync: every step's timestamps are in. */
     dp_comm_stats cs1;
     dp_data_parallel_comm_stats(dp__net_replicas(t->net), &cs1);
     int64_t cs_steps = cs1.steps - cs0->steps;
@@ -120,7 +120,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
         DP_TRY(dp__train_should_stop(t, &stop));
         if (stop) {
             /* A bad step among those in flight stops the run unsaved. */
-            DP_TRY(dp_waitall());
+            DP_TRY(dp__net_sync(t->net));
             DP_TRY(dp__steps_check(t, epoch, &checked, b.index + 1, &skipped));
             /* The steps up to the stop are logged: the resumed run goes
              * on after them. */
@@ -151,7 +151,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     }
     if (more < 0)
         return more;
-    DP_TRY(dp_waitall());
+    DP_TRY(dp__net_sync(t->net));
     double seconds = dp_time_seconds() - start;
     DP_TRY(dp__steps_check(t, epoch, &checked, first + issued, &skipped));
     dp_progress_done(dp__book_progress(t->book));

@@ -40,7 +40,7 @@ int dp__train_evaluate(dp__trainer *t, dp_eval_result *out)
             continue;
         /* One batch in flight: the previous one has finished everywhere. */
         if (issued++ > 0)
-            rc = dp_waitall();
+            rc = dp__net_sync(t->net);
         if (rc == 0)
             rc = dp_executor_evaluate(ex, &hb, counts, loss);
     }
@@ -65,7 +65,7 @@ int dp__train_evaluate(dp__trainer *t, dp_eval_result *out)
         for (int64_t i = 0; rc == 0 && i < k * k; i++)
             out->confusion[i] = (int64_t)host[2 + i];
     }
-    dp_waitall();
+    dp__net_sync(t->net);
     dp_tensor_free(counts);
     dp_tensor_free(loss);
     dp__free(host);

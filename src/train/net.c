@@ -232,7 +232,7 @@ void dp__net_close(dp__train_net *n)
 {
     if (!n)
         return;
-    dp_waitall();
+    dp__net_sync(n);
     dp_executor_close(n->exec);
     dp_model_close(n->model);
     dp__free(n->init_specs);
@@ -243,6 +243,11 @@ void dp__net_close(dp__train_net *n)
 int dp__net_count(const dp__train_net *n)
 {
     return n->ndev;
+}
+
+int dp__net_sync(const dp__train_net *n)
+{
+    return n ? dp_devices_sync(n->devs, n->ndev) : 0;
 }
 
 dp_device_t *dp__net_device(const dp__train_net *n, int k)

@@ -165,7 +165,7 @@ static int measure_once(const dp__trainer *t, int64_t rows)
     if (rc == 0)
         rc = dp_backward(loss);
     if (rc == 0)
-        rc = dp_waitall();
+        rc = dp__net_sync(t->net);
     dp_tape_end(tape);
     dp_tape_close(tape);
     dp_tensor_free(x);

@@ -221,7 +221,7 @@ int dp__train_predict(dp__trainer *t, const float *x, const int64_t *chw, int64_
         if (rc == 0)
             rc = dp_tensor_to_host(y, logits, (size_t)b * (size_t)out->outputs * sizeof *logits);
         if (rc == 0)
-            rc = dp_waitall();
+            rc = dp__net_sync(t->net);
         dp_tape_end(tape);
         dp_tape_reset(tape);
         dp_tensor_free(xt);

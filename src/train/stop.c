@@ -13,6 +13,9 @@
 #include <signal.h>
 
 static volatile sig_atomic_t stop_signal;
+/* Whether a run returned with stop_signal set (served it): the next run
+ * starts without it, unless a request came after that return. */
+static volatile sig_atomic_t stop_served;
 /* Whether a run of this process is where a stop is served after its
  * current step: from the moment it opens its output files to its end. */
 static volatile sig_atomic_t between_steps;
@@ -29,7 +32,22 @@ void dp__train_set_between_steps(bool on)
 
 void dp_train_request_stop(int signo)
 {
+    stop_served = 0;
     stop_signal = signo ? signo : -1;
+}
+
+void dp__train_stop_begin_run(void)
+{
+    if (stop_served) {
+        stop_served = 0;
+        stop_signal = 0;
+    }
+}
+
+void dp__train_stop_end_run(void)
+{
+    if (stop_signal)
+        stop_served = 1;
 }
 
 int dp_train_stop_signal(void)

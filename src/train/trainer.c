@@ -187,7 +187,7 @@ static int setup(dp__trainer *t, dp_train_options *run)
 
 static void teardown(dp__trainer *t)
 {
-    dp_waitall();
+    dp__net_sync(t->net);
     dp__board_close(t->board);
     dp__book_close(t->book);
     dp__steps_close(t->steps);
@@ -202,7 +202,7 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
     dp_pipeline_t *pipe = dp__net_pipeline(t->net);
     if (!pipe)
         return;
-    dp_waitall();
+    dp__net_sync(t->net);
     dp_pipeline_stats ps;
     dp_pipeline_take_stats(pipe, &ps);
     result->pipeline_stages = t->o->parallel.pipeline;
@@ -217,6 +217,7 @@ static void pipeline_result(const dp__trainer *t, dp_train_result *result)
 int dp_train(const dp_train_options *given, dp_train_result *result)
 {
     DP_TRY(dp_train_options_check(given));
+    dp__train_stop_begin_run();
     if (!given->numerics.tf32)
         dp_set_tf32(false);
     dp_train_options run = *given;
@@ -273,6 +274,7 @@ int dp_train(const dp_train_options *given, dp_train_result *result)
         rc = board_rc;
     teardown(&t);
     dp__train_set_between_steps(false);
+    dp__train_stop_end_run();
     return rc;
 }
 
@@ -363,7 +365,7 @@ int dp_predict(const dp_predict_options *o, dp_predictions *out)
         rc = dp__net_build(t.net, &t, chw);
     if (rc == 0)
         rc = dp__train_predict(&t, x, chw, o->batch_size > 0 ? o->batch_size : 256, out);
-    dp_waitall();
+    dp__net_sync(t.net);
     dp__free(x);
     dp__checkpoint_header_free(&h);
     teardown(&t);

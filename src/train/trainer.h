@@ -107,6 +107,10 @@ int dp__net_build(dp__train_net *n, const dp__trainer *t, const int64_t *chw);
 void dp__net_close(dp__train_net *n);
 int dp__net_count(const dp__train_net *n);
 dp_device_t *dp__net_device(const dp__train_net *n, int k);
+/* Waits for the run's own devices (never dp_waitall: a device that other
+ * code of the process opened, with an error of its own, is not the run's);
+ * returns the first error they hit. NULL: 0. */
+int dp__net_sync(const dp__train_net *n);
 /* "[cpu:0, cpu:1]": this rank's devices; `where` adds " x 4 ranks". */
 const char *dp__net_devices_str(const dp__train_net *n);
 const char *dp__net_where(const dp__train_net *n);
@@ -261,6 +265,11 @@ int dp__train_check_ranks_agree(const dp__trainer *t);
 /* Whether a stop request is served between steps from now on: set just
  * before a run opens its output files, cleared when it returns. */
 void dp__train_set_between_steps(bool on);
+/* A run's start and return (stop.c): a stop request a run returned with
+ * was served by it, and the next run starts without it; one made after
+ * that return (or before any run) is the next run's. */
+void dp__train_stop_begin_run(void);
+void dp__train_stop_end_run(void);
 /* Whether to stop after the step just issued: a stop was requested in this
  * process or, under mpirun, in any rank's. */
 int dp__train_should_stop(const dp__trainer *t, bool *stop);

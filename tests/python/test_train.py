@@ -303,8 +303,6 @@ def test_ctrl_c_stops_the_run_after_its_step(tmp_path):
     assert f'resume="{ck}" goes on from there' in line and ck.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="dp_train keeps a served stop request: the next run in "
-                   "the process stops at its first step (src/train/stop.c never clears it)")
 def test_a_run_after_ctrl_c_trains(tmp_path):
     script = INTERRUPTED + textwrap.dedent("""\
         r = dptrain.train("lenet", epochs=1, limit_train=512, limit_test=256, progress="never")
