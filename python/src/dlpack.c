@@ -155,6 +155,11 @@ static PyObject *m_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     dp_tensor_t *t = dpy_tensor_get(self);
     if (!t)
         return NULL;
+    /* PyTorch's rule: a tensor of a step's graph may be released with its
+     * tape (autograd.c), which a consumer's view would outlive. */
+    if (((dpy_tensor *)self)->requires_grad)
+        return PyErr_Format(PyExc_RuntimeError, "__dlpack__(): can't export a tensor that "
+                                                "requires grad; use tensor.detach()");
     bool versioned = false;
     if (max_version != Py_None) {
         long major;

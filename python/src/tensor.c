@@ -205,13 +205,13 @@ static PyObject *tensor_backward(PyObject *self, PyObject *unused)
     return dpy_backward((dpy_tensor *)self);
 }
 
-/* The tensor's device is waited for, not only the tensor's last write: a
- * parameter's view is written by commands over its whole buffer (an
- * optimizer step, an allreduce), which that write does not count. */
+/* MXNet's wait_to_read: the tensor's last write only, not the rest of its
+ * device's queue (a parameter's view counts the writes over its whole
+ * buffer: the library's views wait for their base). */
 static PyObject *tensor_wait_to_read(PyObject *self, PyObject *unused)
 {
     GET_T(self, NULL);
-    if (dpy_wait_device(dp_tensor_device(t)) < 0)
+    if (dpy_wait_tensor(t) < 0)
         return NULL;
     Py_INCREF(self);
     return self;
