@@ -19,8 +19,9 @@ __all__ = ["tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty"
            "randn_like", "rand_like", "manual_seed", "initial_seed", "seed", "next_seed",
            "randperm"]
 
-# PyTorch's default generator starts from this seed too: an unseeded script
-# draws the same numbers on every run.
+# A fixed default seed: an unseeded script draws the same numbers on every
+# run (PyTorch seeds its default generator from the clock; docs/python.md
+# lists this among the differences).
 _DEFAULT_SEED = 67280421310721
 _seed = _DEFAULT_SEED
 _draws = 0
