@@ -288,9 +288,8 @@ print("raised:", message)
 def test_an_asynchronous_error_is_raised_at_the_next_wait():
     # A label past the classes is found by the kernel, on the device: the
     # call returns, and the error is raised at the next wait, in one line.
-    # In a child process: the library keeps a device's first failure for
-    # good, and returns it again from a later copy off that device and from
-    # dp_train's waits (the tests after this one would fail).
+    # In a child process, so that the kernel error's log line and the
+    # device it fails cannot reach the other tests of this process.
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-c", ASYNC_ERROR_CHILD], capture_output=True,
