@@ -30,6 +30,55 @@ static void enqueue_failing_kernel(dp_device_t *dev, dp_tensor_t **keep)
     keep[2] = loss;
 }
 
+/* The kernels after a failed forward still run: the cross entropy's
+ * backward and the accuracy count of the same bad label must refuse it,
+ * not write or read outside its row (ASan sees the overflow). */
+static int refusals;
+static void count_refusals(dp_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == DP_LOG_ERROR && strstr(msg, "label 7 of row 1 is outside 0..2"))
+        refusals++;
+}
+
+static void kernels_after_a_bad_label_refuse_it(void **state)
+{
+    (void)state;
+    refusals = 0;
+    dp_log_set(count_refusals, NULL);
+    dp_device_t *dev;
+    OK(dp_device_open(&dev, "cpu:0", 1));
+    const float logits[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+    const int32_t labels[2] = {0, 7};
+    int64_t ls[2] = {2, 3}, ys[1] = {2}, one = 1;
+    dp_tensor_t *x, *y, *loss, *correct;
+    OK(dp_tensor_from_host(&x, dev, DP_F32, 2, ls, logits));
+    OK(dp_tensor_from_host(&y, dev, DP_I32, 1, ys, labels));
+    OK(dp_tensor_set_requires_grad(x, NULL));
+    dp_tape_t *tape;
+    OK(dp_tape_init(&tape, true));
+    dp_tape_begin(tape);
+    OK(dp_cross_entropy(&loss, x, y, DP_REDUCE_SUM));
+    OK(dp_backward(loss));
+    dp_tape_end(tape);
+    OK(dp_tensor_new(&correct, dev, DP_F32, 1, &one));
+    OK(dp_tensor_fill(correct, 0.0f));
+    OK(dp_accuracy_accumulate(correct, x, y));
+    int err = dp_device_sync(dev);
+    dp_log_set(NULL, NULL);
+    assert_int_equal(err, DP_EINVAL);
+    assert_int_equal(refusals, 3); /* forward, backward, accuracy: each its own */
+    assert_int_equal(dp_device_take_error(dev), DP_EINVAL);
+    OK(dp_device_sync(dev));
+    printf("a label of 7 among 3 classes: forward, backward and accuracy refuse it (%s)\n",
+           dp_strerror(err));
+    dp_tape_close(tape);
+    dp_tensor_free(correct);
+    dp_tensor_free(y);
+    dp_tensor_free(x);
+    dp_device_close(dev);
+}
+
 static void take_error_clears_it_and_later_commands_ran(void **state)
 {
     (void)state;
@@ -150,6 +199,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(take_error_clears_it_and_later_commands_ran),
         cmocka_unit_test(train_after_a_kernel_error_elsewhere),
         cmocka_unit_test(fill_int32_writes_integers),
+        cmocka_unit_test(kernels_after_a_bad_label_refuse_it),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }

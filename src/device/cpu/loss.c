@@ -48,11 +48,20 @@ static int run_xent_backward(void *p, void *ctx)
         float *dz = a->dlogits + i * a->k;
         if (a->per_row)
             g = a->dloss[i];
+        /* The forward reported a bad label already; a backward that runs
+         * after it (the commands after a failed one still run) must not
+         * write outside the row. */
+        int32_t y = a->labels[i];
+        if (y < 0 || (int64_t)y >= a->k) {
+            DP_ERROR("cross_entropy backward: label %d of row %lld is outside 0..%lld", y,
+                     (long long)i, (long long)a->k - 1);
+            return DP_EINVAL;
+        }
         double lse = dp__row_logsumexp(z, a->k);
         float spread = a->smoothing / (float)a->k;
         for (int64_t j = 0; j < a->k; j++)
             dz[j] = g * ((float)exp((double)z[j] - lse) - spread);
-        dz[a->labels[i]] -= g * (1.0f - a->smoothing);
+        dz[y] -= g * (1.0f - a->smoothing);
     }
     return 0;
 }
@@ -74,6 +83,11 @@ static int run_accuracy(void *p, void *ctx)
             if (z[j] > z[best])
                 best = j;
         int32_t y = a->labels[i];
+        if ((int64_t)y >= a->k || y < 0) {
+            DP_ERROR("accuracy: label %d of row %lld is outside 0..%lld", y, (long long)i,
+                     (long long)a->k - 1);
+            return DP_EINVAL;
+        }
         correct += best == y;
         if (a->top5) {
             int64_t above = 0;

@@ -77,6 +77,8 @@ __global__ void accuracy_kernel(const float *logits, const int32_t *labels, floa
             if (z[j] > z[best])
                 best = j;
         int32_t y = labels[i];
+        if (y < 0 || y >= k)
+            continue; // counted as wrong; no read or write outside the row
         count += best == y;
         if (top5) {
             int64_t above = 0;
