@@ -75,12 +75,15 @@ test-python: build $(PY_VENV)/.ready
 # PY_TORCH_VENV: Debian's Python with its python3-torch and numpy (system
 # site packages; PyPI's numpy 2 would not load Debian's torch, and Debian's
 # numpy 1.24 reads DLPack memory read-only, so the others stay in PY_VENV),
-# pytest and matplotlib from PyPI.
+# pytest, matplotlib and safetensors (torch.load's reader of dptrain.save's
+# files) from PyPI, with Debian's numpy kept (torch 1.13 is
+# built against numpy 1: matplotlib's newest would bring numpy 2).
 PY_TORCH_VENV = $(BUILD)/py-torch-venv
 $(PY_TORCH_VENV)/.ready: | deps
 	@scripts/install-deps.sh python3-venv python3-torch python3-numpy
 	rm -rf $(PY_TORCH_VENV) && /usr/bin/python3 -m venv --system-site-packages $(PY_TORCH_VENV)
-	$(PY_TORCH_VENV)/bin/pip install -q pytest matplotlib
+	$(PY_TORCH_VENV)/bin/pip install -q pytest matplotlib safetensors \
+	  "numpy==$$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')"
 	touch $@
 
 # Interoperability with real PyTorch: installs Debian's python3-torch and
