@@ -85,41 +85,7 @@ static const char *unsqueeze(dp__ob_builder *b, const char *x, int first, int co
 
 /* ---- ops with no ONNX form ------------------------------------------------ */
 
-#define REFUSE(name, why)                                                                          \
-    static int export_##name(dp__export *e, const dp__node *n)                                     \
-    {                                                                                              \
-        (void)e;                                                                                   \
-        return refuse(n, why);                                                                     \
-    }
-/* The kernels ops run on: slots of the device table, never on a tape. */
-#define KERNEL(name) REFUSE(name, "a kernel that ops run on, not an op of a forward")
-KERNEL(fill)
-KERNEL(relayout)
-KERNEL(eltwise)
-KERNEL(pool2d)
-KERNEL(adaptive_avg_pool)
-KERNEL(gemm)
-KERNEL(bias_add)
-KERNEL(bias_grad)
-KERNEL(batch_norm)
-KERNEL(batch_norm_sums)
-KERNEL(accuracy)
-KERNEL(optimizer_step)
-KERNEL(grad_clip)
-KERNEL(check_finite)
-KERNEL(channel_copy)
-REFUSE(cast, "mixed precision's cast, and the graph is float32")
-REFUSE(cross_entropy, "a loss, which belongs to training, not to the model")
-REFUSE(scatter, "DataParallel's split of a batch across devices, not part of a model")
-REFUSE(gather, "DataParallel's join of the replicas' outputs, not part of a model")
-KERNEL(reduce)
-KERNEL(cast_int32)
-REFUSE(argmax, "an index, not differentiable: never recorded")
-REFUSE(eq, "a comparison, not differentiable: never recorded")
-REFUSE(sum, "torch.sum of the Python front end: no ReduceSum rule yet")
-REFUSE(mean, "torch.mean of the Python front end: no ReduceMean rule yet")
-REFUSE(narrow, "torch.narrow of the Python front end: no Slice rule for it yet")
-REFUSE(to_device, "a copy between devices, not part of a model")
+#include "onnx/onnx_export_refusals.h"
 
 /* ---- convolutions and pools ------------------------------------------------ */
 
