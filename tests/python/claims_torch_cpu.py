@@ -41,7 +41,15 @@ def install(torch):
 
         def forward(self, inputs):
             chunks = torch.chunk(inputs, self.replicas, self.dim)
-            return torch.cat([self.module(chunk) for chunk in chunks], self.dim)
+            outputs = [self.module(chunks[0])]
+            # On GPUs only device_ids[0]'s replica shares the module's
+            # buffers: the running statistics keep chunk 0's update alone.
+            kept = [b.clone() for b in self.module.buffers()]
+            outputs += [self.module(chunk) for chunk in chunks[1:]]
+            with torch.no_grad():
+                for b, k in zip(self.module.buffers(), kept):
+                    b.copy_(k)
+            return torch.cat(outputs, self.dim)
 
     plain_to = torch.Tensor.to
 
