@@ -146,8 +146,10 @@ static int rgb(planes *p)
 static int apply_stage(const dp_transform *t, const int box[4], bool flip, const double *fbox,
                        planes *p)
 {
+    /* The size from the stage's box, the whole input for a resize: with
+     * fbox, p is a scaled region and the box keeps the full image's. */
     int size[2];
-    dp__transform_stage_size(t, p->h, p->w, size);
+    dp__transform_stage_size(t, box[2], box[3], size);
     switch (t->kind) {
     case DP_TRANSFORM_RESIZE:
     case DP_TRANSFORM_RANDOM_RESIZED_CROP:
