@@ -175,7 +175,10 @@ def torchvision_side(path, spec, rec):
         elif name == "random-resized-crop":
             scale, ratio = rrc_ranges(arg)
             stage_draws = [d for d in rec["draws"] if d[0] == i]
-            got, left = replay_get_params(stage_draws, h, w, scale, ratio)
+            try:
+                got, left = replay_get_params(stage_draws, h, w, scale, ratio)
+            except (AssertionError, IndexError) as e:  # another order or count of draws
+                got, left = "not replayed (%s)" % (e or "dptrain drew fewer numbers"), []
             check(got == box and not left,
                   "%s %s: get_params replayed gives %s (%d numbers left), dptrain drew %s" % (
                       path, spec, got, len(left), box))
