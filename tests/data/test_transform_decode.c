@@ -185,7 +185,8 @@ static void region_inside_its_margin_is_the_whole_decode(void **state)
             for (int c = 0; c < 3; c++)
                 for (int yy = want[0]; yy < want[0] + want[2]; yy++)
                     for (int xx = want[1]; xx < want[1] + want[3]; xx++) {
-                        int a = part.pixels[((size_t)c * part.rows + yy - at[0]) * part.cols + xx - at[1]];
+                        int a = part.pixels[((size_t)c * part.rows + yy - at[0]) * part.cols + xx -
+                                            at[1]];
                         int b = whole.pixels[((size_t)c * rows + yy) * cols + xx];
                         if (a != b)
                             fail_msg("1/%d, region %d,%d %dx%d: pixel %d,%d,%d is %d, the whole "
