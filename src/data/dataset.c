@@ -195,10 +195,46 @@ void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *o
         out[i] = (float)ds->pixels[begin + i] / 255.0f;
 }
 
+int dp__dataset_set_source(dp_dataset *ds, const dp__source_ops *ops, void *self)
+{
+    struct dp_dataset_source *src = dp__calloc(1, sizeof *src);
+    if (!src) {
+        ops->close(self);
+        return DP_ENOMEM;
+    }
+    src->ops = ops;
+    src->self = self;
+    ds->source = src;
+    return 0;
+}
+
+int64_t dp_dataset_files_opened(const dp_dataset *ds)
+{
+    DP_ASSERT(ds);
+    if (!ds->source || !ds->source->ops->opened)
+        return 0;
+    return ds->source->ops->opened(ds->source->self);
+}
+
+int dp_dataset_read(const dp_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, float *out)
+{
+    DP_ASSERT(ds && out && i >= 0 && i < ds->n);
+    if (!ds->source) {
+        dp_dataset_get(ds, i, 1, out);
+        return 0;
+    }
+    size_t cap = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
+    return ds->source->ops->read(ds->source->self, i, seed, epoch, out, cap);
+}
+
 void dp_dataset_close(dp_dataset *ds)
 {
     if (!ds)
         return;
+    if (ds->source) {
+        ds->source->ops->close(ds->source->self);
+        dp__free(ds->source);
+    }
     for (int k = 0; ds->class_names && k < ds->classes; k++)
         dp__free(ds->class_names[k]);
     dp__free(ds->class_names);
