@@ -221,7 +221,9 @@ int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], i
 /* The dataset's channels, reading 0 as 1. */
 int dp_dataset_channels(const dp_dataset *ds);
 /* Samples [first, first + count) as floats into out (count x channels x
- * rows x cols), from `images` or `pixels`. */
+ * rows x cols), from `images` or `pixels`, or a streamed set's source (its
+ * draws of seed 0, epoch 0; a sample that does not read is zeros, and not
+ * reported: the loader reports it when it reaches it). */
 void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *out);
 void dp_dataset_close(dp_dataset *ds);
 
@@ -351,4 +353,8 @@ void dp_loader_close(dp_loader_t *l);
 #ifdef __cplusplus
 }
 #endif
+/* The transforms' types (dp_transform_list), which the training options
+ * hold: transform.h includes this header first, so either order works. */
+#include "dp/transform.h"
+
 #endif /* DP_DATA_H */

@@ -102,7 +102,36 @@
     X(data, normalize, dp_augment_options, (dp_augment_options){0}, "--normalize", "M,..,S,..",    \
       VALUE(normalize), DP_OPTION_AGREE | DP_OPTION_RECORD,                                        \
       "(x - mean) / std per channel, training and test images: the means, then the stds, "         \
-      "e.g. 0.2860,0.3530 (Fashion-MNIST)")
+      "e.g. 0.2860,0.3530 (Fashion-MNIST)")                                                       \
+    X(data, train_transform, dp_transform_list, (dp_transform_list){0}, "--train-transform",      \
+      "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
+      "training images: torchvision's transforms in order, e.g. random-resized-crop:224,flip "     \
+      "(resize:S|HxW, center-crop:S, random-resized-crop:S, crop:PAD, flip, gray, rgb; "            \
+      "docs/data.md) [none; `transform`'s]")                                                       \
+    X(data, test_transform, dp_transform_list, (dp_transform_list){0}, "--test-transform",        \
+      "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
+      "test images, and predict's: e.g. resize:256,center-crop:224 [none; `transform`'s]")         \
+    X(data, transform, int, 0, "--transform", "none|imagenet", NAMES(dp__transform_recipe_names),   \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "imagenet: `train_transform` random-resized-crop:224,flip, `test_transform` "               \
+      "resize:256,center-crop:224 and, unless `normalize` is given, ImageNet's mean and std "       \
+      "[none]")                                                                                    \
+    X(data, jpeg_scale, int, 0, "--jpeg-scale", "auto|off", NAMES(dp__jpeg_scale_names),           \
+      DP_OPTION_AGREE,                                                                             \
+      "decode JPEGs at 1/2, 1/4 or 1/8 where the transforms' output allows (auto, as PIL's "       \
+      "draft) or always at full size (off)")                                                       \
+    X(data, cache, bool, false, "--cache", NULL, SWITCH(true), 0,                                  \
+      "`dataset` folder: decode every image into memory before the first step, for sets that "     \
+      "fit [streamed from disk]")                                                                  \
+    X(data, workers, int, 0, "--workers", "N", RANGE(0, 256), 0,                                   \
+      "threads reading and decoding samples, as DataLoader's num_workers; 0: one per core "        \
+      "[0]")                                                                                       \
+    X(data, prefetch, int, 2, "--prefetch", "B", RANGE(1, 64), 0,                                  \
+      "batches prepared ahead of the step")                                                        \
+    X(data, bad_images, dp_bad_images, DP_BAD_IMAGES_STOP, "--bad-images", "stop|skip",           \
+      NAMES(dp__bad_images_names), DP_OPTION_AGREE,                                                 \
+      "an image that does not decode: stop the run before its step, or skip it (its batch one "    \
+      "shorter) and count it in the epoch's metrics")
 
 #define DP_TRAIN_OPTIONS_optim(X)                                                                  \
     X(optim, optimizer, dp_optimizer_kind, DP_OPTIMIZER_SGD, "--optimizer", "O",                   \

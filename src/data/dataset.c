@@ -187,6 +187,17 @@ void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *o
     DP_ASSERT(ds && out && first >= 0 && count >= 0 && first + count <= ds->n);
     size_t per = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
     size_t begin = (size_t)first * per, len = (size_t)count * per;
+    if (ds->source) {
+        /* Read as epoch 0 draws them; a sample that does not read is zeros
+         * here, and its error is the loader's to report when it meets it. */
+        dp__log_hold(true);
+        for (int64_t i = 0; i < count; i++)
+            if (ds->source->ops->read(ds->source->self, first + i, 0, 0, out + (size_t)i * per,
+                                      per) < 0)
+                memset(out + (size_t)i * per, 0, per * sizeof *out);
+        dp__log_hold(false);
+        return;
+    }
     if (!ds->pixels) {
         memcpy(out, ds->images + begin, len * sizeof(float));
         return;

@@ -18,7 +18,11 @@ int dp__folder_cache_all(dp__folder_source *src)
         return DP_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
         atomic_fetch_add(&src->opened, 1);
+        /* A file that does not decode is the loader's to report when it
+         * reaches it, as a streamed one: its line kept, not logged. */
+        dp__log_hold(true);
         int rc = dp_image_read(src->files.paths[i], src->decode_channels, &src->images[i]);
+        dp__log_hold(false);
         if (rc == DP_ENOMEM)
             return rc;
         if (rc < 0 && !(src->errors[i] = dp__strdup(dp_last_error())))

@@ -26,6 +26,7 @@
 
 #include "core/internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define DEFAULT_PREFETCH 2
@@ -43,6 +44,9 @@ static void *worker_main(void *arg)
     float *scratch = NULL;
     if (l->sample_floats)
         scratch = dp__malloc(l->sample_floats * sizeof *scratch);
+    /* A sample's error is the batch's to report, on the caller's thread,
+     * when the batch is reached: kept here, not logged. */
+    dp__log_hold(true);
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && !(l->active && may_start(l, l->next_batch)))
@@ -66,14 +70,22 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&l->mu);
 
         int rc = scratch || !l->sample_floats ? dp__loader_read_row(l, s, r, scratch) : DP_ENOMEM;
+        char line[sizeof s->error];
+        if (rc < 0)
+            snprintf(line, sizeof line, "%s", dp_last_error());
 
         pthread_mutex_lock(&l->mu);
         s->status[r] = rc;
+        if (rc < 0 && (s->error_row < 0 || r < s->error_row)) {
+            s->error_row = r;
+            memcpy(s->error, line, sizeof line);
+        }
         l->busy--;
         if (--s->todo == 0 || l->busy == 0)
             pthread_cond_broadcast(&l->ready_cv);
     }
     pthread_mutex_unlock(&l->mu);
+    dp__log_hold(false);
     dp__free(scratch);
     return NULL;
 }

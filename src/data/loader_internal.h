@@ -20,6 +20,10 @@ typedef struct dp__loader_slot {
     int64_t first; /* its row that row 0 here is */
     int64_t rows;  /* rows of it here */
     int64_t todo;  /* (m) rows not yet read */
+    /* (m) The first bad row and its line, as its worker logged it: the
+     * code the batch stops the run with. -1: no bad row. */
+    int64_t error_row;
+    char error[1024];
 } dp__loader_slot;
 
 struct dp_loader {

@@ -30,6 +30,7 @@ void dp__loader_slot_begin(const dp_loader_t *l, dp__loader_slot *s, int64_t b)
     s->n = DP_MIN(l->batch_size, l->n - begin);
     s->rows = rank_rows(s->n, l->rank, l->ranks, &s->first);
     s->todo = s->rows;
+    s->error_row = -1;
     for (int64_t r = 0; r < s->rows; r++) {
         s->y[r] = l->ds->labels[l->perm[begin + s->first + r]];
         s->status[r] = 0;
@@ -59,9 +60,14 @@ int dp__loader_settle(const dp_loader_t *l, dp__loader_slot *s, dp_batch *out)
     int64_t kept = 0;
     for (int64_t r = 0; r < s->rows; r++) {
         if (s->status[r] < 0) {
-            /* The file's line was logged by the worker that met it. */
-            if (l->bad_images == DP_BAD_IMAGES_STOP)
-                return s->status[r];
+            /* The worker kept the file's line: said here, on the thread
+             * that stops the run (its dp_last_error()), or as a warning. */
+            if (l->bad_images == DP_BAD_IMAGES_STOP) {
+                DP_ERROR("%s", s->error);
+                return s->status[s->error_row];
+            }
+            if (r == s->error_row)
+                DP_WARN("%s (skipped)", s->error);
             continue;
         }
         if (kept != r) {

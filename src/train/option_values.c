@@ -5,6 +5,7 @@
 #include "train/option_values.h"
 
 #include "core/internal.h"
+#include "dp/transform.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,6 +26,18 @@ static const dp_named_value weight_init_names[] = {{"as-defined", DP_WEIGHTS_AS_
                                                    {"normal", DP_WEIGHTS_NORMAL},
                                                    {"xavier", DP_WEIGHTS_XAVIER}};
 const dp_name_table dp__weight_init_names = DP_NAME_TABLE(weight_init_names);
+
+static const dp_named_value jpeg_scale_names[] = {{"auto", DP_JPEG_SCALE_AUTO},
+                                                  {"off", DP_JPEG_SCALE_OFF}};
+const dp_name_table dp__jpeg_scale_names = DP_NAME_TABLE(jpeg_scale_names);
+
+static const dp_named_value transform_recipe_names[] = {{"none", DP__TRANSFORM_NONE},
+                                                        {"imagenet", DP__TRANSFORM_IMAGENET}};
+const dp_name_table dp__transform_recipe_names = DP_NAME_TABLE(transform_recipe_names);
+
+static const dp_named_value bad_images_names[] = {{"stop", DP_BAD_IMAGES_STOP},
+                                                  {"skip", DP_BAD_IMAGES_SKIP}};
+const dp_name_table dp__bad_images_names = DP_NAME_TABLE(bad_images_names);
 
 static int expected(char *why, size_t size, const char *what)
 {
@@ -49,6 +62,22 @@ int dp__option_parse_model(const char *text, void *field, char *why, size_t size
     return expected(why, size,
                     "unknown model (known: lenet, resnet18, or a readable file of nn.Sequential "
                     "modules or an ONNX model)");
+}
+
+/* A transform list (dp_transform_parse's syntax); what is wrong with a
+ * stage is dp_transform_parse's line. */
+int dp__option_parse_transform(const char *text, void *field, char *why, size_t size)
+{
+    dp_transform_list l;
+    if (dp_transform_parse(text, &l) < 0)
+        return expected(why, size, "a transform list (docs/data.md)");
+    memcpy(field, &l, sizeof l);
+    return 0;
+}
+
+const char *dp__option_format_transform(const void *field, char *buf, size_t size)
+{
+    return dp_transform_str(field, buf, size);
 }
 
 int dp__option_parse_dataset(const char *text, void *field, char *why, size_t size)

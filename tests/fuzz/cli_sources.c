@@ -6,6 +6,8 @@
 #include "../../tools/cli.c"
 #include "../../tools/cli_help.c"
 #include "../../tools/cli_parse.c"
+#include "../../tools/data_cmd.c"
+#include "../../tools/data_grid.c"
 #include "../../tools/demo_cmd.c"
 #include "../../tools/devices_cmd.c"
 #include "../../tools/eval_cmd.c"
