@@ -11,6 +11,7 @@
 #include "dp/data.h"
 
 #include "core/internal.h"
+#include "data/transform_internal.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -173,23 +174,37 @@ const char *dp_normalize_str(const dp_augment_options *o, char *buf, size_t size
     return buf;
 }
 
+void dp__augment_stream(dp_rng *rng, uint64_t seed, int64_t epoch, int64_t index)
+{
+    /* Epochs and indices past the stream's fields (2^22 epochs, 2^40
+     * samples) would share streams, never exceed them: refuse outright. */
+    DP_ASSERT(epoch >= 0 && index >= 0 && epoch < (1LL << 22) && index < (1LL << 40));
+    dp_rng_init(rng, seed, AUGMENT_STREAM | (uint64_t)epoch << 40 | (uint64_t)index);
+}
+
+void dp__augment_draw_crop(dp_rng *rng, int pad, int *top, int *left)
+{
+    uint64_t span = 2 * (uint64_t)pad + 1;
+    *top = (int)dp_rng_below(rng, span); /* torch.randint(0, h - th + 1) */
+    *left = (int)dp_rng_below(rng, span);
+}
+
+bool dp__augment_draw_flip(dp_rng *rng)
+{
+    return dp_rng_uniform(rng) < 0.5f; /* torch.rand(1) < p */
+}
+
 void dp_augment_draw_for(const dp_augment_options *o, uint64_t seed, int64_t epoch, int64_t index,
                          dp_augment_draw *d)
 {
-    DP_ASSERT(o && d && epoch >= 0 && index >= 0);
+    DP_ASSERT(o && d);
     memset(d, 0, sizeof *d);
-    /* Epochs and indices past the stream's fields (2^22 epochs, 2^40
-     * samples) would share streams, never exceed them: refuse outright. */
-    DP_ASSERT(epoch < (1LL << 22) && index < (1LL << 40));
     dp_rng rng;
-    dp_rng_init(&rng, seed, AUGMENT_STREAM | (uint64_t)epoch << 40 | (uint64_t)index);
-    if (o->crop_pad > 0) {
-        uint64_t span = 2 * (uint64_t)o->crop_pad + 1;
-        d->top = (int)dp_rng_below(&rng, span); /* torch.randint(0, h - th + 1) */
-        d->left = (int)dp_rng_below(&rng, span);
-    }
+    dp__augment_stream(&rng, seed, epoch, index);
+    if (o->crop_pad > 0)
+        dp__augment_draw_crop(&rng, o->crop_pad, &d->top, &d->left);
     if (o->flip)
-        d->flip = dp_rng_uniform(&rng) < 0.5f; /* torch.rand(1) < p */
+        d->flip = dp__augment_draw_flip(&rng);
 }
 
 void dp_augment_apply(const dp_augment_options *o, const dp_augment_draw *d, int channels, int rows,

@@ -244,6 +244,116 @@ done:
     return rc;
 }
 
+/* The header alone: the size and the channels a decode gives. */
+int dp__jpeg_header(const void *buf, size_t len, const char *name, int *rows, int *cols,
+                    int *channels)
+{
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err err;
+    memset(&err, 0, sizeof err);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = jpeg_on_error;
+    err.pub.emit_message = jpeg_on_message;
+    volatile int rc = 0;
+    if (setjmp(err.jump)) {
+        DP_ERROR("%s: not a readable JPEG: %s", name, err.msg);
+        rc = DP_EFORMAT;
+        goto done;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+        goto done;
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
+        rc = DP_EFORMAT;
+        goto done;
+    }
+    *rows = (int)cinfo.image_height;
+    *cols = (int)cinfo.image_width;
+    *channels = cinfo.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+done:
+    jpeg_destroy_decompress(&cinfo);
+    return rc;
+}
+
+/* As decode_jpeg, at scale 1/denom and only the region's rows (skipped to
+ * with jpeg_skip_scanlines) and iMCU columns (jpeg_crop_scanline widens
+ * the columns to them); the rows below are never decoded, so corruption
+ * there goes unseen, as it does for PIL's draft of a crop. */
+int dp__jpeg_decode_region(const void *buf, size_t len, const char *name, int channels, int denom,
+                           const int region[4], dp_image *out, int at[2])
+{
+    DP_ASSERT(buf && name && out && region && at);
+    DP_ASSERT(denom == 1 || denom == 2 || denom == 4 || denom == 8);
+    memset(out, 0, sizeof *out);
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err err;
+    memset(&err, 0, sizeof err);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = jpeg_on_error;
+    err.pub.emit_message = jpeg_on_message;
+    uint8_t *volatile hwc = NULL;
+    volatile int rc = 0;
+    if (setjmp(err.jump)) {
+        if (rc == 0) {
+            DP_ERROR("%s: not a readable JPEG: %s", name, err.msg);
+            rc = DP_EFORMAT;
+        }
+        goto done;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+        goto done;
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
+        rc = DP_EFORMAT;
+        goto done;
+    }
+    cinfo.out_color_space = cinfo.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned)denom;
+    jpeg_start_decompress(&cinfo);
+    int64_t h = cinfo.output_height, w = cinfo.output_width;
+    int top = region[0], rows = region[2];
+    if (region[0] < 0 || region[1] < 0 || region[2] < 1 || region[3] < 1 ||
+        region[0] + (int64_t)region[2] > h || region[1] + (int64_t)region[3] > w) {
+        DP_ERROR("%s: the region %d,%d %dx%d is outside the %lldx%lld image at 1/%d", name,
+                 region[0], region[1], region[2], region[3], (long long)h, (long long)w, denom);
+        rc = DP_EINVAL;
+        goto done;
+    }
+    JDIMENSION xoff = (JDIMENSION)region[1], width = (JDIMENSION)region[3];
+    if (width < cinfo.output_width)
+        jpeg_crop_scanline(&cinfo, &xoff, &width);
+    else
+        xoff = 0;
+    if (top > 0)
+        jpeg_skip_scanlines(&cinfo, (JDIMENSION)top);
+    int have = cinfo.output_components;
+    size_t rowbytes = (size_t)cinfo.output_width * (size_t)have;
+    hwc = dp__malloc((size_t)rows * rowbytes);
+    if (!hwc) {
+        rc = DP_ENOMEM;
+        goto done;
+    }
+    for (int y = 0; y < rows; y++) {
+        JSAMPROW row = hwc + (size_t)y * rowbytes;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_abort_decompress(&cinfo);
+    rc = to_planes(hwc, rows, (int)cinfo.output_width, have, channels, out);
+    at[0] = top;
+    at[1] = (int)xoff;
+done:
+    jpeg_destroy_decompress(&cinfo);
+    dp__free(hwc);
+    return rc;
+}
+
 /* ---- by content ----------------------------------------------------------- */
 
 int dp_image_decode(const void *buf, size_t len, const char *name, int channels, dp_image *out)
