@@ -262,19 +262,25 @@ static bool split_name(const char *name, char *key, char *ext)
     return true;
 }
 
-/* The sample that ends: it needs an image and a label. */
+/* The sample that ends: 1 with an image and a label, 0 for a key with
+ * neither (other members only: not a sample here), else an error. */
 static int finish(dp__shard_reader *r)
 {
+    if (!r->has_image && !r->has_label)
+        return keys_add(&r->seen, r->key);
     if (!r->has_image || !r->has_label) {
         DP_ERROR("%s: key %s has %s (a sample is KEY.jpg, .jpeg or .png with KEY.cls)", r->path,
                  DP_REPR(r->key),
                  r->has_image ? "no label (.cls)" : "no image (.jpg, .jpeg, .png)");
         return DP_EFORMAT;
     }
-    return keys_add(&r->seen, r->key);
+    DP_TRY(keys_add(&r->seen, r->key));
+    return 1;
 }
 
-int dp__shard_reader_next(dp__shard_reader *r)
+/* The members of the next key: 1 for a sample, 0 for a key that is
+ * none or the shard's end (r->done), or an error. */
+static int next_key(dp__shard_reader *r)
 {
     if (r->done)
         return 0;
@@ -290,10 +296,7 @@ int dp__shard_reader_next(dp__shard_reader *r)
             int rc = archive_read_next_header(a, &e);
             if (rc == ARCHIVE_EOF) {
                 r->done = true;
-                if (!r->key[0])
-                    return 0;
-                DP_TRY(finish(r));
-                return 1;
+                return r->key[0] ? finish(r) : 0;
             }
             if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
                 return archive_failed(r, r->last[0] ? "after member" : "at its start");
@@ -310,8 +313,7 @@ int dp__shard_reader_next(dp__shard_reader *r)
             r->entry = e;
             if (r->key[0] && strcmp(key, r->key) != 0) {
                 r->pending = true; /* the next sample's first member */
-                DP_TRY(finish(r));
-                return 1;
+                return finish(r);
             }
         } else {
             /* libarchive keeps the entry until the next header. */
@@ -330,4 +332,13 @@ int dp__shard_reader_next(dp__shard_reader *r)
         }
         DP_TRY(read_member(r, e, ext));
     }
+}
+
+int dp__shard_reader_next(dp__shard_reader *r)
+{
+    int rc;
+    do
+        rc = next_key(r);
+    while (rc == 0 && !r->done);
+    return rc;
 }
