@@ -278,6 +278,33 @@ static int finish(dp__shard_reader *r)
     return 1;
 }
 
+/* A tar file ends with two zero blocks (Python's tarfile, GNU tar and
+ * libarchive write them, and pad after): a shard cut at a member's end,
+ * which libarchive reads as a clean end, ends in that member's data. A
+ * member whose data ends in 1024 zero bytes hides such a cut; nothing
+ * whole is refused. */
+static int check_end_blocks(dp__shard_reader *r)
+{
+    if (r->file_size == 0)
+        return 0;
+    uint8_t tail[1024];
+    size_t want = r->file_size < sizeof tail ? (size_t)r->file_size : sizeof tail;
+    FILE *f = fopen(r->path, "rb");
+    bool zero = f && fseeko(f, (off_t)(r->file_size - want), SEEK_SET) == 0 &&
+                fread(tail, 1, want, f) == want;
+    if (f)
+        fclose(f);
+    for (size_t i = 0; zero && i < want; i++)
+        zero = tail[i] == 0;
+    if (!zero) {
+        DP_ERROR("%s: after member %s: the shard ends without tar's end-of-archive blocks (the "
+                 "shard is cut short)",
+                 r->path, DP_REPR(r->last));
+        return DP_ETRUNC;
+    }
+    return 0;
+}
+
 /* The members of the next key: 1 for a sample, 0 for a key that is
  * none or the shard's end (r->done), or an error. */
 static int next_key(dp__shard_reader *r)
@@ -296,6 +323,8 @@ static int next_key(dp__shard_reader *r)
             int rc = archive_read_next_header(a, &e);
             if (rc == ARCHIVE_EOF) {
                 r->done = true;
+                if (!r->read_images)
+                    DP_TRY(check_end_blocks(r));
                 return r->key[0] ? finish(r) : 0;
             }
             if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)

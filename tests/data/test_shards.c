@@ -205,6 +205,9 @@ static void malformed_shards(void **state)
     /* cut inside b.jpg's data: its header at 4608 (pax: 512 more each) */
     expect_error("cut", whole, 4, 6000, DP_ETRUNC, "b.jpg");
     expect_error("cut_header", whole, 4, 4700, DP_ETRUNC, "cut short");
+    /* cut at b.jpg's header: libarchive sees a clean end; the end blocks are missing */
+    expect_error("cut_at_member", whole, 4, 4608, DP_ETRUNC,
+                 "after member 'a.cls': the shard ends without tar's end-of-archive blocks");
     const su_member no_label[] = {{"a.jpg", "x", -1}, {"a.cls", "1", -1}, {"b.png", "x", -1},
                                   {"c.jpg", "x", -1}, {"c.cls", "1", -1}};
     expect_error("no_label", no_label, 5, -1, DP_EFORMAT, "key 'b' has no label (.cls)");
