@@ -97,8 +97,8 @@ static int run_shards(int argc, char **argv)
         fprintf(stderr, "dptrain: error: shards needs DIR and OUT (dptrain shards DIR OUT)\n");
         return 2;
     }
-    dp_shard_write_options o = {.shard_size = a.shard_size, .max_bytes = a.max_bytes,
-                                .progress = progress};
+    dp_shard_write_options o = {
+        .shard_size = a.shard_size, .max_bytes = a.max_bytes, .progress = progress};
     int rc = dp_shards_from_folder(a.dir, a.out, &o);
     if (rc < 0)
         return cli_fail(rc);

@@ -79,11 +79,11 @@ int64_t dp_shard_set_opened(const dp_shard_set_t *set);
 typedef struct dp_shard_sample {
     const uint8_t *image; /* the image member's bytes, as encoded */
     size_t image_size;
-    const char *member;   /* the image member's name in the shard: "000123.jpg" */
-    const char *shard;    /* the shard's path */
-    const char *key;      /* "000123" */
-    int32_t label;        /* the .cls value */
-    int64_t id;           /* ordinal in the set (index pass order): the loader's sample index */
+    const char *member; /* the image member's name in the shard: "000123.jpg" */
+    const char *shard;  /* the shard's path */
+    const char *key;    /* "000123" */
+    int32_t label;      /* the .cls value */
+    int64_t id;         /* ordinal in the set (index pass order): the loader's sample index */
 } dp_shard_sample;
 
 /* Lane `lane` of `lanes` for epoch `epoch`: the set's shards, permuted by

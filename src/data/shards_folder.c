@@ -24,11 +24,11 @@
  * DIR/train or DIR/test in ImageFolder's order with their labels, and the
  * class names; each path, name and array dp__free'd by the caller. Until
  * folder.c defines it, this weak one says that it is missing. */
-int dp__image_folder_list(const char *dir, bool train, char ***paths, int32_t **labels,
-                          int64_t *n, char ***class_names, int *classes);
+int dp__image_folder_list(const char *dir, bool train, char ***paths, int32_t **labels, int64_t *n,
+                          char ***class_names, int *classes);
 __attribute__((weak)) int dp__image_folder_list(const char *dir, bool train, char ***paths,
-                                                int32_t **labels, int64_t *n,
-                                                char ***class_names, int *classes)
+                                                int32_t **labels, int64_t *n, char ***class_names,
+                                                int *classes)
 {
     (void)train, (void)paths, (void)labels, (void)n, (void)class_names, (void)classes;
     DP_ERROR("%s: listing an image folder for shards needs the folder reader's listing "
@@ -89,7 +89,8 @@ static int check_out(const char *out, bool *made)
     while (rc == 0 && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
         bool tar = n > 4 && strcmp(e->d_name + n - 4, ".tar") == 0;
-        if ((tar && (strncmp(e->d_name, "train-", 6) == 0 || strncmp(e->d_name, "test-", 5) == 0)) ||
+        if ((tar &&
+             (strncmp(e->d_name, "train-", 6) == 0 || strncmp(e->d_name, "test-", 5) == 0)) ||
             strcmp(e->d_name, "classes.txt") == 0) {
             DP_ERROR("%s/%s: the output directory holds shards already (remove them or choose "
                      "another)",

@@ -18,7 +18,7 @@ struct dp_shard_set {
     int64_t *first_id; /* [nshards] prefix sums of counts: shard s's first sample id */
     int64_t samples;
     int classes;
-    char **class_names; /* [classes] from classes.txt, or NULL */
+    char **class_names;  /* [classes] from classes.txt, or NULL */
     atomic_llong opened; /* shards opened by lanes (dp_shard_set_opened) */
 };
 

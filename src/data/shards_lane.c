@@ -19,7 +19,7 @@
 
 /* Streams of the counter-based generator, apart from the loader's
  * (seed, epoch) stream of its sample permutation. */
-#define SHARD_ORDER_TAG 0x5348524400000000ull /* "SHRD" */
+#define SHARD_ORDER_TAG 0x5348524400000000ull  /* "SHRD" */
 #define SHARD_BUFFER_TAG 0x5342554600000000ull /* "SBUF" */
 
 /* A buffered sample: it owns its image bytes (taken from the reader). */

@@ -174,8 +174,8 @@ static int read_member(dp__shard_reader *r, struct archive_entry *e, const char 
 {
     struct archive *a = r->archive;
     bool label = strcmp(ext, "cls") == 0;
-    bool image = !label && (strcmp(ext, "jpg") == 0 || strcmp(ext, "jpeg") == 0 ||
-                            strcmp(ext, "png") == 0);
+    bool image =
+        !label && (strcmp(ext, "jpg") == 0 || strcmp(ext, "jpeg") == 0 || strcmp(ext, "png") == 0);
     if ((label && r->has_label) || (image && r->has_image)) {
         DP_ERROR("%s: member %s: key %s has a second %s", r->path, DP_REPR(r->last),
                  DP_REPR(r->key), label ? "label (.cls)" : "image (.jpg, .jpeg, .png)");

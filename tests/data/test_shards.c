@@ -40,7 +40,8 @@ static void brace_expansion(void **state)
     static const struct {
         const char *spec, *want;
     } cases[] = {
-        {"s/train-{000000..000002}.tar", "s/train-000000.tar s/train-000001.tar s/train-000002.tar"},
+        {"s/train-{000000..000002}.tar",
+         "s/train-000000.tar s/train-000001.tar s/train-000002.tar"},
         {"s/{a,b}-{0..1}.tar", "s/a-0.tar s/a-1.tar s/b-0.tar s/b-1.tar"},
         {"{8..10}", "8 9 10"},
         {"{10..8}", "10 9 8"},
@@ -72,8 +73,9 @@ static void directory_spec(void **state)
     (void)state;
     const char *dir = tu_tmp_path("d");
     mkdir(dir, 0755);
-    static const char *const names[] = {"b.tar", "a.tar", "train-000001.tar", "train-000000.tar",
-                                        "test-000000.tar", "notes.txt", "x.tar.gz"};
+    static const char *const names[] = {
+        "b.tar",           "a.tar",     "train-000001.tar", "train-000000.tar",
+        "test-000000.tar", "notes.txt", "x.tar.gz"};
     char p[1024];
     for (size_t i = 0; i < COUNTOF(names); i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -119,8 +121,8 @@ static void index_counts(void **state)
     char p[1024];
     snprintf(p, sizeof p, "%s/shard-000003.tar", dir);
     const su_member extra[] = {
-        {"dir/", "", 0},          {"__meta__", "x", -1},     {"README", "no dot", -1},
-        {".hidden.jpg", "x", -1}, {"k1.jpg", "img", -1},     {"k1.cls", " 7\n", -1},
+        {"dir/", "", 0},          {"__meta__", "x", -1}, {"README", "no dot", -1},
+        {".hidden.jpg", "x", -1}, {"k1.jpg", "img", -1}, {"k1.cls", " 7\n", -1},
         {"k1.json", "{}", -1},    {"k2.PNG", "png", -1}, {"k2.CLS", "3", -1},
     };
     su_write_tar(p, extra, (int)COUNTOF(extra));
@@ -200,16 +202,21 @@ static void malformed_shards(void **state)
     (void)state;
     static char big[3000];
     memset(big, 'j', sizeof big);
-    const su_member whole[] = {{"a.jpg", big, sizeof big}, {"a.cls", "1", -1},
-                               {"b.jpg", big, sizeof big}, {"b.cls", "2", -1}};
+    const su_member whole[] = {{"a.jpg", big, sizeof big},
+                               {"a.cls", "1", -1},
+                               {"b.jpg", big, sizeof big},
+                               {"b.cls", "2", -1}};
     /* cut inside b.jpg's data: its header at 4608 (pax: 512 more each) */
     expect_error("cut", whole, 4, 6000, DP_ETRUNC, "b.jpg");
     expect_error("cut_header", whole, 4, 4700, DP_ETRUNC, "cut short");
     /* cut at b.jpg's header: libarchive sees a clean end; the end blocks are missing */
     expect_error("cut_at_member", whole, 4, 4608, DP_ETRUNC,
                  "after member 'a.cls': the shard ends without tar's end-of-archive blocks");
-    const su_member no_label[] = {{"a.jpg", "x", -1}, {"a.cls", "1", -1}, {"b.png", "x", -1},
-                                  {"c.jpg", "x", -1}, {"c.cls", "1", -1}};
+    const su_member no_label[] = {{"a.jpg", "x", -1},
+                                  {"a.cls", "1", -1},
+                                  {"b.png", "x", -1},
+                                  {"c.jpg", "x", -1},
+                                  {"c.cls", "1", -1}};
     expect_error("no_label", no_label, 5, -1, DP_EFORMAT, "key 'b' has no label (.cls)");
     const su_member no_image[] = {{"a.cls", "1", -1}, {"a.txt", "x", -1}};
     expect_error("no_image", no_image, 2, -1, DP_EFORMAT, "key 'a' has no image");
@@ -219,11 +226,14 @@ static void malformed_shards(void **state)
     expect_error("negative", negative, 2, -1, DP_EFORMAT, "the label '-1' is not");
     const su_member empty[] = {{"a.jpg", "x", -1}, {"a.cls", "", 0}};
     expect_error("empty_label", empty, 2, -1, DP_EFORMAT, "the label '' is not");
-    const su_member order[] = {{"a.jpg", "x", -1}, {"b.jpg", "x", -1}, {"b.cls", "1", -1},
-                               {"a.cls", "1", -1}};
+    const su_member order[] = {
+        {"a.jpg", "x", -1}, {"b.jpg", "x", -1}, {"b.cls", "1", -1}, {"a.cls", "1", -1}};
     expect_error("order", order, 4, -1, DP_EFORMAT, "key 'a' has no label");
-    const su_member again[] = {{"a.jpg", "x", -1}, {"a.cls", "0", -1}, {"b.jpg", "x", -1},
-                               {"b.cls", "1", -1}, {"a.json", "{}", -1}};
+    const su_member again[] = {{"a.jpg", "x", -1},
+                               {"a.cls", "0", -1},
+                               {"b.jpg", "x", -1},
+                               {"b.cls", "1", -1},
+                               {"a.json", "{}", -1}};
     expect_error("again", again, 5, -1, DP_EFORMAT,
                  "member 'a.json': key 'a' again after other keys");
     const su_member two[] = {{"a.jpg", "x", -1}, {"a.png", "x", -1}, {"a.cls", "1", -1}};

@@ -73,8 +73,12 @@ static void lanes_cover_every_sample_once(void **state)
     for (int64_t epoch = 0; epoch < 3; epoch++) {
         int seen[TOTAL] = {0};
         for (int l = 0; l < 3; l++) {
-            dp_shard_lane_args a = {.seed = 42, .epoch = epoch, .lane = l, .lanes = 3,
-                                    .shuffle_buffer = 4, .shuffle = true};
+            dp_shard_lane_args a = {.seed = 42,
+                                    .epoch = epoch,
+                                    .lane = l,
+                                    .lanes = 3,
+                                    .shuffle_buffer = 4,
+                                    .shuffle = true};
             stream st;
             read_lane(set, &a, &st);
             assert_int_equal(st.n, dp_shard_lane_samples(set, &a));
@@ -99,8 +103,8 @@ static void buffer_of_one_is_shard_order(void **state)
     (void)state;
     dp_shard_set_t *set = open_set();
     for (int l = 0; l < 2; l++) {
-        dp_shard_lane_args a = {.seed = 7, .epoch = 1, .lane = l, .lanes = 2,
-                                .shuffle_buffer = 1, .shuffle = true};
+        dp_shard_lane_args a = {
+            .seed = 7, .epoch = 1, .lane = l, .lanes = 2, .shuffle_buffer = 1, .shuffle = true};
         int shards[COUNTOF(counts)];
         int m = dp_shard_lane_shards(set, &a, shards);
         int64_t want[TOTAL];
@@ -145,8 +149,8 @@ static void streams_are_deterministic(void **state)
 {
     (void)state;
     dp_shard_set_t *set = open_set();
-    dp_shard_lane_args a = {.seed = 3, .epoch = 2, .lane = 1, .lanes = 3, .shuffle_buffer = 5,
-                            .shuffle = true};
+    dp_shard_lane_args a = {
+        .seed = 3, .epoch = 2, .lane = 1, .lanes = 3, .shuffle_buffer = 5, .shuffle = true};
     stream alone, again;
     read_lane(set, &a, &alone);
     read_lane(set, &a, &again);
@@ -182,8 +186,8 @@ static void lanes_open_only_their_shards(void **state)
     assert_int_equal(dp_shard_set_opened(set), 0);
     int64_t total = 0;
     for (int l = 0; l < 4; l++) {
-        dp_shard_lane_args a = {.seed = 9, .epoch = 0, .lane = l, .lanes = 4,
-                                .shuffle_buffer = 3, .shuffle = true};
+        dp_shard_lane_args a = {
+            .seed = 9, .epoch = 0, .lane = l, .lanes = 4, .shuffle_buffer = 3, .shuffle = true};
         int shards[COUNTOF(counts)];
         int m = dp_shard_lane_shards(set, &a, shards);
         assert_int_equal(m, l < 3 ? 2 : 1); /* 7 shards dealt to 4 lanes */

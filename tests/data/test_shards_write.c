@@ -85,9 +85,8 @@ static void write_and_read_back(void **state)
     mkdir(out, 0755);
     dp_shard_write_options o = {.shard_size = 3};
     int shards;
-    assert_int_equal(dp_shards_write(out, "train", (const char *const *)paths, labels, N, &o,
-                                     &shards),
-                     0);
+    assert_int_equal(
+        dp_shards_write(out, "train", (const char *const *)paths, labels, N, &o, &shards), 0);
     assert_int_equal(shards, 4); /* 3 + 3 + 3 + 1 */
     assert_int_equal(count_files(out, "train-"), 4);
     assert_int_equal(count_files(out, "."), 2); /* . and ..: no temporary file left */
@@ -99,9 +98,8 @@ static void write_and_read_back(void **state)
     const char *out2 = tu_tmp_path("out2");
     mkdir(out2, 0755);
     o = (dp_shard_write_options){.shard_size = 1000, .max_bytes = 6000};
-    assert_int_equal(dp_shards_write(out2, "test", (const char *const *)paths, labels, N, &o,
-                                     &shards),
-                     0);
+    assert_int_equal(
+        dp_shards_write(out2, "test", (const char *const *)paths, labels, N, &o, &shards), 0);
     assert_int_equal(shards, 5);
     check_round_trip(out2, "test", N, labels);
     const char *const names[] = {"ant", "bee", "cat", "dog"};
@@ -118,8 +116,8 @@ static void write_and_read_back(void **state)
     paths[7] = strdup(tu_tmp_path("in/missing.jpg"));
     tu_quiet_log();
     o = (dp_shard_write_options){.shard_size = 2};
-    assert_true(dp_shards_write(out3, "train", (const char *const *)paths, labels, N, &o,
-                                &shards) < 0);
+    assert_true(dp_shards_write(out3, "train", (const char *const *)paths, labels, N, &o, &shards) <
+                0);
     tu_assert_error_mentions("missing.jpg");
     assert_int_equal(count_files(out3, ""), 2); /* only . and .. */
     for (int i = 0; i < N; i++)
@@ -149,8 +147,8 @@ static void cli_round_trip(void **state)
     char dir[1024], p[1200], out[16384], cmd[4096];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("folder"));
     mkdir(dir, 0755);
-    static const char *const subdirs[] = {"train", "train/bee", "train/ant", "test", "test/ant",
-                                          "test/bee"};
+    static const char *const subdirs[] = {"train", "train/bee", "train/ant",
+                                          "test",  "test/ant",  "test/bee"};
     for (size_t i = 0; i < COUNTOF(subdirs); i++) {
         snprintf(p, sizeof p, "%s/%s", dir, subdirs[i]);
         mkdir(p, 0755);
@@ -162,7 +160,8 @@ static void cli_round_trip(void **state)
     static const char *const ext[] = {"jpg", "png", "JPEG"};
     for (int i = 0; i < N; i++) {
         labels[i] = i < 3 ? 0 : 1;
-        snprintf(p, sizeof p, "%s/train/%s/f%02d.%s", dir, labels[i] ? "bee" : "ant", i, ext[i % 3]);
+        snprintf(p, sizeof p, "%s/train/%s/f%02d.%s", dir, labels[i] ? "bee" : "ant", i,
+                 ext[i % 3]);
         su_image(i, bytes);
         assert_int_equal(tu_write_file(p, bytes, su_image_size(i)), 0);
     }

@@ -30,14 +30,14 @@ int fuzz_shards_input(const uint8_t *data, size_t size)
     int classes = dp_shard_set_classes(set);
     int result = 0;
     if (n < 1 || dp_shard_set_shards(set) != 1 || classes < 1)
-        result = fz_bad("shards", "opened with %lld samples in %d shards, %d classes",
-                        (long long)n, dp_shard_set_shards(set), classes);
+        result = fz_bad("shards", "opened with %lld samples in %d shards, %d classes", (long long)n,
+                        dp_shard_set_shards(set), classes);
     /* Each sample is at least two 512-byte headers. */
     uint8_t *seen = result == 0 && (uint64_t)n <= size / 1024 ? calloc((size_t)n, 1) : NULL;
     if (result == 0 && !seen)
         result = fz_bad("shards", "%lld samples in a shard of %zu bytes", (long long)n, size - 1);
-    dp_shard_lane_args a = {.seed = data[0], .lane = 0, .lanes = 1, .shuffle_buffer = buffer,
-                            .shuffle = shuffle};
+    dp_shard_lane_args a = {
+        .seed = data[0], .lane = 0, .lanes = 1, .shuffle_buffer = buffer, .shuffle = shuffle};
     dp_shard_lane_t *lane = NULL;
     fz_capture_begin();
     if (result == 0 && dp_shard_lane_open(&lane, set, &a) < 0)
@@ -52,8 +52,7 @@ int fuzz_shards_input(const uint8_t *data, size_t size)
         got++;
     }
     if (result == 0 && rc < 0)
-        result = fz_bad("shards", "the lane failed after the index pass passed: %s",
-                        fz_last_error);
+        result = fz_bad("shards", "the lane failed after the index pass passed: %s", fz_last_error);
     else if (result == 0 && got != n)
         result = fz_bad("shards", "the lane emitted %lld samples, the index counted %lld",
                         (long long)got, (long long)n);
