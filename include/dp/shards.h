@@ -44,7 +44,7 @@ typedef struct dp_shard_lane dp_shard_lane_t;
  *     "train-{000000..000099}.tar" (zero-padded to the wider end when one
  *     end has a leading zero; "{0..10..2}" steps), lists "{a,b}", several
  *     braces giving their product, left to right; a brace with neither is
- *     literal ("{x}");
+ *     literal ("{x}"); a '{' with no '}' after it is DP_EINVAL;
  *   - or a directory: its *.tar files, sorted by name; where `split` is
  *     not NULL, only those whose name begins with "<split>-" (dptrain
  *     shards' "train-000000.tar"), if any do. `split` is ignored for a

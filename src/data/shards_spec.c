@@ -7,7 +7,8 @@
  * The brace rules are braceexpand's (what WebDataset expands with):
  * a range pads to the wider end's width when an end has a leading zero,
  * counts down when the start is larger, steps by a third number; a brace
- * holding neither a comma nor a range stays as it is. */
+ * holding neither a comma nor a range stays as it is; a '{' that no '}'
+ * follows is an error. */
 #include "data/shards_impl.h"
 
 #include "core/internal.h"
@@ -225,6 +226,11 @@ int dp__shard_spec_expand(const char *spec, const char *split, char ***paths, in
     path_list l = {0};
     struct stat st;
     bool dir = stat(spec, &st) == 0 && S_ISDIR(st.st_mode);
+    const char *open = strrchr(spec, '{');
+    if (!dir && open && !strchr(open, '}')) {
+        DP_ERROR("%s: a '{' without its '}' (braceexpand's unbalanced braces)", spec);
+        return DP_EINVAL;
+    }
     int rc = dir ? list_tar_dir(spec, split, &l) : expand(spec, "", spec, &l);
     if (rc == 0 && l.n == 0) {
         DP_ERROR("%s: no shard matched (the directory has no .tar file)", spec);
