@@ -106,7 +106,9 @@ int dp__shard_reader_open(dp__shard_reader *r, const char *path, bool read_image
     if (!a)
         return DP_ENOMEM;
     archive_read_support_format_tar(a);
-    if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+    /* The index pass reads headers only: small blocks, the data skipped by
+     * seeks; a lane reads everything, in large ones. */
+    if (archive_read_open_filename(a, path, read_images ? 1 << 16 : 10240) != ARCHIVE_OK) {
         DP_ERROR("%s: cannot open the shard: %s", path, archive_error_string(a));
         archive_read_free(a);
         return DP_EIO;
