@@ -210,6 +210,14 @@ static void malformed_shards(void **state)
     /* cut inside b.jpg's data: its header at 4608 (pax: 512 more each) */
     expect_error("cut", whole, 4, 6000, DP_ETRUNC, "b.jpg");
     expect_error("cut_header", whole, 4, 4700, DP_ETRUNC, "cut short");
+    /* cut inside b.jpg where its data is zeros, as the end blocks are:
+     * libarchive's skip finds the cut */
+    static char zeros[3000];
+    const su_member zero_images[] = {{"a.jpg", zeros, sizeof zeros},
+                                     {"a.cls", "1", -1},
+                                     {"b.jpg", zeros, sizeof zeros},
+                                     {"b.cls", "2", -1}};
+    expect_error("cut_in_zeros", zero_images, 4, 7000, DP_ETRUNC, "member 'b.jpg': Truncated");
     /* cut at b.jpg's header: libarchive sees a clean end; the end blocks are missing */
     expect_error("cut_at_member", whole, 4, 4608, DP_ETRUNC,
                  "after member 'a.cls': the shard ends without tar's end-of-archive blocks");
