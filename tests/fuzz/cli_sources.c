@@ -14,6 +14,7 @@
 #include "../../tools/export_cmd.c"
 #include "../../tools/model_cmd.c"
 #include "../../tools/predict_cmd.c"
+#include "../../tools/shards_cmd.c"
 #include "../../tools/train_cmd.c"
 
 int example_dataparallel(const char *devices)
