@@ -71,11 +71,26 @@ int dp__npy_read_header(const char *path, dp_npy *out);
  *          negative DP_E* code of a sample that cannot be read, its one
  *          line logged naming the file.
  *   opened how many files it has opened (may be NULL: 0)
- *   close  frees self (accepts what init left half-built) */
+ *   close  frees self (accepts what init left half-built)
+ *
+ * A source read front to back (tar shards) sets the epoch's order itself
+ * and says how long an epoch is; both NULL for a source read in any order
+ * (the loader then permutes 0..n):
+ *   layout the samples of every epoch for global batches of batch_size
+ *          split over `ranks` (this is `rank`), at most `limit` (0: all);
+ *          or a DP_E* code with its line when the source cannot serve
+ *          that split. Called once per loader, before any plan.
+ *   plan   epoch `epoch`'s order: perm[p] the id of the sample at position
+ *          p (p < layout's count); reading starts at position `first` (a
+ *          resumed epoch). Called with no read in progress; reads then
+ *          ask for ids of that plan, each once. */
 typedef struct dp__source_ops {
     int (*read)(void *self, int64_t i, uint64_t seed, int64_t epoch, float *out, size_t cap);
     int64_t (*opened)(const void *self);
     void (*close)(void *self);
+    int64_t (*layout)(void *self, int64_t batch_size, int rank, int ranks, int64_t limit);
+    int (*plan)(void *self, uint64_t seed, int64_t epoch, bool shuffle, int64_t first,
+                int64_t *perm);
 } dp__source_ops;
 
 struct dp_dataset_source {

@@ -24,6 +24,8 @@
  * (its batch is below low + nslots only after it was handed back). */
 #include "data/loader_internal.h"
 
+#include "data/dataset.h"
+
 #include "core/internal.h"
 
 #include <stdio.h>
@@ -170,6 +172,17 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
     l->bad_images = opt->bad_images;
     l->nslots = (opt->prefetch > 0 ? opt->prefetch : DEFAULT_PREFETCH) + 1;
     l->nworkers = opt->workers > 0 ? opt->workers : dp__loader_default_workers();
+    /* A source with its own order says how many samples an epoch has. */
+    const dp__source_ops *ops = ds->source ? ds->source->ops : NULL;
+    if (ops && ops->layout) {
+        int64_t n = ops->layout(ds->source->self, l->batch_size, l->rank, l->ranks, opt->limit);
+        if (n < 0) {
+            dp__free(l);
+            return (int)n;
+        }
+        l->n = n;
+        l->num_batches = (l->n + l->batch_size - 1) / l->batch_size;
+    }
 
     /* This rank's largest chunk: torch.chunk's first (ceil(n / ranks)). */
     int64_t whole = DP_MIN(l->batch_size, l->n);
@@ -244,9 +257,20 @@ int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
     /* The workers are idle until `active` is set again: `perm` and
      * `epoch` are ours. */
     l->epoch = epoch;
-    for (int64_t i = 0; i < l->n; i++)
+    const dp__source_ops *ops = l->ds->source ? l->ds->source->ops : NULL;
+    int rc = 0;
+    if (ops && ops->plan)
+        rc = ops->plan(l->ds->source->self, l->seed, epoch, l->shuffle, first_batch * l->batch_size,
+                       l->perm);
+    for (int64_t i = 0; !(ops && ops->plan) && i < l->n; i++)
         l->perm[i] = i;
-    if (l->shuffle) {
+    if (rc < 0) {
+        pthread_mutex_lock(&l->mu);
+        l->started = false; /* no epoch to hand batches of */
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    if (l->shuffle && !(ops && ops->plan)) {
         dp_rng rng;
         dp_rng_init(&rng, l->seed, (uint64_t)epoch);
         for (int64_t i = l->n - 1; i > 0; i--) {
