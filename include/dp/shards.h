@@ -115,6 +115,37 @@ int dp_shard_lane_next(dp_shard_lane_t *lane, dp_shard_sample *sample);
 /* Accepts NULL. */
 void dp_shard_lane_close(dp_shard_lane_t *lane);
 
+/* ---- training: dataset "tar" ------------------------------------------ */
+
+struct dp_dataset;
+struct dp_transform_list;
+
+typedef struct dp_shard_dataset_options {
+    int channels; /* 1 or 3; 0: the first image's */
+    const struct dp_transform_list *transform; /* NULL or empty: none */
+    int jpeg_scale;                            /* dp_jpeg_scale: 0 auto, 1 off */
+    int64_t shuffle_buffer;                    /* each lane's (>= 1; 0: 1000) */
+    int lanes;                                 /* 0: min(8, shards), down to a divisor of the batch */
+    /* One lane in the set's order, every sample kept (the last batch
+     * short), each rank reading the whole stream for its rows: the test
+     * split, whose accuracy is over all its samples. */
+    bool every_sample;
+} dp_shard_dataset_options;
+
+/* The default shuffle buffer: WebDataset's examples' shuffle(1000). */
+#define DP_SHARD_SHUFFLE_BUFFER 1000
+
+/* One split of a shard set as a streamed dataset: `spec` a directory
+ * (DIR/<train|test>-*.tar) or a pattern (the train split's shards; the
+ * test split is then the pattern's directory's test-*.tar). Each sample is
+ * its image's bytes decoded with dp_transform_decode, the transform index
+ * its id (the index pass's ordinal); labels and classes from the set.
+ * The order is the lanes' (docs/shards.md, "Training"): the loader asks the
+ * source for it, and an epoch holds whole batches of B/L rows of each lane.
+ * The shards are opened as the lanes reach them. */
+int dp_shard_dataset_open(const char *spec, bool train, const dp_shard_dataset_options *opt,
+                          struct dp_dataset *out);
+
 /* ---- writing: dptrain shards ------------------------------------------ */
 
 typedef struct dp_shard_write_options {

@@ -3,6 +3,8 @@
  * samples as floats whichever way they are held. */
 #include "data/dataset.h"
 
+#include "dp/shards.h"
+
 #include "core/internal.h"
 
 #include <string.h>
@@ -114,8 +116,8 @@ int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, i
     return 0;
 }
 
-static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10",
-                                            "folder",        "npy",   NULL};
+static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10", "folder",
+                                            "npy",           "tar",   NULL};
 
 static const char *const cifar10_classes[] = {"airplane", "automobile", "bird",  "cat",  "deer",
                                               "dog",      "frog",       "horse", "ship", "truck"};
@@ -151,8 +153,16 @@ int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *o
         return dp_image_folder_load(dir, train, 0, out);
     else if (strcmp(name, "npy") == 0)
         return dp_npy_dataset_load(dir, train, out);
-    else {
-        DP_ERROR("`dataset` %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy)",
+    else if (strcmp(name, "tar") == 0) {
+        if (!dir) {
+            DP_ERROR("tar: `data_dir` is required: a directory of train-*.tar and test-*.tar, "
+                     "or the training shards' pattern");
+            return DP_EINVAL;
+        }
+        dp_shard_dataset_options so = {.every_sample = !train};
+        return dp_shard_dataset_open(dir, train, &so, out);
+    } else {
+        DP_ERROR("`dataset` %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy, tar)",
                  name);
         return DP_EINVAL;
     }
@@ -173,7 +183,7 @@ int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], i
         return dp__cifar10_peek(dir, chw, n);
     if (strcmp(name, "npy") == 0)
         return dp__npy_dataset_peek(dir, chw, n);
-    return 1; /* a folder: its first image says, once decoded */
+    return 1; /* a folder or shards: the first image says, once decoded */
 }
 
 int dp_dataset_channels(const dp_dataset *ds)

@@ -20,7 +20,14 @@ struct dp_shard_set {
     int classes;
     char **class_names;  /* [classes] from classes.txt, or NULL */
     atomic_llong opened; /* shards opened by lanes (dp_shard_set_opened) */
+    int32_t *labels;     /* [samples] each sample's .cls, by id (the index pass reads them) */
 };
+
+/* The first n ids lane args->lane emits (the lane's shuffle buffer run on
+ * the index's counts alone, no shard opened: its draws are the lane's),
+ * into ids[0..n); returns how many (fewer at the lane's end) or DP_ENOMEM. */
+int64_t dp__shard_lane_ids(const dp_shard_set_t *set, const dp_shard_lane_args *args,
+                           int64_t *ids, int64_t n);
 
 /* The longest member name and key read (a longer one is an error). */
 #define DP__SHARD_NAME_CAP 1024

@@ -254,3 +254,54 @@ int dp_shard_lane_next(dp_shard_lane_t *l, dp_shard_sample *sample)
                                 .id = l->out.id};
     return 1;
 }
+
+/* The next id of the lane's shards in order (shards[*si], its *off-th
+ * sample): 1, or 0 at the lane's end. */
+static int next_id(const dp_shard_set_t *set, const int *shards, int m, int *si, int64_t *off,
+                   int64_t *id)
+{
+    while (*si < m && *off == set->counts[shards[*si]]) {
+        (*si)++;
+        *off = 0;
+    }
+    if (*si == m)
+        return 0;
+    *id = set->first_id[shards[*si]] + (*off)++;
+    return 1;
+}
+
+int64_t dp__shard_lane_ids(const dp_shard_set_t *set, const dp_shard_lane_args *args, int64_t *ids,
+                           int64_t n)
+{
+    DP_ASSERT(args_ok(args));
+    int *shards = dp__malloc((size_t)set->nshards * sizeof *shards);
+    if (!shards)
+        return DP_ENOMEM;
+    int m = dp_shard_lane_shards(set, args, shards);
+    int64_t total = 0;
+    for (int i = 0; i < m; i++)
+        total += set->counts[shards[i]];
+    /* dp_shard_lane_next's buffer and draws, on ids instead of images. */
+    int64_t cap = DP_MAX(1, DP_MIN(args->shuffle ? args->shuffle_buffer : 1, total));
+    int64_t *buf = dp__malloc((size_t)cap * sizeof *buf);
+    if (!buf) {
+        dp__free(shards);
+        return DP_ENOMEM;
+    }
+    dp_rng rng;
+    dp_rng_init(&rng, args->seed ^ SHARD_BUFFER_TAG,
+                ((uint64_t)args->epoch << 32) | (uint32_t)args->lane);
+    int si = 0;
+    int64_t off = 0, fill = 0, done = 0;
+    while (fill < cap && next_id(set, shards, m, &si, &off, &buf[fill]))
+        fill++;
+    while (done < n && fill > 0) {
+        int64_t k = fill == 1 ? 0 : (int64_t)dp_rng_below(&rng, (uint64_t)fill);
+        ids[done++] = buf[k];
+        if (!next_id(set, shards, m, &si, &off, &buf[k]))
+            buf[k] = buf[--fill];
+    }
+    dp__free(buf);
+    dp__free(shards);
+    return done;
+}

@@ -20,6 +20,7 @@ void dp_shard_set_close(dp_shard_set_t *set)
     dp__free(set->class_names);
     dp__free(set->counts);
     dp__free(set->first_id);
+    dp__free(set->labels);
     dp__free(set);
 }
 
@@ -35,8 +36,29 @@ static void shards_dir(const char *first, char *dir, size_t size)
         snprintf(dir, size, "%.*s", (int)(slash - first), first);
 }
 
-/* Shard s's samples counted and checked; *max_label the largest label. */
-static int index_shard(dp_shard_set_t *set, int s, int32_t *max_label)
+/* One more label at set->labels[set->samples + n], the array grown by
+ * doubling (*cap its room). */
+static int keep_label(dp_shard_set_t *set, int64_t n, int64_t *cap, int32_t label)
+{
+    int64_t at = set->samples + n;
+    if (at == *cap) {
+        int64_t grown = DP_MAX(1024, 2 * *cap);
+        int32_t *labels = dp__malloc((size_t)grown * sizeof *labels);
+        if (!labels)
+            return DP_ENOMEM;
+        if (at)
+            memcpy(labels, set->labels, (size_t)at * sizeof *labels);
+        dp__free(set->labels);
+        set->labels = labels;
+        *cap = grown;
+    }
+    set->labels[at] = label;
+    return 0;
+}
+
+/* Shard s's samples counted and checked, their labels kept after the
+ * earlier shards' (*room: set->labels' capacity); *max_label the largest. */
+static int index_shard(dp_shard_set_t *set, int s, int64_t *room, int32_t *max_label)
 {
     dp__shard_reader r;
     int32_t cap = set->class_names ? set->classes - 1 : INT32_MAX;
@@ -44,6 +66,9 @@ static int index_shard(dp_shard_set_t *set, int s, int32_t *max_label)
     int64_t n = 0;
     int rc;
     while ((rc = dp__shard_reader_next(&r)) == 1) {
+        rc = keep_label(set, n, room, r.label);
+        if (rc < 0)
+            break;
         n++;
         if (r.label > *max_label)
             *max_label = r.label;
@@ -73,8 +98,9 @@ int dp_shard_set_open(dp_shard_set_t **out, const char *spec, const char *split)
         rc = dp__shard_classes_read(dir, &set->class_names, &set->classes);
     }
     int32_t max_label = -1;
+    int64_t cap = 0;
     for (int s = 0; rc == 0 && s < set->nshards; s++) {
-        rc = index_shard(set, s, &max_label);
+        rc = index_shard(set, s, &cap, &max_label);
         set->first_id[s] = set->samples;
         set->samples += set->counts[s];
     }
