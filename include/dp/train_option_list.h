@@ -80,7 +80,9 @@
       DP_OPTION_AGREE,                                                                             \
       "fashion-mnist, mnist (the four IDX files, gzipped or not), cifar10 (the binary "            \
       "version's .bin files), folder (DIR/train/CLASS/*.png|*.jpg and DIR/test/CLASS/*, as "       \
-      "torchvision's ImageFolder) or npy (DIR/train/images.npy, labels.npy and DIR/test/...)")     \
+      "torchvision's ImageFolder), npy (DIR/train/images.npy, labels.npy and DIR/test/...) or "   \
+      "tar (WebDataset shards: DIR/train-*.tar and test-*.tar, or the training shards' pattern; "  \
+      "docs/shards.md)")                                                                           \
     X(data, data_dir, const char *, NULL, "--data", "DIR", ANY, 0,                                 \
       "directory with the dataset's files "                                                        \
       "[fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required]")                  \
@@ -128,6 +130,15 @@
       "[0]")                                                                                       \
     X(data, prefetch, int, 2, "--prefetch", "B", RANGE(1, 64), 0,                                  \
       "batches prepared ahead of the step")                                                        \
+    X(data, shuffle_buffer, int64_t, 1000, "--shuffle-buffer", "N", RANGE(1, 1 << 24),              \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "`dataset` tar: each lane's shuffle buffer in samples, as WebDataset's shuffle(N) (1: the "  \
+      "shards' own order; --no-shuffle: 1)")                                                       \
+    X(data, shard_lanes, int, 0, "--shard-lanes", "L", RANGE(0, 4096),                             \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "`dataset` tar: shard streams read side by side, each batch batch_size/L rows of each; a "   \
+      "multiple of the ranks dividing `batch_size` [0: min(8, shards), down to a divisor of "      \
+      "batch_size]")                                                                              \
     X(data, bad_images, dp_bad_images, DP_BAD_IMAGES_STOP, "--bad-images", "stop|skip",           \
       NAMES(dp__bad_images_names), DP_OPTION_AGREE,                                                 \
       "an image that does not decode: stop the run before its step, or skip it (its batch one "    \

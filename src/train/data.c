@@ -7,6 +7,7 @@
 
 #include "core/internal.h"
 #include "dp/dist.h"
+#include "dp/shards.h"
 #include "dp/transform.h"
 #include "io/json.h"
 
@@ -123,12 +124,14 @@ static int take_transforms(dp__train_data *d, const dp_train_options *o)
         if (d->test_transform.n == 0)
             DP_TRY(dp_transform_parse("imagenet-test", &d->test_transform));
     }
-    bool folder = o->data.dataset && strcmp(o->data.dataset, "folder") == 0;
+    bool folder = o->data.dataset &&
+                  (strcmp(o->data.dataset, "folder") == 0 || strcmp(o->data.dataset, "tar") == 0);
     if ((d->train_transform.n || d->test_transform.n) && (!folder || o->test_set)) {
         DP_ERROR("`train_transform`, `test_transform` and `transform` are for `dataset` folder "
                  "(images of any size); %s has samples of one size: use `augment`",
-                 o->test_set ? "a program's own data" : o->data.dataset ? o->data.dataset
-                                                                        : "fashion-mnist");
+                 o->test_set       ? "a program's own data"
+                 : o->data.dataset ? o->data.dataset
+                                   : "fashion-mnist");
         return DP_EINVAL;
     }
     return 0;
@@ -136,8 +139,8 @@ static int take_transforms(dp__train_data *d, const dp_train_options *o)
 
 /* One split of the options' dataset: a folder's with `channels`, streamed
  * (or cached) through its transforms. */
-static int load_split(const dp__train_data *d, const dp_train_options *o, bool train,
-                      int channels, dp_dataset *out)
+static int load_split(const dp__train_data *d, const dp_train_options *o, bool train, int channels,
+                      dp_dataset *out)
 {
     if (o->data.dataset && strcmp(o->data.dataset, "folder") == 0) {
         dp_folder_options fo = {.channels = channels,
@@ -145,6 +148,23 @@ static int load_split(const dp__train_data *d, const dp_train_options *o, bool t
                                 .jpeg_scale = o->data.jpeg_scale,
                                 .cache = o->data.cache};
         return dp_image_folder_open(o->data.data_dir, train, &fo, out);
+    }
+    if (o->data.dataset && strcmp(o->data.dataset, "tar") == 0) {
+        /* The test split whole, in the set's order (its accuracy is over
+         * every sample); the training split in lanes (docs/shards.md). */
+        dp_shard_dataset_options so = {
+            .channels = channels,
+            .transform = train ? &d->train_transform : &d->test_transform,
+            .jpeg_scale = o->data.jpeg_scale,
+            .shuffle_buffer = o->data.shuffle ? o->data.shuffle_buffer : 1,
+            .lanes = o->data.shard_lanes,
+            .every_sample = !train};
+        if (!o->data.data_dir) {
+            DP_ERROR("`dataset` tar: `data_dir` is required: a directory of train-*.tar and "
+                     "test-*.tar, or the training shards' pattern");
+            return DP_EINVAL;
+        }
+        return dp_shard_dataset_open(o->data.data_dir, train, &so, out);
     }
     if (channels && channels != 1 && channels != 3) {
         DP_ERROR("`channels` %d: 1 or 3", channels);
@@ -176,7 +196,8 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
     }
     DP_TRY(take_transforms(d, o));
     if (!o->test_set) {
-        if (o->data.channels && !(o->data.dataset && strcmp(o->data.dataset, "folder") == 0)) {
+        if (o->data.channels && !(o->data.dataset && (strcmp(o->data.dataset, "folder") == 0 ||
+                                                      strcmp(o->data.dataset, "tar") == 0))) {
             DP_ERROR("`channels` is for `dataset` folder; %s has its own",
                      o->data.dataset ? o->data.dataset : "fashion-mnist");
             return DP_EINVAL;

@@ -87,7 +87,7 @@ int dp__option_parse_dataset(const char *text, void *field, char *why, size_t si
         if (strcmp(text, *n) == 0)
             return 0;
     return expected(why, size,
-                    "unknown dataset (known: fashion-mnist, mnist, cifar10, folder, npy)");
+                    "unknown dataset (known: fashion-mnist, mnist, cifar10, folder, npy, tar)");
 }
 
 /* A file PLplot can write: FILE.png or FILE.svg. */
