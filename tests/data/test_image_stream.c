@@ -271,6 +271,70 @@ static void sizes_need_a_fixing_stage(void **state)
     remove(path);
 }
 
+/* Images of assorted sizes through RandomResizedCrop and flip: the same
+ * batches for 1, 3 and 8 workers, and streamed or cached (JPEGs at full
+ * size: --jpeg-scale off), whatever the thread timing. */
+static void transforms_same_any_workers(void **state)
+{
+    (void)state;
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/sizes", tu_tmp);
+    const int sizes[][2] = {{40, 30}, {23, 57}, {64, 64}, {31, 18}, {50, 90}, {17, 17}};
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/train/c%d", dir, c);
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
+        assert_int_equal(system(cmd), 0);
+        for (size_t i = 0; i < COUNTOF(sizes); i++) {
+            int w = sizes[i][0], h = sizes[i][1];
+            uint8_t *px = malloc((size_t)(3 * w * h));
+            for (int k = 0; k < 3 * w * h; k++)
+                px[k] = (uint8_t)(k * 7 + c * 50 + (int)i * 13);
+            snprintf(path, sizeof path, "%s/train/c%d/%zu.%s", dir, c, i, i % 2 ? "jpg" : "png");
+            if (i % 2)
+                iu_write_jpeg(path, 3, w, h, px, 90);
+            else
+                iu_write_png(path, 3, w, h, px);
+            free(px);
+        }
+    }
+    dp_transform_list tl;
+    assert_int_equal(dp_transform_parse("random-resized-crop:12,flip", &tl), 0);
+    dp_dataset streamed, cached;
+    dp_folder_options fo = {.transform = &tl, .jpeg_scale = DP_JPEG_SCALE_OFF};
+    assert_int_equal(dp_image_folder_open(dir, true, &fo, &streamed), 0);
+    fo.cache = true;
+    assert_int_equal(dp_image_folder_open(dir, true, &fo, &cached), 0);
+    assert_int_equal(streamed.rows, 12);
+    assert_int_equal(streamed.cols, 12);
+    enum { N = 12, S = 3 * 12 * 12 };
+    float ref[N * S], x[N * S];
+    int32_t yref[N], y[N];
+    const int workers[] = {1, 3, 8, 2};
+    for (size_t k = 0; k < COUNTOF(workers); k++) {
+        dp_loader_options lo = {.batch_size = 5, .shuffle = true, .seed = 3,
+                                .workers = workers[k]};
+        dp_loader_t *l;
+        assert_int_equal(dp_loader_init(&l, k == 3 ? &cached : &streamed, &lo), 0);
+        assert_int_equal(dp_loader_start_epoch(l, 1, 0), 0);
+        dp_batch b;
+        int64_t rows = 0;
+        while (dp_loader_next(l, &b) == 1) {
+            memcpy((k ? x : ref) + rows * S, b.x, (size_t)(b.rows * S) * sizeof(float));
+            memcpy((k ? y : yref) + rows, b.y, (size_t)b.rows * sizeof(int32_t));
+            rows += b.rows;
+        }
+        dp_loader_close(l);
+        assert_int_equal(rows, N);
+        if (k) {
+            assert_memory_equal(x, ref, sizeof x);
+            assert_memory_equal(y, yref, sizeof y);
+        }
+    }
+    dp_dataset_close(&streamed);
+    dp_dataset_close(&cached);
+}
+
 int main(int argc, char **argv)
 {
     /* A hang is a failure, not a stuck suite. */
@@ -278,6 +342,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {cmocka_unit_test(same_batches_any_workers),
                                        cmocka_unit_test(ranks_read_their_share),
                                        cmocka_unit_test(bad_images_stop_or_skip),
-                                       cmocka_unit_test(sizes_need_a_fixing_stage)};
+                                       cmocka_unit_test(sizes_need_a_fixing_stage),
+                                       cmocka_unit_test(transforms_same_any_workers)};
     return tu_run(argc, argv, tests, setup, tu_teardown_tmp);
 }
