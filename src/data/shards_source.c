@@ -311,12 +311,14 @@ static void source_close(void *self)
     dp__free(s);
 }
 
-/* The lanes when none is asked for: min(8, shards), down to a divisor of
- * the batch; a function of the set and the batch alone. */
+/* The lanes when none is asked for: the largest L <= 8 that divides the
+ * batch and the shard count (every lane then gets as many shards, and an
+ * epoch of equal shards drops only what the last, short shard lacks); a
+ * function of the set and the batch alone, never of ranks or devices. */
 static int default_lanes(int shards, int64_t batch)
 {
     int lanes = DP_MIN(8, shards);
-    while (batch % lanes)
+    while (batch % lanes || shards % lanes)
         lanes--;
     return lanes;
 }

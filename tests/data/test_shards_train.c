@@ -252,9 +252,10 @@ static void test_split_every_sample(void **state)
 }
 
 /* What the ranks cannot read as whole lanes, or a batch not made of
- * them, is one line at the loader's start; the default lanes are
- * min(8, shards) = 8 for a batch of 8: 1 row each, a shard (of at least
- * 2) each: 2 batches. */
+ * them, is one line at the loader's start; the default lanes are the
+ * largest L <= 8 dividing the batch (8) and the shards (12): 4, 3 shards
+ * each, 5 batches; for a batch of 6, 6 lanes of 2 shards (1 row each,
+ * at least 2 + 4 samples: 6 batches). */
 static void layouts_refused(void **state)
 {
     (void)state;
@@ -288,10 +289,13 @@ static void layouts_refused(void **state)
     dp_dataset_close(&ds);
     so.lanes = 0;
     assert_int_equal(dp_shard_dataset_open(shards, true, &so, &ds), 0);
-    lo.batch_size = 8;
-    assert_int_equal(dp_loader_init(&l, &ds, &lo), 0);
-    assert_int_equal(dp_loader_num_batches(l), 2);
-    dp_loader_close(l);
+    const int64_t batch[] = {8, 6}, batches[] = {BATCHES, 6};
+    for (int k = 0; k < 2; k++) {
+        lo.batch_size = batch[k];
+        assert_int_equal(dp_loader_init(&l, &ds, &lo), 0);
+        assert_int_equal(dp_loader_num_batches(l), batches[k]);
+        dp_loader_close(l);
+    }
     dp_dataset_close(&ds);
 }
 
