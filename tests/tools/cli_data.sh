@@ -90,6 +90,8 @@ out=$("$dptrain" train --dataset folder --data "$tmp/d" --train-transform random
   --checkpoint "$tmp/ck.safetensors" 2>&1) || fail "train with transforms: $out"
 out=$("$dptrain" predict --checkpoint "$tmp/ck.safetensors" "$tmp/wide.png" 2>&1)
 [[ $? == 0 && $out == "$tmp/wide.png: "* ]] || fail "predict through the test transform: $out"
+out=$("$dptrain" eval --checkpoint "$tmp/ck.safetensors" --dataset folder --data "$tmp/d" 2>&1)
+[[ $? == 0 && $out == "test acc: "* ]] || fail "eval of a folder of any sizes through the test transform: $out"
 
 # --help: every flag has its default.
 help=$("$dptrain" data --help)
