@@ -119,7 +119,7 @@
       "resize:256,center-crop:224 and, unless `normalize` is given, ImageNet's mean and std "       \
       "[none]")                                                                                    \
     X(data, jpeg_scale, int, 0, "--jpeg-scale", "auto|off", NAMES(dp__jpeg_scale_names),           \
-      DP_OPTION_AGREE,                                                                             \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
       "decode JPEGs at 1/2, 1/4 or 1/8 where the transforms' output allows (auto, as PIL's "       \
       "draft) or always at full size (off)")                                                       \
     X(data, cache, bool, false, "--cache", NULL, SWITCH(true), 0,                                  \

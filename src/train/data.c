@@ -290,6 +290,10 @@ void dp__data_close(dp__train_data *d)
 {
     if (!d)
         return;
+    /* What this process read of a streamed set: under mpirun, its share. */
+    if (d->train.source)
+        DP_INFO("training set: %lld image files opened by this process, of %lld",
+                (long long)dp_dataset_files_opened(&d->train), (long long)d->train.n);
     dp_loader_close(d->train_loader);
     dp_loader_close(d->test_loader);
     dp_dataset_close(&d->train);

@@ -73,6 +73,26 @@ err=$("$dptrain" data "${flags[@]}" --count 10 --dump "$tmp/f.npy" 2>&1)
   fail "a corrupt image: expected exit 1 and its one line, got: $err"
 [[ -e $tmp/f.npy ]] && fail "a failed dump left $tmp/f.npy"
 
+# The checkpoint records the transforms: predict takes an image of any
+# size through the test transform.
+"$PY" - "$tmp/wide.png" <<'PYEOF'
+import struct, sys, zlib
+w, h = 77, 33
+raw = b"".join(b"\0" + bytes((x * 5 + y) % 256 for x in range(3 * w)) for y in range(h))
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                              + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+PYEOF
+rm -f "$tmp/d/train/cat/9.png"
+out=$("$dptrain" train --dataset folder --data "$tmp/d" --train-transform random-resized-crop:28,flip \
+  --test-transform resize:32,center-crop:28 --epochs 1 --batch-size 4 --progress never \
+  --checkpoint "$tmp/ck.safetensors" 2>&1) || fail "train with transforms: $out"
+out=$("$dptrain" predict --checkpoint "$tmp/ck.safetensors" "$tmp/wide.png" 2>&1)
+[[ $? == 0 && $out == "$tmp/wide.png: "* ]] || fail "predict through the test transform: $out"
+out=$("$dptrain" eval --checkpoint "$tmp/ck.safetensors" --dataset folder --data "$tmp/d" 2>&1)
+[[ $? == 0 && $out == "test acc: "* ]] || fail "eval of a folder of any sizes through the test transform: $out"
+
 # --help: every flag has its default.
 help=$("$dptrain" data --help)
 for flag in --train-transform --workers --prefetch --bad-images --epoch --count --dump --grid; do
