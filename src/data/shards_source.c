@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A sample read ahead of its worker. */
 typedef struct ahead {
@@ -497,7 +498,8 @@ static int first_shape(shard_source *s)
 static int open_set(const char *spec, bool train, dp_shard_set_t **set)
 {
     const char *split = train ? "train" : "test";
-    bool dir = dp__data_check_dir(spec) == 0;
+    struct stat st;
+    bool dir = stat(spec, &st) == 0 && S_ISDIR(st.st_mode);
     char buf[DP__DATA_PATH_CAP];
     if (!dir && !train) {
         const char *slash = strrchr(spec, '/');
