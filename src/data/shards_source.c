@@ -376,7 +376,7 @@ static int64_t source_layout(void *self, int64_t batch, int rank, int ranks, int
         }
         if (s->lanes % ranks) {
             DP_ERROR("%d ranks do not divide `shard_lanes` %d: each rank reads whole lanes (set "
-                     "shard_lanes to a multiple of the ranks)",
+                     "`shard_lanes` to a multiple of the ranks that divides `batch_size`)",
                      ranks, s->lanes);
             return DP_EINVAL;
         }
