@@ -127,8 +127,9 @@ static int take_transforms(dp__train_data *d, const dp_train_options *o)
     if ((d->train_transform.n || d->test_transform.n) && (!folder || o->test_set)) {
         DP_ERROR("`train_transform`, `test_transform` and `transform` are for `dataset` folder "
                  "(images of any size); %s has samples of one size: use `augment`",
-                 o->test_set ? "a program's own data" : o->data.dataset ? o->data.dataset
-                                                                        : "fashion-mnist");
+                 o->test_set       ? "a program's own data"
+                 : o->data.dataset ? o->data.dataset
+                                   : "fashion-mnist");
         return DP_EINVAL;
     }
     return 0;
@@ -136,8 +137,8 @@ static int take_transforms(dp__train_data *d, const dp_train_options *o)
 
 /* One split of the options' dataset: a folder's with `channels`, streamed
  * (or cached) through its transforms. */
-static int load_split(const dp__train_data *d, const dp_train_options *o, bool train,
-                      int channels, dp_dataset *out)
+static int load_split(const dp__train_data *d, const dp_train_options *o, bool train, int channels,
+                      dp_dataset *out)
 {
     if (o->data.dataset && strcmp(o->data.dataset, "folder") == 0) {
         dp_folder_options fo = {.channels = channels,
