@@ -40,7 +40,7 @@ const cli_command *cli_data(void)
     static data_args defaults;
     static cli_command c = {
         .name = "data",
-        .summary = "the samples as the model sees them: dumped (.npy) or drawn (.png)",
+        .summary = "the training samples as the model sees them (.npy, .png)",
         .usage = "dptrain data --dataset NAME --data DIR [--train-transform LIST] --dump "
                  "OUT.npy|--grid OUT.png [options]",
         .about = "Takes the first N samples of epoch E of the training set (--test: the test\n"
@@ -63,13 +63,23 @@ const cli_command *cli_data(void)
             flags[n] = all[i];
             flags[n++].offset += offsetof(data_args, o);
         }
-        flags[n++] = (dp_option){CLI_FIELD(data_args, epoch, "epoch"), .flag = "--epoch",
-                                 .metavar = "E", .type = DP_OPTION_I64, .imin = 0,
-                                 .imax = 999, .lo = 0, .hi = 999,
+        flags[n++] = (dp_option){CLI_FIELD(data_args, epoch, "epoch"),
+                                 .flag = "--epoch",
+                                 .metavar = "E",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 0,
+                                 .imax = 999,
+                                 .lo = 0,
+                                 .hi = 999,
                                  .help = "the epoch whose draws are shown, from 0"};
-        flags[n++] = (dp_option){CLI_FIELD(data_args, count, "count"), .flag = "--count",
-                                 .metavar = "N", .type = DP_OPTION_I64, .imin = 1,
-                                 .imax = 1 << 20, .lo = 1, .hi = 1 << 20,
+        flags[n++] = (dp_option){CLI_FIELD(data_args, count, "count"),
+                                 .flag = "--count",
+                                 .metavar = "N",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 1,
+                                 .imax = 1 << 20,
+                                 .lo = 1,
+                                 .hi = 1 << 20,
                                  .help = "how many samples, from the epoch's first"};
         flags[n++] = (dp_option){CLI_FIELD(data_args, test, "test"), .flag = "--test",
                                  .type = DP_OPTION_BOOL, .on = true,
@@ -95,8 +105,9 @@ static int check_output(const char *flag, const char *path, const char *ext)
 {
     size_t len = strlen(path), el = strlen(ext);
     if (len <= el || strcmp(path + len - el, ext) != 0)
-        return cli_bad_value(flag, path, ext[1] == 'n' && ext[2] == 'p' ? "a file name ending in .npy"
-                                                                         : "a file name ending in .png");
+        return cli_bad_value(flag, path,
+                             ext[1] == 'n' && ext[2] == 'p' ? "a file name ending in .npy"
+                                                            : "a file name ending in .png");
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return cli_bad_value(flag, path, "a file, not a directory");
@@ -113,8 +124,7 @@ static int check_output(const char *flag, const char *path, const char *ext)
         return cli_bad_value(flag, path, "a file in a directory that exists");
     if (access(dir, W_OK) != 0) {
         char why[PATH_MAX + 64];
-        snprintf(why, sizeof why, "a file in a writable directory (%s: %s)", dir,
-                 strerror(errno));
+        snprintf(why, sizeof why, "a file in a writable directory (%s: %s)", dir, strerror(errno));
         return cli_bad_value(flag, path, why);
     }
     return 0;
@@ -150,9 +160,9 @@ static int write_dump(const dp_data_samples *s, const char *path)
         rc = dp_npy_write(lpath, &y);
     free(labels);
     if (rc == 0)
-        printf("wrote %s: %lld samples of %lldx%lldx%lld (float32), and their labels to %s\n",
-               path, (long long)s->n, (long long)s->chw[0], (long long)s->chw[1],
-               (long long)s->chw[2], lpath);
+        printf("wrote %s: %lld samples of %lldx%lldx%lld (float32), and their labels to %s\n", path,
+               (long long)s->n, (long long)s->chw[0], (long long)s->chw[1], (long long)s->chw[2],
+               lpath);
     return rc;
 }
 

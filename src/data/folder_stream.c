@@ -34,8 +34,8 @@ int dp__folder_read_file(const char *path, void **buf, size_t *len)
         DP_ERROR("%s: not a regular file", path);
         rc = DP_EIO;
     } else if (st.st_size > FOLDER_MAX_FILE_BYTES) {
-        DP_ERROR("%s: %lld bytes, more than an image may have (%lld)", path,
-                 (long long)st.st_size, (long long)FOLDER_MAX_FILE_BYTES);
+        DP_ERROR("%s: %lld bytes, more than an image may have (%lld)", path, (long long)st.st_size,
+                 (long long)FOLDER_MAX_FILE_BYTES);
         rc = DP_EINVAL;
     } else if (!(*buf = dp__malloc((size_t)DP_MAX(st.st_size, 1)))) {
         rc = DP_ENOMEM;
@@ -73,8 +73,8 @@ static int stream_read(void *self, int64_t i, uint64_t seed, int64_t epoch, floa
     atomic_fetch_add(&src->opened, 1);
     DP_TRY(dp__folder_read_file(path, &buf, &len));
     int chw[3];
-    int rc = dp_transform_decode(&src->transform, src->jpeg_scale, buf, len, path, src->decode_channels,
-                                 seed, epoch, i, out, cap, chw);
+    int rc = dp_transform_decode(&src->transform, src->jpeg_scale, buf, len, path,
+                                 src->decode_channels, seed, epoch, i, out, cap, chw);
     dp__free(buf);
     if (rc == 0)
         rc = dp__folder_check_shape(src, i, chw);
@@ -129,8 +129,7 @@ static int first_image_shape(dp__folder_source *src, int channels)
     return 0;
 }
 
-int dp_image_folder_open(const char *dir, bool train, const dp_folder_options *opt,
-                         dp_dataset *out)
+int dp_image_folder_open(const char *dir, bool train, const dp_folder_options *opt, dp_dataset *out)
 {
     DP_ASSERT(out && opt);
     memset(out, 0, sizeof *out);

@@ -326,8 +326,13 @@ int dp__jpeg_decode_region(const void *buf, size_t len, const char *name, int ch
         rc = DP_EINVAL;
         goto done;
     }
+    /* A crop that ends at the image's right edge is not made: there
+     * libjpeg-turbo 2.1's fancy upsampling of subsampled chroma leaves the
+     * last columns unwritten (valgrind sees them undefined). Inside the
+     * image the last one or two columns of a crop, and its first, differ
+     * from a full decode's: the caller's margin keeps them out of use. */
     JDIMENSION xoff = (JDIMENSION)region[1], width = (JDIMENSION)region[3];
-    if (width < cinfo.output_width)
+    if (xoff + width < cinfo.output_width)
         jpeg_crop_scanline(&cinfo, &xoff, &width);
     else
         xoff = 0;

@@ -71,8 +71,8 @@ int dp__loader_settle(const dp_loader_t *l, dp__loader_slot *s, dp_batch *out)
             continue;
         }
         if (kept != r) {
-            memmove(s->x + (size_t)kept * l->sample_floats,
-                    s->x + (size_t)r * l->sample_floats, l->sample_floats * sizeof(float));
+            memmove(s->x + (size_t)kept * l->sample_floats, s->x + (size_t)r * l->sample_floats,
+                    l->sample_floats * sizeof(float));
             s->y[kept] = s->y[r];
         }
         kept++;

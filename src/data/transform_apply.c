@@ -190,8 +190,8 @@ int dp__transform_apply_from(const dp_transform_list *l, const dp_transform_draw
     return rc;
 }
 
-int dp_transform_apply(const dp_transform_list *l, const dp_transform_draws *d,
-                       const dp_image *img, float *out)
+int dp_transform_apply(const dp_transform_list *l, const dp_transform_draws *d, const dp_image *img,
+                       float *out)
 {
     return dp__transform_apply_from(l, d, 0, NULL, img, out);
 }

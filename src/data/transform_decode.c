@@ -86,9 +86,9 @@ int dp_transform_decode(const dp_transform_list *l, dp_jpeg_scale scale, const v
     DP_ASSERT(l && name && out && out_chw && (buf || len == 0));
     dp_image img = {0};
     dp_transform_draws d;
-    bool fast = scale == DP_JPEG_SCALE_AUTO && l->n > 0 && is_jpeg(buf, len) &&
-                (l->t[0].kind == DP_TRANSFORM_RESIZE ||
-                 l->t[0].kind == DP_TRANSFORM_RANDOM_RESIZED_CROP);
+    bool fast =
+        scale == DP_JPEG_SCALE_AUTO && l->n > 0 && is_jpeg(buf, len) &&
+        (l->t[0].kind == DP_TRANSFORM_RESIZE || l->t[0].kind == DP_TRANSFORM_RANDOM_RESIZED_CROP);
     int rc;
     if (fast) {
         int rows, cols, have;

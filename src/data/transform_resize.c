@@ -109,7 +109,8 @@ int dp__transform_resample(const float *src, int channels, int rows, int cols, c
     }
     y1 = DP_MAX(y1, y0);
     /* Horizontal pass: tmp [channels, y1 - y0, out_cols]. */
-    float *tmp = dp__malloc((size_t)channels * (size_t)(y1 - y0 + 1) * (size_t)out_cols * sizeof *tmp);
+    float *tmp =
+        dp__malloc((size_t)channels * (size_t)(y1 - y0 + 1) * (size_t)out_cols * sizeof *tmp);
     if (!tmp) {
         coeffs_free(&cy);
         coeffs_free(&cx);

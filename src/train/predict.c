@@ -130,8 +130,8 @@ static int read_transformed(const dp_predict_options *o, const dp__checkpoint_he
 /* PNG and JPEG files, decoded with the checkpoint's channels and checked
  * against its size (or the first image's); through its test transforms
  * where it records them, so that an image of any size is taken. */
-static int read_images(const dp_predict_options *o, const dp__checkpoint_header *h,
-                       int64_t chw[3], dp_predictions *out, float **x)
+static int read_images(const dp_predict_options *o, const dp__checkpoint_header *h, int64_t chw[3],
+                       dp_predictions *out, float **x)
 {
     out->names = dp__calloc((size_t)o->ninputs, sizeof *out->names);
     if (!out->names)

@@ -312,8 +312,7 @@ static void transforms_same_any_workers(void **state)
     int32_t yref[N], y[N];
     const int workers[] = {1, 3, 8, 2};
     for (size_t k = 0; k < COUNTOF(workers); k++) {
-        dp_loader_options lo = {.batch_size = 5, .shuffle = true, .seed = 3,
-                                .workers = workers[k]};
+        dp_loader_options lo = {.batch_size = 5, .shuffle = true, .seed = 3, .workers = workers[k]};
         dp_loader_t *l;
         assert_int_equal(dp_loader_init(&l, k == 3 ? &cached : &streamed, &lo), 0);
         assert_int_equal(dp_loader_start_epoch(l, 1, 0), 0);
@@ -339,10 +338,9 @@ int main(int argc, char **argv)
 {
     /* A hang is a failure, not a stuck suite. */
     alarm(300);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(same_batches_any_workers),
-                                       cmocka_unit_test(ranks_read_their_share),
-                                       cmocka_unit_test(bad_images_stop_or_skip),
-                                       cmocka_unit_test(sizes_need_a_fixing_stage),
-                                       cmocka_unit_test(transforms_same_any_workers)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(same_batches_any_workers), cmocka_unit_test(ranks_read_their_share),
+        cmocka_unit_test(bad_images_stop_or_skip), cmocka_unit_test(sizes_need_a_fixing_stage),
+        cmocka_unit_test(transforms_same_any_workers)};
     return tu_run(argc, argv, tests, setup, tu_teardown_tmp);
 }

@@ -65,16 +65,20 @@ int main(int argc, char **argv)
         size_t n = (size_t)chw[0] * chw[1] * chw[2];
         float *out = malloc(n * sizeof *out);
         int got[3];
-        if (!out || dp_transform_decode(&l, scale, buf, len, argv[k], 0, seed, epoch, index, out,
-                                        n, got) < 0 ||
+        if (!out ||
+            dp_transform_decode(&l, scale, buf, len, argv[k], 0, seed, epoch, index, out, n, got) <
+                0 ||
             memcmp(got, chw, sizeof chw) != 0) {
             fprintf(stderr, "%s: %s\n", argv[k], dp_last_error());
             return 1;
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%lld.npy", argv[5], (long long)index);
-        dp_npy a = {.dtype = DP_NPY_F32, .ndim = 3, .shape = {chw[0], chw[1], chw[2]},
-                    .data = out, .size = n * sizeof *out};
+        dp_npy a = {.dtype = DP_NPY_F32,
+                    .ndim = 3,
+                    .shape = {chw[0], chw[1], chw[2]},
+                    .data = out,
+                    .size = n * sizeof *out};
         if (dp_npy_write(path, &a) < 0) {
             fprintf(stderr, "%s\n", dp_last_error());
             return 1;

@@ -197,6 +197,9 @@ def torchvision_side(path, spec, rec):
     return F.to_tensor(img).numpy()
 
 
+fallbacks = [0]
+
+
 def run(dump, files, spec, exact, seed=7, epoch=3):
     with tempfile.TemporaryDirectory() as out:
         res = subprocess.run([dump, spec, "off", str(seed), str(epoch), out] + files,
@@ -207,6 +210,10 @@ def run(dump, files, spec, exact, seed=7, epoch=3):
         worst_mean = worst_max = 0.0
         for line in res.stdout.splitlines():
             rec = json.loads(line)
+            # 10 failed tries: 20 uniforms and no randint, then the fallback.
+            draws = [d for d in rec["draws"] if d[0] == 0]
+            fallbacks[0] += spec.startswith("random-resized-crop") and len(draws) == 20 and all(
+                d[1] == 0 for d in draws)
             ours = np.load(os.path.join(out, "%d.npy" % rec["index"]))
             theirs = torchvision_side(rec["file"], spec, rec)
             if ours.shape != theirs.shape:
@@ -243,6 +250,9 @@ def main():
         run(dump, files, "random-resized-crop:32:0.9-1:0.1-0.2", exact=False)
         for spec in ["crop:4,flip", "flip", "gray", "rgb", "crop:9", "gray,crop:3,flip"]:
             run(dump, files, spec, exact=True)
+    check(fallbacks[0] >= 20, "RandomResizedCrop's fallback reached %d times, expected it on most "
+          "images of the extreme ratios" % fallbacks[0])
+    print("RandomResizedCrop's fallback replayed on %d images" % fallbacks[0])
     if failures:
         print("%d failures" % len(failures))
         sys.exit(1)
