@@ -13,87 +13,13 @@
  * belong to workers already holding them: at most workers - 1 wait there.
  * Samples of other ranks (every_sample) and those before a resumed epoch's
  * first position are read and dropped. */
-#include "data/dataset.h"
-#include "data/shards_impl.h"
+#include "data/shards_source.h"
 
 #include "core/internal.h"
-#include "dp/transform.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* A sample read ahead of its worker. */
-typedef struct ahead {
-    int64_t k, id;
-    uint8_t *bytes;
-    size_t size;
-    char *name; /* "<shard>: <member>", for messages */
-} ahead;
-
-typedef struct lane_state {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    dp_shard_lane_t *lane; /* opened at its first read */
-    int64_t next;          /* (mu) samples the lane has emitted */
-    bool reading;          /* (mu) a worker reads the lane's next sample */
-    int err;               /* (mu) the lane's error from position err_at on */
-    int64_t err_at;
-    char *err_line;
-    ahead *win; /* (mu) [nwin] read ahead, room cap */
-    int64_t nwin, cap;
-} lane_state;
-
-typedef struct shard_source {
-    dp_shard_set_t *set;
-    dp_shard_dataset_options opt;
-    dp_transform_list transform;
-    int decode_channels, chw[3];
-    int64_t opened_before; /* shards the first image's probe opened */
-    /* The layout: L lanes of P rows a batch, `samples` an epoch. */
-    int lanes, rank, ranks;
-    int64_t batch, per, samples;
-    lane_state *ls; /* [lanes] */
-    int64_t *order; /* [samples] ids by position */
-    int64_t *where; /* [set samples] each id's position, -1: none this epoch */
-    /* The plan. */
-    bool planned;
-    uint64_t seed;
-    int64_t epoch, first;
-    bool shuffle;
-} shard_source;
-
-/* Global position of lane j's k-th sample, and back. */
-static int64_t position(const shard_source *s, int j, int64_t k)
-{
-    if (s->opt.every_sample)
-        return k;
-    return k / s->per * s->batch + j * s->per + k % s->per;
-}
-
-static void lane_of(const shard_source *s, int64_t p, int *j, int64_t *k)
-{
-    if (s->opt.every_sample) {
-        *j = 0;
-        *k = p;
-        return;
-    }
-    *j = (int)(p % s->batch / s->per);
-    *k = p / s->batch * s->per + p % s->per;
-}
-
-/* Whether position p is read by this rank this epoch: not before the
- * first, and in this rank's chunk of its batch (torch.chunk's). */
-static bool mine(const shard_source *s, int64_t p)
-{
-    if (p < s->first || p >= s->samples)
-        return false;
-    int64_t begin = p / s->batch * s->batch, n = DP_MIN(s->batch, s->samples - begin);
-    int64_t size = (n + s->ranks - 1) / s->ranks, lo = DP_MIN(s->rank * size, n);
-    int64_t r = p - begin;
-    return r >= lo && r < DP_MIN(lo + size, n);
-}
 
 static void ahead_free(ahead *a)
 {
@@ -102,8 +28,7 @@ static void ahead_free(ahead *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Lane j back to its start (no worker in it). */
-static void lane_reset(lane_state *ls)
+void dp__tar_lane_reset(lane_state *ls)
 {
     dp_shard_lane_close(ls->lane);
     ls->lane = NULL;
@@ -198,7 +123,7 @@ static int take(shard_source *s, int j, int64_t k, ahead *got)
         pthread_mutex_unlock(&ls->mu);
         ahead a = {0};
         int r = pull(s, j, ls, &a);
-        int64_t p = position(s, j, ls->next); /* next is ours while reading */
+        int64_t p = dp__tar_position(s, j, ls->next); /* next is ours while reading */
         if (r == 1 && p < s->samples && a.id != s->order[p]) {
             DP_ERROR("%s: sample id %lld where the plan has %lld: the shard changed since the "
                      "index pass",
@@ -220,7 +145,7 @@ static int take(shard_source *s, int j, int64_t k, ahead *got)
             *got = a;
             break;
         }
-        if (!mine(s, p)) {
+        if (!dp__tar_mine(s, p)) {
             ahead_free(&a);
             continue;
         }
@@ -268,7 +193,7 @@ static int source_read(void *self, int64_t id, uint64_t seed, int64_t epoch, flo
     }
     int j;
     int64_t k;
-    lane_of(s, p, &j, &k);
+    dp__tar_lane_of(s, p, &j, &k);
     ahead a = {0};
     DP_TRY(take(s, j, k, &a));
     int chw[3];
@@ -286,10 +211,10 @@ static int64_t source_opened(const void *self)
     return dp_shard_set_opened(s->set) - s->opened_before;
 }
 
-static void free_layout(shard_source *s)
+void dp__tar_free_layout(shard_source *s)
 {
     for (int j = 0; s->ls && j < s->lanes; j++) {
-        lane_reset(&s->ls[j]);
+        dp__tar_lane_reset(&s->ls[j]);
         dp__free(s->ls[j].win);
         pthread_cond_destroy(&s->ls[j].cv);
         pthread_mutex_destroy(&s->ls[j].mu);
@@ -307,164 +232,16 @@ static void source_close(void *self)
     shard_source *s = self;
     if (!s)
         return;
-    free_layout(s);
+    dp__tar_free_layout(s);
     dp_shard_set_close(s->set);
     dp__free(s);
-}
-
-/* The lanes when none is asked for: the largest L <= 8 that divides the
- * batch and the shard count (every lane then gets as many shards, and an
- * epoch of equal shards drops only what the last, short shard lacks); a
- * function of the set and the batch alone, never of ranks or devices. */
-static int default_lanes(int shards, int64_t batch)
-{
-    int lanes = DP_MIN(8, shards);
-    while (batch % lanes || shards % lanes)
-        lanes--;
-    return lanes;
-}
-
-/* Samples every lane holds in any epoch: a lane gets floor(S/L) shards or
- * more, so at least the floor(S/L) smallest shards' samples. */
-static int64_t shortest_lane(const dp_shard_set_t *set, int lanes)
-{
-    int n = set->nshards, m = n / lanes;
-    int64_t *c = dp__malloc((size_t)n * sizeof *c);
-    if (!c)
-        return DP_ENOMEM;
-    memcpy(c, set->counts, (size_t)n * sizeof *c);
-    int64_t total = 0;
-    for (int i = 0; i < m; i++) { /* selection of the m smallest: m <= n, run once */
-        int lo = i;
-        for (int t = i + 1; t < n; t++)
-            if (c[t] < c[lo])
-                lo = t;
-        int64_t x = c[i];
-        c[i] = c[lo];
-        c[lo] = x;
-        total += c[i];
-    }
-    dp__free(c);
-    return total;
-}
-
-static int64_t source_layout(void *self, int64_t batch, int rank, int ranks, int64_t limit)
-{
-    shard_source *s = self;
-    free_layout(s);
-    int shards = s->set->nshards;
-    int64_t n = s->set->samples;
-    s->batch = batch;
-    s->rank = rank;
-    s->ranks = ranks;
-    if (s->opt.every_sample) {
-        s->lanes = 1;
-        s->per = batch;
-        s->samples = limit > 0 ? DP_MIN(limit, n) : n;
-    } else {
-        s->lanes = s->opt.lanes ? s->opt.lanes : default_lanes(shards, batch);
-        if (s->lanes > shards) {
-            DP_ERROR("`shard_lanes` %d: the set has %d shard%s, and each lane needs one", s->lanes,
-                     shards, shards == 1 ? "" : "s");
-            return DP_EINVAL;
-        }
-        if (batch % s->lanes) {
-            DP_ERROR("`batch_size` %lld is not a multiple of `shard_lanes` %d: each batch takes "
-                     "batch_size / shard_lanes rows of every lane",
-                     (long long)batch, s->lanes);
-            return DP_EINVAL;
-        }
-        if (s->lanes % ranks) {
-            DP_ERROR("%d ranks do not divide `shard_lanes` %d: each rank reads whole lanes (set "
-                     "`shard_lanes` to a multiple of the ranks that divides `batch_size`)",
-                     ranks, s->lanes);
-            return DP_EINVAL;
-        }
-        s->per = batch / s->lanes;
-        int64_t shortest = shortest_lane(s->set, s->lanes);
-        if (shortest < 0)
-            return shortest;
-        int64_t batches = shortest / s->per;
-        if (limit > 0)
-            batches = DP_MIN(batches, limit / batch);
-        if (batches == 0) {
-            DP_ERROR("%s: its shortest lane of %d holds %lld samples, fewer than batch_size / "
-                     "shard_lanes = %lld: lower `batch_size` or `shard_lanes`",
-                     s->set->paths[0], s->lanes, (long long)shortest, (long long)s->per);
-            return DP_EINVAL;
-        }
-        s->samples = batches * batch;
-        if (rank == 0)
-            DP_INFO("tar: %lld samples in %d shards, %d lanes of %lld rows a batch: %lld batches "
-                    "an epoch, %lld samples left out of each (whole batches only)",
-                    (long long)n, shards, s->lanes, (long long)s->per, (long long)batches,
-                    (long long)(n - s->samples));
-    }
-    s->ls = dp__calloc((size_t)s->lanes, sizeof *s->ls);
-    s->order = dp__malloc((size_t)DP_MAX(s->samples, 1) * sizeof *s->order);
-    s->where = dp__malloc((size_t)n * sizeof *s->where);
-    if (!s->ls || !s->order || !s->where) {
-        s->lanes = 0;
-        free_layout(s);
-        return DP_ENOMEM;
-    }
-    for (int j = 0; j < s->lanes; j++) {
-        pthread_mutex_init(&s->ls[j].mu, NULL);
-        pthread_cond_init(&s->ls[j].cv, NULL);
-    }
-    return s->samples;
-}
-
-static int source_plan(void *self, uint64_t seed, int64_t epoch, bool shuffle, int64_t first,
-                       int64_t *perm)
-{
-    shard_source *s = self;
-    DP_ASSERT(s->ls);
-    for (int j = 0; j < s->lanes; j++)
-        lane_reset(&s->ls[j]);
-    s->seed = seed;
-    s->epoch = epoch;
-    s->shuffle = shuffle;
-    s->first = first;
-    s->planned = false;
-    int64_t need = s->opt.every_sample ? s->samples : s->samples / s->lanes;
-    int64_t *ids = dp__malloc((size_t)DP_MAX(need, 1) * sizeof *ids);
-    if (!ids)
-        return DP_ENOMEM;
-    for (int j = 0; j < s->lanes; j++) {
-        dp_shard_lane_args args = {.seed = seed,
-                                   .epoch = epoch,
-                                   .lane = j,
-                                   .lanes = s->lanes,
-                                   .shuffle_buffer = s->opt.shuffle_buffer,
-                                   .shuffle = shuffle};
-        int64_t got = dp__shard_lane_ids(s->set, &args, ids, need);
-        if (got < need) {
-            dp__free(ids);
-            if (got >= 0)
-                DP_ERROR("tar: lane %d holds %lld samples, the layout counted %lld", j,
-                         (long long)got, (long long)need);
-            return got < 0 ? (int)got : DP_EFORMAT;
-        }
-        for (int64_t k = 0; k < need; k++)
-            s->order[position(s, j, k)] = ids[k];
-    }
-    dp__free(ids);
-    for (int64_t i = 0; i < s->set->samples; i++)
-        s->where[i] = -1;
-    for (int64_t p = 0; p < s->samples; p++) {
-        s->where[s->order[p]] = p;
-        perm[p] = s->order[p];
-    }
-    s->planned = true;
-    return 0;
 }
 
 static const dp__source_ops shard_ops = {.read = source_read,
                                          .opened = source_opened,
                                          .close = source_close,
-                                         .layout = source_layout,
-                                         .plan = source_plan};
+                                         .layout = dp__tar_layout,
+                                         .plan = dp__tar_plan};
 
 /* The samples' shape from the set's first sample (its shard opened once,
  * not counted as the lanes' opening). */
