@@ -3,7 +3,8 @@
 # folder, then --dataset tar reaches the folder's test accuracy within 0.01
 # over the same epochs; two ranks under mpirun each open only their lanes'
 # shards (half of them an epoch) and train the same weights as one process,
-# bit for bit (--split-invariant: any difference is the data's).
+# bit for bit (--split-invariant: any difference is the data's); dptrain
+# data dumps the same samples on 1 or 4 decoder threads.
 # Usage: cli_tar_train.sh path/to/dptrain
 set -u
 dptrain=$1
@@ -53,6 +54,17 @@ grep -q 'tar: 320 samples in 16 shards, 8 lanes of 4 rows a batch: 10 batches an
   "$tmp/tar.log" || fail "the run did not print its lanes: $(grep 'tar:' "$tmp/tar.log")"
 "$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.01 or a < 0.9)" \
   "${a:-0}" "${b:-1}" || fail "test accuracy: folder ${a:-?}, tar ${b:-?} (must be >= 0.9 and within 0.01)"
+
+# dptrain data: the samples the step gets, the same bytes on 1 or 4 decoder
+# threads (the lanes' order and each sample's own crop and flip).
+data=(data --dataset tar --data "$tmp/s" --train-transform random-resized-crop:12,flip
+      --test-transform center-crop:12 --batch-size 32 --count 40)
+"$dptrain" "${data[@]}" --workers 1 --dump "$tmp/a.npy" >"$tmp/data.log" 2>&1 ||
+  fail "data --dump: $(tail -2 "$tmp/data.log")"
+"$dptrain" "${data[@]}" --workers 4 --dump "$tmp/b.npy" >/dev/null 2>&1 || fail "data --workers 4"
+cmp -s "$tmp/a.npy" "$tmp/b.npy" && cmp -s "$tmp/a.labels.npy" "$tmp/b.labels.npy" ||
+  fail "data --workers 4 dumped other samples than --workers 1"
+[[ $(stat -c %s "$tmp/a.npy") -gt $((40 * 3 * 12 * 12 * 4)) ]] || fail "the dump is not 40 samples of 3x12x12"
 
 if "$dptrain" --version | grep -q '^multi-process (MPI): off'; then
   echo "SKIP cli_tar_train (ranks): this build has no MPI"
