@@ -63,7 +63,8 @@ static void options(dp_train_options *o, const char *devices, const char *checkp
     dp_train_options_default(o);
     o->data.dataset = "tar";
     o->data.data_dir = shards;
-    assert_int_equal(dp_transform_parse("random-resized-crop:28,flip", &o->data.train_transform), 0);
+    assert_int_equal(dp_transform_parse("random-resized-crop:28,flip", &o->data.train_transform),
+                     0);
     assert_int_equal(dp_transform_parse("resize:32,center-crop:28", &o->data.test_transform), 0);
     o->data.batch_size = 4;
     o->data.workers = 3;
