@@ -109,7 +109,7 @@
       "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
       "training images: torchvision's transforms in order, e.g. random-resized-crop:224,flip "     \
       "(resize:S|HxW, center-crop:S, random-resized-crop:S, crop:PAD, flip, gray, rgb; "            \
-      "docs/data.md) [none; `transform`'s]")                                                       \
+      "docs/transforms.md) [none; `transform`'s]")                                                 \
     X(data, test_transform, dp_transform_list, (dp_transform_list){0}, "--test-transform",        \
       "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
       "test images, and predict's: e.g. resize:256,center-crop:224 [none; `transform`'s]")         \

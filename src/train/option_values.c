@@ -64,13 +64,17 @@ int dp__option_parse_model(const char *text, void *field, char *why, size_t size
                     "modules or an ONNX model)");
 }
 
-/* A transform list (dp_transform_parse's syntax); what is wrong with a
- * stage is dp_transform_parse's line. */
+/* A transform list (dp_transform_parse's syntax, docs/transforms.md). */
 int dp__option_parse_transform(const char *text, void *field, char *why, size_t size)
 {
     dp_transform_list l;
-    if (dp_transform_parse(text, &l) < 0)
-        return expected(why, size, "a transform list (docs/data.md)");
+    /* Its line names the stage that is wrong: it becomes why, not a
+     * second line. */
+    dp__log_hold(true);
+    int rc = dp_transform_parse(text, &l);
+    dp__log_hold(false);
+    if (rc < 0)
+        return expected(why, size, dp_last_error());
     memcpy(field, &l, sizeof l);
     return 0;
 }
