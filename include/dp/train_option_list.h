@@ -84,7 +84,8 @@
       "tar (WebDataset shards: DIR/train-*.tar and test-*.tar, or the training shards' pattern; "  \
       "docs/shards.md)")                                                                           \
     X(data, data_dir, const char *, NULL, "--data", "DIR", ANY, 0,                                 \
-      "directory with the dataset's files "                                                        \
+      "directory with the dataset's files (tar: or the training shards' pattern, "                \
+      "train-{000000..000099}.tar) "                                                               \
       "[fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required]")                  \
     X(data, channels, int, 0, "--channels", "C", VALUE(channels), DP_OPTION_AGREE,                 \
       "`dataset` folder: read the images as 1 (grayscale) or 3 (RGB) channels, as PIL's "          \
