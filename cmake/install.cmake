@@ -61,7 +61,7 @@ install(CODE "
   set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
   set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
-  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot libpng libjpeg libprotobuf-c libisal\")
+  set(DP_PC_REQUIRES_PRIVATE \"zlib plplot libpng libjpeg libarchive libprotobuf-c libisal\")
   set(DP_PC_LIBS_PRIVATE \"${dp_pc_libs_private}\")
   set(DP_PC_SANITIZE \"${dp_pc_sanitize}\")
   configure_file(\"${CMAKE_SOURCE_DIR}/dptrain.pc.in\" \"${CMAKE_BINARY_DIR}/dptrain.pc\" @ONLY)
@@ -78,7 +78,7 @@ install(FILES ${CMAKE_BINARY_DIR}/dptrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}
 # full paths this build found.
 include(CMakePackageConfigHelpers)
 set(dp_cmake_deps ${ZLIB_LIBRARIES} ${PLPLOT_LINK_LIBRARIES} ${PNG_LINK_LIBRARIES}
-    ${JPEG_LINK_LIBRARIES} ${PROTOBUF_C_LINK_LIBRARIES} ${ISAL_LINK_LIBRARIES} ${DNNL_LIBRARY})
+    ${JPEG_LINK_LIBRARIES} ${LIBARCHIVE_LINK_LIBRARIES} ${PROTOBUF_C_LINK_LIBRARIES} ${ISAL_LINK_LIBRARIES} ${DNNL_LIBRARY})
 # OpenMP's runtime by its path; pthreads as -pthread (FindOpenMP lists its
 # static archive too).
 foreach(lib ${OpenMP_C_LIBRARIES})

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(cmake make gcc pkg-config python3 zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
           libprotobuf-c-dev protobuf-c-compiler libonnx-dev libisal-dev
           libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 libpng-dev
-          libjpeg62-turbo-dev python3-dev python3-venv "$@")
+          libjpeg62-turbo-dev libarchive-dev python3-dev python3-venv "$@")
 
 missing=()
 for p in "${packages[@]}"; do

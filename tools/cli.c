@@ -10,10 +10,11 @@ const cli_command *cli_running;
 
 const cli_command *const *cli_commands(void)
 {
-    static const cli_command *commands[9];
+    static const cli_command *commands[10];
     if (!commands[0]) {
-        const cli_command *(*const all[])(void) = {cli_train,  cli_eval,    cli_predict, cli_model,
-                                                   cli_export, cli_devices, cli_demo};
+        const cli_command *(*const all[])(void) = {cli_train,   cli_data,   cli_eval,
+                                                   cli_predict, cli_model,  cli_export,
+                                                   cli_devices, cli_shards, cli_demo};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++)
             commands[i] = all[i]();
     }

@@ -48,6 +48,8 @@ const cli_command *cli_model(void);
 const cli_command *cli_export(void);
 const cli_command *cli_devices(void);
 const cli_command *cli_demo(void);
+const cli_command *cli_data(void);
+const cli_command *cli_shards(void);
 /* help_cmd.c: `dptrain help`, the reference for the build (not listed). */
 int cli_help_run(int argc, char **argv);
 

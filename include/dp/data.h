@@ -45,6 +45,11 @@ typedef struct dp_dataset {
      * class_names is NULL. */
     int classes;
     char **class_names;
+    /* A streamed dataset (an image folder by default): NULL `images` and
+     * `pixels`; the source reads sample i when the loader asks for it, its
+     * (channels, rows, cols) above, its labels [n] in `labels`. NULL for a
+     * dataset held in memory. dp_dataset_close closes it. */
+    struct dp_dataset_source *source;
 } dp_dataset;
 
 /* Where Debian's dataset-fashion-mnist package puts the files. */
@@ -120,6 +125,43 @@ void dp_image_close(dp_image *img);
  * does not decode. */
 int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *out);
 
+/* What happens to an image that does not decode, found when the loader
+ * reaches it: the run stops with its line (STOP, the default), or the
+ * sample is left out of its batch and counted (SKIP). */
+typedef enum dp_bad_images {
+    DP_BAD_IMAGES_STOP = 0,
+    DP_BAD_IMAGES_SKIP = 1,
+} dp_bad_images;
+
+struct dp_transform_list;
+
+/* How dp_image_folder_open reads a split. */
+typedef struct dp_folder_options {
+    int channels; /* 1 or 3; 0: the first image's */
+    /* The split's transforms (dp/transform.h); NULL or empty: none, and
+     * then every image must have the first one's size. */
+    const struct dp_transform_list *transform;
+    int jpeg_scale; /* dp_jpeg_scale (dp/transform.h): 0 auto, 1 off */
+    /* Decode every file into memory up front (its own size each), the
+     * transforms drawn per epoch: for sets that fit. Else (the default)
+     * the split is streamed: only the file list is read here (and the
+     * first image, for the channels and, without a size-fixing stage, the
+     * size), each image read and decoded as the loader needs it. */
+    bool cache;
+} dp_folder_options;
+
+/* One split of a folder of images (ImageFolder's layout and order, as
+ * dp_image_folder_load), streamed or cached as `opt` says, each sample of
+ * the transforms' fixed output size (dp_transform_fixed_size), else of the
+ * first image's: an image of another size is an error when it is read,
+ * naming the file, both sizes and the stage that would fix it. */
+int dp_image_folder_open(const char *dir, bool train, const dp_folder_options *opt,
+                         dp_dataset *out);
+/* How many image files a streamed dataset's source has opened so far (all
+ * threads together; 0 for a dataset in memory): what tests count to show
+ * that each rank reads only its share. */
+int64_t dp_dataset_files_opened(const dp_dataset *ds);
+
 /* A NumPy array file (.npy, format versions 1.0, 2.0 and 3.0), read by
  * its own rules: the magic, the header dict with exactly 'descr',
  * 'fortran_order' and 'shape', C order only, and exactly the bytes the
@@ -165,6 +207,11 @@ const char *const *dp_dataset_names(void);
 /* One split of dataset `name` (NULL: fashion-mnist) from `dir` (NULL: where
  * the dataset has a default, else an error). */
 int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *out);
+/* Sample i of ds as the loader gets it, before --augment and Normalize:
+ * floats [channels, rows, cols] into out, the draws of (seed, epoch, i)
+ * for a streamed set's transforms. 0, or the negative DP_E* code of a
+ * file that does not decode (its line logged). */
+int dp_dataset_read(const dp_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, float *out);
 /* The (C, H, W) of dataset `name`'s training samples and their count, from
  * its files' headers alone, before anything is loaded; a header that
  * dp_dataset_load would refuse is refused the same way. Returns 0, 1 where
@@ -174,7 +221,9 @@ int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], i
 /* The dataset's channels, reading 0 as 1. */
 int dp_dataset_channels(const dp_dataset *ds);
 /* Samples [first, first + count) as floats into out (count x channels x
- * rows x cols), from `images` or `pixels`. */
+ * rows x cols), from `images` or `pixels`, or a streamed set's source (its
+ * draws of seed 0, epoch 0; a sample that does not read is zeros, and not
+ * reported: the loader reports it when it reaches it). */
 void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *out);
 void dp_dataset_close(dp_dataset *ds);
 
@@ -250,8 +299,14 @@ void dp_augment_apply(const dp_augment_options *o, const dp_augment_draw *d, int
 
 /* ---- loader -------------------------------------------------------------
  * Shuffles with a seed (a new permutation each epoch, a pure function of
- * seed and epoch), cuts batches (the last one partial), and prepares the next
- * batches on its own thread while the caller trains on the current one. */
+ * seed and epoch), cuts batches (the last one partial), and prepares the
+ * next `prefetch` batches on a pool of `workers` threads while the caller
+ * trains on the current one; each batch is handed out whole, in order.
+ * Every sample's pixels are a function of (seed, epoch, its index) alone:
+ * the batches are the same bit for bit whatever the workers, the timing,
+ * the ranks or a resume. Under mpirun each rank fills only its rows of
+ * every global batch (torch.chunk's, as dp_chunk_sizes), so it reads only
+ * its share of the files (DistributedSampler's split of one permutation). */
 typedef struct dp_loader dp_loader_t;
 
 typedef struct dp_loader_options {
@@ -263,13 +318,22 @@ typedef struct dp_loader_options {
     /* Applied to every sample, the draws from `seed`, the epoch and the
      * sample's index; zero: the samples as they are. */
     dp_augment_options augment;
+    /* Threads reading and decoding samples; 0 = the default: the cores
+     * this process may run on (sched_getaffinity), at most 16. */
+    int workers;
+    /* This process's rank of `ranks` (0 of 0 or 1: every row). */
+    int rank, ranks;
+    dp_bad_images bad_images;
 } dp_loader_options;
 
 typedef struct dp_batch {
-    const float *x;   /* [n, channels, rows, cols] */
-    const int32_t *y; /* [n] */
-    int64_t n;        /* samples in this batch (<= batch_size) */
+    const float *x;   /* [rows, channels, rows, cols]: this rank's rows */
+    const int32_t *y; /* [rows] */
+    int64_t n;        /* samples in the global batch (<= batch_size), less skipped ones */
     int64_t index;    /* batch number within the epoch, from 0 */
+    int64_t first;    /* the global batch's row that x[0] is (0 with one rank) */
+    int64_t rows;     /* rows in x: this rank's chunk (all n with one rank), less skipped */
+    int64_t skipped;  /* bad images this rank left out of the batch (bad_images skip) */
 } dp_batch;
 
 int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_options *opt);
@@ -277,7 +341,10 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
  * passes where it stopped). */
 int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch);
 /* 1 and the next batch, or 0 at the end of the epoch. The batch's memory
- * stays valid until the next call of dp_loader_next or dp_loader_start_epoch. */
+ * stays valid until the next call of dp_loader_next or dp_loader_start_epoch.
+ * A sample that did not decode: with bad_images stop, its error code
+ * (the file's line was logged when a worker met it); with skip, the batch
+ * without it. */
 int dp_loader_next(dp_loader_t *l, dp_batch *out);
 int64_t dp_loader_num_batches(const dp_loader_t *l);
 int64_t dp_loader_num_samples(const dp_loader_t *l);
@@ -286,4 +353,8 @@ void dp_loader_close(dp_loader_t *l);
 #ifdef __cplusplus
 }
 #endif
+/* The transforms' types (dp_transform_list), which the training options
+ * hold: transform.h includes this header first, so either order works. */
+#include "dp/transform.h"
+
 #endif /* DP_DATA_H */

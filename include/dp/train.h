@@ -259,6 +259,24 @@ void dp_predictions_close(dp_predictions *p);
  * lower output first), into idx[0..k); k is cut to the outputs. Returns k. */
 int dp_predictions_topk(const dp_predictions *p, int64_t i, int k, int *idx);
 
+/* The first `count` samples of epoch `epoch` (from 0) of the options'
+ * training set (the test set with `test`) exactly as the loader hands
+ * them to a run's step: shuffled from run.seed, transformed, augmented
+ * and normalised; fewer where the set (or its limit) has fewer. For
+ * looking at what the model sees (`dptrain data`). */
+typedef struct dp_data_samples {
+    int64_t n, cap;     /* samples taken; asked (at most the set's) */
+    int64_t chw[3];     /* each sample's shape */
+    float *x;           /* [n, C, H, W] */
+    int32_t *labels;    /* [n] */
+    int64_t skipped;    /* bad images left out (bad_images skip) */
+    int classes;        /* class_names[0..classes) */
+    char **class_names;
+} dp_data_samples;
+int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                          dp_data_samples *out);
+void dp_data_samples_free(dp_data_samples *s);
+
 #ifdef __cplusplus
 }
 #endif

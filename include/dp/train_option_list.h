@@ -80,9 +80,12 @@
       DP_OPTION_AGREE,                                                                             \
       "fashion-mnist, mnist (the four IDX files, gzipped or not), cifar10 (the binary "            \
       "version's .bin files), folder (DIR/train/CLASS/*.png|*.jpg and DIR/test/CLASS/*, as "       \
-      "torchvision's ImageFolder) or npy (DIR/train/images.npy, labels.npy and DIR/test/...)")     \
+      "torchvision's ImageFolder), npy (DIR/train/images.npy, labels.npy and DIR/test/...) or "   \
+      "tar (WebDataset shards: DIR/train-*.tar and test-*.tar, or the training shards' pattern; "  \
+      "docs/shards.md)")                                                                           \
     X(data, data_dir, const char *, NULL, "--data", "DIR", ANY, 0,                                 \
-      "directory with the dataset's files "                                                        \
+      "directory with the dataset's files (tar: or the training shards' pattern, "                \
+      "train-{000000..000099}.tar) "                                                               \
       "[fashion-mnist: /usr/share/datasets/fashion-mnist; the others: required]")                  \
     X(data, channels, int, 0, "--channels", "C", VALUE(channels), DP_OPTION_AGREE,                 \
       "`dataset` folder: read the images as 1 (grayscale) or 3 (RGB) channels, as PIL's "          \
@@ -102,7 +105,45 @@
     X(data, normalize, dp_augment_options, (dp_augment_options){0}, "--normalize", "M,..,S,..",    \
       VALUE(normalize), DP_OPTION_AGREE | DP_OPTION_RECORD,                                        \
       "(x - mean) / std per channel, training and test images: the means, then the stds, "         \
-      "e.g. 0.2860,0.3530 (Fashion-MNIST)")
+      "e.g. 0.2860,0.3530 (Fashion-MNIST)")                                                       \
+    X(data, train_transform, dp_transform_list, (dp_transform_list){0}, "--train-transform",      \
+      "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
+      "training images: torchvision's transforms in order, e.g. random-resized-crop:224,flip "     \
+      "(resize:S|HxW, center-crop:S, random-resized-crop:S, crop:PAD, flip, gray, rgb; "            \
+      "docs/transforms.md) [none; `transform`'s]")                                                 \
+    X(data, test_transform, dp_transform_list, (dp_transform_list){0}, "--test-transform",        \
+      "LIST", VALUE(transform), DP_OPTION_AGREE | DP_OPTION_RECORD,                               \
+      "test images, and predict's: e.g. resize:256,center-crop:224 [none; `transform`'s]")         \
+    X(data, transform, int, 0, "--transform", "none|imagenet", NAMES(dp__transform_recipe_names),   \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "imagenet: `train_transform` random-resized-crop:224,flip, `test_transform` "               \
+      "resize:256,center-crop:224 and, unless `normalize` is given, ImageNet's mean and std "       \
+      "[none]")                                                                                    \
+    X(data, jpeg_scale, int, 0, "--jpeg-scale", "auto|off", NAMES(dp__jpeg_scale_names),           \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "decode JPEGs at 1/2, 1/4 or 1/8 where the transforms' output allows (auto, as PIL's "       \
+      "draft) or always at full size (off)")                                                       \
+    X(data, cache, bool, false, "--cache", NULL, SWITCH(true), 0,                                  \
+      "`dataset` folder: decode every image into memory before the first step, for sets that "     \
+      "fit [streamed from disk]")                                                                  \
+    X(data, workers, int, 0, "--workers", "N", RANGE(0, 256), 0,                                   \
+      "threads reading and decoding samples, as DataLoader's num_workers; 0: one per core "        \
+      "[0]")                                                                                       \
+    X(data, prefetch, int, 2, "--prefetch", "B", RANGE(1, 64), 0,                                  \
+      "batches prepared ahead of the step")                                                        \
+    X(data, shuffle_buffer, int64_t, 1000, "--shuffle-buffer", "N", RANGE(1, 1 << 24),              \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "`dataset` tar: each lane's shuffle buffer in samples, as WebDataset's shuffle(N) (1: the "  \
+      "shards' own order; --no-shuffle: 1)")                                                       \
+    X(data, shard_lanes, int, 0, "--shard-lanes", "L", RANGE(0, 4096),                             \
+      DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
+      "`dataset` tar: shard streams read side by side, each batch batch_size/L rows of each; a "   \
+      "multiple of the ranks dividing `batch_size` [0: the largest L <= 8 dividing batch_size "   \
+      "and the shard count]")                                                                     \
+    X(data, bad_images, dp_bad_images, DP_BAD_IMAGES_STOP, "--bad-images", "stop|skip",           \
+      NAMES(dp__bad_images_names), DP_OPTION_AGREE,                                                 \
+      "an image that does not decode: stop the run before its step, or skip it (its batch one "    \
+      "shorter) and count it in the epoch's metrics")
 
 #define DP_TRAIN_OPTIONS_optim(X)                                                                  \
     X(optim, optimizer, dp_optimizer_kind, DP_OPTIMIZER_SGD, "--optimizer", "O",                   \

@@ -47,6 +47,9 @@ typedef struct dp_epoch_stats {
      * kernels it chose (dp_conv_choices_save's lines; NULL: none). */
     const char *precision;
     const char *conv_algos;
+    /* Training images left out of their batches for not decoding
+     * (bad_images skip), this rank's. */
+    int64_t skipped_images;
 } dp_epoch_stats;
 
 /* Whether `path` can be written as the output `what` names ("plot",

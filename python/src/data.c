@@ -3,7 +3,7 @@
  *
  *   _dptrain.Dataset(name, root, train)   one split read by the C readers
  *   _dptrain.Loader(dataset, batch_size, shuffle, seed, crop_pad, flip,
- *                   mean, std)             dp_loader over it
+ *                   mean, std, workers)    dp_loader over it
  *
  * A loader's batches are decoded, shuffled, augmented and normalised on
  * the library's own threads; `next()` hands one batch to Python as two
@@ -199,14 +199,19 @@ static int floats_arg(PyObject *o, const char *arg, float *out, int *n)
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"dataset", "batch_size", "shuffle", "seed", "crop_pad",
-                             "flip", "mean", "std", NULL};
+                             "flip", "mean", "std", "workers", NULL};
     PyObject *dataset, *mean = Py_None, *std = Py_None;
     long long batch_size;
     unsigned long long seed = 0;
-    int shuffle = 0, crop_pad = 0, flip = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OL|pKipOO:Loader", kwlist, &dataset,
-                                     &batch_size, &shuffle, &seed, &crop_pad, &flip, &mean, &std))
+    int shuffle = 0, crop_pad = 0, flip = 0, workers = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OL|pKipOOi:Loader", kwlist, &dataset,
+                                     &batch_size, &shuffle, &seed, &crop_pad, &flip, &mean, &std,
+                                     &workers))
         return NULL;
+    if (workers < 0 || workers > 256)
+        return PyErr_Format(PyExc_ValueError,
+                            "num_workers option should be from 0 (one per core) to 256, got %d",
+                            workers);
     if (!PyObject_TypeCheck(dataset, dataset_type))
         return PyErr_Format(PyExc_TypeError, "Loader(): dataset must be a _dptrain.Dataset, not %R",
                             (PyObject *)Py_TYPE(dataset));
@@ -222,6 +227,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     opt.seed = seed;
     opt.augment.crop_pad = crop_pad;
     opt.augment.flip = flip != 0;
+    opt.workers = workers; /* DataLoader's num_workers: its decoder threads */
     int nmean, nstd;
     if (floats_arg(mean, "mean", opt.augment.mean, &nmean) < 0 ||
         floats_arg(std, "std", opt.augment.std, &nstd) < 0)

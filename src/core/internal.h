@@ -18,6 +18,12 @@
 
 void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ...) DP__PRINTF(4, 5);
 
+/* While this thread holds its errors (dp__log_hold(true), nested), an
+ * error is kept as its dp_last_error() but not sent to the log callback:
+ * a worker that meets a bad input hands the line to the thread that
+ * reports it (the loader's decoder threads). */
+void dp__log_hold(bool hold);
+
 /* DP_ERROR logs the detail of a failure; the returned code says what kind. */
 #define DP_ERROR(...) dp__log(DP_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define DP_WARN(...) dp__log(DP_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)

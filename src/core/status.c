@@ -60,6 +60,12 @@ static void one_line(char *msg, size_t size)
 }
 
 static _Thread_local dp__log_context context;
+static _Thread_local int held;
+
+void dp__log_hold(bool hold)
+{
+    held += hold ? 1 : -1;
+}
 
 dp__log_context dp__log_context_set(dp__log_context c)
 {
@@ -100,6 +106,8 @@ void dp__log(dp_log_level level, const char *file, int line, const char *fmt, ..
         one_line(msg, sizeof msg);
     if (level == DP_LOG_ERROR)
         memcpy(last_error, msg, sizeof msg);
+    if (level == DP_LOG_ERROR && held > 0)
+        return;
     if (level == DP_LOG_DEBUG) {
         char full[1200];
         snprintf(full, sizeof full, "%s:%d: %s", file, line, msg);

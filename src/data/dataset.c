@@ -3,6 +3,8 @@
  * samples as floats whichever way they are held. */
 #include "data/dataset.h"
 
+#include "dp/shards.h"
+
 #include "core/internal.h"
 
 #include <string.h>
@@ -114,8 +116,8 @@ int dp_dataset_from_memory(dp_dataset *out, int64_t n, int channels, int rows, i
     return 0;
 }
 
-static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10",
-                                            "folder",        "npy",   NULL};
+static const char *const dataset_names[] = {"fashion-mnist", "mnist", "cifar10", "folder",
+                                            "npy",           "tar",   NULL};
 
 static const char *const cifar10_classes[] = {"airplane", "automobile", "bird",  "cat",  "deer",
                                               "dog",      "frog",       "horse", "ship", "truck"};
@@ -151,8 +153,16 @@ int dp_dataset_load(const char *name, const char *dir, bool train, dp_dataset *o
         return dp_image_folder_load(dir, train, 0, out);
     else if (strcmp(name, "npy") == 0)
         return dp_npy_dataset_load(dir, train, out);
-    else {
-        DP_ERROR("`dataset` %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy)",
+    else if (strcmp(name, "tar") == 0) {
+        if (!dir) {
+            DP_ERROR("tar: `data_dir` is required: a directory of train-*.tar and test-*.tar, "
+                     "or the training shards' pattern");
+            return DP_EINVAL;
+        }
+        dp_shard_dataset_options so = {.every_sample = !train};
+        return dp_shard_dataset_open(dir, train, &so, out);
+    } else {
+        DP_ERROR("`dataset` %s is unknown (known: fashion-mnist, mnist, cifar10, folder, npy, tar)",
                  name);
         return DP_EINVAL;
     }
@@ -173,7 +183,7 @@ int dp_dataset_sample_shape(const char *name, const char *dir, int64_t chw[3], i
         return dp__cifar10_peek(dir, chw, n);
     if (strcmp(name, "npy") == 0)
         return dp__npy_dataset_peek(dir, chw, n);
-    return 1; /* a folder: its first image says, once decoded */
+    return 1; /* a folder or shards: the first image says, once decoded */
 }
 
 int dp_dataset_channels(const dp_dataset *ds)
@@ -187,6 +197,17 @@ void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *o
     DP_ASSERT(ds && out && first >= 0 && count >= 0 && first + count <= ds->n);
     size_t per = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
     size_t begin = (size_t)first * per, len = (size_t)count * per;
+    if (ds->source) {
+        /* Read as epoch 0 draws them; a sample that does not read is zeros
+         * here, and its error is the loader's to report when it meets it. */
+        dp__log_hold(true);
+        for (int64_t i = 0; i < count; i++)
+            if (ds->source->ops->read(ds->source->self, first + i, 0, 0, out + (size_t)i * per,
+                                      per) < 0)
+                memset(out + (size_t)i * per, 0, per * sizeof *out);
+        dp__log_hold(false);
+        return;
+    }
     if (!ds->pixels) {
         memcpy(out, ds->images + begin, len * sizeof(float));
         return;
@@ -195,10 +216,46 @@ void dp_dataset_get(const dp_dataset *ds, int64_t first, int64_t count, float *o
         out[i] = (float)ds->pixels[begin + i] / 255.0f;
 }
 
+int dp__dataset_set_source(dp_dataset *ds, const dp__source_ops *ops, void *self)
+{
+    struct dp_dataset_source *src = dp__calloc(1, sizeof *src);
+    if (!src) {
+        ops->close(self);
+        return DP_ENOMEM;
+    }
+    src->ops = ops;
+    src->self = self;
+    ds->source = src;
+    return 0;
+}
+
+int64_t dp_dataset_files_opened(const dp_dataset *ds)
+{
+    DP_ASSERT(ds);
+    if (!ds->source || !ds->source->ops->opened)
+        return 0;
+    return ds->source->ops->opened(ds->source->self);
+}
+
+int dp_dataset_read(const dp_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, float *out)
+{
+    DP_ASSERT(ds && out && i >= 0 && i < ds->n);
+    if (!ds->source) {
+        dp_dataset_get(ds, i, 1, out);
+        return 0;
+    }
+    size_t cap = (size_t)dp_dataset_channels(ds) * (size_t)ds->rows * (size_t)ds->cols;
+    return ds->source->ops->read(ds->source->self, i, seed, epoch, out, cap);
+}
+
 void dp_dataset_close(dp_dataset *ds)
 {
     if (!ds)
         return;
+    if (ds->source) {
+        ds->source->ops->close(ds->source->self);
+        dp__free(ds->source);
+    }
     for (int k = 0; ds->class_names && k < ds->classes; k++)
         dp__free(ds->class_names[k]);
     dp__free(ds->class_names);

@@ -61,6 +61,58 @@ int dp__idx_dataset_peek(const char *dir, const char *where_to_get, int64_t chw[
 int dp__cifar10_peek(const char *dir, int64_t chw[3], int64_t *n);
 int dp__npy_dataset_peek(const char *dir, int64_t chw[3], int64_t *n);
 int dp__npy_read_header(const char *path, dp_npy *out);
+/* A streamed dataset's source: an object with its own ops, whatever kind
+ * of storage it reads (a folder of files, tar shards). The loader calls
+ * `read` from several threads at once, each with its own `out`.
+ *
+ *   read   sample i (0..n) of `epoch` for a run seeded with `seed`:
+ *          [channels, rows, cols] floats into out (cap floats), the
+ *          sample's draws a function of (seed, epoch, i) alone. 0, or the
+ *          negative DP_E* code of a sample that cannot be read, its one
+ *          line logged naming the file.
+ *   opened how many files it has opened (may be NULL: 0)
+ *   close  frees self (accepts what init left half-built)
+ *
+ * A source read front to back (tar shards) sets the epoch's order itself
+ * and says how long an epoch is; both NULL for a source read in any order
+ * (the loader then permutes 0..n):
+ *   layout the samples of every epoch for global batches of batch_size
+ *          split over `ranks` (this is `rank`), at most `limit` (0: all);
+ *          or a DP_E* code with its line when the source cannot serve
+ *          that split. Called once per loader, before any plan.
+ *   plan   epoch `epoch`'s order: perm[p] the id of the sample at position
+ *          p (p < layout's count); reading starts at position `first` (a
+ *          resumed epoch). Called with no read in progress; reads then
+ *          ask for ids of that plan, each once. */
+typedef struct dp__source_ops {
+    int (*read)(void *self, int64_t i, uint64_t seed, int64_t epoch, float *out, size_t cap);
+    int64_t (*opened)(const void *self);
+    void (*close)(void *self);
+    int64_t (*layout)(void *self, int64_t batch_size, int rank, int ranks, int64_t limit);
+    int (*plan)(void *self, uint64_t seed, int64_t epoch, bool shuffle, int64_t first,
+                int64_t *perm);
+} dp__source_ops;
+
+struct dp_dataset_source {
+    const dp__source_ops *ops;
+    void *self;
+};
+
+/* A source of ops over self into ds->source (self closed on failure). */
+int dp__dataset_set_source(dp_dataset *ds, const dp__source_ops *ops, void *self);
+
+/* One split of an image folder as a list: paths [n] in ImageFolder's
+ * order, labels [n], the class names [classes] (folder.c). */
+typedef struct dp__folder_files {
+    char **paths;
+    int32_t *labels;
+    int64_t n;
+    char **class_names;
+    int classes;
+} dp__folder_files;
+int dp__folder_list(const char *dir, bool train, dp__folder_files *out);
+void dp__folder_files_close(dp__folder_files *f);
+
 /* The IDX sets' sources, for a missing file's message (mnist.c). */
 extern const char dp__mnist_where[];
 

@@ -7,11 +7,11 @@
  *                                sorted(os.walk(class_dir)) order
  *
  * Files of other extensions are passed over (ImageFolder's
- * IMG_EXTENSIONS beside these are not decoded here, and said once). All
- * images are decoded up front, as bytes: a split costs n x channels x rows
- * x cols bytes, a quarter of float32; the loader converts each batch.
- * Every image must have the size of the first: this reader does not
- * resize. */
+ * IMG_EXTENSIONS beside these are not decoded here, and said once).
+ * Listing the files is this file's work (dp__folder_list); streaming them
+ * is folder_stream.c's, caching them folder_cache.c's. dp_image_folder_load
+ * (the API's first reader, kept) decodes all images up front, as bytes:
+ * n x channels x rows x cols, every image the first one's size. */
 #include "data/dataset.h"
 
 #include "core/internal.h"
@@ -252,9 +252,8 @@ static int decode_all(const file_list *l, int channels, dp_dataset *ds)
     return rc;
 }
 
-int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *out)
+int dp__folder_list(const char *dir, bool train, dp__folder_files *out)
 {
-    DP_ASSERT(out);
     memset(out, 0, sizeof *out);
     if (!dir) {
         DP_ERROR("folder: `data_dir` is required (DIR/train/CLASS/*.png and "
@@ -292,17 +291,48 @@ int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *
     if (rc == 0 && l.skipped_images)
         DP_WARN("%s and %lld other files: only PNG and JPEG images are read; passed over",
                 l.skipped_example, (long long)l.skipped_images - 1);
-    dp_dataset ds = {0};
-    if (rc == 0)
-        rc = decode_all(&l, channels, &ds);
-    free_list(&l);
     if (rc < 0) {
+        free_list(&l);
         free_names(classes, nc);
+        return rc;
+    }
+    out->paths = l.paths;
+    out->labels = l.labels;
+    out->n = l.n;
+    out->class_names = classes;
+    out->classes = nc;
+    return 0;
+}
+
+void dp__folder_files_close(dp__folder_files *f)
+{
+    for (int64_t i = 0; f->paths && i < f->n; i++)
+        dp__free(f->paths[i]);
+    dp__free(f->paths);
+    dp__free(f->labels);
+    free_names(f->class_names, f->classes);
+    memset(f, 0, sizeof *f);
+}
+
+int dp_image_folder_load(const char *dir, bool train, int channels, dp_dataset *out)
+{
+    DP_ASSERT(out);
+    memset(out, 0, sizeof *out);
+    dp__folder_files f;
+    DP_TRY(dp__folder_list(dir, train, &f));
+    file_list l = {.paths = f.paths, .labels = f.labels, .n = f.n};
+    dp_dataset ds = {0};
+    int rc = decode_all(&l, channels, &ds);
+    if (rc < 0) {
+        dp__folder_files_close(&f);
         dp_dataset_close(&ds);
         return rc;
     }
-    ds.classes = nc;
-    ds.class_names = classes;
+    ds.classes = f.classes;
+    ds.class_names = f.class_names;
+    f.class_names = NULL;
+    f.classes = 0;
+    dp__folder_files_close(&f);
     *out = ds;
     return 0;
 }

@@ -1,126 +1,94 @@
-/* The batch loader: a permutation per epoch, and one long-lived thread that
- * gathers the next batches into a ring of buffers while the caller trains.
+/* The batch loader: a permutation per epoch, and a pool of worker threads
+ * that read (decode, transform, augment) the samples of the next batches
+ * into a ring of slots while the caller trains.
  *
- * Ring: `nslots` = prefetch + 1 buffers, each [cap, channels, rows, cols] floats and
- * [cap] labels (cap = min(batch_size, n)). Batches go through the slots in
- * order, so at any time, walking forward from the slot the caller holds:
+ * Ring: `nslots` = prefetch + 1 slots, each [cap, channels, rows, cols]
+ * floats, [cap] labels and [cap] statuses (cap = this rank's largest chunk
+ * of a batch). Batch b lives in slot b % nslots. The batches that may be in
+ * the ring are [low, low + nslots) with low = the batch the caller holds
+ * (or, holding none, the next it will take): `prefetch` batches ahead of
+ * the one in use, and memory that does not grow with the dataset.
  *
- *   [held by the caller (0 or 1)] [ready: `filled`] [being filled (0 or 1)] [free]
+ * Work: a sample at a time. A worker takes the next (batch, row) under the
+ * mutex (`next_batch`, `next_row`), reads it without the lock into its row
+ * of the batch's slot, and counts it done (`todo`); a batch is handed out
+ * when its `todo` is 0, so in order whatever the workers' timing. What a
+ * sample holds depends on (seed, epoch, its index) alone: the batches are
+ * the same bit for bit for 1 worker or 8.
  *
- * with `head` the first ready slot and `tail` the slot the thread fills next.
- * The thread may start a batch while filled + held < nslots, which leaves
- * `prefetch` batches prepared ahead of the one the caller holds.
- *
- * Locking: one mutex guards every field below marked (m). The thread reads
- * `perm` and `epoch` and writes a slot's buffers without the lock, but only
- * while `busy` is set; dp_loader_start_epoch clears `active`, waits for
- * `busy` to drop and only then rewrites `perm` and `epoch` and resets the
- * ring, so the mutex orders every access. The caller reads a slot it holds
- * without the lock; the thread never touches a held or ready slot.
- *
- * Augmentation (augment.c) happens here too, as each sample is gathered:
- * its draws depend on the seed, the epoch and the sample's index alone, so
- * the order the thread fills batches in does not matter. */
-#include "dp/data.h"
+ * Locking: one mutex guards every field marked (m). Workers read `perm`
+ * and `epoch` without the lock, but only while counted in `busy`;
+ * dp_loader_start_epoch clears `active`, waits for `busy` to reach 0 and
+ * only then rewrites `perm` and `epoch` and resets the ring. The caller
+ * reads the slot it holds without the lock; no worker writes a held slot
+ * (its batch is below low + nslots only after it was handed back). */
+#include "data/loader_internal.h"
+
+#include "data/dataset.h"
 
 #include "core/internal.h"
 
-#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #define DEFAULT_PREFETCH 2
 
-typedef struct loader_slot {
-    float *x;      /* [cap, channels, rows, cols] */
-    int32_t *y;    /* [cap] */
-    int64_t n;     /* samples in the batch */
-    int64_t index; /* batch number within the epoch */
-} loader_slot;
-
-struct dp_loader {
-    const dp_dataset *ds;
-    int64_t n; /* samples used: min(limit, ds->n) */
-    int64_t batch_size;
-    int64_t num_batches;
-    size_t sample_floats; /* channels * rows * cols */
-    bool shuffle;
-    uint64_t seed;
-    dp_augment_options augment;
-    bool transform, random; /* dp_augment_any, dp_augment_random */
-    int64_t epoch;          /* the current epoch, for the augmentation's draws */
-    int64_t *perm;          /* [n]: sample ids in this epoch's order */
-    float *scratch;         /* [sample_floats]: a sample before its augmentation */
-    loader_slot *slots;
-    int nslots;
-
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;  /* the thread waits here for work */
-    pthread_cond_t ready_cv; /* callers wait here for a batch, or for !busy */
-    bool started;            /* (m) an epoch was started */
-    bool active;             /* (m) the thread may produce batches */
-    bool stop;               /* (m) the thread must exit */
-    bool busy;               /* (m) the thread is filling slot `tail` */
-    bool held;               /* (m) the caller holds the slot before `head` */
-    int head, tail, filled;  /* (m) see the top of the file */
-    int64_t next_produce;    /* (m) next batch the thread fills */
-    int64_t next_consume;    /* (m) next batch dp_loader_next hands out */
-};
-
-/* Gathers batch `b` of the current permutation into `s`, each sample
- * augmented and normalised as the options say: here, on the loader's
- * thread, before the batch is split, so every rank and device trains on
- * the same images. */
-static void fill_slot(const dp_loader_t *l, loader_slot *s, int64_t b)
+/* Whether batch b may be started now (its slot free) (m). */
+static bool may_start(const dp_loader_t *l, int64_t b)
 {
-    int64_t begin = b * l->batch_size;
-    int64_t count = DP_MIN(l->batch_size, l->n - begin);
-    const dp_dataset *ds = l->ds;
-    for (int64_t i = 0; i < count; i++) {
-        int64_t id = l->perm[begin + i];
-        float *dst = s->x + (size_t)i * l->sample_floats;
-        if (l->transform) {
-            /* The sample as floats (bytes scaled, dp_dataset_get), then
-             * cropped, flipped and normalised into the batch. */
-            dp_dataset_get(ds, id, 1, l->scratch);
-            dp_augment_draw d;
-            if (l->random)
-                dp_augment_draw_for(&l->augment, l->seed, l->epoch, id, &d);
-            dp_augment_apply(&l->augment, l->random ? &d : NULL, dp_dataset_channels(ds), ds->rows,
-                             ds->cols, l->scratch, dst);
-        } else {
-            dp_dataset_get(ds, id, 1, dst);
-        }
-        s->y[i] = ds->labels[id];
-    }
-    s->n = count;
-    s->index = b;
+    int64_t low = l->next_consume - (l->held ? 1 : 0);
+    return b < l->num_batches && b < low + l->nslots;
 }
 
-static void *prefetch_main(void *arg)
+static void *worker_main(void *arg)
 {
     dp_loader_t *l = arg;
+    float *scratch = NULL;
+    if (l->sample_floats)
+        scratch = dp__malloc(l->sample_floats * sizeof *scratch);
+    /* A sample's error is the batch's to report, on the caller's thread,
+     * when the batch is reached: kept here, not logged. */
+    dp__log_hold(true);
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->stop && !(l->active && l->next_produce < l->num_batches &&
-                             l->filled + (int)l->held < l->nslots))
+        while (!l->stop && !(l->active && may_start(l, l->next_batch)))
             pthread_cond_wait(&l->work_cv, &l->mu);
         if (l->stop)
             break;
-        loader_slot *s = &l->slots[l->tail];
-        int64_t b = l->next_produce++;
-        l->busy = true;
+        int64_t b = l->next_batch, r = l->next_row;
+        dp__loader_slot *s = &l->slots[b % l->nslots];
+        if (r == 0)
+            dp__loader_slot_begin(l, s, b);
+        if (s->rows == 0) { /* this rank has no row of it */
+            l->next_batch++;
+            pthread_cond_broadcast(&l->ready_cv);
+            continue;
+        }
+        if (++l->next_row == s->rows) {
+            l->next_batch++;
+            l->next_row = 0;
+        }
+        l->busy++;
         pthread_mutex_unlock(&l->mu);
 
-        fill_slot(l, s, b);
+        int rc = scratch || !l->sample_floats ? dp__loader_read_row(l, s, r, scratch) : DP_ENOMEM;
+        char line[sizeof s->error];
+        if (rc < 0)
+            snprintf(line, sizeof line, "%s", dp_last_error());
 
         pthread_mutex_lock(&l->mu);
-        l->busy = false;
-        l->tail = (l->tail + 1) % l->nslots;
-        l->filled++;
-        pthread_cond_broadcast(&l->ready_cv);
+        s->status[r] = rc;
+        if (rc < 0 && (s->error_row < 0 || r < s->error_row)) {
+            s->error_row = r;
+            memcpy(s->error, line, sizeof line);
+        }
+        l->busy--;
+        if (--s->todo == 0 || l->busy == 0)
+            pthread_cond_broadcast(&l->ready_cv);
     }
     pthread_mutex_unlock(&l->mu);
+    dp__log_hold(false);
+    dp__free(scratch);
     return NULL;
 }
 
@@ -130,18 +98,17 @@ static void free_loader(dp_loader_t *l)
         for (int i = 0; i < l->nslots; i++) {
             dp__free(l->slots[i].x);
             dp__free(l->slots[i].y);
+            dp__free(l->slots[i].status);
         }
     }
     dp__free(l->slots);
     dp__free(l->perm);
-    dp__free(l->scratch);
+    dp__free(l->threads);
     dp__free(l);
 }
 
-int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_options *opt)
+static int check_options(const dp_dataset *ds, const dp_loader_options *opt)
 {
-    DP_ASSERT(out && ds && opt);
-    *out = NULL;
     if (opt->batch_size <= 0) {
         DP_ERROR("loader: batch size must be positive, got %lld", (long long)opt->batch_size);
         return DP_EINVAL;
@@ -151,18 +118,41 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
                  (long long)opt->limit);
         return DP_EINVAL;
     }
-    if (opt->prefetch < 0) {
-        DP_ERROR("loader: prefetch must be 0 (default) or positive, got %d", opt->prefetch);
+    if (opt->prefetch < 0 || opt->prefetch > DP_LOADER_MAX_PREFETCH) {
+        DP_ERROR("loader: prefetch must be 0 (default) to %d, got %d", DP_LOADER_MAX_PREFETCH,
+                 opt->prefetch);
+        return DP_EINVAL;
+    }
+    if (opt->workers < 0 || opt->workers > DP_LOADER_MAX_WORKERS) {
+        DP_ERROR("loader: workers must be 0 (default) to %d, got %d", DP_LOADER_MAX_WORKERS,
+                 opt->workers);
+        return DP_EINVAL;
+    }
+    if (opt->ranks < 0 || opt->rank < 0 || (opt->ranks > 0 && opt->rank >= opt->ranks) ||
+        (opt->ranks == 0 && opt->rank != 0)) {
+        DP_ERROR("loader: rank %d of %d ranks", opt->rank, opt->ranks);
+        return DP_EINVAL;
+    }
+    if (opt->bad_images != DP_BAD_IMAGES_STOP && opt->bad_images != DP_BAD_IMAGES_SKIP) {
+        DP_ERROR("loader: bad_images %d is neither stop nor skip", (int)opt->bad_images);
         return DP_EINVAL;
     }
     if (dp_augment_check(&opt->augment, dp_dataset_channels(ds)) < 0)
         return DP_EINVAL;
     if (ds->n < 0 || ds->channels < 0 || ds->rows < 0 || ds->cols < 0 ||
-        (ds->n > 0 && ((!ds->images && !ds->pixels) || !ds->labels))) {
+        (ds->n > 0 && ((!ds->images && !ds->pixels && !ds->source) || !ds->labels))) {
         DP_ERROR("loader: dataset is not loaded (n %lld, channels %d, rows %d, cols %d)",
                  (long long)ds->n, ds->channels, ds->rows, ds->cols);
         return DP_EINVAL;
     }
+    return 0;
+}
+
+int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_options *opt)
+{
+    DP_ASSERT(out && ds && opt);
+    *out = NULL;
+    DP_TRY(check_options(ds, opt));
 
     dp_loader_t *l = dp__calloc(1, sizeof *l);
     if (!l)
@@ -177,46 +167,66 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
     l->augment = opt->augment;
     l->transform = dp_augment_any(&opt->augment);
     l->random = dp_augment_random(&opt->augment);
+    l->rank = opt->rank;
+    l->ranks = opt->ranks > 0 ? opt->ranks : 1;
+    l->bad_images = opt->bad_images;
     l->nslots = (opt->prefetch > 0 ? opt->prefetch : DEFAULT_PREFETCH) + 1;
+    l->nworkers = opt->workers > 0 ? opt->workers : dp__loader_default_workers();
+    /* A source with its own order says how many samples an epoch has. */
+    const dp__source_ops *ops = ds->source ? ds->source->ops : NULL;
+    if (ops && ops->layout) {
+        int64_t n = ops->layout(ds->source->self, l->batch_size, l->rank, l->ranks, opt->limit);
+        if (n < 0) {
+            dp__free(l);
+            return (int)n;
+        }
+        l->n = n;
+        l->num_batches = (l->n + l->batch_size - 1) / l->batch_size;
+    }
 
-    size_t cap = (size_t)DP_MAX(DP_MIN(l->batch_size, l->n), 1);
+    /* This rank's largest chunk: torch.chunk's first (ceil(n / ranks)). */
+    int64_t whole = DP_MIN(l->batch_size, l->n);
+    size_t cap = (size_t)DP_MAX((whole + l->ranks - 1) / l->ranks, 1);
     l->perm = dp__calloc((size_t)DP_MAX(l->n, 1), sizeof *l->perm);
     l->slots = dp__calloc((size_t)l->nslots, sizeof *l->slots);
-    l->scratch = dp__malloc((size_t)DP_MAX(l->sample_floats, 1) * sizeof *l->scratch);
-    if (!l->perm || !l->slots || !l->scratch)
+    l->threads = dp__calloc((size_t)l->nworkers, sizeof *l->threads);
+    if (!l->perm || !l->slots || !l->threads)
         goto nomem;
     for (int i = 0; i < l->nslots; i++) {
         if (l->sample_floats && cap > SIZE_MAX / sizeof(float) / l->sample_floats)
             goto nomem;
         l->slots[i].x = dp__malloc(cap * l->sample_floats * sizeof(float));
         l->slots[i].y = dp__malloc(cap * sizeof(int32_t));
-        if (!l->slots[i].x || !l->slots[i].y)
+        l->slots[i].status = dp__calloc(cap, sizeof(int));
+        l->slots[i].index = -1;
+        if (!l->slots[i].x || !l->slots[i].y || !l->slots[i].status)
             goto nomem;
     }
 
-    int rc = DP_ENOMEM;
     if (pthread_mutex_init(&l->mu, NULL) != 0)
         goto fail_mutex;
     if (pthread_cond_init(&l->work_cv, NULL) != 0)
         goto fail_work_cv;
     if (pthread_cond_init(&l->ready_cv, NULL) != 0)
         goto fail_ready_cv;
-    if (pthread_create(&l->thread, NULL, prefetch_main, l) != 0) {
-        DP_ERROR("loader: cannot start the prefetch thread");
-        goto fail_thread;
+    for (; l->started_threads < l->nworkers; l->started_threads++) {
+        if (pthread_create(&l->threads[l->started_threads], NULL, worker_main, l) != 0) {
+            DP_ERROR("loader: cannot start worker thread %d of %d", l->started_threads + 1,
+                     l->nworkers);
+            dp_loader_close(l);
+            return DP_ENOMEM;
+        }
     }
     *out = l;
     return DP_OK;
 
-fail_thread:
-    pthread_cond_destroy(&l->ready_cv);
 fail_ready_cv:
     pthread_cond_destroy(&l->work_cv);
 fail_work_cv:
     pthread_mutex_destroy(&l->mu);
 fail_mutex:
     free_loader(l);
-    return rc;
+    return DP_ENOMEM;
 
 nomem:
     DP_ERROR("loader: out of memory for %d batch buffers of %zu samples", l->nslots, cap);
@@ -237,19 +247,30 @@ int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
         return DP_EINVAL;
     }
 
-    /* Park the thread: no new batch after this, and the one in hand done. */
+    /* Park the workers: no new sample after this, and those in hand done. */
     pthread_mutex_lock(&l->mu);
     l->active = false;
-    while (l->busy)
+    while (l->busy > 0)
         pthread_cond_wait(&l->ready_cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
 
-    /* The thread is idle until `active` is set again: `perm` and `epoch`
-     * are ours. */
+    /* The workers are idle until `active` is set again: `perm` and
+     * `epoch` are ours. */
     l->epoch = epoch;
-    for (int64_t i = 0; i < l->n; i++)
+    const dp__source_ops *ops = l->ds->source ? l->ds->source->ops : NULL;
+    int rc = 0;
+    if (ops && ops->plan)
+        rc = ops->plan(l->ds->source->self, l->seed, epoch, l->shuffle, first_batch * l->batch_size,
+                       l->perm);
+    for (int64_t i = 0; !(ops && ops->plan) && i < l->n; i++)
         l->perm[i] = i;
-    if (l->shuffle) {
+    if (rc < 0) {
+        pthread_mutex_lock(&l->mu);
+        l->started = false; /* no epoch to hand batches of */
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    if (l->shuffle && !(ops && ops->plan)) {
         dp_rng rng;
         dp_rng_init(&rng, l->seed, (uint64_t)epoch);
         for (int64_t i = l->n - 1; i > 0; i--) {
@@ -261,12 +282,14 @@ int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
     }
 
     pthread_mutex_lock(&l->mu);
-    l->head = l->tail = l->filled = 0;
+    for (int i = 0; i < l->nslots; i++)
+        l->slots[i].index = -1;
     l->held = false;
-    l->next_produce = l->next_consume = first_batch;
+    l->next_batch = l->next_consume = first_batch;
+    l->next_row = 0;
     l->started = true;
     l->active = true;
-    pthread_cond_signal(&l->work_cv);
+    pthread_cond_broadcast(&l->work_cv);
     pthread_mutex_unlock(&l->mu);
     return DP_OK;
 }
@@ -284,27 +307,32 @@ int dp_loader_next(dp_loader_t *l, dp_batch *out)
     /* The batch handed out last time goes back to the ring. */
     if (l->held) {
         l->held = false;
-        pthread_cond_signal(&l->work_cv);
+        pthread_cond_broadcast(&l->work_cv);
     }
     if (l->next_consume >= l->num_batches) {
         pthread_mutex_unlock(&l->mu);
         return 0;
     }
-    while (l->filled == 0)
+    int64_t want = l->next_consume;
+    dp__loader_slot *s = &l->slots[want % l->nslots];
+    while (!(s->index == want && s->todo == 0))
         pthread_cond_wait(&l->ready_cv, &l->mu);
-    const loader_slot *s = &l->slots[l->head];
-    l->head = (l->head + 1) % l->nslots;
-    l->filled--;
+    l->next_consume++;
     l->held = true;
-    int64_t want = l->next_consume++;
     pthread_mutex_unlock(&l->mu);
 
-    DP_ASSERT(s->index == want);
-    out->x = s->x;
-    out->y = s->y;
-    out->n = s->n;
-    out->index = s->index;
-    return 1;
+    /* The slot is ours until the next call: its bad rows dealt with. */
+    int rc = dp__loader_settle(l, s, out);
+    if (rc < 0) {
+        /* The run ends here: the workers read nothing more of this epoch,
+         * and the end stays the end. */
+        pthread_mutex_lock(&l->mu);
+        l->active = false;
+        l->next_consume = l->num_batches;
+        l->held = false;
+        pthread_mutex_unlock(&l->mu);
+    }
+    return rc < 0 ? rc : 1;
 }
 
 int64_t dp_loader_num_batches(const dp_loader_t *l)
@@ -325,9 +353,10 @@ void dp_loader_close(dp_loader_t *l)
         return;
     pthread_mutex_lock(&l->mu);
     l->stop = true;
-    pthread_cond_signal(&l->work_cv);
+    pthread_cond_broadcast(&l->work_cv);
     pthread_mutex_unlock(&l->mu);
-    pthread_join(l->thread, NULL);
+    for (int i = 0; i < l->started_threads; i++)
+        pthread_join(l->threads[i], NULL);
     pthread_cond_destroy(&l->ready_cv);
     pthread_cond_destroy(&l->work_cv);
     pthread_mutex_destroy(&l->mu);

@@ -16,6 +16,7 @@
 #include "dp/safetensors.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "train/option_values.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,34 @@ static int read_normalisation(const dp_safetensors_t *f, const char *path, dp_au
     return 0;
 }
 
+/* The recorded options the test transform depends on, read as their
+ * options read text. */
+static int read_test_transform(const dp_safetensors_t *f, const char *path,
+                               dp__checkpoint_header *h)
+{
+    static const char *const names[] = {"test_transform", "transform", "jpeg_scale"};
+    dp_train_options o;
+    dp_train_options_default(&o);
+    for (size_t i = 0; i < DP_COUNTOF(names); i++) {
+        char key[64], why[256];
+        snprintf(key, sizeof key, "dptrain.%s", names[i]);
+        const char *v = dp_safetensors_meta(f, key);
+        if (v && dp_option_parse(dp_train_option_find(names[i]), &o, v, why, sizeof why) < 0) {
+            DP_ERROR("%s: metadata '%s' is %s: %s", path, key, DP_REPR(v), why);
+            return DP_EFORMAT;
+        }
+    }
+    h->test_transform = o.data.test_transform;
+    h->jpeg_scale = o.data.jpeg_scale;
+    if (o.data.transform == DP__TRANSFORM_IMAGENET) {
+        if (h->test_transform.n == 0)
+            DP_TRY(dp_transform_parse("imagenet-test", &h->test_transform));
+        if (h->normalize.norm_channels == 0)
+            DP_TRY(dp_normalize_parse("0.485,0.456,0.406,0.229,0.224,0.225", &h->normalize));
+    }
+    return 0;
+}
+
 int dp__checkpoint_header_read(const char *path, const char *given, dp__checkpoint_header *h)
 {
     memset(h, 0, sizeof *h);
@@ -170,6 +199,8 @@ int dp__checkpoint_header_read(const char *path, const char *given, dp__checkpoi
         rc = read_input_shape(f, path, h->input_chw);
     if (rc == 0)
         rc = read_normalisation(f, path, &h->normalize);
+    if (rc == 0)
+        rc = read_test_transform(f, path, h);
     dp_safetensors_close(f);
     if (rc < 0)
         dp__checkpoint_header_free(h);

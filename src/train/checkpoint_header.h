@@ -19,6 +19,12 @@ typedef struct dp__checkpoint_header {
     char **class_names;   /* dptrain.classes, `classes` of them; NULL: not recorded */
     int classes;
     dp_augment_options normalize; /* dptrain.normalize; zeros: none */
+    /* What the run did to a test image of any size: dptrain.test_transform
+     * (or dptrain.transform imagenet's test list; n 0: none), decoded as
+     * dptrain.jpeg_scale says. With the imagenet recipe and no recorded
+     * normalisation, `normalize` is ImageNet's, as the run's was. */
+    dp_transform_list test_transform;
+    int jpeg_scale;
 } dp__checkpoint_header;
 
 /* Reads the header of checkpoint `path` into *h: the model a run over it

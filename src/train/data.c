@@ -3,8 +3,12 @@
  * model is built for, and their classes (what checkpoints record of them
  * for predict). */
 #include "train/trainer.h"
+#include "train/option_values.h"
 
 #include "core/internal.h"
+#include "dp/dist.h"
+#include "dp/shards.h"
+#include "dp/transform.h"
 #include "io/json.h"
 
 #include <string.h>
@@ -16,6 +20,7 @@ struct dp__train_data {
     int classes;                            /* labels are below it; 0: not known */
     char *classes_json;                     /* their names as a JSON array, or NULL */
     dp_loader_t *train_loader, *test_loader;
+    dp_transform_list train_transform, test_transform; /* a folder's, each split's */
 };
 
 /* A folder's test classes must be its training classes, or label k would
@@ -107,15 +112,67 @@ static int take_classes(dp__train_data *d, const dp_train_options *o)
     return 0;
 }
 
-/* One split of the options' dataset: a folder's with `channels`. */
-static int load_split(const dp_train_options *o, bool train, int channels, dp_dataset *out)
+/* Each split's transforms: `train_transform` and `test_transform`, else
+ * `transform`'s recipe's. They are for images of any size: a folder's. */
+static int take_transforms(dp__train_data *d, const dp_train_options *o)
 {
-    if (o->data.dataset && strcmp(o->data.dataset, "folder") == 0)
-        return dp_image_folder_load(o->data.data_dir, train, channels, out);
+    d->train_transform = o->data.train_transform;
+    d->test_transform = o->data.test_transform;
+    if (o->data.transform == DP__TRANSFORM_IMAGENET) {
+        if (d->train_transform.n == 0)
+            DP_TRY(dp_transform_parse("imagenet", &d->train_transform));
+        if (d->test_transform.n == 0)
+            DP_TRY(dp_transform_parse("imagenet-test", &d->test_transform));
+    }
+    bool folder = o->data.dataset &&
+                  (strcmp(o->data.dataset, "folder") == 0 || strcmp(o->data.dataset, "tar") == 0);
+    if ((d->train_transform.n || d->test_transform.n) && (!folder || o->test_set)) {
+        DP_ERROR("`train_transform`, `test_transform` and `transform` are for `dataset` folder "
+                 "(images of any size); %s has samples of one size: use `augment`",
+                 o->test_set       ? "a program's own data"
+                 : o->data.dataset ? o->data.dataset
+                                   : "fashion-mnist");
+        return DP_EINVAL;
+    }
+    return 0;
+}
+
+/* One split of the options' dataset: a folder's with `channels`, streamed
+ * (or cached) through its transforms. */
+static int load_split(const dp__train_data *d, const dp_train_options *o, bool train, int channels,
+                      dp_dataset *out)
+{
+    if (o->data.dataset && strcmp(o->data.dataset, "folder") == 0) {
+        dp_folder_options fo = {.channels = channels,
+                                .transform = train ? &d->train_transform : &d->test_transform,
+                                .jpeg_scale = o->data.jpeg_scale,
+                                .cache = o->data.cache};
+        return dp_image_folder_open(o->data.data_dir, train, &fo, out);
+    }
+    if (o->data.dataset && strcmp(o->data.dataset, "tar") == 0) {
+        /* The test split whole, in the set's order (its accuracy is over
+         * every sample); the training split in lanes (docs/shards.md). */
+        dp_shard_dataset_options so = {
+            .channels = channels,
+            .transform = train ? &d->train_transform : &d->test_transform,
+            .jpeg_scale = o->data.jpeg_scale,
+            .shuffle_buffer = o->data.shuffle ? o->data.shuffle_buffer : 1,
+            .lanes = o->data.shard_lanes,
+            .every_sample = !train};
+        if (!o->data.data_dir) {
+            DP_ERROR("`dataset` tar: `data_dir` is required: a directory of train-*.tar and "
+                     "test-*.tar, or the training shards' pattern");
+            return DP_EINVAL;
+        }
+        return dp_shard_dataset_open(o->data.data_dir, train, &so, out);
+    }
     if (channels && channels != 1 && channels != 3) {
         DP_ERROR("`channels` %d: 1 or 3", channels);
         return DP_EINVAL;
     }
+    if (o->data.cache)
+        DP_WARN("`cache` is for `dataset` folder: %s is read into memory anyway",
+                o->data.dataset ? o->data.dataset : "fashion-mnist");
     return dp_dataset_load(o->data.dataset, o->data.data_dir, train, out);
 }
 
@@ -136,19 +193,22 @@ static int load(dp__train_data *d, const dp_train_options *o, bool train_too)
     if (o->test_set) {
         d->train_set = o->train_set;
         d->test_set = o->test_set;
-    } else {
-        if (o->data.channels && !(o->data.dataset && strcmp(o->data.dataset, "folder") == 0)) {
+    }
+    DP_TRY(take_transforms(d, o));
+    if (!o->test_set) {
+        if (o->data.channels && !(o->data.dataset && (strcmp(o->data.dataset, "folder") == 0 ||
+                                                      strcmp(o->data.dataset, "tar") == 0))) {
             DP_ERROR("`channels` is for `dataset` folder; %s has its own",
                      o->data.dataset ? o->data.dataset : "fashion-mnist");
             return DP_EINVAL;
         }
         int channels = o->data.channels;
         if (train_too) {
-            DP_TRY(load_split(o, true, channels, &d->train));
+            DP_TRY(load_split(d, o, true, channels, &d->train));
             d->train_set = &d->train;
             channels = dp_dataset_channels(&d->train); /* the test images are read alike */
         }
-        DP_TRY(load_split(o, false, channels, &d->test));
+        DP_TRY(load_split(d, o, false, channels, &d->test));
         d->test_set = &d->test;
         if (train_too && d->train.class_names)
             DP_TRY(check_same_classes(o, &d->train, &d->test));
@@ -192,18 +252,30 @@ int dp__data_open(dp__train_data **out, const dp_train_options *o, bool train_to
     return load(d, o, train_too);
 }
 
+/* ImageNet's Normalize(mean, std), which --transform imagenet brings. */
+static const dp_augment_options imagenet_normalize = {
+    .norm_channels = 3, .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+
 int dp__data_open_loaders(dp__train_data *d, const dp_train_options *o, uint64_t seed,
                           bool train_too)
 {
     /* The crop and flip of `augment`, the normalisation of `normalize`. */
     dp_augment_options augment = o->data.normalize;
+    if (augment.norm_channels == 0 && o->data.transform == DP__TRANSFORM_IMAGENET)
+        augment = imagenet_normalize;
     augment.crop_pad = o->data.augment.crop_pad;
     augment.flip = o->data.augment.flip;
+    /* Each rank reads only its rows of every global batch. */
     dp_loader_options lo = {.batch_size = o->data.batch_size,
                             .shuffle = o->data.shuffle,
                             .seed = seed,
                             .limit = o->data.limit_train,
-                            .augment = augment};
+                            .prefetch = o->data.prefetch,
+                            .augment = augment,
+                            .workers = o->data.workers,
+                            .rank = dp_dist_rank(),
+                            .ranks = dp_dist_size(),
+                            .bad_images = o->data.bad_images};
     if (train_too)
         DP_TRY(dp_loader_init(&d->train_loader, d->train_set, &lo));
     /* Evaluation sees the images as they are, normalised as in training. */
@@ -218,6 +290,10 @@ void dp__data_close(dp__train_data *d)
 {
     if (!d)
         return;
+    /* What this process read of a streamed set: under mpirun, its share. */
+    if (d->train.source)
+        DP_INFO("training set: %lld image files opened by this process, of %lld",
+                (long long)dp_dataset_files_opened(&d->train), (long long)d->train.n);
     dp_loader_close(d->train_loader);
     dp_loader_close(d->test_loader);
     dp_dataset_close(&d->train);
@@ -247,6 +323,11 @@ const dp_dataset *dp__data_train_set(const dp__train_data *d)
     return d->train_set;
 }
 
+const dp_dataset *dp__data_test_set(const dp__train_data *d)
+{
+    return d->test_set;
+}
+
 dp_loader_t *dp__data_loader(const dp__train_data *d, bool train)
 {
     return train ? d->train_loader : d->test_loader;
@@ -255,13 +336,14 @@ dp_loader_t *dp__data_loader(const dp__train_data *d, bool train)
 void dp__data_host_batch(const dp__trainer *t, const dp_batch *b, uint64_t seed, uint64_t step,
                          dp_host_batch *out)
 {
+    /* The loader filled only this rank's rows (b->first on): they are the
+     * batch's x as they are, not offset again. */
     const int64_t *chw = t->data->chw;
-    int64_t row0, n = dp__train_rank_rows(t, b->n, &row0);
-    *out = (dp_host_batch){.x = b->x + row0 * chw[0] * chw[1] * chw[2],
-                           .labels = b->y + row0,
-                           .n = n,
+    *out = (dp_host_batch){.x = b->x,
+                           .labels = b->y,
+                           .n = b->rows,
                            .chw = {chw[0], chw[1], chw[2]},
                            .seed = seed,
                            .step = step,
-                           .sample_offset = row0};
+                           .sample_offset = b->first};
 }

@@ -114,6 +114,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     dp_batch b;
     int more;
     int64_t issued = 0, seen = first * o->data.batch_size, checked = first, skipped = 0;
+    int64_t bad_images = 0;
     while ((more = dp_loader_next(loader, &b)) > 0) {
         DP_TRY(dp__steps_issue(t, &b));
         bool stop;
@@ -133,6 +134,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
             ring[issued % depth][k] = dp_event_record(dp__net_device(t->net, k));
         issued++;
         seen += b.n;
+        bad_images += b.skipped;
         if (issued >= depth) {
             /* Bound the steps in flight; step `done` has now finished. */
             int64_t done = issued - depth;
@@ -163,6 +165,7 @@ int dp__train_epoch(dp__trainer *t, int epoch, dp_epoch_stats *s)
     DP_TRY(dp_dist_sum_f32(sums, 2));
     fill_stats(t, s, epoch, issued, seconds, sums, comm0, &cs0);
     s->skipped_steps = skipped;
+    s->skipped_images = bad_images;
     dp_eval_result er = {0};
     int rc = dp__train_evaluate(t, &er);
     s->test_acc = er.test_acc;

@@ -179,6 +179,8 @@ int dp_metrics_write_epoch(dp_metrics_t *m, const dp_epoch_stats *s)
         put_number(f, "rss_mb", "%.1f", s->rss_mb);
     if (s->skipped_steps > 0)
         fprintf(f, ", \"skipped_steps\": %lld", (long long)s->skipped_steps);
+    if (s->skipped_images > 0)
+        fprintf(f, ", \"skipped_images\": %lld", (long long)s->skipped_images);
     if (s->ranks > 1) {
         fprintf(f, ", \"ranks\": %d", s->ranks);
         put_number(f, "allreduce_ms", "%.3f", s->allreduce_ms);

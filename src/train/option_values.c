@@ -5,6 +5,7 @@
 #include "train/option_values.h"
 
 #include "core/internal.h"
+#include "dp/transform.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,6 +26,18 @@ static const dp_named_value weight_init_names[] = {{"as-defined", DP_WEIGHTS_AS_
                                                    {"normal", DP_WEIGHTS_NORMAL},
                                                    {"xavier", DP_WEIGHTS_XAVIER}};
 const dp_name_table dp__weight_init_names = DP_NAME_TABLE(weight_init_names);
+
+static const dp_named_value jpeg_scale_names[] = {{"auto", DP_JPEG_SCALE_AUTO},
+                                                  {"off", DP_JPEG_SCALE_OFF}};
+const dp_name_table dp__jpeg_scale_names = DP_NAME_TABLE(jpeg_scale_names);
+
+static const dp_named_value transform_recipe_names[] = {{"none", DP__TRANSFORM_NONE},
+                                                        {"imagenet", DP__TRANSFORM_IMAGENET}};
+const dp_name_table dp__transform_recipe_names = DP_NAME_TABLE(transform_recipe_names);
+
+static const dp_named_value bad_images_names[] = {{"stop", DP_BAD_IMAGES_STOP},
+                                                  {"skip", DP_BAD_IMAGES_SKIP}};
+const dp_name_table dp__bad_images_names = DP_NAME_TABLE(bad_images_names);
 
 static int expected(char *why, size_t size, const char *what)
 {
@@ -51,6 +64,26 @@ int dp__option_parse_model(const char *text, void *field, char *why, size_t size
                     "modules or an ONNX model)");
 }
 
+/* A transform list (dp_transform_parse's syntax, docs/transforms.md). */
+int dp__option_parse_transform(const char *text, void *field, char *why, size_t size)
+{
+    dp_transform_list l;
+    /* Its line names the stage that is wrong: it becomes why, not a
+     * second line. */
+    dp__log_hold(true);
+    int rc = dp_transform_parse(text, &l);
+    dp__log_hold(false);
+    if (rc < 0)
+        return expected(why, size, dp_last_error());
+    memcpy(field, &l, sizeof l);
+    return 0;
+}
+
+const char *dp__option_format_transform(const void *field, char *buf, size_t size)
+{
+    return dp_transform_str(field, buf, size);
+}
+
 int dp__option_parse_dataset(const char *text, void *field, char *why, size_t size)
 {
     (void)field;
@@ -58,7 +91,7 @@ int dp__option_parse_dataset(const char *text, void *field, char *why, size_t si
         if (strcmp(text, *n) == 0)
             return 0;
     return expected(why, size,
-                    "unknown dataset (known: fashion-mnist, mnist, cifar10, folder, npy)");
+                    "unknown dataset (known: fashion-mnist, mnist, cifar10, folder, npy, tar)");
 }
 
 /* A file PLplot can write: FILE.png or FILE.svg. */

@@ -10,6 +10,13 @@
 
 /* dp_weight_init's names, for --init-xavier's place in the list. */
 extern const dp_name_table dp__weight_init_names;
+/* --jpeg-scale's names (dp_jpeg_scale of dp/transform.h, held as an int). */
+extern const dp_name_table dp__jpeg_scale_names;
+/* --transform's recipes: 0 none, 1 imagenet. */
+extern const dp_name_table dp__transform_recipe_names;
+enum { DP__TRANSFORM_NONE = 0, DP__TRANSFORM_IMAGENET = 1 };
+/* --bad-images' names (dp_bad_images). */
+extern const dp_name_table dp__bad_images_names;
 
 #define DP__OPTION_TEXT(kind)                                                                      \
     int dp__option_parse_##kind(const char *text, void *field, char *why, size_t size);
@@ -21,6 +28,7 @@ DP__OPTION_TEXT(model)
 DP__OPTION_TEXT(dataset)
 DP__OPTION_TEXT(plot)
 DP__OPTION_TEXT(directory)
+DP__OPTION_VALUE(transform)
 DP__OPTION_VALUE(channels)
 DP__OPTION_VALUE(betas)
 DP__OPTION_VALUE(milestones)

@@ -75,9 +75,63 @@ static int read_npy(const char *path, int64_t chw[3], dp_predictions *out, float
     return rc;
 }
 
+/* Image `path` through the checkpoint's test transform, decoded as the
+ * run's test loader decoded it (dp_transform_decode, its jpeg_scale):
+ * [chw] floats at *x + i * per (allocated for all inputs at the first). */
+static int read_transformed(const dp_predict_options *o, const dp__checkpoint_header *h, int i,
+                            const int64_t chw[3], float **x)
+{
+    const char *path = o->inputs[i];
+    size_t per = (size_t)(chw[0] * chw[1] * chw[2]);
+    if (!*x && !(*x = dp__malloc((size_t)o->ninputs * per * sizeof **x)))
+        return DP_ENOMEM;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        DP_ERROR("%s: cannot open the image", path);
+        return DP_ENOENT;
+    }
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            unsigned char *grown = cap <= ((size_t)1 << 30) ? dp__malloc(cap) : NULL;
+            if (!grown) {
+                DP_ERROR("%s: too large to read as an image", path);
+                rc = DP_EINVAL;
+                break;
+            }
+            if (len)
+                memcpy(grown, buf, len);
+            dp__free(buf);
+            buf = grown;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    int out[3];
+    if (rc == 0)
+        rc = dp_transform_decode(&h->test_transform, (dp_jpeg_scale)h->jpeg_scale, buf, len, path,
+                                 (int)chw[0], 0, 0, i, *x + (size_t)i * per, per, out);
+    dp__free(buf);
+    if (rc == 0 && (out[0] != chw[0] || out[1] != chw[1] || out[2] != chw[2])) {
+        DP_ERROR("%s: %dx%d pixels after the checkpoint's test transforms, the model takes "
+                 "%lldx%lld (width x height)",
+                 path, out[2], out[1], (long long)chw[2], (long long)chw[1]);
+        rc = DP_EINVAL;
+    }
+    return rc;
+}
+
 /* PNG and JPEG files, decoded with the checkpoint's channels and checked
- * against its size (or the first image's). */
-static int read_images(const dp_predict_options *o, int64_t chw[3], dp_predictions *out, float **x)
+ * against its size (or the first image's); through its test transforms
+ * where it records them, so that an image of any size is taken. */
+static int read_images(const dp_predict_options *o, const dp__checkpoint_header *h, int64_t chw[3],
+                       dp_predictions *out, float **x)
 {
     out->names = dp__calloc((size_t)o->ninputs, sizeof *out->names);
     if (!out->names)
@@ -88,6 +142,13 @@ static int read_images(const dp_predict_options *o, int64_t chw[3], dp_predictio
         if (is_npy(path)) {
             DP_ERROR("%s: a .npy batch is read alone, not among images", path);
             return DP_EINVAL;
+        }
+        if (h->test_transform.n > 0 && chw[0]) {
+            DP_TRY(read_transformed(o, h, i, chw, x));
+            if (!(out->names[i] = dp__strdup(path)))
+                return DP_ENOMEM;
+            out->n = i + 1;
+            continue;
         }
         dp_image img;
         DP_TRY(dp_image_read(path, (int)chw[0], &img));
@@ -155,7 +216,7 @@ int dp__predict_inputs(const dp_predict_options *o, dp__checkpoint_header *h, dp
     h->classes = 0;
     memcpy(chw, h->input_chw, 3 * sizeof *chw);
     int rc = o->ninputs == 1 && is_npy(o->inputs[0]) ? read_npy(o->inputs[0], chw, out, x)
-                                                     : read_images(o, chw, out, x);
+                                                     : read_images(o, h, chw, out, x);
     if (rc < 0)
         return rc;
     return normalise(&h->normalize, chw, out->n, *x);

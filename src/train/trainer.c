@@ -315,6 +315,9 @@ int dp_evaluate_detailed(const dp_eval_options *o, dp_eval_result *r)
     to.data.limit_test = o->limit_test;
     to.numerics.precision = o->precision;
     to.data.normalize = h.normalize;
+    /* A folder of any sizes is seen as the run's test loader saw it. */
+    to.data.test_transform = h.test_transform;
+    to.data.jpeg_scale = h.jpeg_scale;
     dp__checkpoint_header_free(&h);
     DP_TRY(dp_train_options_check(&to));
     dp__trainer t = {.o = &to, .rank = dp_dist_rank(), .ranks = dp_dist_size()};

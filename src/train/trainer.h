@@ -86,6 +86,7 @@ void dp__data_close(dp__train_data *d);
 /* (channels, rows, cols) of every sample. */
 const int64_t *dp__data_chw(const dp__train_data *d);
 const dp_dataset *dp__data_train_set(const dp__train_data *d);
+const dp_dataset *dp__data_test_set(const dp__train_data *d);
 /* The labels are below this (0: not known; d may be NULL). */
 int dp__data_classes(const dp__train_data *d);
 /* What a checkpoint records of the data: the samples' shape, the class

@@ -40,17 +40,22 @@ class Draw(C.Structure):  # dp_augment_draw
 
 class Dataset(C.Structure):  # dp_dataset
     _fields_ = [("n", C.c_int64), ("channels", C.c_int), ("rows", C.c_int), ("cols", C.c_int),
-                ("images", C.POINTER(C.c_float)), ("labels", C.POINTER(C.c_int32))]
+                ("images", C.POINTER(C.c_float)), ("labels", C.POINTER(C.c_int32)),
+                ("pixels", C.c_void_p), ("classes", C.c_int), ("class_names", C.c_void_p),
+                ("source", C.c_void_p)]
 
 
 class LoaderOptions(C.Structure):  # dp_loader_options
     _fields_ = [("batch_size", C.c_int64), ("shuffle", C.c_bool), ("seed", C.c_uint64),
-                ("limit", C.c_int64), ("prefetch", C.c_int), ("augment", AugmentOptions)]
+                ("limit", C.c_int64), ("prefetch", C.c_int), ("augment", AugmentOptions),
+                ("workers", C.c_int), ("rank", C.c_int), ("ranks", C.c_int),
+                ("bad_images", C.c_int)]
 
 
 class Batch(C.Structure):  # dp_batch
     _fields_ = [("x", C.POINTER(C.c_float)), ("y", C.POINTER(C.c_int32)), ("n", C.c_int64),
-                ("index", C.c_int64)]
+                ("index", C.c_int64), ("first", C.c_int64), ("rows", C.c_int64),
+                ("skipped", C.c_int64)]
 
 
 def library(path):

@@ -6,12 +6,15 @@
 #include "../../tools/cli.c"
 #include "../../tools/cli_help.c"
 #include "../../tools/cli_parse.c"
+#include "../../tools/data_cmd.c"
+#include "../../tools/data_grid.c"
 #include "../../tools/demo_cmd.c"
 #include "../../tools/devices_cmd.c"
 #include "../../tools/eval_cmd.c"
 #include "../../tools/export_cmd.c"
 #include "../../tools/model_cmd.c"
 #include "../../tools/predict_cmd.c"
+#include "../../tools/shards_cmd.c"
 #include "../../tools/train_cmd.c"
 
 int example_dataparallel(const char *devices)

@@ -77,7 +77,14 @@
  * and, in fuzz_onnx_entry.c:
  *   onnx         an ONNX file through dp_model_def_load_onnx: a definition
  *                with named parameters of 1 to 4 dimensions, summarised on
- *                the meta device; or one error naming the file. */
+ *                the meta device; or one error naming the file.
+ *
+ * and, in fuzz_shards_entry.c:
+ *   shards       byte 0 is a mode (value % 8 + 1: the shuffle buffer, bit 3:
+ *                shuffle), the rest a tar shard through dp_shard_set_open's
+ *                index pass and one lane read to its end: exactly the
+ *                samples counted, each id once, labels below the class
+ *                count; or one error naming the shard. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
@@ -104,6 +111,8 @@ int fuzz_npy_input(const uint8_t *data, size_t size);
 int fuzz_image_input(const uint8_t *data, size_t size);
 /* onnx: an ONNX file (fuzz_onnx_entry.c). */
 int fuzz_onnx_input(const uint8_t *data, size_t size);
+/* shards: a tar shard (fuzz_shards_entry.c). */
+int fuzz_shards_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);

@@ -23,6 +23,7 @@ static const struct {
     {"npy", fuzz_npy_input},
     {"image", fuzz_image_input},
     {"onnx", fuzz_onnx_input},
+    {"shards", fuzz_shards_input},
 };
 
 size_t fuzz_target_count(void)

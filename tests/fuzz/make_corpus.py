@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 import corpus_images
+import corpus_shards
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -427,6 +428,7 @@ def main():
     model_build_corpus()
     corpus_images.npy_corpus(put)
     corpus_images.image_corpus(put)
+    corpus_shards.shards_corpus(put)
     onnx_corpus()
 
 

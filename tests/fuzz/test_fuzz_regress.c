@@ -20,6 +20,7 @@
 #include "fuzz_model_entry.c"
 #include "fuzz_onnx_entry.c"
 #include "fuzz_parse_entry.c"
+#include "fuzz_shards_entry.c"
 #include "fuzz_table.c"
 
 #include <dirent.h>
@@ -208,6 +209,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate(test_target, "npy"),
         cmocka_unit_test_prestate(test_target, "image"),
         cmocka_unit_test_prestate(test_target, "onnx"),
+        cmocka_unit_test_prestate(test_target, "shards"),
         /* clang-format on */
     };
     /* Every target of fuzz_table.c has its test here (each test's name is

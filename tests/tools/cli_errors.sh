@@ -186,7 +186,10 @@ declare -A defaults=(
   [--warmup-epochs]="0" [--warmup-start-factor]="0.333333" [--max-lr]="--lr"
   [--pct-start]="0.3" [--save-best]="none" [--early-stop]="off"
   [--tensorboard]="none" [--channels]="the first image's" [--augment]="none"
-  [--normalize]="none" [--max-memory]="what this machine has available: MemAvailable and the cgroup's limit")
+  [--normalize]="none" [--max-memory]="what this machine has available: MemAvailable and the cgroup's limit"
+  [--train-transform]="none; --transform's" [--test-transform]="none; --transform's"
+  [--transform]="none" [--jpeg-scale]="auto" [--cache]="streamed from disk" [--workers]="0"
+  [--prefetch]="2" [--bad-images]="stop")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
 # or group heading, joined with single spaces.
 entry() {

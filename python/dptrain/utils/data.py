@@ -7,8 +7,10 @@ shuffling, decoding, augmentation and normalisation run on its own
 threads, and each batch arrives as two tensors, X float32 (N, C, H, W)
 and y int32 (N), without any sample passing through Python. Over a Python
 dataset, samples are fetched with `dataset[i]` and collated by stacking
-their NumPy values, as PyTorch's default_collate. `num_workers` is
-accepted and not used: the C loader has its own threads."""
+their NumPy values, as PyTorch's default_collate. `num_workers` is the
+C loader's decoder threads (0: one per core the process may run on,
+where PyTorch's 0 reads in the main process); over a Python dataset it is
+accepted and not used."""
 
 import collections.abc
 import numbers
@@ -148,6 +150,7 @@ class DataLoader:
         c_dataset = getattr(dataset, "_c_dataset", None)
         if c_dataset is not None and collate_fn is None:
             self._c_loader = _dptrain.Loader(c_dataset, batch_size, shuffle, self._seed,
+                                             workers=num_workers,
                                              **dataset._c_loader_options())
 
     def __len__(self):
