@@ -80,3 +80,11 @@ for step in range(args.steps):
     optimizer.step()
     scheduler.step()
     print(f"step {step} loss {l.item()!r}", flush=True)
+
+# Evaluation mode: every replica normalises with the running statistics,
+# which device_ids[0]'s replica kept up to date from its own chunk.
+net.eval()
+with torch.no_grad():
+    X = torch.from_numpy(X_all[0]).to(devices[0])
+    y = torch.tensor(y_all[0]).to(devices[0])
+    print(f"eval loss {loss(net(X), y).item()!r}", flush=True)

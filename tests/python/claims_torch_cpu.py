@@ -43,12 +43,16 @@ def install(torch):
             chunks = torch.chunk(inputs, self.replicas, self.dim)
             outputs = [self.module(chunks[0])]
             # On GPUs only device_ids[0]'s replica shares the module's
-            # buffers: the running statistics keep chunk 0's update alone.
-            kept = [b.clone() for b in self.module.buffers()]
-            outputs += [self.module(chunk) for chunk in chunks[1:]]
-            with torch.no_grad():
-                for b, k in zip(self.module.buffers(), kept):
-                    b.copy_(k)
+            # buffers: the other replicas update copies, which are dropped
+            # (swapped in and out as objects: autograd keeps the module's).
+            owners = [(m, name, b) for m in self.module.modules()
+                      for name, b in m._buffers.items() if b is not None]
+            for chunk in chunks[1:]:
+                for m, name, b in owners:
+                    m._buffers[name] = b.clone()
+                outputs.append(self.module(chunk))
+            for m, name, b in owners:
+                m._buffers[name] = b
             return torch.cat(outputs, self.dim)
 
     plain_to = torch.Tensor.to

@@ -41,8 +41,14 @@ def test_losses_equal_pytorch_per_step(case, tmp_path):
     torch_python = claims_run.need_torch_python()
     steps = claims_data.write_case(case, str(tmp_path))
     script = f"claims_{case}.py"
-    theirs = claims_run.parse_losses(
-        claims_run.run_script(script, "torch", tmp_path, python=torch_python))
-    ours = claims_run.parse_losses(claims_run.run_script(script, "dptrain", tmp_path))
+    theirs_out = claims_run.run_script(script, "torch", tmp_path, python=torch_python)
+    ours_out = claims_run.run_script(script, "dptrain", tmp_path)
+    theirs, ours = claims_run.parse_losses(theirs_out), claims_run.parse_losses(ours_out)
     print(f"{case}: dptrain {ours}\n{case}: torch   {theirs}")
     claims_run.assert_losses_close(ours, theirs, RTOL, steps)
+    if case == "resnet_dp":
+        # then in eval mode, with the running statistics device_ids[0]'s
+        # replica kept (each step's chunk 0, as on 2 GPUs)
+        ours_eval, theirs_eval = (claims_run.parse_eval_loss(out) for out in (ours_out, theirs_out))
+        print(f"{case}: eval loss dptrain {ours_eval!r} torch {theirs_eval!r}")
+        claims_run.assert_losses_close([ours_eval], [theirs_eval], RTOL, 1, moving=False)
