@@ -189,7 +189,8 @@ declare -A defaults=(
   [--normalize]="none" [--max-memory]="what this machine has available: MemAvailable and the cgroup's limit"
   [--train-transform]="none; --transform's" [--test-transform]="none; --transform's"
   [--transform]="none" [--jpeg-scale]="auto" [--cache]="streamed from disk" [--workers]="0"
-  [--prefetch]="2" [--bad-images]="stop")
+  [--prefetch]="2" [--bad-images]="stop" [--shuffle-buffer]="1000"
+  [--shard-lanes]="0: the largest L <= 8 dividing batch_size and the shard count")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
 # or group heading, joined with single spaces.
 entry() {
