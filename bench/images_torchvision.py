@@ -8,8 +8,11 @@ training recipe's data pipeline as PyTorch users run it.
           Normalize(ImageNet's mean and std)]): one untimed pass (warm-up:
           the workers started, the files in the page cache), then --passes
           timed passes over the whole folder (or its first --count images).
-          Prints each pass and last `IMAGES_PER_SECOND <rate>` (images
-          handed to the loop / seconds, the mean over the timed passes).
+          Prints each pass, `IMAGES_PER_SECOND <rate>` (images handed to
+          the loop / seconds, the mean over the timed passes) and last
+          `CPU_MS_PER_IMAGE <ms>` (user + system CPU time of the process
+          and its workers during the timed passes, per image: what a busy
+          machine changes least).
   npy     the same pipeline's first --count samples, written once as
           OUT/train/images.npy (float32, N x 3 x 224 x 224, normalized) and
           OUT/train/labels.npy (int64), and OUT/test/ linking to them: the
@@ -51,6 +54,24 @@ def dataset(data, size, count):
     return ds
 
 
+def cpu_seconds(dl):
+    """User + system CPU seconds of this process and of dl's persistent
+    workers so far (after the warm-up pass started them; /proc/PID/stat's
+    utime and stime)."""
+    t = os.times()
+    total = t.user + t.system
+    it = getattr(dl, "_iterator", None)
+    tick = os.sysconf("SC_CLK_TCK")
+    for w in getattr(it, "_workers", []) if it is not None else []:
+        try:
+            with open(f"/proc/{w.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def loader(a):
     ds = dataset(a.data, a.size, a.count)
     dl = DataLoader(ds, batch_size=a.batch_size, shuffle=True, num_workers=a.workers,
@@ -58,13 +79,15 @@ def loader(a):
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"{torch.get_num_threads()} threads, {len(ds)} images, batch {a.batch_size}, "
           f"num_workers {a.workers}", flush=True)
-    rates = []
+    rates, cpu = [], []
     for p in range(a.passes + 1):
         n = 0
         t = time.perf_counter()
+        c = cpu_seconds(dl)
         for x, y in dl:
             n += x.shape[0]
         s = time.perf_counter() - t
+        cpu.append((cpu_seconds(dl) - c) / max(n, 1))
         if n != len(ds) or not torch.isfinite(x).all():
             sys.exit(f"images_torchvision.py: pass {p}: {n} images of {len(ds)}, or not finite")
         if p == 0:
@@ -73,6 +96,8 @@ def loader(a):
         rates.append(n / s)
         print(f"pass {p}: {n} images in {s:.2f} s, {n / s:.1f} images/s", flush=True)
     print(f"IMAGES_PER_SECOND {sum(rates) / len(rates):.2f}")
+    timed = cpu[1:]
+    print(f"CPU_MS_PER_IMAGE {1e3 * sum(timed) / len(timed):.3f}")
 
 
 def npy(a):

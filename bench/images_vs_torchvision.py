@@ -7,11 +7,19 @@ loader against torchvision's, then the loader behind a ResNet-18 step.
    Normalize), images/s over one pass after a warm-up:
      torchvision  bench/images_torchvision.py loader (ImageFolder +
                   DataLoader(num_workers=2, batch_size=64), Pillow)
-     dptrain      `dptrain data --dataset folder --data DIR --transform
-                  imagenet --workers 2 --count N` (dptrain_data_argv),
-                  timed from outside, start-up and the output included;
-                  also with --jpeg-scale off, where dptrain has it.
-   Goal: dptrain >= 2x torchvision.
+     dptrain      `dptrain train --dataset folder --data DIR --transform
+                  imagenet --workers 2 --batch-size 64` of a model that
+                  costs nothing (Flatten, Linear), its samples/s: the rate
+                  at which the loader feeds a step (dptrain_feed_argv);
+     dptrain data `dptrain data --dataset folder --data DIR --transform
+                  imagenet --workers 2 --epoch 0 --count N --dump OUT`
+                  (dptrain_data_argv; --bench instead of --dump where the
+                  command has it), timed from outside, start-up and the
+                  output included; also with --jpeg-scale off. The goal is
+                  judged on the first of these that is built.
+   Goal: dptrain >= 2x torchvision. Beside each rate, the CPU time (user +
+   system) an image took: on a machine that other work keeps busy the
+   rates say little, the CPU times much more.
 2. End to end: torchvision's ResNet-18 (ONNX, 3x224x224, 10 classes),
    batch 64, bf16 where the CPU has it, `dptrain train` for --steps steps
    an epoch (--limit-train), 2 epochs, the last epoch's epoch_seconds:
@@ -27,6 +35,7 @@ the run then exits 77; 1 when a measured goal is missed, else 0.
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -78,10 +87,39 @@ def dptrain_data_argv(bin_, data, count, out, extra):
               "SKIPPED", flush=True)
         return None
     argv = [bin_, "data", "--dataset", "folder", "--data", data, "--transform", "imagenet",
-            "--workers", "2", "--epoch", "1", "--count", str(count)] + extra
+            "--workers", "2", "--epoch", "0", "--count", str(count)] + extra
     if has_flag(bin_, "data", "--bench"):
         return argv + ["--bench"]
     return argv + ["--dump", out]
+
+
+def dptrain_feed_argv(bin_, data, count, model, metrics):
+    """`dptrain train` of a model that costs nothing (Flatten, Linear: about
+    30 MFLOP a batch of 64) over the same images: its samples/s is the
+    rate at which the loader hands batches to a step, nothing written.
+    None where train has no --transform yet."""
+    if not has_flag(bin_, "train", "--transform"):
+        return None
+    with open(model, "w") as f:
+        f.write("Flatten()\nLinear(3 * 224 * 224, 10)\n")
+    return [bin_, "train", "--model", model, "--dataset", "folder", "--data", data,
+            "--transform", "imagenet", "--workers", "2", "--batch-size", "64", "--epochs", "1",
+            "--limit-train", str(count), "--limit-test", "64", "--lr", "0.01",
+            "--progress", "never", "--metrics", metrics]
+
+
+def dptrain_feed_rate(argv, metrics):
+    """(images/s from the epoch's samples_per_second, CPU ms an image of the
+    whole run: start-up, the 64 test images and the steps included)."""
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    c = children_cpu()
+    run_checked(argv, "dptrain train (the loader feeding a linear step)")
+    c = children_cpu() - c
+    with open(metrics) as f:
+        e = [json.loads(ln) for ln in f if ln.startswith("{") and '"step"' not in ln][-1]
+    n = int(argv[argv.index("--limit-train") + 1])
+    return float(e["samples_per_second"]), 1e3 * c / n
 
 
 def run_checked(argv, what):
@@ -94,19 +132,31 @@ def run_checked(argv, what):
 def torchvision_rate(py, data, count):
     out = run_checked([py, os.path.join(HERE, "images_torchvision.py"), "loader", "--data", data,
                        "--count", str(count)], "torchvision's loader")
-    lines = [ln for ln in out.splitlines() if ln.startswith("IMAGES_PER_SECOND")]
-    if not lines:
-        sys.exit(f"error: no IMAGES_PER_SECOND line from images_torchvision.py:\n{out}")
-    return float(lines[-1].split()[1])
+    got = {}
+    for key in ("IMAGES_PER_SECOND", "CPU_MS_PER_IMAGE"):
+        lines = [ln for ln in out.splitlines() if ln.startswith(key)]
+        if not lines:
+            sys.exit(f"error: no {key} line from images_torchvision.py:\n{out}")
+        got[key] = float(lines[-1].split()[1])
+    return got["IMAGES_PER_SECOND"], got["CPU_MS_PER_IMAGE"]
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def dptrain_rate(argv, count, dump):
-    t = time.perf_counter()
+    """(images/s, CPU ms an image): the run's wall time and its user +
+    system time, start-up and the dump's writing included."""
+    t, c = time.perf_counter(), children_cpu()
     run_checked(argv, "dptrain data")
-    s = time.perf_counter() - t
-    if os.path.exists(dump):
-        os.remove(dump)
-    return count / s
+    s, c = time.perf_counter() - t, children_cpu() - c
+    # OUT.npy and OUT.labels.npy: gone before the next run writes them.
+    for path in (dump, dump[:-len(".npy")] + ".labels.npy"):
+        if os.path.exists(path):
+            os.remove(path)
+    return count / s, 1e3 * c / count
 
 
 def epoch_seconds(bin_, argv, metrics):
@@ -129,22 +179,32 @@ def epoch_seconds(bin_, argv, metrics):
 
 
 def rounds(configs, n, unit):
-    """configs: [(name, callable)]: calls each once a round, n rounds;
-    returns {name: [values]}."""
+    """configs: [(name, callable)]: calls each once a round, n rounds. A
+    callable returns a value, or (value, CPU ms an image). Returns {name:
+    [values]} and {name: [CPU ms]}."""
     got = {name: [] for name, _ in configs}
+    cpu = {name: [] for name, _ in configs}
     for r in range(1, n + 1):
         for name, f in configs:
             v = f()
+            c = None
+            if isinstance(v, tuple):
+                v, c = v
+                cpu[name].append(c)
             got[name].append(v)
-            print(f"round {r}/{n}  {name:<34} {v:10.2f} {unit}", flush=True)
-    return got
+            extra = f"   {c:7.2f} CPU ms/image" if c is not None else ""
+            print(f"round {r}/{n}  {name:<34} {v:10.2f} {unit}{extra}", flush=True)
+    return got, {k: v for k, v in cpu.items() if v}
 
 
-def summary(got, unit):
+def summary(got, unit, cpu=None):
     med = {name: statistics.median(v) for name, v in got.items()}
     for name, v in got.items():
         runs = " ".join(f"{x:.2f}" for x in v)
-        print(f"{name:<34} median {med[name]:10.2f} {unit}   runs: {runs}")
+        c = ""
+        if cpu and name in cpu:
+            c = f"   CPU {statistics.median(cpu[name]):.2f} ms/image"
+        print(f"{name:<34} median {med[name]:10.2f} {unit}{c}   runs: {runs}")
     return med
 
 
@@ -153,20 +213,35 @@ def loader_part(a, tmp):
           f"normalize, batch 64, 2 workers, images/s over one pass after a warm-up", flush=True)
     dump = os.path.join(tmp, "dump.npy")
     configs = [("torchvision (Pillow)", lambda: torchvision_rate(a.torch_python, a.data, a.count))]
+    feed = dptrain_feed_argv(a.dptrain, a.data, a.count, os.path.join(tmp, "linear.txt"),
+                             os.path.join(tmp, "feed.jsonl"))
+    if feed:
+        print(f"# dptrain: {shlex.join(feed)}")
+        run_checked(feed, "dptrain train (warm-up)")
+        configs.append(("dptrain", lambda: dptrain_feed_rate(feed, feed[-1])))
     argv = dptrain_data_argv(a.dptrain, a.data, a.count, dump, shlex.split(a.data_args))
     if argv:
-        print(f"# dptrain: {shlex.join(argv)}")
+        name = "dptrain data --dump" if "--dump" in argv else "dptrain data --bench"
+        if not feed:
+            name = "dptrain"
+        print(f"# {name}: {shlex.join(argv)}")
         run_checked(argv, "dptrain data (warm-up)")
-        configs.append(("dptrain", lambda: dptrain_rate(argv, a.count, dump)))
+        configs.append((name, lambda: dptrain_rate(argv, a.count, dump)))
         if has_flag(a.dptrain, "data", "--jpeg-scale"):
             off = argv + ["--jpeg-scale", "off"]
-            configs.append(("dptrain --jpeg-scale off", lambda: dptrain_rate(off, a.count, dump)))
-    med = summary(rounds(configs, a.rounds, "images/s"), "images/s")
+            configs.append((name + " --jpeg-scale off",
+                            lambda: dptrain_rate(off, a.count, dump)))
+    got, cpu = rounds(configs, a.rounds, "images/s")
+    med = summary(got, "images/s", cpu)
     if "dptrain" not in med:
         print(f"ratio dptrain / torchvision: not measured (goal >= {LOADER_GOAL:g}x): SKIPPED")
         return "skipped"
     ratio = med["dptrain"] / med["torchvision (Pillow)"]
     ok = ratio >= LOADER_GOAL
+    cpu_ratio = (statistics.median(cpu["torchvision (Pillow)"]) /
+                 statistics.median(cpu["dptrain"]))
+    print(f"CPU time an image, torchvision / dptrain: {cpu_ratio:.2f}x (the images/s a "
+          f"machine with every core free would give, where both keep them busy)")
     print(f"ratio dptrain / torchvision: {ratio:.2f}x (goal >= {LOADER_GOAL:g}x: "
           f"{'met' if ok else 'NOT met'})")
     return "met" if ok else "missed"
@@ -190,7 +265,7 @@ def e2e_part(a, tmp):
     else:
         print("dptrain train --transform: not built yet: the folder side of the end-to-end "
               "comparison is SKIPPED", flush=True)
-    med = summary(rounds(configs, a.rounds, "sec/epoch"), "sec/epoch")
+    med = summary(rounds(configs, a.rounds, "sec/epoch")[0], "sec/epoch")
     step = med["memory (npy, batches made before)"] / a.steps
     print(f"in memory: {step:.3f} s/step, {64 / step:.1f} samples/s")
     if len(med) < 2:
