@@ -16,7 +16,7 @@
 #   TORCH_PY      a python with numpy and Pillow for make_images.py
 #                 (default bench/.venv's; else python3 where it has them)
 # The folders are made once under bench/data/ (git ignores it): 50,000
-# JPEGs at about 26 KB each on average are about 1.3 GB, and their shards
+# JPEGs at about 31 KB each on average are about 1.5 GB, and their shards
 # as much again; the script checks the free space first (df) and says so.
 # Exits 77 when the streaming loader (or, for the shards, `dptrain
 # shards`) is not built yet, saying which; 1 when the peaks differ by more
@@ -57,9 +57,9 @@ if ! "$bin" train --help 2>&1 | grep -q -- '--train-transform'; then
     exit 77
 fi
 
-# Disk: 26 KB a JPEG on average at 200-500 px, twice (folder and shards),
+# Disk: 31 KB a JPEG on average at 200-500 px, twice (folder and shards),
 # plus 10% for the file system.
-need_mb=$(( (counts[0] + counts[1] + 400) * 26 * 2 * 11 / 10 / 1024 ))
+need_mb=$(( (counts[0] + counts[1] + 400) * 31 * 2 * 11 / 10 / 1024 ))
 mkdir -p bench/data
 have_mb=$(df -Pm bench/data | awk 'NR == 2 {print $4}')
 echo "# disk: bench/data has ${have_mb} MB free; the folders and shards need up to ${need_mb} MB" \
@@ -116,7 +116,7 @@ FAILED=0
 compare() {
     local kind=$1 a=$2 b=$3
     if awk -v a="$a" -v b="$b" 'BEGIN { lo = a < b ? a : b; hi = a < b ? b : a;
-            d = 100 * (hi - lo) / lo; printf "%s", d; exit !(d <= 10) }' >"$tmp/diff"; then
+            d = 100 * (hi - lo) / lo; printf "%.2f", d; exit !(d <= 10) }' >"$tmp/diff"; then
         echo "$kind: peaks differ by $(cat "$tmp/diff")% (goal within 10%: met)"
     else
         echo "$kind: peaks differ by $(cat "$tmp/diff")% (goal within 10%: NOT met)"
