@@ -27,7 +27,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 read -r -a counts <<<"${COUNTS:-2000 50000}"
-if [[ ${#counts[@]} -ne 2 ]] || ! [[ ${counts[0]} =~ ^[1-9][0-9]*$ && ${counts[1]} =~ ^[1-9][0-9]*$ ]]; then
+positive='^[1-9][0-9]*$'
+if [[ ${#counts[@]} -ne 2 ]] || ! [[ ${counts[0]} =~ $positive && ${counts[1]} =~ $positive ]]; then
     echo "error: COUNTS='${COUNTS:-}': two positive integers, e.g. \"2000 50000\"" >&2
     exit 2
 fi
@@ -45,8 +46,9 @@ fi
 bin=$BUILD/dptrain
 [[ -x $bin ]] || { echo "error: no $bin: build first" >&2; exit 1; }
 
-grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name\s*:/# CPU:/'
-echo "# $(nproc) cores usable, $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 2^20}' /proc/meminfo) memory"
+python3 -c 'import sys; sys.path.insert(0, "bench")
+from images_vs_torchvision import cpu_line; print("# CPU:", cpu_line())'
+echo "# memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 2^20}' /proc/meminfo)"
 
 # Before any image is made: the streaming loader is what this measures.
 # The loader that decodes every image up front would need 50,000 x ~350 x
