@@ -70,20 +70,27 @@ static int decode_once(const dp_transform_list *l, dp_jpeg_scale scale, const ui
                           "input: %s", spec, mode, rc, fz_last_error);
         return 1;
     }
-    if ((channels && chw[0] != channels) || (chw[0] != 1 && chw[0] != 3) || chw[1] < 1 ||
+    /* The channels asked for, then each gray or rgb stage's. */
+    int want = channels;
+    for (int k = 0; k < l->n; k++)
+        if (l->t[k].kind == DP_TRANSFORM_GRAY || l->t[k].kind == DP_TRANSFORM_RGB)
+            want = l->t[k].kind == DP_TRANSFORM_GRAY ? 1 : 3;
+    if ((want && chw[0] != want) || (chw[0] != 1 && chw[0] != 3) || chw[1] < 1 ||
         chw[2] < 1 || (size_t)chw[0] * (size_t)chw[1] * (size_t)chw[2] > FZ_TRANSFORM_CAP)
-        return fz_bad("transform", "%s, scale %s: decoded [%d, %d, %d] for %d channels", spec,
-                      mode, chw[0], chw[1], chw[2], channels);
+        return fz_bad("transform", "%s, scale %s: decoded [%d, %d, %d], %d channels wanted",
+                      spec, mode, chw[0], chw[1], chw[2], want);
     int rows, cols;
     if (dp_transform_fixed_size(l, &rows, &cols) && (chw[1] != rows || chw[2] != cols))
         return fz_bad("transform", "%s, scale %s: decoded %dx%d, the list fixes %dx%d", spec, mode,
                       chw[1], chw[2], rows, cols);
     /* Every float is read (ASan sees one that is not there) and is
-     * ToTensor's: in [0, 1], never NaN. */
+     * ToTensor's: in [0, 1] up to the float rounding of a resize's
+     * weights (non-negative, summing to 1 within an ulp or two), never
+     * NaN. */
     size_t n = (size_t)chw[0] * (size_t)chw[1] * (size_t)chw[2];
     for (size_t i = 0; i < n; i++)
-        if (!(out[i] >= 0.0f && out[i] <= 1.0f))
-            return fz_bad("transform", "%s, scale %s: float %zu of [%d, %d, %d] is %g", spec, mode,
+        if (!(out[i] >= -1e-6f && out[i] <= 1.0f + 1e-6f))
+            return fz_bad("transform", "%s, scale %s: float %zu of [%d, %d, %d] is %.9g", spec, mode,
                           i, chw[0], chw[1], chw[2], (double)out[i]);
     return 0;
 }
