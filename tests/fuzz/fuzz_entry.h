@@ -93,7 +93,8 @@
  *                file, 1, 3) and the seed (value >> 2); the rest is a PNG
  *                or JPEG through dp_transform_decode with --jpeg-scale auto
  *                and off: the list's output shape (the same both ways),
- *                floats in [0, 1]; or one error naming the input. */
+ *                floats in [0, 1] (within an ulp); or one error naming the
+ *                input. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
