@@ -169,7 +169,7 @@ test-tsan: deps
 # `make test`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = idx safetensors checkpoint cli cifar10 model \
-  idx_dataset cifar10_train model_cli devices stages model_build npy image onnx shards
+  idx_dataset cifar10_train model_cli devices stages model_build npy image onnx shards transform
 fuzz:
 	@scripts/install-deps.sh clang libclang-rt-14-dev
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -94,9 +94,9 @@ static int check_batch_size(const dp__trainer *t)
 static int check_last_batch(const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
-    int64_t n = dp__data_train_set(t->data)->n;
-    if (o->data.limit_train > 0 && o->data.limit_train < n)
-        n = o->data.limit_train;
+    /* The loader's count, not the set's: a tar set's epoch holds only whole
+     * batches (its remainder dropped), so it has no short last batch. */
+    int64_t n = dp_loader_num_samples(dp__data_loader(t->data, true));
     int64_t last = n % o->data.batch_size, sizes[DP_MAX_RANKS];
     if (last == 0)
         return 0;
@@ -169,13 +169,13 @@ static int setup(dp__trainer *t, dp_train_options *run)
     if (unknown)
         DP_TRY(plan(t, run, dp__data_chw(t->data), dp__data_train_set(t->data)->n));
     DP_TRY(dp__net_build(t->net, t, dp__data_chw(t->data)));
-    DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_open(&t->steps, t));
     DP_TRY(dp__book_open(&t->book, t));
     if (o->checkpoint.resume_path)
         DP_TRY(dp__book_resume(t));
     DP_TRY(dp__prec_tune(t->prec, t));
     DP_TRY(dp__data_open_loaders(t->data, o, dp__steps_seed(t->steps), true));
+    DP_TRY(check_last_batch(t));
     DP_TRY(dp__steps_plan(t->steps, o, dp_loader_num_batches(dp__data_loader(t->data, true))));
     /* From here a stop waits for a step and saves the run; before, the
      * process may end at once (dp_train_stops_between_steps): the output

@@ -84,7 +84,17 @@
  *                shuffle), the rest a tar shard through dp_shard_set_open's
  *                index pass and one lane read to its end: exactly the
  *                samples counted, each id once, labels below the class
- *                count; or one error naming the shard. */
+ *                count; or one error naming the shard.
+ *
+ * and, in fuzz_transform_entry.c:
+ *   transform    bytes 0-2 pick a transform list (byte 0 & 7: the sizing
+ *                stage, bit 3: flip, bits 4-5: gray/rgb first; bytes 1-2
+ *                the sides, 1 to 64), byte 3 the channels (value % 3: as the
+ *                file, 1, 3) and the seed (value >> 2); the rest is a PNG
+ *                or JPEG through dp_transform_decode with --jpeg-scale auto
+ *                and off: the list's output shape (the same both ways),
+ *                floats in [0, 1] (within an ulp); or one error naming the
+ *                input. */
 #ifndef DP_TESTS_FUZZ_ENTRY_H
 #define DP_TESTS_FUZZ_ENTRY_H
 
@@ -113,6 +123,8 @@ int fuzz_image_input(const uint8_t *data, size_t size);
 int fuzz_onnx_input(const uint8_t *data, size_t size);
 /* shards: a tar shard (fuzz_shards_entry.c). */
 int fuzz_shards_input(const uint8_t *data, size_t size);
+/* transform: an image file through the transforms (fuzz_transform_entry.c). */
+int fuzz_transform_input(const uint8_t *data, size_t size);
 
 /* The entry of target `name` (fuzz_table.c lists them), or NULL. */
 fuzz_entry_fn fuzz_entry(const char *name);

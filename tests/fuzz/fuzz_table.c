@@ -24,6 +24,7 @@ static const struct {
     {"image", fuzz_image_input},
     {"onnx", fuzz_onnx_input},
     {"shards", fuzz_shards_input},
+    {"transform", fuzz_transform_input},
 };
 
 size_t fuzz_target_count(void)

@@ -6,7 +6,8 @@ Small valid and near-valid inputs in the form each entry point reads them
 files, safetensors files,
 LeNet checkpoints, command lines, one argument per line, .npy files,
 PNG and JPEG images (the JPEGs written once by libjpeg-turbo, kept as hex),
-and ONNX files of If and Loop bodies (tests/tools/hostile_onnx.py). The files are
+and ONNX files of If and Loop bodies (tests/tools/hostile_onnx.py), and
+the transform target's JPEGs and PNGs (tests/fuzz/corpus_transform.py, Pillow). The files are
 checked in; run this again only to change them:
 
     tests/fuzz/make_corpus.py [path/to/dptrain]
@@ -26,6 +27,7 @@ import tempfile
 
 import corpus_images
 import corpus_shards
+import corpus_transform
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -429,6 +431,7 @@ def main():
     corpus_images.npy_corpus(put)
     corpus_images.image_corpus(put)
     corpus_shards.shards_corpus(put)
+    corpus_transform.transform_corpus(put)
     onnx_corpus()
 
 

@@ -1,7 +1,7 @@
 # The libFuzzer targets (read through project.cmake, see there). The project
 # is configured with -DDP_SANITIZE='address;undefined' and with
 # -fsanitize=fuzzer-no-link in CMAKE_C_FLAGS, so the library and the tools'
-# parsers carry libFuzzer's coverage instrumentation; only the sixteen
+# parsers carry libFuzzer's coverage instrumentation; only the seventeen
 # targets below link libFuzzer's main (-fsanitize=fuzzer), into
 # build-fuzz/fuzz/, each built from fuzz_target.c with its name.
 #
@@ -13,9 +13,9 @@ endif()
 
 set(dp_fuzz_dir ${CMAKE_CURRENT_LIST_DIR})
 
-# The Makefile's FUZZ_TARGETS and fuzz_table.c name the same sixteen.
+# The Makefile's FUZZ_TARGETS and fuzz_table.c name the same seventeen.
 set(dp_fuzz_targets idx safetensors checkpoint cli cifar10 model
-                    idx_dataset cifar10_train model_cli devices stages model_build npy image onnx shards)
+                    idx_dataset cifar10_train model_cli devices stages model_build npy image onnx shards transform)
 
 # Entry points and the command line's parsers, shared by the targets.
 add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/fuzz_cli_entry.c
@@ -23,7 +23,8 @@ add_library(dp_fuzz_entry STATIC ${dp_fuzz_dir}/fuzz_entry.c ${dp_fuzz_dir}/fuzz
                              ${dp_fuzz_dir}/fuzz_data_entry.c ${dp_fuzz_dir}/fuzz_parse_entry.c
                              ${dp_fuzz_dir}/fuzz_table.c ${dp_fuzz_dir}/cli_sources.c
                              ${dp_fuzz_dir}/fuzz_image_entry.c ${dp_fuzz_dir}/fuzz_onnx_entry.c
-                             ${dp_fuzz_dir}/fuzz_shards_entry.c)
+                             ${dp_fuzz_dir}/fuzz_shards_entry.c
+                             ${dp_fuzz_dir}/fuzz_transform_entry.c)
 target_include_directories(dp_fuzz_entry PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(dp_fuzz_entry PUBLIC dp)
 

@@ -22,6 +22,7 @@
 #include "fuzz_parse_entry.c"
 #include "fuzz_shards_entry.c"
 #include "fuzz_table.c"
+#include "fuzz_transform_entry.c"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate(test_target, "image"),
         cmocka_unit_test_prestate(test_target, "onnx"),
         cmocka_unit_test_prestate(test_target, "shards"),
+        cmocka_unit_test_prestate(test_target, "transform"),
         /* clang-format on */
     };
     /* Every target of fuzz_table.c has its test here (each test's name is

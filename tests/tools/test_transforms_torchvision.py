@@ -1,9 +1,17 @@
 """dptrain's transforms (src/data/transform*.c) against torchvision's on real
 files: JPEGs and PNGs of assorted sizes and aspect ratios, gray and RGB,
-written by Pillow, run through dptrain's pipeline (tests/data/transform_dump.c:
-dp_transform_decode with --jpeg-scale off, the floats as .npy and the draws as
-JSON) and through torchvision's functional transforms on the image as
-ImageFolder's PIL loader reads it, with the boxes dptrain drew, then ToTensor.
+written by Pillow as ImageFolders (ROOT/train/c/NN_....jpg; ROOT/test the
+same), run through
+`dptrain data --dataset folder --no-shuffle --jpeg-scale off --dump` (the
+floats the streaming loader hands a run's step, in file order) and through
+torchvision's functional transforms on the image as ImageFolder's PIL loader
+reads it, with the boxes dptrain drew, then ToTensor. The draws come from
+tests/data/transform_dump.c (dp_transform_decode, the same seed, epoch and
+sample index: its floats must equal dptrain data's bit for bit, which also
+pins the files' order), as JSON with the uniform numbers and randints they
+consumed. A list whose output size depends on the input's (resize:S, flip,
+crop:P, ...) is run on folders of one size; one that fixes it, on a folder of
+every size.
 
   Resize, CenterCrop, RandomResizedCrop: mean |dptrain - torchvision| <= 0.5/255
   and max <= 2/255. torchvision's interpolation that matches: BILINEAR with
@@ -14,11 +22,12 @@ ImageFolder's PIL loader reads it, with the boxes dptrain drew, then ToTensor.
   torch.randint patched) give the same boxes, fallback included.
   Flip, crop:P (RandomCrop with padding), gray and rgb: bit for bit.
 
-Usage: test_transforms_torchvision.py path/to/transform_dump. The Python that
-runs torchvision: $DP_TORCHVISION_PYTHON, else <source>/bench/.venv (PyPI's
-torch, torchvision, Pillow) when it has torchvision, else Debian's
-/usr/bin/python3 (python3-torchvision); it prints which. Without one: skipped
-(77), unless DP_REQUIRE_TORCH=1 (make test-interop), where that fails."""
+Usage: test_transforms_torchvision.py path/to/transform_dump path/to/dptrain.
+The Python that runs torchvision: $DP_TORCHVISION_PYTHON, else
+<source>/bench/.venv (PyPI's torch, torchvision, Pillow) when it has
+torchvision, else Debian's /usr/bin/python3 (python3-torchvision); it prints
+which. Without one: skipped (77), unless DP_REQUIRE_TORCH=1 (make
+test-interop), where that fails."""
 import json
 import os
 import subprocess
@@ -70,6 +79,7 @@ def check(ok, what):
     if not ok:
         failures.append(what)
         print("FAIL:", what)
+    return ok
 
 
 def photo(rows, cols, channels, seed):
@@ -87,22 +97,35 @@ def photo(rows, cols, channels, seed):
     return np.stack(planes, -1) if channels == 3 else planes[0]
 
 
+SIZES = [(53, 37), (200, 300), (333, 499), (480, 640), (37, 53), (224, 224), (120, 1000),
+         (500, 375)]
+
+
 def make_images(folder):
-    files = []
-    sizes = [(53, 37), (200, 300), (333, 499), (480, 640), (37, 53), (224, 224), (120, 1000),
-             (500, 375)]
+    """Two ImageFolders a channel count: "<rgb|gray>" with every size (for
+    lists that fix the output's), and "<rgb|gray>-<k>" with size k's JPEG
+    and PNG (for lists that keep the input's). Returns {root: files in the
+    folder's order}."""
+    roots = {}
     k = 0
-    for rows, cols in sizes:
+    for s, (rows, cols) in enumerate(SIZES):
         for channels in (3, 1):
+            kind = "rgb" if channels == 3 else "gray"
             for fmt in ("jpg", "png"):
                 a = photo(rows, cols, channels, k)
-                path = os.path.join(folder, "%02d_%dx%d_%s.%s" % (k, cols, rows,
-                                                                   "rgb" if channels == 3 else "gray", fmt))
                 img = Image.fromarray(a, "RGB" if channels == 3 else "L")
-                img.save(path, quality=90) if fmt == "jpg" else img.save(path)
-                files.append(path)
+                name = "%02d_%dx%d_%s.%s" % (k, cols, rows, kind, fmt)
+                for root in (os.path.join(folder, kind), os.path.join(folder, "%s-%d" % (kind, s))):
+                    os.makedirs(os.path.join(root, "train", "c"), exist_ok=True)
+                    path = os.path.join(root, "train", "c", name)
+                    img.save(path, quality=90) if fmt == "jpg" else img.save(path)
+                    roots.setdefault(root, []).append(path)
                 k += 1
-    return files
+    # dptrain opens a folder's test split too (the same images; the same
+    # list, --test-transform, so that its samples' shape agrees).
+    for root in roots:
+        os.symlink(os.path.join(root, "train"), os.path.join(root, "test"))
+    return {root: sorted(files) for root, files in roots.items()}
 
 
 def replay_get_params(draws, rows, cols, scale, ratio):
@@ -200,56 +223,105 @@ def torchvision_side(path, spec, rec):
 fallbacks = [0]
 
 
-def run(dump, files, spec, exact, seed=7, epoch=3):
-    with tempfile.TemporaryDirectory() as out:
-        res = subprocess.run([dump, spec, "off", str(seed), str(epoch), out] + files,
-                             capture_output=True, text=True)
-        if res.returncode != 0:
-            check(False, "transform_dump %s: %s" % (spec, res.stderr.strip()))
-            return
-        worst_mean = worst_max = 0.0
-        for line in res.stdout.splitlines():
-            rec = json.loads(line)
-            # 10 failed tries: 20 uniforms and no randint, then the fallback.
-            draws = [d for d in rec["draws"] if d[0] == 0]
-            fallbacks[0] += spec.startswith("random-resized-crop") and len(draws) == 20 and all(
-                d[1] == 0 for d in draws)
-            ours = np.load(os.path.join(out, "%d.npy" % rec["index"]))
-            theirs = torchvision_side(rec["file"], spec, rec)
-            if ours.shape != theirs.shape:
-                check(False, "%s %s: shape %s, torchvision's %s" % (rec["file"], spec, ours.shape,
-                                                                   theirs.shape))
+def fixes_size(spec):
+    """Whether the list fixes the output's size (ends in a sized crop or an
+    HxW resize, with only flip/gray/rgb after)."""
+    for name, arg in reversed(stage_list(spec)):
+        if name in ("random-resized-crop", "center-crop"):
+            return True
+        if name == "resize":
+            return "x" in arg
+        if name == "crop":
+            return False
+    return False
+
+
+def dptrain_data(dptrain, root, spec, count, seed, epoch, out):
+    """dptrain data's samples of the folder, in file order, as [N, C, H, W]."""
+    path = os.path.join(out, "data.npy")
+    res = subprocess.run([dptrain, "data", "--dataset", "folder", "--data", root,
+                          "--train-transform", spec, "--test-transform", spec,
+                          "--jpeg-scale", "off", "--no-shuffle",
+                          "--seed", str(seed), "--epoch", str(epoch), "--count", str(count),
+                          "--workers", "2", "--dump", path], capture_output=True, text=True)
+    if res.returncode != 0:
+        check(False, "dptrain data %s %s: %s" % (root, spec, res.stderr.strip()))
+        return None
+    return np.load(path)
+
+
+def run(tools, roots, spec, exact, seed=7, epoch=3):
+    dump, dptrain = tools
+    fixed = fixes_size(spec)
+    worst_mean = worst_max = 0.0
+    images = 0
+    for root, files in sorted(roots.items()):
+        if fixed != ("-" not in os.path.basename(root)):
+            continue
+        with tempfile.TemporaryDirectory() as out:
+            res = subprocess.run([dump, spec, "off", str(seed), str(epoch), out] + files,
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                check(False, "transform_dump %s: %s" % (spec, res.stderr.strip()))
                 continue
-            check(np.all(np.isfinite(ours)), "%s %s: not finite" % (rec["file"], spec))
-            d = np.abs(ours.astype(np.float64) - theirs)
-            mean, mx = float(d.mean()), float(d.max())
-            worst_mean, worst_max = max(worst_mean, mean), max(worst_max, mx)
-            if exact:
-                check(mx == 0 and np.isfinite(mx),
-                      "%s %s: not bit for bit (max %.3g)" % (rec["file"], spec, mx))
-            else:
-                check(mean <= MEAN_BOUND and mx <= MAX_BOUND,
-                      "%s %s: mean %.3f/255, max %.3f/255" % (rec["file"], spec, mean * 255, mx * 255))
-        print("%-50s %d images: worst mean %.4f/255, worst max %.4f/255" % (
-            spec, len(files), worst_mean * 255, worst_max * 255))
+            data = dptrain_data(dptrain, root, spec, len(files), seed, epoch, out)
+            if data is None:
+                continue
+            recs = [json.loads(line) for line in res.stdout.splitlines()]
+            if not check(data.shape[0] == len(files) == len(recs),
+                         "%s %s: dptrain data gave %d samples, transform_dump %d, of %d files" % (
+                             root, spec, data.shape[0], len(recs), len(files))):
+                continue
+            for rec in recs:
+                # 10 failed tries: 20 uniforms and no randint, then the fallback.
+                draws = [d for d in rec["draws"] if d[0] == 0]
+                fallbacks[0] += spec.startswith("random-resized-crop") and len(draws) == 20 and all(
+                    d[1] == 0 for d in draws)
+                ours = data[rec["index"]]
+                alone = np.load(os.path.join(out, "%d.npy" % rec["index"]))
+                # The loader's sample k is dp_transform_decode's of file k.
+                check(ours.shape == alone.shape and np.array_equal(ours, alone),
+                      "%s %s: dptrain data's sample %d is not dp_transform_decode's" % (
+                          rec["file"], spec, rec["index"]))
+                theirs = torchvision_side(rec["file"], spec, rec)
+                images += 1
+                if ours.shape != theirs.shape:
+                    check(False, "%s %s: shape %s, torchvision's %s" % (
+                        rec["file"], spec, ours.shape, theirs.shape))
+                    continue
+                check(np.all(np.isfinite(ours)), "%s %s: not finite" % (rec["file"], spec))
+                d = np.abs(ours.astype(np.float64) - theirs)
+                mean, mx = float(d.mean()), float(d.max())
+                worst_mean, worst_max = max(worst_mean, mean), max(worst_max, mx)
+                if exact:
+                    check(mx == 0 and np.isfinite(mx),
+                          "%s %s: not bit for bit (max %.3g)" % (rec["file"], spec, mx))
+                else:
+                    check(mean <= MEAN_BOUND and mx <= MAX_BOUND,
+                          "%s %s: mean %.3f/255, max %.3f/255" % (rec["file"], spec, mean * 255,
+                                                                  mx * 255))
+    check(images == 2 * 2 * len(SIZES), "%s: %d images compared, of %d" % (
+        spec, images, 2 * 2 * len(SIZES)))
+    print("%-50s %d images: worst mean %.4f/255, worst max %.4f/255" % (
+        spec, images, worst_mean * 255, worst_max * 255))
 
 
 def main():
-    dump = sys.argv[1]
+    tools = sys.argv[1:3]
     print("torchvision %s (torch %s, Pillow %s) in %s" % (
         torchvision.__version__, torch.__version__, Image.__version__, sys.executable))
     with tempfile.TemporaryDirectory() as folder:
-        files = make_images(folder)
+        roots = make_images(folder)
         for spec in ["resize:256", "resize:64", "resize:100x80", "resize:256,center-crop:224",
                      "center-crop:224", "center-crop:40x60", "imagenet", "random-resized-crop:64",
                      "random-resized-crop:96x64:0.2-0.9:0.5-2", "resize:48,gray",
                      "rgb,random-resized-crop:32,flip"]:
-            run(dump, files, spec, exact=False)
+            run(tools, roots, spec, exact=False)
         # Extreme ratios: every try fails on these, the fallback cuts the box.
-        run(dump, files, "random-resized-crop:32:0.9-1:4-5", exact=False)
-        run(dump, files, "random-resized-crop:32:0.9-1:0.1-0.2", exact=False)
+        run(tools, roots, "random-resized-crop:32:0.9-1:4-5", exact=False)
+        run(tools, roots, "random-resized-crop:32:0.9-1:0.1-0.2", exact=False)
         for spec in ["crop:4,flip", "flip", "gray", "rgb", "crop:9", "gray,crop:3,flip"]:
-            run(dump, files, spec, exact=True)
+            run(tools, roots, spec, exact=True)
     check(fallbacks[0] >= 20, "RandomResizedCrop's fallback reached %d times, expected it on most "
           "images of the extreme ratios" % fallbacks[0])
     print("RandomResizedCrop's fallback replayed on %d images" % fallbacks[0])
