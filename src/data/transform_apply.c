@@ -53,15 +53,18 @@ static int cut(planes *p, const int box[4], bool flip)
             int sy = y + box[0];
             if (sy < 0 || sy >= p->h || x1 <= x0)
                 continue;
-            const uint8_t *in = src + (((size_t)c * p->h + sy) * p->w + box[1]) * es;
+            /* The row's start: box column x is row column box[1] + x, which
+             * is inside the row for x0 <= x < x1 (a pointer to column
+             * box[1] < 0 would be outside the buffer). */
+            const uint8_t *row = src + ((size_t)c * p->h + sy) * p->w * es;
             uint8_t *out = dst + ((size_t)c * box[2] + y) * box[3] * es;
             if (!flip) {
-                memcpy(out + x0 * es, in + x0 * es, (size_t)(x1 - x0) * es);
+                memcpy(out + x0 * es, row + (size_t)(box[1] + x0) * es, (size_t)(x1 - x0) * es);
                 continue;
             }
             /* Output column x is the box's column w - 1 - x. */
             for (int x = box[3] - x1; x < box[3] - x0; x++)
-                memcpy(out + x * es, in + (size_t)(box[3] - 1 - x) * es, es);
+                memcpy(out + x * es, row + (size_t)(box[1] + box[3] - 1 - x) * es, es);
         }
     }
     if (p->f)
