@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(cmake make gcc pkg-config python3 zlib1g-dev libdnnl-dev libplplot-dev plplot-driver-cairo
           libprotobuf-c-dev protobuf-c-compiler libonnx-dev libisal-dev
           libcmocka-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 libpng-dev
-          libjpeg62-turbo-dev libarchive-dev python3-dev python3-venv "$@")
+          libjpeg62-turbo-dev libarchive-dev python3-dev python3-venv
+          # what `pkg-config --static libarchive` links (libdptrain.a's users)
+          nettle-dev libacl1-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev libxml2-dev "$@")
 
 missing=()
 for p in "${packages[@]}"; do
