@@ -12,6 +12,9 @@
 # without them a skip (77), unless DP_REQUIRE_TORCH=1.
 # Usage: cli_imagenet_recipe.sh path/to/dptrain
 set -u
+# Kernels chosen without timing each shape first (the recipe's auto times
+# ResNet-18's every convolution, minutes on a shared 2-core machine).
+export DPTRAIN_CONV_ALGO=${DPTRAIN_CONV_ALGO:-direct}
 bin=$(realpath "$1")
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=/usr/bin/python3
