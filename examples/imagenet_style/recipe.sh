@@ -12,6 +12,9 @@
 #   DPTRAIN=build/dptrain  PYTHON=/usr/bin/python3 (torch, torchvision, PIL)
 #   CLASSES=10 TRAIN=20 TEST=4 (images a class) MIN=300 MAX=500 (sides, px)
 #   BATCH=16 EPOCHS=1 LIMIT (--limit-train N, left out when unset)
+#   SIZE=224: the side the model sees; 224 is --transform imagenet, another
+#     spells out the same transforms at that side (the test-transform's
+#     resize SIZE*256/224) with ImageNet's mean and std, for quick checks
 #   PRECISION: bf16 where the CPU has avx512_bf16 or amx_bf16, else fp32
 # Each command is printed before it runs, as the docs show it (build/dptrain,
 # python3 and the scripts by their paths from the repository root).
@@ -43,14 +46,21 @@ mkdir -p "$w"
 run "$py" "$here/make_images.py" "$w/photos" --classes "$classes" --train "${TRAIN:-20}" \
   --test "${TEST:-4}" --min "${MIN:-300}" --max "${MAX:-500}" --photo "$w/new_photo.jpg"
 # torchvision's resnet18(num_classes=10), random weights, for 3x224x224
-run "$py" "$onnx/resnet18.py" "$w/resnet18.onnx" --classes "$classes"
+run "$py" "$onnx/resnet18.py" "$w/resnet18.onnx" --classes "$classes" ${SIZE:+--size "$SIZE"}
 
-train=(--model "$w/resnet18.onnx" --transform imagenet --precision "$PRECISION"
+size=${SIZE:-224}
+transforms=(--transform imagenet)
+if [[ $size != 224 ]]; then
+  transforms=(--train-transform "random-resized-crop:$size,flip"
+              --test-transform "resize:$((size * 256 / 224)),center-crop:$size"
+              --normalize 0.485,0.456,0.406,0.229,0.224,0.225)
+fi
+train=(--model "$w/resnet18.onnx" "${transforms[@]}" --precision "$PRECISION"
        --batch-size "${BATCH:-16}" --epochs "${EPOCHS:-1}")
 [[ -n ${LIMIT:-} ]] && train+=(--limit-train "$LIMIT")
 
 # What the model sees: the first 16 training samples of epoch 0.
-run "$dptrain" data --dataset folder --data "$w/photos" --transform imagenet --count 16 --grid "$w/grid.png"
+run "$dptrain" data --dataset folder --data "$w/photos" "${transforms[@]}" --count 16 --grid "$w/grid.png"
 # Streamed from disk (a folder's default), one decoder thread per core.
 run "$dptrain" train --dataset folder --data "$w/photos" "${train[@]}" --verbose --checkpoint "$w/ck.safetensors"
 # The checkpoint's test transform (resize:256,center-crop:224) on a 640x480 photo.
