@@ -349,3 +349,15 @@ bool dp__conv_trace_get(int i, const void **dev, dp__conv_shape *s, dp__conv_pas
     pthread_mutex_unlock(&trace_mu);
     return ok;
 }
+
+static long reference_runs;
+
+void dp__conv_note_reference_run(void)
+{
+    __atomic_add_fetch(&reference_runs, 1, __ATOMIC_RELAXED);
+}
+
+long dp__conv_reference_runs(void)
+{
+    return __atomic_load_n(&reference_runs, __ATOMIC_RELAXED);
+}

@@ -95,4 +95,10 @@ int dp__conv_trace_find(const void *dev, const dp__conv_shape *s, dp__conv_pass 
 bool dp__conv_trace_get(int i, const void **dev, dp__conv_shape *s, dp__conv_pass *pass,
                         dp__conv_impl *impl);
 
+/* For tests: how many convolution passes ran a backend's reference kernel
+ * (oneDNN's "ref:" implementations, which the chooser never times) since
+ * the process started; a backend counts each such run. */
+void dp__conv_note_reference_run(void);
+long dp__conv_reference_runs(void);
+
 #endif

@@ -97,13 +97,28 @@ typedef struct measure_ctx {
     const dp__conv2d_args *a;
 } measure_ctx;
 
+/* Whether oneDNN's kernel for candidate impl is one of its reference
+ * implementations, which the chooser never times (seconds where the
+ * others take milliseconds); the im2col path runs oneDNN's matrix product,
+ * never a reference convolution. */
+static int is_reference(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
+                        const dp__conv2d_args *a, bool *ref)
+{
+    *ref = false;
+    if (impl == DP__CONV_GEMM)
+        return 0;
+    return dp__cpu_conv_onednn_is_ref(dev, pass, impl, a, ref);
+}
+
 /* Times each candidate on the pass's own tensors (its outputs are written
  * again by the chosen one afterwards): one run that builds its kernels,
  * then the faster of two timed runs. A candidate whose first run takes
  * over three times the best so far (plus 50 ms for building its kernels)
  * is not timed further: oneDNN 2.6 has bf16 weight-gradient kernels that
  * take a second where others take milliseconds. Winograd exists in oneDNN
- * for f32 only; bf16 keeps bf16 operands. */
+ * for f32 only; bf16 keeps bf16 operands. A candidate whose kernel is a
+ * reference one is not run at all; when every candidate is, the pass runs
+ * direct untimed, and says so. */
 static int measure(void *p, dp__conv_impl *best)
 {
     const measure_ctx *m = p;
@@ -117,12 +132,24 @@ static int measure(void *p, dp__conv_impl *best)
     double best_t = INFINITY;
     char line[256];
     int len = 0;
+    bool any_ref = false;
     *best = DP__CONV_DIRECT;
     for (int i = 0; i < ncand; i++) {
         if (!serves(cand[i], m->a))
             continue;
+        bool ref;
+        int rc = is_reference(m->dev, m->pass, cand[i], m->a, &ref);
+        if (rc == DP_ENOTSUP)
+            continue;
+        DP_TRY(rc);
+        if (ref) {
+            any_ref = true;
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s (reference kernel)",
+                            dp__conv_impl_name(cand[i]));
+            continue;
+        }
         double t0 = now();
-        int rc = run_impl(m->dev, m->pass, cand[i], m->a);
+        rc = run_impl(m->dev, m->pass, cand[i], m->a);
         if (rc == DP_ENOTSUP)
             continue;
         DP_TRY(rc);
@@ -141,6 +168,9 @@ static int measure(void *p, dp__conv_impl *best)
             *best = cand[i];
         }
     }
+    if (best_t == INFINITY && any_ref)
+        len +=
+            snprintf(line + len, sizeof line - (size_t)len, "; only reference kernels, none timed");
     dp__conv_shape s = shape_of(m->a);
     /* the sides' padding, dilation and groups only where a shape has them */
     char more[64] = "";

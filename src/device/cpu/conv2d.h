@@ -11,6 +11,12 @@
 int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
                         const dp__conv2d_args *a);
 
+/* Sets *ref to whether oneDNN's (pass, impl) kernel for a is a reference
+ * implementation (its "ref:" ones, far slower than the rest), building it
+ * if need be; DP_ENOTSUP when oneDNN has no such kernel here. */
+int dp__cpu_conv_onednn_is_ref(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
+                               const dp__conv2d_args *a, bool *ref);
+
 /* Runs `pass` of a transposed convolution a (kernels.h) with oneDNN's
  * direct deconvolution, f32. */
 int dp__cpu_deconv_onednn(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a);

@@ -10,7 +10,12 @@
  * at most, against tens of MiB of activations). Activations arrive and
  * leave in the tensors' own layout (NHWC, or NCHW for a user's input); the
  * blocked and Winograd implementations reorder them into oneDNN's layout
- * and back, in scratch memory, and the chooser's timing includes that. */
+ * and back, in scratch memory, and the chooser's timing includes that.
+ * The direct one takes x in NHWC: a user's NCHW input of more than one
+ * channel is reordered into NHWC scratch first, since for NCHW in and NHWC
+ * out oneDNN has only its reference kernel (ResNet's 3->64 7x7 stem ran
+ * it, seconds a step). A primitive whose implementation is still a
+ * reference one is marked (conv_prim.ref): the chooser never times it. */
 #include "device/cpu/conv2d.h"
 
 #include <string.h>
@@ -38,6 +43,7 @@ typedef struct conv_prim {
     dnnl_primitive_t prim;
     relayout w, a, b; /* weights; the pass's activation input; its output */
     dnnl_memory_t m_bias;
+    bool ref; /* oneDNN's implementation is a reference one ("ref:...") */
 } conv_prim;
 
 static void relayout_destroy(relayout *r)
@@ -90,8 +96,7 @@ static void conv_mds_init(conv_mds *m, const conv_key *k)
     bool own = k->impl == DP__CONV_DIRECT;
     dnnl_memory_desc_init_by_tag(&m->x_user, 4, xd, dt, k->x_nhwc ? dnnl_acdb : dnnl_abcd);
     dnnl_memory_desc_init_by_tag(&m->y_user, 4, yd, dt, dnnl_acdb);
-    dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dt,
-                                 own ? (k->x_nhwc ? dnnl_acdb : dnnl_abcd) : dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dt, own ? dnnl_acdb : dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dt, own ? dnnl_acdb : dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&m->w_user, wn, wd, dnnl_f32, wtag);
     /* Weight gradients stay f32; forward weights take the pass's type. */
@@ -276,6 +281,10 @@ static int build(dp__cpu *cpu, const conv_key *k, conv_prim **out)
             rc = make_relayout(cpu, &c->b, &m.y_user, MD(dnnl_query_diff_dst_md), 1, 5);
     }
 #undef MD
+    const char *info = NULL;
+    if (rc == 0 &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &info) == dnnl_success)
+        c->ref = info && strncmp(info, "ref", 3) == 0;
     if (rc == 0 &&
         (dnnl_memory_create(&c->m_bias, &m.b, cpu->engine, DNNL_MEMORY_NONE) != dnnl_success ||
          dnnl_primitive_create(&c->prim, pd) != dnnl_success)) {
@@ -350,6 +359,8 @@ static int run(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl, bool tr
     dp__cpu *cpu = dev->impl;
     conv_prim *c;
     DP_TRY(lookup(cpu, pass, impl, transposed, a, &c));
+    if (c->ref)
+        dp__conv_note_reference_run();
     bool fwd = pass == DP__CONV_FORWARD, bwd_w = pass == DP__CONV_BACKWARD_WEIGHTS;
     /* weights in: w (forward, backward-data); out: dw */
     dnnl_memory_t w = relayout_bind(cpu, &c->w, bwd_w ? a->dw.data : a->w.data);
@@ -403,4 +414,13 @@ int dp__cpu_conv_onednn(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl
 int dp__cpu_deconv_onednn(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_args *a)
 {
     return run(dev, pass, DP__CONV_DIRECT, true, a);
+}
+
+int dp__cpu_conv_onednn_is_ref(dp_device_t *dev, dp__conv_pass pass, dp__conv_impl impl,
+                               const dp__conv2d_args *a, bool *ref)
+{
+    conv_prim *c;
+    DP_TRY(lookup(dev->impl, pass, impl, false, a, &c));
+    *ref = c->ref;
+    return 0;
 }
