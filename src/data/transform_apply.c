@@ -75,8 +75,7 @@ static int cut(planes *p, const int box[4], bool flip)
  * floats (after a resize): the same values as cut's copy, without it. */
 static bool flip_in_place(planes *p, const int box[4])
 {
-    if (!p->f || p->owned != p->f || box[0] != 0 || box[1] != 0 || box[2] != p->h ||
-        box[3] != p->w)
+    if (!p->f || p->owned != p->f || box[0] != 0 || box[1] != 0 || box[2] != p->h || box[3] != p->w)
         return false;
     for (size_t r = 0; r < (size_t)p->c * p->h; r++) {
         float *row = p->f + r * p->w;
