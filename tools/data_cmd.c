@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* What dptrain data reads: the run's data options (train's own flags, so
@@ -19,7 +21,7 @@ typedef struct data_args {
     dp_train_options o;
     int64_t epoch, count;
     const char *dump, *grid;
-    bool test;
+    bool test, bench;
 } data_args;
 
 /* The grid (data_grid.c): the samples as pictures, their class names
@@ -42,7 +44,7 @@ const cli_command *cli_data(void)
         .name = "data",
         .summary = "the training samples as the model sees them (.npy, .png)",
         .usage = "dptrain data --dataset NAME --data DIR [--train-transform LIST] --dump "
-                 "OUT.npy|--grid OUT.png [options]",
+                 "OUT.npy|--grid OUT.png|--bench [options]",
         .about = "Takes the first N samples of epoch E of the training set (--test: the test\n"
                  "set) in the order the loader hands them to a run's step, with the run's\n"
                  "shuffle, transforms, augmentation and normalisation, drawn from --seed as\n"
@@ -50,7 +52,10 @@ const cli_command *cli_data(void)
                  "(np.load reads it) and their labels as int64 beside it, OUT.labels.npy\n"
                  "(OUT.npy's name with .npy replaced); --grid draws them as pictures in rows\n"
                  "of 8, each under its class name (normalisation undone where it is\n"
-                 "given, so the colours are the image's).",
+                 "given, so the colours are the image's). --bench decodes and transforms\n"
+                 "the --count samples on the loader's --workers as a run would, writes\n"
+                 "nothing, and prints images/s (wall clock, from opening the data) and\n"
+                 "CPU ms per image (user + system time of all threads).",
         .options = flags,
         .defaults = &defaults,
         .run = run_data};
@@ -92,6 +97,10 @@ const cli_command *cli_data(void)
         flags[n++] = (dp_option){CLI_FIELD(data_args, grid, "grid"), .flag = "--grid",
                                  .metavar = "OUT.png", .type = DP_OPTION_TEXT,
                                  .help = "draw the samples with their class names [none]"};
+        flags[n++] = (dp_option){CLI_FIELD(data_args, bench, "bench"), .flag = "--bench",
+                                 .type = DP_OPTION_BOOL, .on = true,
+                                 .help = "time the loader over the --count samples: images/s "
+                                         "and CPU ms/image, nothing written"};
         c.noptions = n;
         dp_train_options_default(&defaults.o);
         defaults.count = 16;
@@ -166,6 +175,22 @@ static int write_dump(const dp_data_samples *s, const char *path)
     return rc;
 }
 
+/* Wall clock and this process's CPU time (all threads, user + system). */
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 static int run_data(int argc, char **argv)
 {
     data_args a;
@@ -177,8 +202,8 @@ static int run_data(int argc, char **argv)
             cli_print_help(cli_data(), stdout);
         return status;
     }
-    if (!a.dump && !a.grid) {
-        fprintf(stderr, "dptrain: error: data needs --dump OUT.npy or --grid OUT.png\n");
+    if (!a.dump && !a.grid && !a.bench) {
+        fprintf(stderr, "dptrain: error: data needs --dump OUT.npy, --grid OUT.png or --bench\n");
         return 2;
     }
     if (a.dump && (status = check_output("--dump", a.dump, ".npy")) != 0)
@@ -186,9 +211,16 @@ static int run_data(int argc, char **argv)
     if (a.grid && (status = check_output("--grid", a.grid, ".png")) != 0)
         return status;
     dp_data_samples s;
+    double wall0 = now_s(), cpu0 = cpu_s();
     int rc = dp_train_data_samples(&a.o, a.test, a.epoch, a.count, &s);
+    double wall = now_s() - wall0, cpu = cpu_s() - cpu0;
     if (rc < 0)
         return cli_fail(rc);
+    if (a.bench && s.n > 0)
+        printf("bench: %lld samples of %lldx%lldx%lld in %.3f s: %.1f images/s, %.3f ms CPU per "
+               "image (%.2f s CPU)\n",
+               (long long)s.n, (long long)s.chw[0], (long long)s.chw[1], (long long)s.chw[2], wall,
+               (double)s.n / wall, 1e3 * cpu / (double)s.n, cpu);
     if (s.skipped)
         fprintf(stderr, "dptrain: warning: %lld bad images skipped\n", (long long)s.skipped);
     if (a.dump)

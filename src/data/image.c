@@ -55,6 +55,15 @@ static int to_planes(const uint8_t *hwc, int rows, int cols, int have, int want,
     out->channels = want;
     out->rows = rows;
     out->cols = cols;
+    if (want == 3 && have == 3) { /* the common case, without the per-pixel branches */
+        uint8_t *r = out->pixels, *g = r + plane, *b = g + plane;
+        for (size_t i = 0; i < plane; i++) {
+            r[i] = hwc[3 * i];
+            g[i] = hwc[3 * i + 1];
+            b[i] = hwc[3 * i + 2];
+        }
+        return 0;
+    }
     for (size_t i = 0; i < plane; i++) {
         const uint8_t *p = hwc + i * (size_t)have;
         if (want == have) {

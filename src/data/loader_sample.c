@@ -37,6 +37,20 @@ void dp__loader_slot_begin(const dp_loader_t *l, dp__loader_slot *s, int64_t b)
     }
 }
 
+/* Normalize of channels planes of `plane` floats each, in place. */
+static void normalize_in_place(const dp_augment_options *o, int channels, size_t plane, float *x)
+{
+    if (o->norm_channels <= 0)
+        return;
+    for (int c = 0; c < channels; c++) {
+        int k = o->norm_channels == 1 ? 0 : c;
+        float mean = o->mean[k], std = o->std[k];
+        float *p = x + (size_t)c * plane;
+        for (size_t i = 0; i < plane; i++)
+            p[i] = (p[i] - mean) / std;
+    }
+}
+
 int dp__loader_read_row(const dp_loader_t *l, dp__loader_slot *s, int64_t r, float *scratch)
 {
     int64_t id = l->perm[s->index * l->batch_size + s->first + r];
@@ -44,6 +58,15 @@ int dp__loader_read_row(const dp_loader_t *l, dp__loader_slot *s, int64_t r, flo
     const dp_dataset *ds = l->ds;
     if (!l->transform)
         return dp_dataset_read(ds, id, l->seed, l->epoch, dst);
+    if (!l->random) {
+        /* No crop or flip (the transform list's own are done): the sample
+         * read straight into the batch and Normalize'd there, as
+         * dp_augment_apply's (v - mean) / std without its copy. */
+        DP_TRY(dp_dataset_read(ds, id, l->seed, l->epoch, dst));
+        normalize_in_place(&l->augment, dp_dataset_channels(ds),
+                           (size_t)ds->rows * (size_t)ds->cols, dst);
+        return 0;
+    }
     /* The sample as floats (bytes scaled, or decoded and transformed),
      * then cropped, flipped and normalised into the batch. */
     DP_TRY(dp_dataset_read(ds, id, l->seed, l->epoch, scratch));

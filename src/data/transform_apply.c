@@ -74,6 +74,23 @@ static int cut(planes *p, const int box[4], bool flip)
     return 0;
 }
 
+/* RandomHorizontalFlip of the whole of p, in place where p owns its
+ * floats (after a resize): the same values as cut's copy, without it. */
+static bool flip_in_place(planes *p, const int box[4])
+{
+    if (!p->f || p->owned != p->f || box[0] != 0 || box[1] != 0 || box[2] != p->h || box[3] != p->w)
+        return false;
+    for (size_t r = 0; r < (size_t)p->c * p->h; r++) {
+        float *row = p->f + r * p->w;
+        for (int a = 0, b = p->w - 1; a < b; a++, b--) {
+            float t = row[a];
+            row[a] = row[b];
+            row[b] = t;
+        }
+    }
+    return true;
+}
+
 static int to_float(planes *p)
 {
     if (p->f)
@@ -88,13 +105,19 @@ static int to_float(planes *p)
     return 0;
 }
 
+/* transform_resize.c's resampling of bytes, each read as x / 255.0f (as
+ * to_float's): the same floats without the whole image's float copy.
+ * (Belongs in transform_internal.h beside dp__transform_resample.) */
+int dp__transform_resample_u8(const uint8_t *src, int channels, int rows, int cols,
+                              const double box[4], int out_rows, int out_cols, float *dst);
+
 static int resize(planes *p, const double box[4], int rows, int cols)
 {
-    DP_TRY(to_float(p));
     float *f = dp__malloc((size_t)p->c * rows * cols * sizeof *f);
     if (!f)
         return DP_ENOMEM;
-    int rc = dp__transform_resample(p->f, p->c, p->h, p->w, box, rows, cols, f);
+    int rc = p->f ? dp__transform_resample(p->f, p->c, p->h, p->w, box, rows, cols, f)
+                  : dp__transform_resample_u8(p->b, p->c, p->h, p->w, box, rows, cols, f);
     if (rc < 0) {
         dp__free(f);
         return rc;
@@ -168,7 +191,7 @@ static int apply_stage(const dp_transform *t, const int box[4], bool flip, const
     case DP_TRANSFORM_RANDOM_CROP:
         return cut(p, box, false);
     case DP_TRANSFORM_FLIP:
-        return flip ? cut(p, box, true) : 0;
+        return !flip || flip_in_place(p, box) ? 0 : cut(p, box, true);
     case DP_TRANSFORM_GRAY:
         return gray(p);
     case DP_TRANSFORM_RGB:

@@ -87,10 +87,41 @@ static int coeffs_make(int in_size, double b0, double b1, int out, axis_coeffs *
     return 0;
 }
 
-int dp__transform_resample(const float *src, int channels, int rows, int cols, const double box[4],
-                           int out_rows, int out_cols, float *dst)
+/* One row of the horizontal pass: out[x] = sum_k in[start[x] + k] * w[x][k]. */
+static void row_pass_f(const float *in, const axis_coeffs *cx, int out_cols, float *out)
 {
-    DP_ASSERT(src && dst && out_rows > 0 && out_cols > 0);
+    for (int x = 0; x < out_cols; x++) {
+        const float *w = cx->w + (size_t)x * cx->ksize;
+        const float *p = in + cx->start[x];
+        float s = 0;
+        for (int k = 0; k < cx->count[x]; k++)
+            s += p[k] * w[k];
+        out[x] = s;
+    }
+}
+
+/* The same on bytes, each read as lut[b] = b / 255.0f: the sums, in the
+ * same order, of the same floats that ToTensor's scaling then the float
+ * pass add, so the result is bit for bit the same without the image's
+ * float copy. */
+static void row_pass_u8(const uint8_t *in, const float *lut, const axis_coeffs *cx, int out_cols,
+                        float *out)
+{
+    for (int x = 0; x < out_cols; x++) {
+        const float *w = cx->w + (size_t)x * cx->ksize;
+        const uint8_t *p = in + cx->start[x];
+        float s = 0;
+        for (int k = 0; k < cx->count[x]; k++)
+            s += lut[p[k]] * w[k];
+        out[x] = s;
+    }
+}
+
+/* src is floats (srcf) or bytes (src8), [channels, rows, cols]. */
+static int resample(const float *srcf, const uint8_t *src8, int channels, int rows, int cols,
+                    const double box[4], int out_rows, int out_cols, float *dst)
+{
+    DP_ASSERT((srcf || src8) && dst && out_rows > 0 && out_cols > 0);
     axis_coeffs cy = {0}, cx = {0};
     int rc = coeffs_make(rows, box[0], box[2], out_rows, &cy);
     if (rc == 0)
@@ -116,18 +147,17 @@ int dp__transform_resample(const float *src, int channels, int rows, int cols, c
         coeffs_free(&cx);
         return DP_ENOMEM;
     }
+    float lut[256];
+    for (int b = 0; b < 256; b++)
+        lut[b] = (float)b / 255.0f; /* transform_apply.c's to_float */
     for (int c = 0; c < channels; c++) {
         for (int y = y0; y < y1; y++) {
-            const float *in = src + ((size_t)c * rows + y) * cols;
+            size_t at = ((size_t)c * rows + y) * cols;
             float *out = tmp + ((size_t)c * (y1 - y0) + (y - y0)) * out_cols;
-            for (int x = 0; x < out_cols; x++) {
-                const float *w = cx.w + (size_t)x * cx.ksize;
-                const float *p = in + cx.start[x];
-                float s = 0;
-                for (int k = 0; k < cx.count[x]; k++)
-                    s += p[k] * w[k];
-                out[x] = s;
-            }
+            if (src8)
+                row_pass_u8(src8 + at, lut, &cx, out_cols, out);
+            else
+                row_pass_f(srcf + at, &cx, out_cols, out);
         }
     }
     /* Vertical pass into dst [channels, out_rows, out_cols]. */
@@ -148,4 +178,16 @@ int dp__transform_resample(const float *src, int channels, int rows, int cols, c
     coeffs_free(&cy);
     coeffs_free(&cx);
     return 0;
+}
+
+int dp__transform_resample(const float *src, int channels, int rows, int cols, const double box[4],
+                           int out_rows, int out_cols, float *dst)
+{
+    return resample(src, NULL, channels, rows, cols, box, out_rows, out_cols, dst);
+}
+
+int dp__transform_resample_u8(const uint8_t *src, int channels, int rows, int cols,
+                              const double box[4], int out_rows, int out_cols, float *dst)
+{
+    return resample(NULL, src, channels, rows, cols, box, out_rows, out_cols, dst);
 }
