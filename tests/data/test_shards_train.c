@@ -87,14 +87,15 @@ static int64_t epoch_rows(const dp_dataset *ds, const dp_loader_options *lo, int
 }
 
 /* Each batch's rows [j*2, j*2 + 2) are lane j's next two samples as
- * dp_shard_lane_next emits them (its shuffle buffer of 3), decoded; the
+ * dp_shard_lane_next emits them, decoded: the set's shuffle buffer of 11
+ * split over the 4 lanes, ceil(11 / 4) = 3 a lane (not 11, nor 2); the
  * epoch is 5 batches, the remaining samples of each lane left out.
  * Shuffle off: the lanes in shard order. */
 static void batches_are_the_lanes(void **state)
 {
     (void)state;
     dp_dataset ds;
-    open_tar(&ds, NULL, 3, true);
+    open_tar(&ds, NULL, 11, true);
     dp_shard_set_t *set;
     assert_int_equal(dp_shard_set_open(&set, shards, "train"), 0);
     float *x = malloc(ROWS * SAMPLE * sizeof *x), *want = malloc(SAMPLE * sizeof *want);
