@@ -124,7 +124,8 @@ typedef struct dp_shard_dataset_options {
     int channels;                              /* 1 or 3; 0: the first image's */
     const struct dp_transform_list *transform; /* NULL or empty: none */
     int jpeg_scale;                            /* dp_jpeg_scale: 0 auto, 1 off */
-    int64_t shuffle_buffer;                    /* each lane's (>= 1; 0: 1000) */
+    /* N, the whole read's buffer: ceil(N / lanes) a lane (>= 1; 0: 1000) */
+    int64_t shuffle_buffer;
     int lanes; /* 0: the largest L <= 8 dividing the batch and the shard count */
     /* One lane in the set's order, every sample kept (the last batch
      * short), each rank reading the whole stream for its rows: the test
