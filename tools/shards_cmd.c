@@ -10,14 +10,14 @@
 
 typedef struct shards_args {
     const char *dir, *out;
-    int64_t shard_size, max_bytes;
+    int64_t shard_size, max_bytes, seed;
 } shards_args;
 
 static int run_shards(int argc, char **argv);
 
 const cli_command *cli_shards(void)
 {
-    static dp_option flags[2];
+    static dp_option flags[3];
     static const cli_arg args[] = {
         {"DIR", "the image folder: DIR/train/CLASS/*.jpg (and DIR/test/CLASS/...)"},
         {"OUT", "the directory to write (made if missing; it must hold no shards yet)"}};
@@ -30,9 +30,12 @@ const cli_command *cli_shards(void)
                  "lists them, as OUT/train-000000.tar, ... and OUT/test-000000.tar, ...:\n"
                  "each image is KEY.jpg, .jpeg or .png (its bytes copied, not re-encoded)\n"
                  "beside KEY.cls (its class index in decimal), and OUT/classes.txt names\n"
-                 "the classes, one a line. Each shard is written under a temporary name\n"
-                 "and renamed when whole; on an error no shard of the run is left. Train\n"
-                 "on the shards with --dataset tar --data OUT.",
+                 "the classes, one a line. The samples are written in an order shuffled\n"
+                 "by --seed (a folder lists them class by class, and the shuffle buffer\n"
+                 "of --dataset tar only mixes nearby samples); KEY is the sample's place\n"
+                 "in the folder's list, so keys are unique. Each shard is written under\n"
+                 "a temporary name and renamed when whole; on an error no shard of the\n"
+                 "run is left. Train on the shards with --dataset tar --data OUT.",
         .args = args,
         .nargs = 2,
         .options = flags,
@@ -55,6 +58,14 @@ const cli_command *cli_shards(void)
                                  .imax = INT64_C(1) << 50,
                                  .help = "also end a shard before it passes this size (a sample "
                                          "larger than it has a shard of its own) [0: no limit]"};
+        flags[n++] = (dp_option){CLI_FIELD(shards_args, seed, "seed"),
+                                 .flag = "--seed",
+                                 .metavar = "S",
+                                 .type = DP_OPTION_I64,
+                                 .imin = 0,
+                                 .imax = INT64_MAX,
+                                 .help = "the seed of the samples' shuffled order in the shards "
+                                         "(the same seed, the same shards)"};
         c.noptions = n;
     }
     return &c;
@@ -97,8 +108,10 @@ static int run_shards(int argc, char **argv)
         fprintf(stderr, "dptrain: error: shards needs DIR and OUT (dptrain shards DIR OUT)\n");
         return 2;
     }
-    dp_shard_write_options o = {
-        .shard_size = a.shard_size, .max_bytes = a.max_bytes, .progress = progress};
+    dp_shard_write_options o = {.shard_size = a.shard_size,
+                                .max_bytes = a.max_bytes,
+                                .seed = (uint64_t)a.seed,
+                                .progress = progress};
     int rc = dp_shards_from_folder(a.dir, a.out, &o);
     if (rc < 0)
         return cli_fail(rc);

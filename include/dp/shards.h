@@ -124,7 +124,8 @@ typedef struct dp_shard_dataset_options {
     int channels;                              /* 1 or 3; 0: the first image's */
     const struct dp_transform_list *transform; /* NULL or empty: none */
     int jpeg_scale;                            /* dp_jpeg_scale: 0 auto, 1 off */
-    int64_t shuffle_buffer;                    /* each lane's (>= 1; 0: 1000) */
+    /* N, the whole read's buffer: ceil(N / lanes) a lane (>= 1; 0: 1000) */
+    int64_t shuffle_buffer;
     int lanes; /* 0: the largest L <= 8 dividing the batch and the shard count */
     /* One lane in the set's order, every sample kept (the last batch
      * short), each rank reading the whole stream for its rows: the test
@@ -151,17 +152,21 @@ int dp_shard_dataset_open(const char *spec, bool train, const dp_shard_dataset_o
 typedef struct dp_shard_write_options {
     int64_t shard_size; /* samples per shard (>= 1) */
     int64_t max_bytes;  /* a shard ends before it would pass this many bytes (0: no limit) */
+    uint64_t seed;      /* the samples' order: dp_shards_write_order(seed) */
     /* Progress: called after each shard is written (NULL: none). */
     void (*progress)(void *user, const char *shard, int64_t samples_done, int64_t samples);
     void *user;
 } dp_shard_write_options;
 
+/* The order dp_shards_write writes n samples in: order[0..n) a
+ * permutation of 0..n-1, a pure function of (seed, n). */
+void dp_shards_write_order(uint64_t seed, int64_t *order, int64_t n);
 /* Writes the files paths[0..n) with labels[0..n) as OUT/<prefix>-000000.tar,
- * -000001.tar, ...: sample i's members are KEY.<its extension, lowercase>
- * (the bytes copied, not re-encoded) and KEY.cls, KEY the sample's ordinal
- * zero-padded to 8 digits. Each shard is written to a temporary file and
- * renamed into place when whole; on error none of the shards of this call
- * is left. *shards gets how many were written. */
+ * -000001.tar, ..., in the order dp_shards_write_order(opt->seed) gives:
+ * sample i's members are KEY.<its extension, lowercase> (the bytes copied,
+ * not re-encoded) and KEY.cls, KEY i zero-padded to 8 digits. Each shard
+ * is written to a temporary file and renamed into place when whole; on
+ * error none of the shards of this call is left. *shards gets how many were written. */
 int dp_shards_write(const char *out_dir, const char *prefix, const char *const *paths,
                     const int32_t *labels, int64_t n, const dp_shard_write_options *opt,
                     int *shards);

@@ -133,8 +133,9 @@
       "batches prepared ahead of the step")                                                        \
     X(data, shuffle_buffer, int64_t, 1000, "--shuffle-buffer", "N", RANGE(1, 1 << 24),              \
       DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
-      "`dataset` tar: each lane's shuffle buffer in samples, as WebDataset's shuffle(N) (1: the "  \
-      "shards' own order; --no-shuffle: 1)")                                                       \
+      "`dataset` tar: the shuffle buffer in samples, as WebDataset's shuffle(N), split over the "  \
+      "lanes (ceil(N/L) each), so the read holds about N encoded samples whatever the lanes (1: "  \
+      "the shards' own order; --no-shuffle: 1)")                                                   \
     X(data, shard_lanes, int, 0, "--shard-lanes", "L", RANGE(0, 4096),                             \
       DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
       "`dataset` tar: shard streams read side by side, each batch batch_size/L rows of each; a "   \

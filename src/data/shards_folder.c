@@ -5,8 +5,9 @@
  *                                 OUT/classes.txt (the train split's classes)
  *
  * The files are listed by the folder reader's own rules (folder.c), so
- * that the shards hold exactly the samples, in the order and with the
- * labels, that --dataset folder reads. The output is checked before any
+ * that the shards hold exactly the samples, with the labels, that
+ * --dataset folder reads (written in the seed's shuffled order,
+ * shards_write.c). The output is checked before any
  * work, and an error leaves no shard of the run behind. */
 #include "data/dataset.h"
 #include "data/shards_impl.h"

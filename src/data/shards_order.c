@@ -25,6 +25,16 @@ void dp__tar_lane_of(const shard_source *s, int64_t p, int *j, int64_t *k)
     *k = p / s->batch * s->per + p % s->per;
 }
 
+int64_t dp__tar_lane_buffer(const shard_source *s)
+{
+    /* N = shuffle_buffer is the whole read's buffer: ceil(N / L) a lane,
+     * so the L lanes hold L * ceil(N / L) < N + L samples together, and a
+     * rank reading L / R of them its share, whatever L. A function of N
+     * and L alone (never of ranks or devices): the streams stay the same
+     * on any split. */
+    return DP_MAX(1, (s->opt.shuffle_buffer + s->lanes - 1) / s->lanes);
+}
+
 bool dp__tar_mine(const shard_source *s, int64_t p)
 {
     if (p < s->first || p >= s->samples)
@@ -159,7 +169,7 @@ int dp__tar_plan(void *self, uint64_t seed, int64_t epoch, bool shuffle, int64_t
                                    .epoch = epoch,
                                    .lane = j,
                                    .lanes = s->lanes,
-                                   .shuffle_buffer = s->opt.shuffle_buffer,
+                                   .shuffle_buffer = dp__tar_lane_buffer(s),
                                    .shuffle = shuffle};
         int64_t got = dp__shard_lane_ids(s->set, &args, ids, need);
         if (got < need) {

@@ -60,7 +60,7 @@ static int pull(shard_source *s, int j, lane_state *ls, ahead *a)
                                    .epoch = s->epoch,
                                    .lane = j,
                                    .lanes = s->lanes,
-                                   .shuffle_buffer = s->opt.shuffle_buffer,
+                                   .shuffle_buffer = dp__tar_lane_buffer(s),
                                    .shuffle = s->shuffle};
         DP_TRY(dp_shard_lane_open(&ls->lane, s->set, &args));
     }

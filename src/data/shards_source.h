@@ -52,6 +52,8 @@ typedef struct shard_source {
 /* Global position of lane j's k-th sample, and back. */
 int64_t dp__tar_position(const shard_source *s, int j, int64_t k);
 void dp__tar_lane_of(const shard_source *s, int64_t p, int *j, int64_t *k);
+/* Each lane's shuffle buffer: ceil(shuffle_buffer / lanes), at least 1. */
+int64_t dp__tar_lane_buffer(const shard_source *s);
 /* Whether position p is read by this rank this epoch: not before the
  * first, and in this rank's chunk of its batch (torch.chunk's). */
 bool dp__tar_mine(const shard_source *s, int64_t p);

@@ -3,8 +3,14 @@
  * renamed into place, so that a reader never sees half a shard and an
  * error leaves none of the call's shards behind.
  *
- *   OUT/train-000000.tar: 00000000.jpg 00000000.cls 00000001.png ...
+ *   OUT/train-000000.tar: 00001234.jpg 00001234.cls 00000017.png ...
  *   OUT/classes.txt:      one class name a line, label k on line k + 1
+ *
+ * The samples go in a shuffled order, a permutation drawn from the seed
+ * (WebDataset's writers shuffle too): a folder lists its files class by
+ * class, and a reader's shuffle buffer only mixes nearby samples, so
+ * shards in list order would give class-by-class batches. A sample's key
+ * is its ordinal in the list (unique; its label travels with it).
  *
  * Members are ustar entries of mode 0644, owner 0 and time 0, so that one
  * folder gives the same bytes on every run. */
@@ -20,6 +26,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The writer's stream of the counter-based generator, apart from the
+ * lanes' (shards_lane.c). */
+#define SHARD_WRITE_TAG 0x5357525400000000ull /* "SWRT" */
 
 /* A whole file into memory (malloc'd). */
 static int read_file(const char *path, uint8_t **out, size_t *size)
@@ -81,9 +91,9 @@ static void lower_ext(const char *path, char *ext, size_t size)
     ext[i] = '\0';
 }
 
-/* Samples [from, to) as the tar file `tmp`. */
+/* Samples order[from .. to) as the tar file `tmp`. */
 static int write_shard(const char *tmp, const char *const *paths, const int32_t *labels,
-                       int64_t from, int64_t to)
+                       const int64_t *order, int64_t from, int64_t to)
 {
     struct archive *a = archive_write_new();
     if (!a)
@@ -95,7 +105,8 @@ static int write_shard(const char *tmp, const char *const *paths, const int32_t 
         DP_ERROR("%s: cannot write the shard: %s", tmp, archive_error_string(a));
         rc = DP_EIO;
     }
-    for (int64_t i = from; rc == 0 && i < to; i++) {
+    for (int64_t at = from; rc == 0 && at < to; at++) {
+        int64_t i = order[at];
         uint8_t *bytes;
         size_t size;
         if ((rc = read_file(paths[i], &bytes, &size)) < 0)
@@ -126,24 +137,42 @@ static int64_t sample_bytes(const char *path)
     return 512 + (size + 511) / 512 * 512 + 512 + 512;
 }
 
+void dp_shards_write_order(uint64_t seed, int64_t *order, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    dp_rng rng;
+    dp_rng_init(&rng, seed ^ SHARD_WRITE_TAG, 0);
+    for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        int64_t j = (int64_t)dp_rng_below(&rng, (uint64_t)i + 1);
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
 int dp_shards_write(const char *out_dir, const char *prefix, const char *const *paths,
                     const int32_t *labels, int64_t n, const dp_shard_write_options *opt,
                     int *shards)
 {
     DP_ASSERT(opt && opt->shard_size >= 1 && opt->max_bytes >= 0);
     *shards = 0;
+    int64_t *order = dp__malloc((size_t)DP_MAX(n, 1) * sizeof *order);
+    if (!order)
+        return DP_ENOMEM;
+    dp_shards_write_order(opt->seed, order, n);
     int rc = 0, written = 0;
     char path[4096], tmp[4200];
     for (int64_t from = 0; rc == 0 && from < n;) {
         int64_t to = from, bytes = 1024; /* the end-of-archive blocks */
         do {
-            bytes += sample_bytes(paths[to]);
+            bytes += sample_bytes(paths[order[to]]);
             to++;
         } while (to < n && to - from < opt->shard_size &&
-                 (!opt->max_bytes || bytes + sample_bytes(paths[to]) <= opt->max_bytes));
+                 (!opt->max_bytes || bytes + sample_bytes(paths[order[to]]) <= opt->max_bytes));
         snprintf(path, sizeof path, "%s/%s-%06d.tar", out_dir, prefix, written);
         snprintf(tmp, sizeof tmp, "%s/.%s-%06d.tar.tmp", out_dir, prefix, written);
-        rc = write_shard(tmp, paths, labels, from, to);
+        rc = write_shard(tmp, paths, labels, order, from, to);
         if (rc == 0 && rename(tmp, path) != 0) {
             DP_ERROR("%s: cannot rename the shard into place (%s)", path, strerror(errno));
             rc = DP_EIO;
@@ -157,6 +186,7 @@ int dp_shards_write(const char *out_dir, const char *prefix, const char *const *
             opt->progress(opt->user, path, to, n);
         from = to;
     }
+    dp__free(order);
     if (rc < 0) {
         for (int s = 0; s < written; s++) {
             snprintf(path, sizeof path, "%s/%s-%06d.tar", out_dir, prefix, s);

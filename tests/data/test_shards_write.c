@@ -1,7 +1,8 @@
-/* Writing shards: dp_shards_write's shards read back through a lane with
- * every file's bytes and label, split by --shard-size and --max-bytes,
- * nothing left behind on an error; and `dptrain shards DIR OUT` on an
- * image folder, round trip and bad arguments. */
+/* Writing shards: dp_shards_write's shards, in the seed's shuffled order,
+ * read back through a lane with every file's bytes and label, split by
+ * --shard-size and --max-bytes, nothing left behind on an error; and
+ * `dptrain shards DIR OUT` on an image folder, round trip and bad
+ * arguments. */
 #include "shardsutil.h"
 #include "testutil.h"
 
@@ -44,10 +45,12 @@ static int count_files(const char *dir, const char *prefix)
     return n;
 }
 
-/* Every sample of the set at spec, through one lane in set order: its
- * bytes are su_image(id), its label labels[id], its member's extension
- * the file's, lowercased. */
-static void check_round_trip(const char *spec, const char *split, int n, const int32_t *labels)
+/* Every sample of the set at spec, through one lane in set order: the
+ * one at place i has key order[i] (dp_shards_write_order(seed)), its
+ * bytes su_image(key), its label labels[key], its member's extension the
+ * file's, lowercased; every file comes back once. */
+static void check_round_trip(const char *spec, const char *split, int n, const int32_t *labels,
+                             uint64_t seed)
 {
     dp_shard_set_t *set;
     assert_int_equal(dp_shard_set_open(&set, spec, split), 0);
@@ -57,19 +60,86 @@ static void check_round_trip(const char *spec, const char *split, int n, const i
     assert_int_equal(dp_shard_lane_open(&lane, set, &a), 0);
     dp_shard_sample s;
     uint8_t want[1024];
+    int64_t order[64];
+    bool seen[64] = {0};
+    assert_true(n <= 64);
+    dp_shards_write_order(seed, order, n);
     static const char *const ext[] = {".jpg", ".png", ".jpeg"};
     for (int i = 0; i < n; i++) {
         assert_int_equal(dp_shard_lane_next(lane, &s), 1);
         assert_int_equal(s.id, i);
-        su_image(i, want);
-        assert_int_equal(s.image_size, su_image_size(i));
+        char *end;
+        long f = strtol(s.key, &end, 10);
+        assert_int_equal(*end, '\0');
+        assert_int_equal(strlen(s.key), 8);
+        assert_int_equal(f, order[i]);
+        assert_false(seen[f]);
+        seen[f] = true;
+        su_image((int)f, want);
+        assert_int_equal(s.image_size, su_image_size((int)f));
         assert_memory_equal(s.image, want, s.image_size);
-        assert_int_equal(s.label, labels[i]);
-        assert_non_null(strstr(s.member, ext[i % 3]));
+        assert_int_equal(s.label, labels[f]);
+        assert_non_null(strstr(s.member, ext[f % 3]));
     }
     assert_int_equal(dp_shard_lane_next(lane, &s), 0);
     dp_shard_lane_close(lane);
     dp_shard_set_close(set);
+}
+
+/* Whether two files hold the same bytes. */
+static bool same_bytes(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    assert_non_null(fa);
+    assert_non_null(fb);
+    int ca, cb;
+    do {
+        ca = fgetc(fa);
+        cb = fgetc(fb);
+    } while (ca == cb && ca != EOF);
+    fclose(fa);
+    fclose(fb);
+    return ca == cb;
+}
+
+/* The written order: a permutation of the list, the same for a seed and
+ * another for another seed, and shuffled: 1000 samples listed class by
+ * class (100 of each of 10 classes) are written with few in place, and
+ * every run of 100 in the written order holds most of the classes. */
+static void written_order_is_shuffled(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static int64_t a[N], b[N], c[N];
+    dp_shards_write_order(0, a, N);
+    dp_shards_write_order(0, b, N);
+    dp_shards_write_order(1, c, N);
+    assert_memory_equal(a, b, sizeof a);
+    bool seen[N] = {0};
+    int in_place = 0, moved_by_other_seed = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(a[i] >= 0 && a[i] < N);
+        assert_false(seen[a[i]]);
+        seen[a[i]] = true;
+        in_place += a[i] == i;
+        moved_by_other_seed += a[i] != c[i];
+    }
+    assert_true(in_place < 10); /* a uniform permutation: 1 expected */
+    assert_true(moved_by_other_seed > N - 10);
+    for (int from = 0; from < N; from += 100) {
+        bool cls[10] = {0};
+        int classes = 0;
+        for (int i = from; i < from + 100; i++) {
+            classes += !cls[a[i] / 100];
+            cls[a[i] / 100] = true;
+        }
+        if (classes < 8)
+            fail_msg("written places %d..%d hold %d of the 10 classes", from, from + 99, classes);
+    }
+    int64_t one;
+    dp_shards_write_order(5, &one, 1);
+    assert_int_equal(one, 0);
+    dp_shards_write_order(5, &one, 0); /* nothing written */
 }
 
 static void write_and_read_back(void **state)
@@ -92,16 +162,38 @@ static void write_and_read_back(void **state)
     assert_int_equal(count_files(out, "."), 2); /* . and ..: no temporary file left */
     char spec[1100];
     snprintf(spec, sizeof spec, "%s/train-{000000..000003}.tar", out);
-    check_round_trip(spec, NULL, N, labels);
+    check_round_trip(spec, NULL, N, labels, 0);
+    /* the same seed, the same bytes; another seed, another order */
+    char first[1100], again[1100], other[1100]; /* tu_tmp_path's buffer is reused */
+    snprintf(first, sizeof first, "%s", out);
+    snprintf(again, sizeof again, "%s", tu_tmp_path("again"));
+    snprintf(other, sizeof other, "%s", tu_tmp_path("other"));
+    mkdir(again, 0755);
+    mkdir(other, 0755);
+    assert_int_equal(
+        dp_shards_write(again, "train", (const char *const *)paths, labels, N, &o, &shards), 0);
+    o.seed = 9;
+    assert_int_equal(
+        dp_shards_write(other, "train", (const char *const *)paths, labels, N, &o, &shards), 0);
+    for (int s = 0; s < 4; s++) {
+        char x[1200], y[1200], z[1200];
+        snprintf(x, sizeof x, "%s/train-%06d.tar", first, s);
+        snprintf(y, sizeof y, "%s/train-%06d.tar", again, s);
+        snprintf(z, sizeof z, "%s/train-%06d.tar", other, s);
+        assert_true(same_bytes(x, y));
+        if (s == 0)
+            assert_false(same_bytes(x, z));
+    }
+    check_round_trip(other, "train", N, labels, 9);
     /* --max-bytes: each sample here is 512 + 1024 + 1024 bytes at most,
      * so 6000 bytes hold two (with the 1024 closing ones) */
     const char *out2 = tu_tmp_path("out2");
     mkdir(out2, 0755);
-    o = (dp_shard_write_options){.shard_size = 1000, .max_bytes = 6000};
+    o = (dp_shard_write_options){.shard_size = 1000, .max_bytes = 6000, .seed = 4};
     assert_int_equal(
         dp_shards_write(out2, "test", (const char *const *)paths, labels, N, &o, &shards), 0);
     assert_int_equal(shards, 5);
-    check_round_trip(out2, "test", N, labels);
+    check_round_trip(out2, "test", N, labels, 4);
     const char *const names[] = {"ant", "bee", "cat", "dog"};
     assert_int_equal(dp_shards_write_classes(out2, names, 4), 0);
     dp_shard_set_t *set;
@@ -137,9 +229,10 @@ static int run(char *out, size_t size, const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-/* dptrain shards on DIR/{train,test}/{ant,bee}: the train split's files in
- * ImageFolder's order (classes sorted, files sorted) come back as samples
- * 0.. with their bytes and class indexes, and classes.txt names them. */
+/* dptrain shards on DIR/{train,test}/{ant,bee} --seed 3: the train
+ * split's files, keyed by their place in ImageFolder's order (classes
+ * sorted, files sorted), come back in dp_shards_write_order(3)'s order
+ * with their bytes and class indexes, and classes.txt names them. */
 static void cli_round_trip(void **state)
 {
     (void)state;
@@ -172,14 +265,14 @@ static void cli_round_trip(void **state)
         assert_int_equal(tu_write_file(p, "y", 1), 0);
     }
     const char *shards = tu_tmp_path("shards");
-    snprintf(cmd, sizeof cmd, "%s shards %s %s --shard-size 2", tu_dptrain, dir, shards);
+    snprintf(cmd, sizeof cmd, "%s shards %s %s --shard-size 2 --seed 3", tu_dptrain, dir, shards);
     int st = run(out, sizeof out, cmd);
     if (st != 0 && strstr(out, "which this build lacks"))
         tu_skip("the folder reader's listing is not in this build: %s", out);
     if (st != 0)
         fail_msg("%s: exit %d: %s", cmd, st, out);
     assert_non_null(strstr(out, "train 7 samples in 4 shards, test 2 in 1, 2 classes"));
-    check_round_trip(shards, "train", N, labels);
+    check_round_trip(shards, "train", N, labels, 3);
     dp_shard_set_t *set;
     assert_int_equal(dp_shard_set_open(&set, shards, "test"), 0);
     assert_int_equal(dp_shard_set_samples(set), 2);
@@ -208,6 +301,7 @@ static void cli_bad_arguments(void **state)
         {"", 2, "shards needs DIR and OUT"},
         {"DIR OUT --shard-size 0", 2, "--shard-size 0"},
         {"DIR OUT THIRD", 2, "got a third"},
+        {"DIR OUT --seed -1", 2, "--seed -1"},
         {"%s/nowhere %s/o", 1, "nowhere: no such directory"},
     };
     for (size_t i = 0; i < COUNTOF(cases); i++) {
@@ -233,6 +327,7 @@ static void cli_bad_arguments(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(written_order_is_shuffled),
         cmocka_unit_test_setup_teardown(write_and_read_back, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(cli_round_trip, tu_setup_tmp, tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(cli_bad_arguments, tu_setup_tmp, tu_teardown_tmp),
