@@ -126,7 +126,8 @@ typedef struct dp_shard_dataset_options {
     int jpeg_scale;                            /* dp_jpeg_scale: 0 auto, 1 off */
     /* N, the whole read's buffer: ceil(N / lanes) a lane (>= 1; 0: 1000) */
     int64_t shuffle_buffer;
-    int lanes; /* 0: the largest L <= 8 dividing the batch and the shard count */
+    int lanes; /* 0: the largest L <= 8 dividing the batch and the shard count that keeps
+                * 9/10 of one lane's batches, else 1 */
     /* One lane in the set's order, every sample kept (the last batch
      * short), each rank reading the whole stream for its rows: the test
      * split, whose accuracy is over all its samples. */

@@ -140,7 +140,7 @@
       DP_OPTION_AGREE | DP_OPTION_RECORD,                                                          \
       "`dataset` tar: shard streams read side by side, each batch batch_size/L rows of each; a "   \
       "multiple of the ranks dividing `batch_size` [0: the largest L <= 8 dividing batch_size "   \
-      "and the shard count]")                                                                     \
+      "and the shard count that keeps 9/10 of an epoch, else 1]")                                 \
     X(data, bad_images, dp_bad_images, DP_BAD_IMAGES_STOP, "--bad-images", "stop|skip",           \
       NAMES(dp__bad_images_names), DP_OPTION_AGREE,                                                 \
       "an image that does not decode: stop the run before its step, or skip it (its batch one "    \

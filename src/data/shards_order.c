@@ -45,18 +45,6 @@ bool dp__tar_mine(const shard_source *s, int64_t p)
     return r >= lo && r < DP_MIN(lo + size, n);
 }
 
-/* The lanes when none is asked for: the largest L <= 8 that divides the
- * batch and the shard count (every lane then gets as many shards, and an
- * epoch of equal shards drops only what the last, short shard lacks); a
- * function of the set and the batch alone, never of ranks or devices. */
-static int default_lanes(int shards, int64_t batch)
-{
-    int lanes = DP_MIN(8, shards);
-    while (batch % lanes || shards % lanes)
-        lanes--;
-    return lanes;
-}
-
 /* Samples every lane holds in any epoch: a lane gets floor(S/L) shards or
  * more, so at least the floor(S/L) smallest shards' samples. */
 static int64_t shortest_lane(const dp_shard_set_t *set, int lanes)
@@ -81,6 +69,27 @@ static int64_t shortest_lane(const dp_shard_set_t *set, int lanes)
     return total;
 }
 
+/* The lanes when none is asked for: of the L <= 8 that divide the batch
+ * and the shard count (every lane then gets as many shards), the largest
+ * whose epoch keeps at least 9/10 of the batches that one lane reads (the
+ * shortest lane sets an epoch's length, so uneven shards can cost more
+ * lanes most of it: 4 shards of 64, 64, 64 and 8 samples on 4 lanes keep 2
+ * batches of 16 of the 12 that one lane keeps), else 1; a function of the
+ * set and the batch alone, never of ranks or devices. */
+static int default_lanes(const dp_shard_set_t *set, int64_t batch)
+{
+    int shards = set->nshards;
+    int64_t one = set->samples / batch;
+    for (int lanes = DP_MIN(8, shards); lanes > 1; lanes--) {
+        if (batch % lanes || shards % lanes)
+            continue;
+        int64_t shortest = shortest_lane(set, lanes); /* DP_ENOMEM: not taken */
+        if (shortest >= 0 && 10 * (shortest / (batch / lanes)) >= 9 * one)
+            return lanes;
+    }
+    return 1;
+}
+
 int64_t dp__tar_layout(void *self, int64_t batch, int rank, int ranks, int64_t limit)
 {
     shard_source *s = self;
@@ -95,7 +104,7 @@ int64_t dp__tar_layout(void *self, int64_t batch, int rank, int ranks, int64_t l
         s->per = batch;
         s->samples = limit > 0 ? DP_MIN(limit, n) : n;
     } else {
-        s->lanes = s->opt.lanes ? s->opt.lanes : default_lanes(shards, batch);
+        s->lanes = s->opt.lanes ? s->opt.lanes : default_lanes(s->set, batch);
         if (s->lanes > shards) {
             DP_ERROR("`shard_lanes` %d: the set has %d shard%s, and each lane needs one", s->lanes,
                      shards, shards == 1 ? "" : "s");

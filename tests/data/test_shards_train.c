@@ -256,9 +256,10 @@ static void test_split_every_sample(void **state)
 
 /* What the ranks cannot read as whole lanes, or a batch not made of
  * them, is one line at the loader's start; the default lanes are the
- * largest L <= 8 dividing the batch (8) and the shards (12): 4, 3 shards
- * each, 5 batches; for a batch of 6, 6 lanes of 2 shards (1 row each,
- * at least 2 + 4 samples: 6 batches). */
+ * largest L <= 8 dividing the batch (8) and the shards (12) that keeps
+ * 9/10 of one lane's batches: 4, 3 shards each, 5 batches; for a batch of
+ * 6, 6 lanes (1 row each) would keep 6 of one lane's 7 batches, so 3
+ * lanes of 4 shards (2 rows each): 7 batches. */
 static void layouts_refused(void **state)
 {
     (void)state;
@@ -292,7 +293,7 @@ static void layouts_refused(void **state)
     dp_dataset_close(&ds);
     so.lanes = 0;
     assert_int_equal(dp_shard_dataset_open(shards, true, &so, &ds), 0);
-    const int64_t batch[] = {8, 6}, batches[] = {BATCHES, 6};
+    const int64_t batch[] = {8, 6}, batches[] = {BATCHES, 7};
     for (int k = 0; k < 2; k++) {
         lo.batch_size = batch[k];
         assert_int_equal(dp_loader_init(&l, &ds, &lo), 0);

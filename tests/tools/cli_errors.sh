@@ -190,7 +190,7 @@ declare -A defaults=(
   [--train-transform]="none; --transform's" [--test-transform]="none; --transform's"
   [--transform]="none" [--jpeg-scale]="auto" [--cache]="streamed from disk" [--workers]="0"
   [--prefetch]="2" [--bad-images]="stop" [--shuffle-buffer]="1000"
-  [--shard-lanes]="0: the largest L <= 8 dividing batch_size and the shard count")
+  [--shard-lanes]="0: the largest L <= 8 dividing batch_size and the shard count that keeps 9/10 of an epoch, else 1")
 # entry FLAG: FLAG's lines of the help, from "  FLAG" to the next option
 # or group heading, joined with single spaces.
 entry() {
