@@ -6,7 +6,8 @@ Reads oneDNN 2.x lines (`onednn_verbose,exec,cpu,KIND,IMPL,...,TIME`) and
 stdin; lines before the first one containing --after (default: none) are
 skipped, so a trainer can print a marker after its warm-up steps. One row
 per (kind, implementation, pass, data types, problem): calls, calls per
-step (--steps), median and total ms, sorted by total. Medians, not means:
+step (--steps), median and total ms, sorted by total; --min-per-step
+leaves out what runs only once in the log (a kernel chooser's candidates). Medians, not means:
 on a loaded machine a few calls are preempted.
 
   bench/onednn_verbose_table.py --steps 20 --after WARMUP_DONE log.txt
@@ -43,12 +44,15 @@ def main():
     ap.add_argument("log", nargs="?", help="the verbose log (default: stdin)")
     ap.add_argument("--after", help="skip lines up to the first that contains this")
     ap.add_argument("--steps", type=int, default=1, help="steps in the log, for calls/step")
+    ap.add_argument("--min-per-step", type=float, default=0.0,
+                    help="leave out rows of fewer calls a step (a chooser's one-off candidates)")
     args = ap.parse_args()
     src = open(args.log) if args.log else sys.stdin
     times = {}
     for key, ms in rows(src, args.after):
         times.setdefault(key, []).append(ms)
-    table = sorted(times.items(), key=lambda kv: -sum(kv[1]))
+    table = sorted((kv for kv in times.items() if len(kv[1]) / args.steps >= args.min_per_step),
+                   key=lambda kv: -sum(kv[1]))
     per_step = sum(statistics.median(v) * len(v) for _, v in table) / args.steps
     print(f"{'calls/step':>10} {'median ms':>9} {'total ms':>9}  kind, implementation, pass, "
           f"types, problem")
