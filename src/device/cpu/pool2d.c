@@ -124,50 +124,51 @@ static int run_forward(void *p, void *ctx)
 
 /* dx = (mask > 0) * avg_pool_backward(dy) in one pass, for windows that
  * tile the input without overlap or padding (LeNet's 2x2, stride 2). Rows
- * and columns past the last window get zero. Elements of type T, read
- * through LOAD into float and written through STORE. */
-#define AVG_BACKWARD_MASKED(T, LOAD, STORE)                                                        \
-    do {                                                                                           \
-        const T *dy = a->dy.data, *mask = a->relu_mask;                                            \
-        T *dx = a->dx.data;                                                                        \
-        if (a->x.nhwc) {                                                                           \
-            /* Rows of C contiguous values: the inner loop vectorises. */                          \
-            _Pragma("omp parallel for collapse(2)") for (int64_t n = 0; n < N;                     \
-                                                         n++) for (int64_t h = 0; h < H; h++)      \
-            {                                                                                      \
-                int64_t ph = h / kh;                                                               \
-                for (int64_t w = 0; w < W; w++) {                                                  \
-                    int64_t qw = w / kw;                                                           \
-                    T *d = dx + ((n * H + h) * W + w) * C;                                         \
-                    const T *m = mask + ((n * H + h) * W + w) * C;                                 \
-                    if (ph >= P || qw >= Q) {                                                      \
-                        memset(d, 0, (size_t)C * sizeof(T));                                       \
-                        continue;                                                                  \
-                    }                                                                              \
-                    const T *g = dy + ((n * P + ph) * Q + qw) * C;                                 \
-                    _Pragma("omp simd") for (int64_t c = 0; c < C; c++) d[c] =                     \
-                        STORE(LOAD(m[c]) > 0.0f ? LOAD(g[c]) * inv : 0.0f);                        \
-                }                                                                                  \
-            }                                                                                      \
-            break;                                                                                 \
-        }                                                                                          \
-        _Pragma("omp parallel for collapse(2)") for (int64_t n = 0; n < N;                         \
-                                                     n++) for (int64_t c = 0; c < C;               \
-                                                               c++) for (int64_t h = 0; h < H;     \
-                                                                         h++)                      \
-        {                                                                                          \
-            int64_t ph = h / kh;                                                                   \
-            T *d = dx + ((n * C + c) * H + h) * W;                                                 \
-            const T *m = mask + ((n * C + c) * H + h) * W;                                         \
-            const T *g = dy + ((n * C + c) * P + ph) * Q;                                          \
-            for (int64_t w = 0; w < W; w++) {                                                      \
-                int64_t qw = w / kw;                                                               \
-                d[w] = STORE(ph < P && qw < Q && LOAD(m[w]) > 0.0f ? LOAD(g[qw]) * inv : 0.0f);    \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
+ * and columns past the last window get zero.
+ *
+ * The work is one call per row of x: in NHWC a row is W positions of C
+ * contiguous channels, and each of the Q windows along it hands its
+ * gradient row g (C values of dy) to kw positions; in NCHW a row is W
+ * values of one channel. The inner loops are branch-free over C (or W)
+ * and cloned for AVX-512 and AVX2 (the library is built for baseline
+ * x86-64), so the bf16 conversions run vectorised: the scalar loop took
+ * a quarter of a bf16 LeNet step (bench/PROFILE.md). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define POOL_CLONES
+#endif
 
 #define F32_SAME(v) (v)
+
+/* ROW_NHWC(d, m, g): one NHWC row, Q windows of kw positions of C values;
+ * ROW_NCHW: one NCHW row, g the channel's Q window gradients. */
+#define MASKED_ROWS(NAME, T, LOAD, STORE)                                                          \
+    POOL_CLONES static void NAME##_row_nhwc(T *restrict d, const T *restrict m,                    \
+                                            const T *restrict g, int64_t Q, int kw, int64_t C,     \
+                                            float inv)                                             \
+    {                                                                                              \
+        for (int64_t q = 0; q < Q; q++, g += C)                                                    \
+            for (int j = 0; j < kw; j++, d += C, m += C)                                           \
+                _Pragma("omp simd") for (int64_t c = 0; c < C; c++)                                \
+                {                                                                                  \
+                    T v = STORE(LOAD(g[c]) * inv);                                                 \
+                    d[c] = LOAD(m[c]) > 0.0f ? v : (T)0;                                           \
+                }                                                                                  \
+    }                                                                                              \
+    POOL_CLONES static void NAME##_row_nchw(T *restrict d, const T *restrict m,                    \
+                                            const T *restrict g, int64_t Q, int kw, float inv)     \
+    {                                                                                              \
+        for (int64_t q = 0; q < Q; q++)                                                            \
+            for (int j = 0; j < kw; j++) {                                                         \
+                T v = STORE(LOAD(g[q]) * inv);                                                     \
+                d[q * kw + j] = LOAD(m[q * kw + j]) > 0.0f ? v : (T)0;                             \
+            }                                                                                      \
+    }
+
+MASKED_ROWS(masked_bf16, dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32)
+MASKED_ROWS(masked_f32, float, F32_SAME, F32_SAME)
 
 static void avg_backward_masked(const dp__pool2d_args *a)
 {
@@ -175,10 +176,38 @@ static void avg_backward_masked(const dp__pool2d_args *a)
     int64_t P = a->y.shape[2], Q = a->y.shape[3];
     int kh = a->kernel_h, kw = a->kernel_w;
     float inv = 1.0f / (float)(kh * kw);
-    if (a->dx.dtype == DP_BF16)
-        AVG_BACKWARD_MASKED(dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32);
-    else
-        AVG_BACKWARD_MASKED(float, F32_SAME, F32_SAME);
+    bool bf16 = a->dx.dtype == DP_BF16, nhwc = a->x.nhwc;
+    size_t es = bf16 ? sizeof(dp__bf16) : sizeof(float);
+    char *dx = a->dx.data;
+    const char *dy = a->dy.data, *mask = a->relu_mask;
+    /* rows: (n, h) in NHWC, (n, c, h) in NCHW; row r's values start at
+     * r * W * (nhwc ? C : 1), its windows' gradients at (r / H * P + h / kh)
+     * * Q * (nhwc ? C : 1). */
+    int64_t rows = nhwc ? N * H : N * C * H, width = nhwc ? W * C : W, gw = nhwc ? Q * C : Q;
+    int64_t covered = Q * kw * (nhwc ? C : 1); /* the row's values under a window */
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t h = r % H, ph = h / kh;
+        char *d = dx + (size_t)(r * width) * es;
+        const char *m = mask + (size_t)(r * width) * es;
+        if (ph >= P) {
+            memset(d, 0, (size_t)width * es);
+            continue;
+        }
+        const char *g = dy + (size_t)(((r / H) * P + ph) * gw) * es;
+        if (bf16 && nhwc)
+            masked_bf16_row_nhwc((dp__bf16 *)d, (const dp__bf16 *)m, (const dp__bf16 *)g, Q, kw,
+                                 C, inv);
+        else if (bf16)
+            masked_bf16_row_nchw((dp__bf16 *)d, (const dp__bf16 *)m, (const dp__bf16 *)g, Q, kw,
+                                 inv);
+        else if (nhwc)
+            masked_f32_row_nhwc((float *)d, (const float *)m, (const float *)g, Q, kw, C, inv);
+        else
+            masked_f32_row_nchw((float *)d, (const float *)m, (const float *)g, Q, kw, inv);
+        if (covered < width)
+            memset(d + (size_t)covered * es, 0, (size_t)(width - covered) * es);
+    }
 }
 
 /* dx *= (mask > 0), elements of type T. */
