@@ -10,7 +10,8 @@
  * kernel a vector body and a tail (C = 50 and 20 channels: 16-wide vectors
  * and a remainder) and rows and columns past the last window (odd H, W),
  * in f32 and in bf16 (native where the CPU has it, else the reference
- * path: both keep the activations in bf16). The finite-difference check of
+ * path: both keep the activations in bf16). Batch norm with its ReLU fused
+ * on an NCHW input gives the pool NCHW rows, the other row kernel. The finite-difference check of
  * the fused path is test_grad_conv_pool's test_conv_relu_pool_grad. */
 #include "gradcheck.h"
 
@@ -19,16 +20,26 @@
 
 typedef struct fused_ctx {
     bool fused;
+    bool bn;                  /* batch norm in place of the convolution */
+    dp_tensor_t *mean, *var; /* its running statistics (C) */
 } fused_ctx;
 
-/* in: x (N, C, H, W), w (K, C, 3, 3), b (K); out: avgpool2(relu(conv(x))). */
+/* Conv: in x (N, C, H, W), w (K, C, 3, 3), b (K); out avgpool2(relu(conv(x))),
+ * the conv's output NHWC. Batch norm: in x (N, C, H, W), gamma (C), beta (C);
+ * out avgpool2(relu(bn(x))) in x's layout, NCHW: the pool's NCHW rows. */
 static int build(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
 {
     const fused_ctx *c = ctx;
-    dp_conv2d_params p = {.relu = c->fused};
     dp_pool2d_params pool = {.kernel_h = 2, .kernel_w = 2};
     dp_tensor_t *h;
-    int rc = dp_conv2d(&h, in[0], in[1], in[2], &p);
+    int rc;
+    if (c->bn) {
+        dp_batch_norm_params p = {.training = true, .relu = c->fused};
+        rc = dp_batch_norm2d(&h, in[0], in[1], in[2], c->mean, c->var, &p);
+    } else {
+        dp_conv2d_params p = {.relu = c->fused};
+        rc = dp_conv2d(&h, in[0], in[1], in[2], &p);
+    }
     if (rc == 0 && !c->fused)
         rc = dp_relu(&h, h);
     return rc ? rc : dp_avg_pool2d(out, h, &pool);
@@ -40,7 +51,8 @@ typedef struct run_result {
 } run_result;
 
 /* Values and gradients of sum(r * out) for one ordering, r fixed. */
-static run_result run(bool fused, const int64_t shapes[3][4], int ndims[3], float *const v[3])
+static run_result run(bool fused, bool bn, const int64_t shapes[3][4], int ndims[3],
+                      float *const v[3])
 {
     dp_tensor_t *in[3];
     for (int i = 0; i < 3; i++) {
@@ -50,7 +62,10 @@ static run_result run(bool fused, const int64_t shapes[3][4], int ndims[3], floa
     dp_tape_t *tape;
     OK(dp_tape_init(&tape, true));
     dp_tape_begin(tape);
-    fused_ctx c = {fused};
+    fused_ctx c = {.fused = fused, .bn = bn};
+    float *stats = calloc((size_t)shapes[1][0], sizeof(float));
+    c.mean = upload(1, shapes[1], stats);
+    c.var = upload(1, shapes[1], stats);
     dp_tensor_t *out, *out32, *row, *loss, *proj;
     OK(build(&out, in, &c));
     OK(dp_cast(&out32, out, DP_F32)); /* bf16 values read back as floats */
@@ -68,24 +83,31 @@ static run_result run(bool fused, const int64_t shapes[3][4], int ndims[3], floa
     dp_tape_end(tape);
     dp_tape_close(tape);
     dp_tensor_free(proj);
+    dp_tensor_free(c.mean);
+    dp_tensor_free(c.var);
+    free(stats);
     for (int i = 0; i < 3; i++)
         dp_tensor_free(in[i]);
     free(r);
     return res;
 }
 
+/* K = 0: batch norm over x's C channels in place of the convolution. */
 static void fused_equals_unfused(dp_precision prec, int64_t N, int64_t C, int64_t H, int64_t K,
                                  uint64_t seed)
 {
     dp_set_precision(prec);
     dp_rng rng;
     dp_rng_init(&rng, seed, 1);
-    const int64_t shapes[3][4] = {{N, C, H, H}, {K, C, 3, 3}, {K}};
-    int ndims[3] = {4, 4, 1};
+    bool bn = K == 0;
+    const int64_t conv_shapes[3][4] = {{N, C, H, H}, {K, C, 3, 3}, {K}};
+    const int64_t bn_shapes[3][4] = {{N, C, H, H}, {C}, {C}};
+    const int64_t(*shapes)[4] = bn ? bn_shapes : conv_shapes;
+    int ndims[3] = {4, bn ? 1 : 4, 1};
     float *v[3] = {normal_array(&rng, count(4, shapes[0]), 1.0f),
-                   normal_array(&rng, count(4, shapes[1]), 0.3f),
-                   normal_array(&rng, K, 0.3f)};
-    run_result a = run(true, shapes, ndims, v), b = run(false, shapes, ndims, v);
+                   normal_array(&rng, count(ndims[1], shapes[1]), bn ? 1.0f : 0.3f),
+                   normal_array(&rng, shapes[2][0], 0.3f)};
+    run_result a = run(true, bn, shapes, ndims, v), b = run(false, bn, shapes, ndims, v);
     dp_set_precision(DP_PRECISION_FP32);
     /* Some outputs must be masked and some not, or the mask is not tested:
      * y = 0 only where all four of a window's values were cut. */
@@ -116,6 +138,7 @@ static void f32_fused_equals_unfused(void **state)
     (void)state;
     fused_equals_unfused(DP_PRECISION_FP32, 3, 4, 11, 50, 51);
     fused_equals_unfused(DP_PRECISION_FP32, 2, 1, 15, 20, 52);
+    fused_equals_unfused(DP_PRECISION_FP32, 2, 3, 11, 0, 55); /* NCHW rows */
 }
 
 static void bf16_fused_equals_unfused(void **state)
@@ -125,6 +148,7 @@ static void bf16_fused_equals_unfused(void **state)
                                                                   : DP_PRECISION_BF16_REFERENCE;
     fused_equals_unfused(p, 3, 4, 11, 50, 53);
     fused_equals_unfused(p, 2, 1, 15, 20, 54);
+    fused_equals_unfused(p, 2, 3, 11, 0, 56); /* NCHW rows */
 }
 
 int main(int argc, char **argv)
