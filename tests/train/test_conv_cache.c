@@ -16,10 +16,11 @@
 
 #include "dp/dp.h"
 
+#include <dirent.h>
+#include <oneapi/dnnl/dnnl_version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +146,14 @@ static void another_key_is_passed_over_and_kept(void **state)
 {
     (void)state;
     const char *path = tu_tmp_path("conv-algos.txt");
+    /* the key names the oneDNN this process runs, and dptrain's version */
+    char key[2048], want[64];
+    dp_conv_algo_cache_key(key, sizeof key);
+    snprintf(want, sizeof want, "; onednn=%d.%d.%d ", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
+             DNNL_VERSION_PATCH);
+    assert_non_null(strstr(key, want));
+    assert_non_null(strstr(key, "dptrain=" DP_VERSION_STRING ";"));
+    print_message("this machine's key: %s\n", key);
     const char *fields[] = {"onednn=", "isa=", "cpu=", "dptrain=", "max_cpu_isa="};
     for (size_t i = 0; i < COUNTOF(fields); i++) {
         unlink(path);
