@@ -288,8 +288,12 @@ int dp__conv_choices_parse(const char *text)
                 rc = DP_ENOMEM;
                 break;
             }
+            /* a loaded choice that replaces this process's measured one
+             * is no longer its measurement; loading the same one back
+             * (the cache's reader puts the table's own choices back over
+             * the file's) leaves it as it was */
             for (int p = 0; p < DP__CONV_PASSES; p++)
-                if (lines[i].impl[p] >= 0) {
+                if (lines[i].impl[p] >= 0 && lines[i].impl[p] != c->impl[p]) {
                     c->impl[p] = lines[i].impl[p];
                     c->measured &= (uint8_t) ~(1u << p);
                 }

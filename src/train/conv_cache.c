@@ -99,34 +99,34 @@ int dp_conv_algo_cache_read(const char *path)
                 "or version (%s)",
                 path, f.s[i].n, why);
     }
-    size_t len = 1;
-    for (size_t i = 0; ours && i < ours->n; i++)
-        len += strlen(ours->lines[i]) + 1;
-    char *mine = malloc(len), *before = dp_conv_choices_save();
-    int rc = mine && before ? 0 : DP_ENOMEM, installed = 0;
+    /* The table's lines with the file's passes that they lack joined to
+     * them, loaded at once: the choices made before (a checkpoint's, rank
+     * 0's) win and stay as they were (measured here or not). */
+    char *before = dp_conv_choices_save(), *text = NULL;
+    dp__cache_file merged = {0};
+    dp__cache_section *s = before ? dp__cache_section_add(&merged, "", 0) : NULL;
+    int rc = s ? dp__cache_section_merge(s, before) : DP_ENOMEM, installed = 0;
+    for (size_t i = 0; rc == 0 && ours && i < ours->n; i++)
+        rc = dp__cache_section_merge(s, ours->lines[i]);
+    size_t len = 1, at = 0;
+    for (size_t i = 0; rc == 0 && i < s->n; i++)
+        len += strlen(s->lines[i]) + 1;
+    if (rc == 0 && !(text = malloc(len)))
+        rc = DP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < s->n; i++)
+        at += (size_t)snprintf(text + at, len - at, "%s\n", s->lines[i]);
     if (rc == 0) {
-        size_t at = 0;
-        mine[0] = '\0';
-        for (size_t i = 0; ours && i < ours->n; i++)
-            at += (size_t)snprintf(mine + at, len - at, "%s\n", ours->lines[i]);
-        /* The file's lines, then the table's own again over them: the
-         * choices made before (a checkpoint's, rank 0's) win. */
-        rc = dp_conv_choices_load(mine);
-        if (rc == 0)
-            rc = dp_conv_choices_load(before);
-        char *after = rc == 0 ? dp_conv_choices_save() : NULL;
-        if (rc == 0 && !after)
-            rc = DP_ENOMEM;
-        if (rc == 0)
-            installed = count_passes(after) - count_passes(before);
-        free(after);
+        text[at] = '\0';
+        rc = dp_conv_choices_load(text);
+        installed = count_passes(text) - count_passes(before);
     }
     if (rc == 0)
         DP_INFO("the convolution kernels' cache %s: %d choices of this machine taken (%zu shapes "
                 "in its section)",
                 path, installed, ours ? ours->n : 0);
-    free(mine);
+    free(text);
     free(before);
+    dp__cache_file_free(&merged);
     dp__cache_file_free(&f);
     return rc < 0 ? rc : installed;
 }

@@ -11,7 +11,7 @@
  *     is read, and adding rewrites it; a folder that cannot be made is a
  *     warning and DP_EIO, nothing else;
  *   - the passes a process measured are what it would add; loaded ones are
- *     not. */
+ *     not, and reading the cache leaves a measured pass measured. */
 #include "testutil.h"
 
 #include "dp/dp.h"
@@ -240,6 +240,50 @@ static void corrupt_and_unwritable_are_warnings(void **state)
     dp_conv_choices_clear();
 }
 
+/* A measured pass is this process's own until a load replaces its choice;
+ * reading the cache (which puts the table's choices back over the file's)
+ * leaves it so. */
+static void measured_passes_are_what_a_process_adds(void **state)
+{
+    (void)state;
+    dp_device_t *dev;
+    assert_int_equal(dp_device_open(&dev, "cpu:0", 1), 0);
+    dp_conv_choices_clear();
+    dp_conv_algo old = dp_get_conv_algo();
+    dp_set_conv_algo(DP_CONV_ALGO_AUTO);
+    float x[1 * 3 * 8 * 8] = {0}, w[4 * 3 * 3 * 3] = {0};
+    int64_t xs[4] = {1, 3, 8, 8}, ws[4] = {4, 3, 3, 3};
+    dp_tensor_t *tx, *tw, *ty = NULL;
+    assert_int_equal(dp_tensor_from_host(&tx, dev, DP_F32, 4, xs, x), 0);
+    assert_int_equal(dp_tensor_from_host(&tw, dev, DP_F32, 4, ws, w), 0);
+    assert_int_equal(dp_conv2d(&ty, tx, tw, NULL, &(dp_conv2d_params){.pad_h = 1, .pad_w = 1}), 0);
+    assert_int_equal(dp_device_sync(dev), 0);
+    dp_set_conv_algo(old);
+    char *measured = dp_conv_choices_save_measured();
+    assert_non_null(strstr(measured, "f32 3x8x8 k4 3x3 s1x1 p1x1: forward="));
+    /* a cache with another choice for it: the table's stays, still measured here */
+    const char *path = tu_tmp_path("conv-algos.txt");
+    char line[128];
+    snprintf(line, sizeof line, "f32 3x8x8 k4 3x3 s1x1 p1x1: forward=%s\n",
+             strstr(measured, "forward=direct") ? "gemm" : "direct");
+    assert_int_equal(dp_conv_algo_cache_add(path, line), 0);
+    assert_int_equal(dp_conv_algo_cache_read(path), 0);
+    char *again = dp_conv_choices_save_measured();
+    assert_string_equal(again, measured);
+    free(again);
+    /* a load that changes the choice: no longer this process's measurement */
+    assert_int_equal(dp_conv_choices_load(line), 0);
+    again = dp_conv_choices_save_measured();
+    assert_string_equal(again, "");
+    free(again);
+    free(measured);
+    dp_tensor_free(ty);
+    dp_tensor_free(tw);
+    dp_tensor_free(tx);
+    dp_device_close(dev);
+    dp_conv_choices_clear();
+}
+
 static void the_path_follows_xdg(void **state)
 {
     (void)state;
@@ -272,6 +316,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(another_key_is_passed_over_and_kept, tu_setup_tmp,
                                         tu_teardown_tmp),
         cmocka_unit_test_setup_teardown(corrupt_and_unwritable_are_warnings, tu_setup_tmp,
+                                        tu_teardown_tmp),
+        cmocka_unit_test_setup_teardown(measured_passes_are_what_a_process_adds, tu_setup_tmp,
                                         tu_teardown_tmp),
         cmocka_unit_test(the_path_follows_xdg),
     };
