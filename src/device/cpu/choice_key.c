@@ -36,19 +36,6 @@ static const struct {
     {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
 };
 
-/* True if `word` is one of the blank-separated words of `list`. */
-static bool has_word(const char *list, const char *word)
-{
-    size_t len = strlen(word);
-    for (const char *p = strstr(list, word); p; p = strstr(p + 1, word)) {
-        bool starts = p == list || p[-1] == ' ' || p[-1] == '\t';
-        bool ends = p[len] == '\0' || p[len] == ' ' || p[len] == '\n' || p[len] == '\t';
-        if (starts && ends)
-            return true;
-    }
-    return false;
-}
-
 /* The value of the first "key<blanks>: value" line of /proc/cpuinfo into
  * buf[0..size) ("" where there is none). Flags lines run to a few thousand
  * characters. */
@@ -82,11 +69,15 @@ int dp__cpu_choice_key(char *buf, size_t size)
     char model[128], flags[8192], isa[32], kept[512];
     cpuinfo_value("model name", model, sizeof model);
     cpuinfo_value("flags", flags, sizeof flags);
+    /* the flags in /proc/cpuinfo's order that are in isa_flags */
     size_t n = 0;
     kept[0] = '\0';
-    for (size_t i = 0; i < DP_COUNTOF(isa_flags) && n < sizeof kept; i++)
-        if (has_word(flags, isa_flags[i]))
-            n += (size_t)snprintf(kept + n, sizeof kept - n, "%s%s", n ? " " : "", isa_flags[i]);
+    char *save = NULL;
+    for (char *w = strtok_r(flags, " \t", &save); w && n < sizeof kept;
+         w = strtok_r(NULL, " \t", &save))
+        for (size_t i = 0; i < DP_COUNTOF(isa_flags); i++)
+            if (strcmp(w, isa_flags[i]) == 0)
+                n += (size_t)snprintf(kept + n, sizeof kept - n, "%s%s", n ? " " : "", w);
     dnnl_cpu_isa_t effective = dnnl_get_effective_cpu_isa();
     snprintf(isa, sizeof isa, "0x%x", (unsigned)effective);
     for (size_t i = 0; i < DP_COUNTOF(isa_names); i++)
