@@ -35,6 +35,7 @@
 
 #include "dp/autograd.h"
 #include "dp/checkpoint.h"
+#include "dp/conv_cache.h"
 #include "dp/core.h"
 #include "dp/data.h"
 #include "dp/dist.h"

@@ -92,6 +92,19 @@ const char *dp_conv_algo_name(dp_conv_algo a);
 char *dp_conv_choices_save(void);
 int dp_conv_choices_load(const char *text);
 void dp_conv_choices_clear(void);
+/* The lines of the passes this process measured itself (not loaded), in
+ * dp_conv_choices_save's format, malloc'd ("" when none; NULL without
+ * memory): what the kernels' cache file takes (dp/conv_cache.h). */
+char *dp_conv_choices_save_measured(void);
+/* 0 if `line` (up to its newline) is one dp_conv_choices_load reads, else
+ * DP_EINVAL; logs nothing. */
+int dp_conv_choices_check(const char *line);
+/* What a measured choice holds for, as "name=value; ..." (the processor
+ * and the instruction-set flags the kernels dispatch on, the kernel
+ * library's version, DNNL_MAX_CPU_ISA) into buf[0..size); returns
+ * snprintf's count. Choices measured under one key are not reused under
+ * another. */
+int dp_conv_choices_key(char *buf, size_t size);
 
 /* Split-invariant sums, process-wide: with rows > 0, every sum over the
  * batch that training takes (the weight, bias, gamma and slope gradients

@@ -252,6 +252,11 @@
       "convolution kernels: auto (each shape's fastest, timed once before the first step and "     \
       "kept in the checkpoint), direct, or winograd (f32 3x3 where the CPU has it) [auto; "        \
       "direct with `deterministic`; the environment's DPTRAIN_CONV_ALGO where set]")               \
+    X(numerics, conv_algo_cache, const char *, NULL, "--conv-algo-cache", "FILE", ANY, 0,          \
+      "with `conv_algo` auto: the file of kernel choices measured on this machine (per CPU, "      \
+      "oneDNN and dptrain version), read before measuring and added to atomically, so that the "   \
+      "same command runs the same kernels (the same bits) again; off: measure afresh "            \
+      "[DPTRAIN_CONV_ALGO_CACHE, else $XDG_CACHE_HOME/dptrain/conv-algos.txt]")                    \
     X(numerics, tf32, bool, true, "--no-tf32", NULL, SWITCH(false), 0,                             \
       "GPU convolutions in full float32; by default cuDNN may use TF32, as PyTorch allows "        \
       "(matrix products are float32 either way) [TF32 allowed]")                                  \

@@ -43,6 +43,7 @@ from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from . import utils  # noqa: E402
 from . import distributed  # noqa: E402
+from . import backends  # noqa: E402
 from ._train import train  # noqa: E402
 
 __version__ = getattr(_dptrain, "__version__", "0.1.0")

@@ -13,6 +13,7 @@
 #include "device/conv_choice.h"
 
 #include "core/internal.h"
+#include "device/device.h"
 #include "dp/ops.h"
 
 #include <pthread.h>
@@ -37,6 +38,9 @@ const char *dp__conv_pass_name(dp__conv_pass pass)
 typedef struct choice {
     dp__conv_shape shape;
     int8_t impl[DP__CONV_PASSES]; /* dp__conv_impl, or -1: not chosen yet */
+    /* bit p: pass p was measured by this process (not loaded), for the
+     * kernels' cache file, which takes what a process measured itself */
+    uint8_t measured;
 } choice;
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -87,8 +91,10 @@ int dp__conv_choose(const dp__conv_shape *s, dp__conv_pass pass, dp__conv_measur
     if (c && c->impl[pass] < 0) {
         dp__conv_impl best = DP__CONV_DIRECT;
         rc = measure(ctx, &best);
-        if (rc == 0)
+        if (rc == 0) {
             c->impl[pass] = (int8_t)best;
+            c->measured |= (uint8_t)(1u << pass);
+        }
     }
     if (rc == 0)
         *out = (dp__conv_impl)c->impl[pass];
@@ -121,7 +127,9 @@ int dp__conv_shape_str(char *buf, size_t size, const dp__conv_shape *s)
     return n;
 }
 
-char *dp__conv_choices_text(void)
+/* The table's lines; with measured_only, only the passes this process
+ * measured (and only the shapes with one). */
+static char *choices_text(bool measured_only)
 {
     pthread_mutex_lock(&table_mu);
     size_t cap = 160 * (ntable + 1), len = 0;
@@ -130,10 +138,13 @@ char *dp__conv_choices_text(void)
         text[0] = '\0';
         for (size_t i = 0; i < ntable; i++) {
             char line[160];
+            unsigned wanted = measured_only ? table[i].measured : (1u << DP__CONV_PASSES) - 1;
+            if (!wanted)
+                continue;
             int n = dp__conv_shape_str(line, sizeof line, &table[i].shape);
             n += snprintf(line + n, sizeof line - (size_t)n, ":");
             for (int p = 0; p < DP__CONV_PASSES; p++)
-                if (table[i].impl[p] >= 0)
+                if (table[i].impl[p] >= 0 && (wanted & (1u << p)))
                     n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", pass_names[p],
                                   impl_names[table[i].impl[p]]);
             len += (size_t)snprintf(text + len, cap - len, "%s\n", line);
@@ -143,8 +154,35 @@ char *dp__conv_choices_text(void)
     return text;
 }
 
-/* One line into *c; 0, or DP_EINVAL (logged with the line). */
-static int parse_line(const char *line, size_t len, choice *c)
+char *dp__conv_choices_text(void)
+{
+    return choices_text(false);
+}
+
+char *dp_conv_choices_save_measured(void)
+{
+    return choices_text(true);
+}
+
+int dp_conv_choices_key(char *buf, size_t size)
+{
+    size_t n = 0;
+    if (size > 0)
+        buf[0] = '\0';
+    for (int i = 0; i < DP__BACKEND_COUNT; i++) {
+        const dp__backend *b = dp__backend_get((dp__backend_id)i);
+        if (!b->choice_key || !dp__backend_built(b))
+            continue;
+        char key[1024];
+        b->choice_key(key, sizeof key);
+        n += (size_t)snprintf(buf + DP_MIN(n, size), size - DP_MIN(n, size), "%s%s", n ? "; " : "",
+                              key);
+    }
+    return (int)n;
+}
+
+/* One line into *c; 0, or DP_EINVAL (logged with the line where `log`). */
+static int parse_line(const char *line, size_t len, choice *c, bool log)
 {
     char buf[256], prec[8];
     if (len >= sizeof buf)
@@ -209,6 +247,8 @@ static int parse_line(const char *line, size_t len, choice *c)
     }
     return 0;
 bad:
+    if (!log)
+        return DP_EINVAL;
     DP_ERROR("convolution choices: cannot read the line '%.*s' (expected e.g. 'bf16 64x28x28 "
              "k64 3x3 s1x1 p1x1: forward=direct backward_weights=gemm')",
              (int)DP_MIN(len, 120), line);
@@ -234,7 +274,7 @@ int dp__conv_choices_parse(const char *text)
                 }
                 lines = t;
             }
-            rc = parse_line(p, len, &lines[n]);
+            rc = parse_line(p, len, &lines[n], true);
             if (rc == 0)
                 n++;
         }
@@ -248,14 +288,26 @@ int dp__conv_choices_parse(const char *text)
                 rc = DP_ENOMEM;
                 break;
             }
+            /* a loaded choice that replaces this process's measured one
+             * is no longer its measurement; loading the same one back
+             * (the cache's reader puts the table's own choices back over
+             * the file's) leaves it as it was */
             for (int p = 0; p < DP__CONV_PASSES; p++)
-                if (lines[i].impl[p] >= 0)
+                if (lines[i].impl[p] >= 0 && lines[i].impl[p] != c->impl[p]) {
                     c->impl[p] = lines[i].impl[p];
+                    c->measured &= (uint8_t) ~(1u << p);
+                }
         }
         pthread_mutex_unlock(&table_mu);
     }
     free(lines);
     return rc;
+}
+
+int dp_conv_choices_check(const char *line)
+{
+    choice c;
+    return line ? parse_line(line, strcspn(line, "\n"), &c, false) : DP_EINVAL;
 }
 
 void dp__conv_choices_reset(void)

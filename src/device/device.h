@@ -238,6 +238,13 @@ typedef struct dp__backend {
     bool shares_cores;
     /* Optional: device `index` in words ("NVIDIA H200, 139.8 GiB"). */
     int (*describe)(int index, char *buf, size_t size);
+    /* Optional, for a backend whose kernels conv_choice.c's table picks:
+     * what a measured choice holds for (the processor, the kernel
+     * library's version, the instruction set it dispatches on), as
+     * "name=value; ..." into buf[0..size); snprintf's count. A choice
+     * measured under one key is not reused under another (the
+     * convolution kernels' cache file). */
+    int (*choice_key)(char *buf, size_t size);
 } dp__backend;
 
 /* Each backend's entry, defined in its folder. */

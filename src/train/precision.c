@@ -9,6 +9,7 @@
 #include "train/trainer.h"
 
 #include "core/internal.h"
+#include "dp/conv_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,24 @@ static void log_choices(const char *text, int rank)
     }
 }
 
+/* --verbose: how many passes this process measured; with a cache file,
+ * they join it (a file that cannot be written is a warning: the run goes
+ * on). */
+static int keep_measured(const char *cache)
+{
+    char *measured = dp_conv_choices_save_measured();
+    if (!measured)
+        return DP_ENOMEM;
+    int passes = 0;
+    for (const char *c = measured; (c = strchr(c, '=')); c++)
+        passes++;
+    DP_INFO("convolution kernels: %d passes measured (the cache file: %s)", passes,
+            cache ? cache : "off");
+    int rc = cache && passes ? dp_conv_algo_cache_add(cache, measured) : 0;
+    free(measured);
+    return rc == DP_EIO ? 0 : rc;
+}
+
 int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
 {
     const dp_train_options *o = t->o;
@@ -201,7 +220,20 @@ int dp__prec_tune(dp__train_prec *p, const dp__trainer *t)
     if (o->parallel.pipeline)
         per *= o->parallel.micro_batches > 0 ? o->parallel.micro_batches : 1;
     int64_t rows = DP_MAX(o->data.batch_size / DP_MAX(per, 1), 1);
-    int rc = t->rank == 0 ? measure_once(t, rows) : 0;
+    /* Rank 0 takes the cache file's choices for this machine first (the
+     * checkpoint's, loaded before, win), measures only the rest, and adds
+     * what it measured; the other ranks get its table below. */
+    char cache[4096];
+    int rc = t->rank == 0
+                 ? dp_conv_algo_cache_path(o->numerics.conv_algo_cache, cache, sizeof cache)
+                 : 1;
+    bool cached = rc == 0;
+    if (cached)
+        rc = dp_conv_algo_cache_read(cache);
+    if (rc >= 0)
+        rc = t->rank == 0 ? measure_once(t, rows) : 0;
+    if (rc == 0 && t->rank == 0)
+        rc = keep_measured(cached ? cache : NULL);
     char *text = rc == 0 && t->rank == 0 ? dp_conv_choices_save() : NULL;
     if (rc == 0 && t->rank == 0 && !text)
         rc = DP_ENOMEM;

@@ -179,6 +179,7 @@ declare -A defaults=(
   [--resume]="none" [--init]="the seed's init" [--on-checkpoint-error]="stop"
   [--skip-nonfinite]="stop" [--deterministic]="off" [--split-invariant]="off" [--progress]="auto" [--precision]="fp32"
   [--conv-algo]="auto; direct with --deterministic; the environment's DPTRAIN_CONV_ALGO where set"
+  [--conv-algo-cache]="DPTRAIN_CONV_ALGO_CACHE, else \$XDG_CACHE_HOME/dptrain/conv-algos.txt"
   [--no-tf32]="TF32 allowed"
   [--optimizer]="sgd" [--nesterov]="off" [--betas]="0.9,0.999" [--eps]="1e-8"
   [--clip-grad-norm]="off" [--label-smoothing]="0" [--lr-schedule]="constant" [--lr-step]="1"

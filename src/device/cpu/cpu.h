@@ -205,4 +205,7 @@ DP__OP_LIST(DP__CPU_LINE)
 #undef DP__CPU_KERNEL
 /* clang-format on */
 
+/* The CPU's key of a convolution kernel choice (choice_key.c). */
+int dp__cpu_choice_key(char *buf, size_t size);
+
 #endif

@@ -337,4 +337,5 @@ const dp__backend dp__cpu_backend = {
     .count = dp__cpu_count,
     .why_none = why_none,
     .shares_cores = true,
+    .choice_key = dp__cpu_choice_key,
 };
