@@ -107,8 +107,7 @@ static void buffer_holds_mean_images_not_largest(void **state)
     for (int i = 0; i < 16; i++)
         free(probe[i]);
     if (seen < (1 << 20))
-        tu_skip("mallinfo2 does not count this allocator's blocks (saw %lld bytes of 1 MiB)",
-                seen);
+        tu_skip("mallinfo2 does not count this allocator's blocks (saw %lld bytes of 1 MiB)", seen);
 
     const char *dir = tu_tmp_path("set");
     mkdir(dir, 0755);
