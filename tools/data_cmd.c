@@ -88,10 +88,15 @@ const cli_command *cli_data(void)
                                  .metavar = "N",
                                  .type = DP_OPTION_I64,
                                  .imin = 1,
-                                 .imax = 1 << 20,
+                                 /* ImageNet's 1.28 million and more for --bench;
+                                  * --dump and --grid hold theirs (count x C x H x W
+                                  * floats), refused with one line where they do
+                                  * not fit. */
+                                 .imax = INT32_MAX,
                                  .lo = 1,
-                                 .hi = 1 << 20,
-                                 .help = "how many samples, from the epoch's first"};
+                                 .hi = INT32_MAX,
+                                 .help = "how many samples, from the epoch's first (at most "
+                                         "the set's)"};
         flags[n++] = (dp_option){CLI_FIELD(data_args, test, "test"), .flag = "--test",
                                  .type = DP_OPTION_BOOL, .on = true,
                                  .help = "the test set, with the test transforms [the training "
