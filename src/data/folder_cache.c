@@ -17,11 +17,17 @@ int dp__folder_cache_all(dp__folder_source *src)
     if (!src->images || !src->errors)
         return DP_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
-        atomic_fetch_add(&src->opened, 1);
         /* A file that does not decode is the loader's to report when it
          * reaches it, as a streamed one: its line kept, not logged. */
         dp__log_hold(true);
-        int rc = dp_image_read(src->files.paths[i], src->decode_channels, &src->images[i]);
+        void *buf;
+        size_t len;
+        int rc = dp__folder_take_bytes(src, i, &buf, &len);
+        if (rc == 0) {
+            rc = dp_image_decode(buf, len, src->files.paths[i], src->decode_channels,
+                                 &src->images[i]);
+            dp__free(buf);
+        }
         dp__log_hold(false);
         if (rc == DP_ENOMEM)
             return rc;

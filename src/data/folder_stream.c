@@ -1,11 +1,14 @@
 /* An image folder read as the loader goes (the default for folders), and
  * what it shares with the cached form (folder_cache.c): opening a split
  * (the file list, and the first image for the channels and, where the
- * transforms do not fix it, the samples' size).
+ * transforms do not fix it, the samples' size; that file's bytes kept
+ * for its first read, so that a run opens each file once an epoch).
  *
- * Memory: the file list and labels; each read holds one file's bytes and
- * its decoded image for as long as the read takes (the worker's), and
- * writes [channels, rows, cols] floats into the loader's batch. */
+ * Memory: the file list and labels, the first file's bytes until sample
+ * 0 is first read (to the end where this rank never reads it); each read
+ * holds one file's bytes and its decoded image for as long as the read
+ * takes (the worker's), and writes [channels, rows, cols] floats into the
+ * loader's batch. */
 #include "data/folder_source.h"
 
 #include "core/internal.h"
@@ -53,6 +56,18 @@ int dp__folder_read_file(const char *path, void **buf, size_t *len)
     return 0;
 }
 
+int dp__folder_take_bytes(dp__folder_source *src, int64_t i, void **buf, size_t *len)
+{
+    /* The look's opening is counted here, as the read it serves: `opened`
+     * is then exactly the samples this process read from disk. */
+    atomic_fetch_add(&src->opened, 1);
+    if (i == 0 && (*buf = atomic_exchange(&src->first_bytes, NULL)) != NULL) {
+        *len = src->first_len;
+        return 0;
+    }
+    return dp__folder_read_file(src->files.paths[i], buf, len);
+}
+
 int dp__folder_check_shape(const dp__folder_source *src, int64_t i, const int chw[3])
 {
     if (chw[0] == src->chw[0] && chw[1] == src->chw[1] && chw[2] == src->chw[2])
@@ -70,8 +85,7 @@ static int stream_read(void *self, int64_t i, uint64_t seed, int64_t epoch, floa
     const char *path = src->files.paths[i];
     void *buf;
     size_t len;
-    atomic_fetch_add(&src->opened, 1);
-    DP_TRY(dp__folder_read_file(path, &buf, &len));
+    DP_TRY(dp__folder_take_bytes(src, i, &buf, &len));
     int chw[3];
     int rc = dp_transform_decode(&src->transform, src->jpeg_scale, buf, len, path,
                                  src->decode_channels, seed, epoch, i, out, cap, chw);
@@ -98,6 +112,7 @@ void dp__folder_source_close(void *self)
     }
     dp__free(src->images);
     dp__free(src->errors);
+    dp__free(atomic_load(&src->first_bytes));
     dp__folder_files_close(&src->files);
     dp__free(src);
 }
@@ -106,12 +121,21 @@ static const dp__source_ops stream_ops = {
     .read = stream_read, .opened = folder_opened, .close = dp__folder_source_close};
 
 /* The samples' (C, H, W): the transforms' fixed size with the first
- * image's channels, else what the first image becomes. */
+ * image's channels, else what the first image becomes. The file's bytes
+ * are kept for sample 0's read (first_bytes). */
 static int first_image_shape(dp__folder_source *src, int channels)
 {
     dp_image first;
-    atomic_fetch_add(&src->opened, 1);
-    DP_TRY(dp_image_read(src->files.paths[0], channels, &first));
+    void *buf;
+    size_t len;
+    DP_TRY(dp__folder_read_file(src->files.paths[0], &buf, &len));
+    int rc = dp_image_decode(buf, len, src->files.paths[0], channels, &first);
+    if (rc < 0) {
+        dp__free(buf);
+        return rc;
+    }
+    src->first_len = len;
+    atomic_store(&src->first_bytes, buf);
     int rows, cols;
     int chw[3];
     dp_transform_output_shape(&src->transform, first.channels, first.rows, first.cols, chw);
@@ -141,6 +165,7 @@ int dp_image_folder_open(const char *dir, bool train, const dp_folder_options *o
     if (!src)
         return DP_ENOMEM;
     atomic_init(&src->opened, 0);
+    atomic_init(&src->first_bytes, NULL);
     if (opt->transform)
         src->transform = *opt->transform;
     src->jpeg_scale = opt->jpeg_scale == DP_JPEG_SCALE_OFF ? DP_JPEG_SCALE_OFF : DP_JPEG_SCALE_AUTO;

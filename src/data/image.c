@@ -204,15 +204,42 @@ static void jpeg_on_message(j_common_ptr c, int level)
         jpeg_on_error(c);
 }
 
+/* libjpeg's errors, and its warnings of corrupt data, as a longjmp to
+ * err->jump with the message in err->msg (the caller's setjmp). */
+static void jpeg_err_init(struct jpeg_decompress_struct *cinfo, jpeg_err *err)
+{
+    memset(err, 0, sizeof *err);
+    cinfo->err = jpeg_std_error(&err->pub);
+    err->pub.error_exit = jpeg_on_error;
+    err->pub.emit_message = jpeg_on_message;
+}
+
+/* After the caller's setjmp(err.jump): the decompressor made over buf,
+ * its header read and checked (size, no CMYK) and its output set to gray
+ * or RGB: 0, or a code after one line naming `name`. A libjpeg error
+ * longjmps to the caller, whose jpeg_destroy_decompress ends it either
+ * way. */
+static int jpeg_open(struct jpeg_decompress_struct *cinfo, const uint8_t *buf, size_t len,
+                     const char *name)
+{
+    jpeg_create_decompress(cinfo);
+    jpeg_mem_src(cinfo, buf, (unsigned long)len);
+    jpeg_read_header(cinfo, TRUE);
+    DP_TRY(check_size(name, cinfo->image_width, cinfo->image_height));
+    if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
+        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
+        return DP_EFORMAT;
+    }
+    cinfo->out_color_space = cinfo->jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+    return 0;
+}
+
 static int decode_jpeg(const uint8_t *buf, size_t len, const char *name, int channels,
                        dp_image *out)
 {
     struct jpeg_decompress_struct cinfo;
     jpeg_err err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = jpeg_on_error;
-    err.pub.emit_message = jpeg_on_message;
+    jpeg_err_init(&cinfo, &err);
     uint8_t *volatile hwc = NULL;
     volatile int rc = 0;
     if (setjmp(err.jump)) {
@@ -222,17 +249,8 @@ static int decode_jpeg(const uint8_t *buf, size_t len, const char *name, int cha
         }
         goto done;
     }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
-    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+    if ((rc = jpeg_open(&cinfo, buf, len, name)) < 0)
         goto done;
-    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
-        rc = DP_EFORMAT;
-        goto done;
-    }
-    cinfo.out_color_space = cinfo.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_start_decompress(&cinfo);
     int have = cinfo.output_components;
     size_t rowbytes = (size_t)cinfo.output_width * (size_t)have;
@@ -259,26 +277,15 @@ int dp__jpeg_header(const void *buf, size_t len, const char *name, int *rows, in
 {
     struct jpeg_decompress_struct cinfo;
     jpeg_err err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = jpeg_on_error;
-    err.pub.emit_message = jpeg_on_message;
+    jpeg_err_init(&cinfo, &err);
     volatile int rc = 0;
     if (setjmp(err.jump)) {
         DP_ERROR("%s: not a readable JPEG: %s", name, err.msg);
         rc = DP_EFORMAT;
         goto done;
     }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
-    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+    if ((rc = jpeg_open(&cinfo, buf, len, name)) < 0)
         goto done;
-    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
-        rc = DP_EFORMAT;
-        goto done;
-    }
     *rows = (int)cinfo.image_height;
     *cols = (int)cinfo.image_width;
     *channels = cinfo.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
@@ -299,10 +306,7 @@ int dp__jpeg_decode_region(const void *buf, size_t len, const char *name, int ch
     memset(out, 0, sizeof *out);
     struct jpeg_decompress_struct cinfo;
     jpeg_err err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = jpeg_on_error;
-    err.pub.emit_message = jpeg_on_message;
+    jpeg_err_init(&cinfo, &err);
     uint8_t *volatile hwc = NULL;
     volatile int rc = 0;
     if (setjmp(err.jump)) {
@@ -312,17 +316,8 @@ int dp__jpeg_decode_region(const void *buf, size_t len, const char *name, int ch
         }
         goto done;
     }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, buf, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
-    if ((rc = check_size(name, cinfo.image_width, cinfo.image_height)) < 0)
+    if ((rc = jpeg_open(&cinfo, buf, len, name)) < 0)
         goto done;
-    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-        DP_ERROR("%s: a CMYK JPEG: save it as RGB", name);
-        rc = DP_EFORMAT;
-        goto done;
-    }
-    cinfo.out_color_space = cinfo.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
     cinfo.scale_num = 1;
     cinfo.scale_denom = (unsigned)denom;
     jpeg_start_decompress(&cinfo);

@@ -25,7 +25,7 @@
 /* A buffered sample: it owns its image bytes (taken from the reader). */
 typedef struct slot {
     uint8_t *image;
-    size_t size, cap;
+    size_t size; /* its malloc'd size: the image's, no more */
     char *key, *member;
     int32_t label;
     int64_t id;
@@ -168,8 +168,8 @@ static int replace_str(char **dst, const char *src)
     return 0;
 }
 
-/* The lane's next sample, in shard order, into *s (its image buffer
- * swapped with the reader's): 1, 0 at the lane's end, or an error. */
+/* The lane's next sample, in shard order, into *s (the reader's image
+ * buffer moved into it): 1, 0 at the lane's end, or an error. */
 static int pull(dp_shard_lane_t *l, slot *s)
 {
     for (;;) {
@@ -200,13 +200,18 @@ static int pull(dp_shard_lane_t *l, slot *s)
             l->current_n++;
             return changed(l);
         }
-        uint8_t *image = s->image;
-        size_t cap = s->cap;
+        /* The slot takes the reader's buffer, which read_member sized to
+         * this image, and its own goes: recycling it to the reader instead
+         * would let every buffer grow to the largest image that ever
+         * passed through it, and B slots of the largest image hold far
+         * more than B of the mean one (on a lane of 25,000 samples, 55 KB
+         * against 31 KB). So the buffer holds about B x the mean image's
+         * bytes, however many shards the lane reads. */
+        dp__free(s->image);
         s->image = l->r.image;
-        s->cap = l->r.image_cap;
         s->size = l->r.image_size;
-        l->r.image = image;
-        l->r.image_cap = cap;
+        l->r.image = NULL;
+        l->r.image_cap = 0;
         DP_TRY(replace_str(&s->key, l->r.key));
         DP_TRY(replace_str(&s->member, l->r.member));
         s->label = l->r.label;

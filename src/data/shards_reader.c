@@ -216,8 +216,10 @@ static int read_member(dp__shard_reader *r, struct archive_entry *e, const char 
     }
     if (!image || !r->read_images)
         return archive_read_data_skip(a) == ARCHIVE_OK ? 0 : archive_failed(r, "member");
-    if ((size_t)size > r->image_cap) {
-        uint8_t *grown = dp__malloc((size_t)size);
+    /* A lane takes the buffer with the image (shards_lane.c), leaving
+     * none: each image gets one of its own size. */
+    if (!r->image || (size_t)size > r->image_cap) {
+        uint8_t *grown = dp__malloc(DP_MAX((size_t)size, 1));
         if (!grown)
             return DP_ENOMEM;
         dp__free(r->image);

@@ -1,11 +1,20 @@
 /* dp_train_data_samples: the samples a run's step would get, for `dptrain
  * data` to dump and draw: the data opened and the loaders made as
- * dp_train makes them (data.c), one epoch's batches taken in order. */
+ * dp_train makes them (data.c), one epoch's batches taken in order.
+ * dp_train_data_stream takes them the same way and keeps none, for
+ * `dptrain data --bench` on any count in the loader's memory alone. */
 #include "train/trainer.h"
 
 #include "core/internal.h"
 
 #include <string.h>
+
+/* As dp_train_data_samples, but out->x and out->labels stay NULL: the
+ * samples are read, transformed and counted (n, skipped), each batch
+ * dropped when the next is taken. (Public: dp/train.h is to declare it
+ * beside dp_train_data_samples; tools/data_cmd.c declares it till then.) */
+int dp_train_data_stream(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                         dp_data_samples *out);
 
 /* The class names of the opened data: a folder's directories, a built-in
  * set's list, else "0", "1", ... */
@@ -27,6 +36,9 @@ static int take_names(const dp_dataset *ds, const dp_train_options *o, dp_data_s
     return 0;
 }
 
+/* Epoch `epoch`'s first out->cap samples in the loader's order: copied
+ * into out->x and out->labels where they are allocated, else counted only
+ * (each batch dropped when the next is taken: the loader's memory alone). */
 static int gather(dp_loader_t *l, int64_t epoch, dp_data_samples *out)
 {
     size_t per = (size_t)(out->chw[0] * out->chw[1] * out->chw[2]);
@@ -35,16 +47,19 @@ static int gather(dp_loader_t *l, int64_t epoch, dp_data_samples *out)
     int more;
     while (out->n < out->cap && (more = dp_loader_next(l, &b)) > 0) {
         int64_t take = DP_MIN(b.rows, out->cap - out->n);
-        memcpy(out->x + (size_t)out->n * per, b.x, (size_t)take * per * sizeof *out->x);
-        memcpy(out->labels + out->n, b.y, (size_t)take * sizeof *out->labels);
+        if (out->x) {
+            memcpy(out->x + (size_t)out->n * per, b.x, (size_t)take * per * sizeof *out->x);
+            memcpy(out->labels + out->n, b.y, (size_t)take * sizeof *out->labels);
+        }
         out->n += take;
         out->skipped += b.skipped;
     }
     return out->n < out->cap && more < 0 ? more : 0;
 }
 
-int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
-                          dp_data_samples *out)
+/* dp_train_data_samples, keeping the samples or (keep false) counting them. */
+static int take_samples(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                        bool keep, dp_data_samples *out)
 {
     DP_ASSERT(o && out);
     memset(out, 0, sizeof *out);
@@ -63,9 +78,11 @@ int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, i
         memcpy(out->chw, dp__data_chw(d), sizeof out->chw);
         out->cap = DP_MIN(count, dp_loader_num_samples(l));
         size_t per = (size_t)(out->chw[0] * out->chw[1] * out->chw[2]);
-        out->x = dp__malloc((size_t)DP_MAX(out->cap, 1) * per * sizeof *out->x);
-        out->labels = dp__malloc((size_t)DP_MAX(out->cap, 1) * sizeof *out->labels);
-        rc = out->x && out->labels ? 0 : DP_ENOMEM;
+        if (keep) {
+            out->x = dp__malloc((size_t)DP_MAX(out->cap, 1) * per * sizeof *out->x);
+            out->labels = dp__malloc((size_t)DP_MAX(out->cap, 1) * sizeof *out->labels);
+            rc = out->x && out->labels ? 0 : DP_ENOMEM;
+        }
     }
     if (rc == 0)
         rc = gather(l, epoch, out);
@@ -75,6 +92,18 @@ int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, i
     if (rc < 0)
         dp_data_samples_free(out);
     return rc;
+}
+
+int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                          dp_data_samples *out)
+{
+    return take_samples(o, test, epoch, count, true, out);
+}
+
+int dp_train_data_stream(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                         dp_data_samples *out)
+{
+    return take_samples(o, test, epoch, count, false, out);
 }
 
 void dp_data_samples_free(dp_data_samples *s)
