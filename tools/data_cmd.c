@@ -27,10 +27,6 @@ typedef struct data_args {
 /* The grid (data_grid.c): the samples as pictures, their class names
  * under them, into a PNG. */
 int cli_data_grid(const dp_data_samples *s, const char *path);
-/* libdptrain's (src/train/data_samples.c; to be declared in dp/train.h):
- * dp_train_data_samples keeping no sample, so --bench streams any count. */
-int dp_train_data_stream(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
-                         dp_data_samples *out);
 
 static int run_data(int argc, char **argv);
 

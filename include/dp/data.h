@@ -157,8 +157,9 @@ typedef struct dp_folder_options {
  * naming the file, both sizes and the stage that would fix it. */
 int dp_image_folder_open(const char *dir, bool train, const dp_folder_options *opt,
                          dp_dataset *out);
-/* How many image files a streamed dataset's source has opened so far (all
- * threads together; 0 for a dataset in memory): what tests count to show
+/* How many image files a streamed dataset's source has read for samples
+ * so far (all threads together; a folder's look at its first image counts
+ * as sample 0's read; 0 for a dataset in memory): what tests count to show
  * that each rank reads only its share. */
 int64_t dp_dataset_files_opened(const dp_dataset *ds);
 

@@ -275,6 +275,11 @@ typedef struct dp_data_samples {
 } dp_data_samples;
 int dp_train_data_samples(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
                           dp_data_samples *out);
+/* As dp_train_data_samples, keeping no sample: x and labels stay NULL, the
+ * samples are read, transformed and counted (n, skipped), so any count
+ * runs in the memory of a few batches (`dptrain data --bench`). */
+int dp_train_data_stream(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
+                         dp_data_samples *out);
 void dp_data_samples_free(dp_data_samples *s);
 
 #ifdef __cplusplus

@@ -9,13 +9,6 @@
 
 #include <string.h>
 
-/* As dp_train_data_samples, but out->x and out->labels stay NULL: the
- * samples are read, transformed and counted (n, skipped), each batch
- * dropped when the next is taken. (Public: dp/train.h is to declare it
- * beside dp_train_data_samples; tools/data_cmd.c declares it till then.) */
-int dp_train_data_stream(const dp_train_options *o, bool test, int64_t epoch, int64_t count,
-                         dp_data_samples *out);
-
 /* The class names of the opened data: a folder's directories, a built-in
  * set's list, else "0", "1", ... */
 static int take_names(const dp_dataset *ds, const dp_train_options *o, dp_data_samples *out)

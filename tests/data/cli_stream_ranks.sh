@@ -69,6 +69,15 @@ for r in 0 1; do
 done
 ((total == 32)) || fail "the ranks read $total samples between them, not the 32 of 2 epochs"
 
+# --conv-algo auto times the kernels on a batch of zeros before the first
+# step (src/train/precision.c), so it reads no file: one process, one
+# epoch, each of the 16 files opened once.
+"$dptrain" "${run[@]/direct/auto}" --devices 1 --epochs 1 --conv-algo-cache off \
+  >"$tmp/auto.log" 2>&1 || fail "--conv-algo auto: $(tail -3 "$tmp/auto.log")"
+n=$(grep -o "training set: [0-9]* image files opened" "$tmp/auto.log" | grep -o '[0-9]*')
+echo "--conv-algo auto: $n files opened"
+[[ $n == 16 ]] || fail "--conv-algo auto opened ${n:-no count of} files, not 16 (its kernel choice read samples)"
+
 "$PY" - "$tmp/one.safetensors" "$tmp/ranks.safetensors" <<'PYEOF' || fail "2 ranks' weights differ from 1 device's"
 import json, struct, sys
 def tensors(path):
