@@ -15,9 +15,9 @@
  * and goes on as one shard would.
  *
  * Channels are spread over the kernel threads in blocks, each block's sums
- * taken in one fixed order (a lane per channel in NHWC, each adding its
- * rows in order; lanes of 16 positions in NCHW, added lane by lane), so the
- * bits do not depend on the thread count. The elementwise parts (xhat, dx) are float, whose rounding is
+ * taken in one fixed order (lanes of 16 channels in NHWC, of 16 positions
+ * in NCHW, added lane by lane), so the bits do not depend on the thread
+ * count. The elementwise parts (xhat, dx) are float, whose rounding is
  * relative to each value. x, dy and dx are f32 or bf16; the statistics are
  * f32. The loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU
  * picking at load time. */
@@ -28,26 +28,19 @@
 #include <math.h>
 
 /* A shard (N, C, H, W) as rows: N H W rows of C channels in NHWC, N C
- * rows of HW positions of one channel in NCHW. width: the channels of an
- * NHWC block, those of one 64-byte cache line of a row (16 in f32, 32 in
- * bf16), so that each block reads and writes whole lines: with 16 bf16
- * channels two blocks shared every line, and each line came from memory
- * twice a pass. A channel's sums do not depend on the width (each adds its
- * own rows in order). */
+ * rows of HW positions of one channel in NCHW. */
 typedef struct shard {
-    int64_t N, C, HW, width;
+    int64_t N, C, HW;
     bool nhwc;
 } shard;
 
-/* Positions summed side by side (NCHW); the most channels of an NHWC block. */
-enum { LANES = 16, BLOCK_MAX = 32 };
-
 static shard shard_of(const dp__tdesc *x)
 {
-    int64_t width = 64 / (int64_t)dp_dtype_size(x->dtype);
-    return (shard){x->shape[0], x->shape[1], x->shape[2] * x->shape[3],
-                   width < BLOCK_MAX ? width : BLOCK_MAX, x->nhwc && x->shape[1] > 1};
+    return (shard){x->shape[0], x->shape[1], x->shape[2] * x->shape[3], x->nhwc && x->shape[1] > 1};
 }
+
+/* Channels (NHWC) or positions (NCHW) summed side by side. */
+enum { LANES = 16 };
 
 /* What one pass over a channel block reads and writes. Per channel:
  * mean, inv_std (float), scale = gamma inv_std, shift = sum dy / n,
@@ -112,12 +105,12 @@ typedef struct pass {
     } while (0)
 
 /* Sums A and B over each channel of [c0, c1) into s1, s2: in NHWC a lane
- * per channel (c1 - c0 <= width), in NCHW LANES lanes over each row's
+ * per channel (c1 - c0 <= LANES), in NCHW LANES lanes over each row's
  * positions, the lanes then added in order. */
 #define SUM_LANES(p, c0, c1, PRE, A, B)                                                            \
     do {                                                                                           \
         const shard *s_ = &(p)->s;                                                                 \
-        double a_[BLOCK_MAX] = {0}, b_[BLOCK_MAX] = {0};                                           \
+        double a_[LANES] = {0}, b_[LANES] = {0};                                                   \
         if (s_->nhwc) {                                                                            \
             int64_t w_ = (c1) - (c0);                                                              \
             for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
@@ -179,10 +172,10 @@ BN_KERNELS(bf16, dp__bf16, dp__bf16_to_f32, dp__bf16_from_f32)
 typedef void (*block_fn)(const pass *p, int64_t c0, int64_t c1);
 
 /* fn over every channel block, the blocks spread over the kernel threads:
- * width channels a block in NHWC, one in NCHW. */
+ * LANES channels a block in NHWC, one in NCHW. */
 static void over_blocks(const pass *p, block_fn fn)
 {
-    int64_t width = p->s.nhwc ? p->s.width : 1, nb = (p->s.C + width - 1) / width;
+    int64_t width = p->s.nhwc ? LANES : 1, nb = (p->s.C + width - 1) / width;
     int64_t numel = p->s.N * p->s.C * p->s.HW;
 #pragma omp parallel for if (numel > 32768)
     for (int64_t b = 0; b < nb; b++) {
