@@ -250,8 +250,7 @@ int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                     const dp_batch_norm_params *p)
 {
     DP_TRY(dp__check_rank(dp__op_name(DP__OP_batch_norm2d), "input", x, 4));
-    return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var, NULL,
-                      p);
+    return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var, NULL, p);
 }
 
 int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
@@ -266,8 +265,7 @@ int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                  dp_tensor_shape_str(x, xs, sizeof xs));
         return DP_ESHAPE;
     }
-    return batch_norm(DP__OP_batch_norm1d, y, x, gamma, beta, running_mean, running_var, NULL,
-                      p);
+    return batch_norm(DP__OP_batch_norm1d, y, x, gamma, beta, running_mean, running_var, NULL, p);
 }
 
 /* ---- batch norm + residual [+ ReLU] in one op -------------------------- */
@@ -348,7 +346,8 @@ static int record_add(dp_tensor_t *const *ts, dp_tensor_t *residual, dp_tensor_t
 /* Whether the batch_norm_add kernel runs x + residual here: the device has
  * it, both tensors agree in shape, dtype and layout, and no SyncBatchNorm
  * exchange splits the forward. */
-static bool fusable(const dp_tensor_t *x, const dp_tensor_t *residual, const dp_batch_norm_params *p)
+static bool fusable(const dp_tensor_t *x, const dp_tensor_t *residual,
+                    const dp_batch_norm_params *p)
 {
     if (!x->dev->ops->batch_norm_add || residual->dev != x->dev || residual->ndim != 4 ||
         residual->dtype != x->dtype || (p && p->sync && p->training))
@@ -360,8 +359,8 @@ static bool fusable(const dp_tensor_t *x, const dp_tensor_t *residual, const dp_
 }
 
 int dp__batch_norm2d_add(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
-                         dp_tensor_t *running_mean, dp_tensor_t *running_var,
-                         dp_tensor_t *residual, const dp_batch_norm_params *p)
+                         dp_tensor_t *running_mean, dp_tensor_t *running_var, dp_tensor_t *residual,
+                         const dp_batch_norm_params *p)
 {
     const char *op = dp__op_name(DP__OP_batch_norm2d);
     DP_TRY(dp__check_rank(op, "input", x, 4));

@@ -18,7 +18,7 @@
  * value to bf16 first. Without the ReLU and followed by dp_relu it gives
  * the fused op's bits (a pipeline cut at the block's ReLU). */
 int dp__batch_norm2d_add(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
-                         dp_tensor_t *running_mean, dp_tensor_t *running_var,
-                         dp_tensor_t *residual, const dp_batch_norm_params *p);
+                         dp_tensor_t *running_mean, dp_tensor_t *running_var, dp_tensor_t *residual,
+                         const dp_batch_norm_params *p);
 
 #endif

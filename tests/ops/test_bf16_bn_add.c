@@ -36,8 +36,8 @@ static int build_tail(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx
 static void tail_bf16(void **state)
 {
     (void)state;
-    tail_ctx cases[] = {{true, true, NULL, NULL}, {true, false, NULL, NULL},
-                        {false, true, NULL, NULL}};
+    tail_ctx cases[] = {
+        {true, true, NULL, NULL}, {true, false, NULL, NULL}, {false, true, NULL, NULL}};
     static const char *const names[] = {"bn + add + relu, train", "bn + add, train",
                                         "bn + add + relu, eval"};
     for (int k = 0; k < 3; k++) {

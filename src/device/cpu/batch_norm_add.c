@@ -56,14 +56,15 @@ enum { PAR_MIN = 32768 };
         T *y = p->y;                                                                               \
         const float *mean = p->mean, *scale = p->scale, *beta = p->beta;                           \
         int64_t C = p->C, HW = p->HW;                                                              \
+        bool relu = p->relu;                                                                       \
         for (int64_t row = row0; row < row1; row++) {                                              \
             if (p->nhwc) {                                                                         \
                 int64_t base = row * C;                                                            \
                 _Pragma("omp simd") for (int64_t c = 0; c < C; c++)                                \
                 {                                                                                  \
-                    float v = (LOAD(x[base + c]) - mean[c]) * scale[c] + beta[c] +                 \
-                              LOAD(r[base + c]);                                                   \
-                    y[base + c] = STORE(p->relu && !(v > 0.0f) ? 0.0f : v);                                      \
+                    float v =                                                                      \
+                        (LOAD(x[base + c]) - mean[c]) * scale[c] + beta[c] + LOAD(r[base + c]);    \
+                    y[base + c] = STORE(relu && !(v > 0.0f) ? 0.0f : v);                           \
                 }                                                                                  \
             } else {                                                                               \
                 int64_t c = row % C, base = row * HW;                                              \
@@ -71,7 +72,7 @@ enum { PAR_MIN = 32768 };
                 _Pragma("omp simd") for (int64_t k = base; k < base + HW; k++)                     \
                 {                                                                                  \
                     float v = (LOAD(x[k]) - m) * s + b + LOAD(r[k]);                               \
-                    y[k] = STORE(p->relu && !(v > 0.0f) ? 0.0f : v);                                             \
+                    y[k] = STORE(relu && !(v > 0.0f) ? 0.0f : v);                                  \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \

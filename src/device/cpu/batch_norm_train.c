@@ -113,7 +113,7 @@ typedef struct pass {
         double a_[LANES] = {0}, b_[LANES] = {0};                                                   \
         if (s_->nhwc) {                                                                            \
             int64_t w_ = (c1) - (c0);                                                              \
-            if (w_ == LANES) /* a whole block: the trip count known, the lanes in registers */    \
+            if (w_ == LANES) /* a whole block: the trip count known, the lanes in registers */     \
                 for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                    \
                     _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
                         ADD_TO_LANE(j_, (c0) + j_, r_ * s_->C + (c0) + j_, PRE, A, B);             \
@@ -152,7 +152,7 @@ typedef struct pass {
 #define EACH(p, c0, c1, BODY)                                                                      \
     do {                                                                                           \
         const shard *s_ = &(p)->s;                                                                 \
-        if (s_->nhwc && (c1) - (c0) == LANES) {                                                   \
+        if (s_->nhwc && (c1) - (c0) == LANES) {                                                    \
             for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
                 _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                         \
                 {                                                                                  \
