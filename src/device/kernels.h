@@ -338,9 +338,14 @@ typedef struct dp__check_finite_args {
  * forward / backward, training, with totals: the statistics, or the
  *   backward pass's sums, are totals' (the group's [count, sum, sum]), and
  *   the backward pass leaves dgamma and dbeta to the sums kernel.
- * A backend that implements batch_norm_sums honours totals. */
+ * A backend that implements batch_norm_sums honours totals.
+ * batch_norm_add (forward, training or eval, never with totals): y = that
+ *   normalised x + residual, then max(y, 0) if relu; residual (N, C, H, W)
+ *   in x's layout and dtype. ResNet's block tail in one sweep over x
+ *   (ops/batch_norm.c); a backend without it runs batch norm, then add. */
 typedef struct dp__batch_norm_args {
     dp__tdesc x, y, dx, dy;
+    dp__tdesc residual; /* batch_norm_add's addend */
     const float *gamma, *beta;
     float *dgamma, *dbeta;
     float *running_mean, *running_var;

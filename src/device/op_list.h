@@ -78,6 +78,7 @@
     X(reshape,               dp__eltwise_args,        NONE,   NONE,    ELEMENTS)                  \
     X(batch_norm,            dp__batch_norm_args,     FB,     ALL,     NONE)                      \
     X(batch_norm_sums,       dp__batch_norm_args,     FB,     ONLY(cpu), NONE)                    \
+    X(batch_norm_add,        dp__batch_norm_args,     ONE,    ONLY(cpu), NONE)                    \
     X(batch_norm2d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
     X(batch_norm1d,          dp__batch_norm_args,     NONE,   NONE,    ELEMENTS)                  \
     X(cross_entropy,         dp__xent_args,           FB,     ALL,     ELEMENTS)                  \

@@ -2,6 +2,7 @@
 #include "nn/modules.h"
 
 #include "core/internal.h"
+#include "ops/batch_norm_add.h"
 
 #include <math.h>
 #include <string.h>
@@ -126,8 +127,16 @@ int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool 
     DP_TRY(dp__conv_forward(&r->conv1, m, x, &y));
     DP_TRY(dp__bn_forward(&r->bn1, m, y, train, true, &y));
     DP_TRY(dp__conv_forward(&r->conv2, m, y, &y));
-    DP_TRY(dp__bn_forward(&r->bn2, m, y, train, false, &y));
+    /* The shortcut before bn2, which adds it in its own sweep. */
     if (r->use_1x1conv)
         DP_TRY(dp__conv_forward(&r->conv3, m, x, &shortcut));
-    return relu ? dp_add_relu(sum, y, shortcut) : dp_add(sum, y, shortcut);
+    dp_batch_norm_params p;
+    dp_model_bn_params(m, r->bn2.layer, train, &p);
+    p.momentum = 0.1f;
+    p.eps = 1e-5f;
+    p.relu = relu;
+    return dp__batch_norm2d_add(sum, y, dp_params_get(m->params, r->bn2.weight),
+                                dp_params_get(m->params, r->bn2.bias),
+                                dp_params_get(m->buffers, r->bn2.running_mean),
+                                dp_params_get(m->buffers, r->bn2.running_var), shortcut, &p);
 }

@@ -51,10 +51,11 @@ int dp__conv_forward(const dp__conv *c, dp_model_t *m, dp_tensor_t *x, dp_tensor
 int dp__bn_forward(const dp__bn *bn, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,
                    dp_tensor_t **y);
 /* The ops a residual block records, in order: conv1, bn1 (ReLU fused),
- * conv2, bn2, conv3 (with the 1x1 shortcut), add, relu; 6 or 7. */
+ * conv2, conv3 (with the 1x1 shortcut), bn2, add, relu; 6 or 7. */
 int dp__residual_ops(const dp__residual *r);
 /* All of them but the final ReLU: the sum, whose dp_relu is the block's
- * output; with relu, that ReLU too, in the sum's sweep (dp_add_relu). A
+ * output; with relu, that ReLU too. bn2, the sum and the ReLU run in one
+ * sweep (dp__batch_norm2d_add), which needs the shortcut first. A
  * pipeline stage may start at that ReLU, which reads the sum alone, but
  * not between conv1 and the add, which reads the block's input. */
 int dp__residual_sum(const dp__residual *r, dp_model_t *m, dp_tensor_t *x, bool train, bool relu,

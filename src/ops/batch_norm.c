@@ -12,6 +12,7 @@
  * gamma and beta are f32). The statistics the forward used (C each,
  * mean then var) are kept in a tensor of the tape for the backward pass,
  * so a later forward that moves the running ones cannot change it. */
+#include "ops/batch_norm_add.h"
 #include "ops/bn_exchange.h"
 #include "ops/nodes.h"
 
@@ -59,17 +60,13 @@ static dp__tdesc bn_desc(const dp_tensor_t *t)
     return d;
 }
 
-static int batch_norm_backward(dp__node *node)
+/* Batch norm's backward pass from dy (already through any ReLU after it):
+ * dx, dgamma and dbeta where each needs one. */
+static int backward_from(const dp_batch_norm_params *p, dp_tensor_t *x, dp_tensor_t *gamma,
+                         dp_tensor_t *beta, dp_tensor_t *stats, dp_tensor_t *dy)
 {
-    const dp__batch_norm_node *bn = (const dp__batch_norm_node *)node->params;
-    dp_tensor_t *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
-    dp_tensor_t *y = node->output, *stats = node->saved;
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dy = y->ag->grad;
     int64_t C = x->shape[1];
-    /* Through the fused ReLU first, as conv2d. */
-    if (bn->p.relu)
-        DP_TRY(dp__relu_masked_grad(y, &dy));
     dp_tensor_t *dx = NULL, *dgamma = NULL, *dbeta = NULL;
     DP_TRY(dp__grad_begin(x, &dx));
     DP_TRY(dp__grad_begin(gamma, &dgamma));
@@ -93,13 +90,13 @@ static int batch_norm_backward(dp__node *node)
     a.dbeta = (dbeta ? dbeta : scratch_dbeta)->data;
     a.save_mean = stats->data;
     a.save_var = (float *)stats->data + C;
-    a.relu = bn->p.relu;
-    a.eps = bn->p.eps;
-    a.training = bn->p.training;
+    a.relu = p->relu;
+    a.eps = p->eps;
+    a.training = p->training;
     a.block_rows = dp_get_split_invariant();
-    if (bn->p.sync && bn->p.training) {
+    if (p->sync && p->training) {
         /* A replica in a SyncBatchNorm group joins every exchange. */
-        DP_TRY(sync_pass(dev, &a, &bn->p, true));
+        DP_TRY(sync_pass(dev, &a, p, true));
     } else if (dp__numel(x->ndim, x->shape) > 0) {
         DP_TRY(dev->ops->batch_norm_backward(dev, &a));
     } else {
@@ -112,6 +109,17 @@ static int batch_norm_backward(dp__node *node)
     DP_TRY(dp__grad_end(gamma, dgamma));
     DP_TRY(dp__grad_end(beta, dbeta));
     return 0;
+}
+
+static int batch_norm_backward(dp__node *node)
+{
+    const dp__batch_norm_node *bn = (const dp__batch_norm_node *)node->params;
+    dp_tensor_t *y = node->output, *dy = y->ag->grad;
+    /* Through the fused ReLU first, as conv2d. */
+    if (bn->p.relu)
+        DP_TRY(dp__relu_masked_grad(y, &dy));
+    return backward_from(&bn->p, node->inputs[0], node->inputs[1], node->inputs[2], node->saved,
+                         dy);
 }
 
 static int check_vector(const char *op, const char *what, const dp_tensor_t *v, int64_t C)
@@ -130,10 +138,15 @@ static int check_vector(const char *op, const char *what, const dp_tensor_t *v, 
     return 0;
 }
 
-/* x (N, C, H, W) for batch_norm2d, (N, C) or (N, C, L) for batch_norm1d. */
+static int record_add(dp_tensor_t *const *ts, dp_tensor_t *residual, dp_tensor_t *y,
+                      dp_tensor_t *stats, const dp__batch_norm_node *bn);
+
+/* x (N, C, H, W) for batch_norm2d, (N, C) or (N, C, L) for batch_norm1d.
+ * With a residual (batch_norm2d only, which fusable() admitted): y =
+ * batch_norm(x) + residual [then ReLU], the batch_norm_add kernel. */
 static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *gamma,
                       dp_tensor_t *beta, dp_tensor_t *running_mean, dp_tensor_t *running_var,
-                      const dp_batch_norm_params *params)
+                      dp_tensor_t *residual, const dp_batch_norm_params *params)
 {
     const char *op = dp__op_name(id);
     char xs[64];
@@ -175,8 +188,9 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
         DP_ERROR("%s: rank %d outside the group of %d", op, p.rank, p.ranks);
         return DP_EINVAL;
     }
-    /* Only x, gamma and beta are differentiable. */
-    int record = dp__tape_needs_grad(ts, 3);
+    /* Only x, gamma and beta (and the residual) are differentiable. */
+    dp_tensor_t *diff[] = {x, gamma, beta, residual};
+    int record = dp__tape_needs_grad(diff, residual ? 4 : 3);
     dp_tensor_t *y, *stats = NULL;
     DP_TRY(dp__tape_alloc_like(&y, x));
     /* The statistics: mean, var (C each). */
@@ -199,10 +213,14 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     a.training = p.training;
     a.relu = p.relu;
     a.block_rows = dp_get_split_invariant();
+    if (residual)
+        a.residual = bn_desc(residual);
     int rc = 0;
     /* A replica in a SyncBatchNorm group must join every exchange. */
     if (N * C * H * W > 0 || sync) {
-        rc = sync ? sync_pass(dev, &a, &p, false) : dev->ops->batch_norm_forward(dev, &a);
+        rc = sync       ? sync_pass(dev, &a, &p, false)
+             : residual ? dev->ops->batch_norm_add(dev, &a)
+                        : dev->ops->batch_norm_forward(dev, &a);
         if (rc == 0 && p.training) {
             dp__tensor_written(running_mean);
             dp__tensor_written(running_var);
@@ -215,7 +233,10 @@ static int batch_norm(dp__op id, dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t 
     }
     DP_TRY(rc);
     dp__tensor_written(y);
-    if (record) {
+    if (record && residual) {
+        dp__batch_norm_node bn = {p, running_mean, running_var};
+        DP_TRY(record_add(ts, residual, y, stats, &bn));
+    } else if (record) {
         dp__batch_norm_node bn = {p, running_mean, running_var};
         dp__saved saved = {.tensor = stats, .relu_output = p.relu};
         DP_TRY(dp__tape_record_saved(id, batch_norm_backward, ts, 3, y, &saved, &bn, sizeof bn));
@@ -229,7 +250,7 @@ int dp_batch_norm2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                     const dp_batch_norm_params *p)
 {
     DP_TRY(dp__check_rank(dp__op_name(DP__OP_batch_norm2d), "input", x, 4));
-    return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var, p);
+    return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var, NULL, p);
 }
 
 int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
@@ -244,5 +265,118 @@ int dp_batch_norm1d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tens
                  dp_tensor_shape_str(x, xs, sizeof xs));
         return DP_ESHAPE;
     }
-    return batch_norm(DP__OP_batch_norm1d, y, x, gamma, beta, running_mean, running_var, p);
+    return batch_norm(DP__OP_batch_norm1d, y, x, gamma, beta, running_mean, running_var, NULL, p);
+}
+
+/* ---- batch norm + residual [+ ReLU] in one op -------------------------- */
+
+/* What the row that runs the fused backward keeps: p.relu says whether its
+ * output passed the ReLU. The tensors are inputs of the op's rows before
+ * it (the tape holds them) and the statistics the batch norm row saved. */
+typedef struct bn_add_node {
+    dp_batch_norm_params p;
+    dp_tensor_t *x, *gamma, *beta, *residual, *stats;
+} bn_add_node;
+
+_Static_assert(sizeof(bn_add_node) <= DP__NODE_PARAMS, "the fused node fits a tape node");
+
+/* relu(batch_norm(x) + residual)'s backward, from the gradient g of the
+ * sum: the residual's gradient is g itself, adopted where it can be (the
+ * copy add's backward would make is spared), and batch norm's backward
+ * reads g. Passes over each activation: the ReLU mask (none when the next
+ * op applied it, grad_masked), batch norm's two. */
+static int bn_add_backward(dp__node *node)
+{
+    const bn_add_node *f = (const bn_add_node *)node->params;
+    dp_tensor_t *y = node->output, *g = y->ag->grad;
+    if (f->p.relu)
+        DP_TRY(dp__relu_masked_grad(y, &g));
+    if (!dp__grad_adopt(f->residual, g)) {
+        dp_tensor_t *dr;
+        DP_TRY(dp__grad_begin(f->residual, &dr));
+        if (dr) {
+            dp__eltwise_args e = {.op = DP__ELT_COPY,
+                                  .a = g->data,
+                                  .out = dr->data,
+                                  .n = dp__numel(y->ndim, y->shape),
+                                  .dtype = y->dtype};
+            DP_TRY(y->dev->ops->eltwise(y->dev, &e));
+            DP_TRY(dp__grad_end(f->residual, dr));
+        }
+    }
+    dp_batch_norm_params q = f->p;
+    q.relu = false;
+    return backward_from(&q, f->x, f->gamma, f->beta, f->stats, g);
+}
+
+/* The rows dp_batch_norm2d, dp_add (and dp_relu) would record, so that
+ * dp_model_summary, pipeline cuts and exports see the unfused graph: the
+ * batch norm row (x, gamma, beta -> a view of y), the add row (that view,
+ * residual -> y, or a second view of y when a ReLU follows) and the ReLU
+ * row (-> y). The views' values are never read. The last row runs the
+ * whole backward (bn_add_backward), and the rows before it receive no
+ * gradient, so they never run; each row's function is still its own
+ * correct backward. */
+static int record_add(dp_tensor_t *const *ts, dp_tensor_t *residual, dp_tensor_t *y,
+                      dp_tensor_t *stats, const dp__batch_norm_node *bn)
+{
+    bool relu = bn->p.relu;
+    dp__batch_norm_node bn_row = *bn;
+    bn_row.p.relu = false;
+    dp_tensor_t *normalised, *sum = y;
+    DP_TRY(dp__tape_view(&normalised, y));
+    dp__saved saved = {.tensor = stats};
+    DP_TRY(dp__tape_record_saved(DP__OP_batch_norm2d, batch_norm_backward, ts, 3, normalised,
+                                 &saved, &bn_row, sizeof bn_row));
+    bn_add_node f = {bn->p, ts[0], ts[1], ts[2], residual, stats};
+    f.p.relu = false;
+    if (relu)
+        DP_TRY(dp__tape_view(&sum, y));
+    dp_tensor_t *add_in[] = {normalised, residual};
+    DP_TRY(dp__tape_record(DP__OP_add, bn_add_backward, add_in, 2, sum, &f, sizeof f));
+    if (!relu)
+        return 0;
+    f.p.relu = true;
+    /* y is not marked a fused ReLU's output (relu_output), as dp_relu's is
+     * not: the CPU's adaptive pooling that follows the last block would
+     * apply the mask in its own backward, and measured 12.5 ms a call
+     * there against 0.5 ms unmasked (bf16, 256x512x4x4, loaded Zen 5),
+     * far more than the mask's own sweep over that small tensor. */
+    return dp__tape_record(DP__OP_relu, bn_add_backward, &sum, 1, y, &f, sizeof f);
+}
+
+/* Whether the batch_norm_add kernel runs x + residual here: the device has
+ * it, both tensors agree in shape, dtype and layout, and no SyncBatchNorm
+ * exchange splits the forward. */
+static bool fusable(const dp_tensor_t *x, const dp_tensor_t *residual,
+                    const dp_batch_norm_params *p)
+{
+    if (!x->dev->ops->batch_norm_add || residual->dev != x->dev || residual->ndim != 4 ||
+        residual->dtype != x->dtype || (p && p->sync && p->training))
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (residual->shape[i] != x->shape[i])
+            return false;
+    return residual->nhwc == x->nhwc || x->shape[1] == 1;
+}
+
+int dp__batch_norm2d_add(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *gamma, dp_tensor_t *beta,
+                         dp_tensor_t *running_mean, dp_tensor_t *running_var, dp_tensor_t *residual,
+                         const dp_batch_norm_params *p)
+{
+    const char *op = dp__op_name(DP__OP_batch_norm2d);
+    DP_TRY(dp__check_rank(op, "input", x, 4));
+    DP_TRY(dp__check_rank(op, "residual", residual, -1));
+    if (fusable(x, residual, p))
+        return batch_norm(DP__OP_batch_norm2d, y, x, gamma, beta, running_mean, running_var,
+                          residual, p);
+    /* Unfused: the ops the fused one stands for. */
+    dp_batch_norm_params q = p ? *p : (dp_batch_norm_params){0};
+    bool relu = q.relu;
+    q.relu = false;
+    dp_tensor_t *normalised;
+    DP_TRY(dp_batch_norm2d(&normalised, x, gamma, beta, running_mean, running_var, &q));
+    int rc = relu ? dp_add_relu(y, normalised, residual) : dp_add(y, normalised, residual);
+    dp__op_temp_free(normalised, x);
+    return rc;
 }

@@ -113,9 +113,14 @@ typedef struct pass {
         double a_[LANES] = {0}, b_[LANES] = {0};                                                   \
         if (s_->nhwc) {                                                                            \
             int64_t w_ = (c1) - (c0);                                                              \
-            for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
-                _Pragma("omp simd") for (int64_t j_ = 0; j_ < w_; j_++)                            \
-                    ADD_TO_LANE(j_, (c0) + j_, r_ * s_->C + (c0) + j_, PRE, A, B);                 \
+            if (w_ == LANES) /* a whole block: the trip count known, the lanes in registers */     \
+                for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                    \
+                    _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                     \
+                        ADD_TO_LANE(j_, (c0) + j_, r_ * s_->C + (c0) + j_, PRE, A, B);             \
+            else                                                                                   \
+                for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                    \
+                    _Pragma("omp simd") for (int64_t j_ = 0; j_ < w_; j_++)                        \
+                        ADD_TO_LANE(j_, (c0) + j_, r_ * s_->C + (c0) + j_, PRE, A, B);             \
             for (int64_t j_ = 0; j_ < w_; j_++) {                                                  \
                 (p)->s1[(c0) + j_] = a_[j_];                                                       \
                 (p)->s2[(c0) + j_] = b_[j_];                                                       \
@@ -147,7 +152,14 @@ typedef struct pass {
 #define EACH(p, c0, c1, BODY)                                                                      \
     do {                                                                                           \
         const shard *s_ = &(p)->s;                                                                 \
-        if (s_->nhwc) {                                                                            \
+        if (s_->nhwc && (c1) - (c0) == LANES) {                                                    \
+            for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
+                _Pragma("omp simd") for (int64_t j_ = 0; j_ < LANES; j_++)                         \
+                {                                                                                  \
+                    int64_t c = (c0) + j_, k = r_ * s_->C + c;                                     \
+                    BODY;                                                                          \
+                }                                                                                  \
+        } else if (s_->nhwc) {                                                                     \
             for (int64_t r_ = 0; r_ < s_->N * s_->HW; r_++)                                        \
                 _Pragma("omp simd") for (int64_t c = (c0); c < (c1); c++)                          \
                 {                                                                                  \
