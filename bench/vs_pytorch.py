@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs dptrain and PyTorch configurations side by side, alternating, and
 prints every run, the medians, the CPU, the fastest PyTorch and dptrain's
-ratio to it. bench/lenet_vs_pytorch.sh and bench/resnet_vs_pytorch.sh call
+ratio to it. bench/lenet_vs_peers.sh and bench/resnet_vs_peers.sh call
 it with their configurations; it needs only the standard library.
 
   vs_pytorch.py --rounds 3 --unit sec/epoch --goal 0.6 \
