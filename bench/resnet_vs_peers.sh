@@ -21,8 +21,8 @@
 #   ipex: ipex.optimize in bf16 (autocast) and fp32, channels_last
 #     (bench/peer_ipex.py);
 #   jax: JAX jit, fp32 and bf16 (bench/peer_jax.py).
-# A configuration whose step takes over 60 s is run once and left out of
-# the later rounds. A peer that cannot be installed or run here is named in
+# A JAX configuration whose step takes over 60 s is run once and left out
+# of the later rounds. A peer that cannot be installed or run here is named in
 # one line and left out. It prints every run, the medians, the CPU's name
 # and flags, the fastest configuration of each framework, the fastest peer
 # and dptrain's ratio to it, against the goal for this kind of CPU. One
@@ -74,4 +74,4 @@ if [[ " $PEERS " == *" torch "* ]]; then
 fi
 peer_configs resnet18 "$common"
 exec python3 bench/vs_peers.py --rounds "$ROUNDS" --unit sec/step --goal "$goal" \
-    --drop-over 60 "${configs[@]}"
+    --drop-over 60 --drop-framework jax "${configs[@]}"

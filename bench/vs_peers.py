@@ -16,8 +16,9 @@ dptrain run that fails stops the benchmark. KIND peer (pytorch is the same):
 its time is the last SEC_PER_EPOCH or SEC_PER_STEP line, its accuracy the
 last TEST_ACC line; a peer that prints PEER_SKIP, fails, or prints no time
 is reported in one line and left out of the later rounds, and the others
-go on. --drop-over S: a configuration whose run took more than S seconds
-(its figure, per epoch or step) is run once and left out of later rounds.
+go on. --drop-over S --drop-framework jax: a configuration of that
+framework whose run took more than S seconds (its figure, per epoch or
+step) is run once and left out of later rounds.
 """
 import argparse
 import json
@@ -83,7 +84,8 @@ def run(kind, command, tmp):
         if kind == "dptrain":
             sys.exit(f"error: {e}:\n{p.stdout}")
         raise LeftOut(f"{e}: {last_line(p.stdout)}") from e
-    acc = re.findall(r"^TEST_ACC\s+([0-9.]+)", p.stdout, re.M)
+    # TEST_ACC lines (bench/peer_data.py), or lenet_pytorch.py's "... test acc X,"
+    acc = re.findall(r"(?:^TEST_ACC\s+|\btest acc )([0-9.]*[0-9])", p.stdout, re.M)
     return secs, float(acc[-1]) if acc else None
 
 
@@ -93,7 +95,11 @@ def main():
     ap.add_argument("--unit", default="sec")
     ap.add_argument("--goal", type=float, default=None,
                     help="the ratio dptrain / fastest peer to meet (printed)")
-    ap.add_argument("--drop-over", type=float, default=None, metavar="S")
+    ap.add_argument("--drop-over", type=float, default=None, metavar="S",
+                    help="a run of a --drop-framework over S seconds (its figure) is not "
+                    "repeated in later rounds")
+    ap.add_argument("--drop-framework", action="append", default=[], metavar="NAME",
+                    help="the frameworks --drop-over applies to (first word of a name)")
     ap.add_argument("--config", action="append", required=True, metavar="NAME=KIND:COMMAND")
     args = ap.parse_args()
     if args.rounds < 1:
@@ -133,7 +139,8 @@ def main():
                 note = f"  test acc {acc:.4f}" if acc is not None else ""
                 print(f"round {r}/{args.rounds}  {name:<40} {t:8.3f} {args.unit}{note}",
                       flush=True)
-                if args.drop_over is not None and t > args.drop_over and r < args.rounds:
+                if args.drop_over is not None and t > args.drop_over and r < args.rounds \
+                        and name.split()[0] in args.drop_framework:
                     print(f"  {name}: {t:.1f} s > {args.drop_over:g} s: run once, left out "
                           f"of the later rounds", flush=True)
                     live.remove(cfg)
