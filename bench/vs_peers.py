@@ -18,13 +18,16 @@ last TEST_ACC line; a peer that prints PEER_SKIP, fails, or prints no time
 is reported in one line and left out of the later rounds, and the others
 go on. --drop-over S --drop-framework jax: a configuration of that
 framework whose run took more than S seconds (its figure, per epoch or
-step) is run once and left out of later rounds.
+step) is run once and left out of later rounds. SIGINT or SIGTERM ends the
+rounds and prints the summary of the runs done; --from-log FILE prints the
+summary of an earlier output's round lines.
 """
 import argparse
 import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -89,39 +92,7 @@ def run(kind, command, tmp):
     return secs, float(acc[-1]) if acc else None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--unit", default="sec")
-    ap.add_argument("--goal", type=float, default=None,
-                    help="the ratio dptrain / fastest peer to meet (printed)")
-    ap.add_argument("--drop-over", type=float, default=None, metavar="S",
-                    help="a run of a --drop-framework over S seconds (its figure) is not "
-                    "repeated in later rounds")
-    ap.add_argument("--drop-framework", action="append", default=[], metavar="NAME",
-                    help="the frameworks --drop-over applies to (first word of a name)")
-    ap.add_argument("--config", action="append", required=True, metavar="NAME=KIND:COMMAND")
-    args = ap.parse_args()
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
-    configs = []
-    for c in args.config:
-        name, _, rest = c.partition("=")
-        kind, _, command = rest.partition(":")
-        if kind not in ("dptrain", "peer", "pytorch") or not command or not name:
-            ap.error(f"bad --config {c!r}: NAME=dptrain:COMMAND or NAME=peer:COMMAND")
-        configs.append((name, kind, command))
-    try:
-        load = " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        load = "unknown"
-    print(f"# CPU: {cpu()}")
-    print(f"# load average at start: {load}")
-    for name, kind, command in configs:
-        print(f"# {name}: {command}")
-    sys.stdout.flush()
-    times = {name: [] for name, _, _ in configs}
-    accs = {}
+def run_rounds(args, configs, times, accs):
     live = list(configs)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(1, args.rounds + 1):
@@ -144,6 +115,70 @@ def main():
                     print(f"  {name}: {t:.1f} s > {args.drop_over:g} s: run once, left out "
                           f"of the later rounds", flush=True)
                     live.remove(cfg)
+
+
+ROUND_LINE = re.compile(r"^round \d+/\d+  (.+?)\s+([0-9.]+) \S+(?:  test acc ([0-9.]+))?$")
+
+
+def read_log(path, times, accs):
+    """The runs of an earlier output's `round r/R NAME T UNIT` lines (a run
+    cut short by other than SIGINT), for its summary."""
+    with open(path) as f:
+        for line in f:
+            m = ROUND_LINE.match(line.rstrip("\n"))
+            if m and m.group(1) in times:
+                times[m.group(1)].append(float(m.group(2)))
+                if m.group(3):
+                    accs[m.group(1)] = float(m.group(3))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--unit", default="sec")
+    ap.add_argument("--goal", type=float, default=None,
+                    help="the ratio dptrain / fastest peer to meet (printed)")
+    ap.add_argument("--drop-over", type=float, default=None, metavar="S",
+                    help="a run of a --drop-framework over S seconds (its figure) is not "
+                    "repeated in later rounds")
+    ap.add_argument("--drop-framework", action="append", default=[], metavar="NAME",
+                    help="the frameworks --drop-over applies to (first word of a name)")
+    ap.add_argument("--config", action="append", required=True, metavar="NAME=KIND:COMMAND")
+    ap.add_argument("--from-log", metavar="FILE",
+                    help="run nothing: the summary of the round lines of an earlier output")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    configs = []
+    for c in args.config:
+        name, _, rest = c.partition("=")
+        kind, _, command = rest.partition(":")
+        if kind not in ("dptrain", "peer", "pytorch") or not command or not name:
+            ap.error(f"bad --config {c!r}: NAME=dptrain:COMMAND or NAME=peer:COMMAND")
+        configs.append((name, kind, command))
+    try:
+        load = " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        load = "unknown"
+    print(f"# CPU: {cpu()}")
+    print(f"# load average at start: {load}")
+    for name, kind, command in configs:
+        print(f"# {name}: {command}")
+    sys.stdout.flush()
+    times = {name: [] for name, _, _ in configs}
+    accs = {}
+    # SIGINT or SIGTERM (even where a background job ignores SIGINT) ends the
+    # rounds; subprocess.run kills the run in progress.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
+    if args.from_log:
+        read_log(args.from_log, times, accs)
+    else:
+        try:
+            run_rounds(args, configs, times, accs)
+        except KeyboardInterrupt:  # a run cut short: the summary of those done
+            print("interrupted (SIGINT or SIGTERM): the summary below is of the runs completed",
+                  flush=True)
     try:
         load = " ".join(open("/proc/loadavg").read().split()[:3])
     except OSError:
