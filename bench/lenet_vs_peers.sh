@@ -27,7 +27,7 @@
 # dptrain's ratio to it, against the goal for this kind of CPU.
 #
 # Environment:
-#   PEERS         the peers to run (default "torch tf ipex jax")
+#   PEERS         the peers to run, in this order (default "torch tf ipex jax")
 #   DEVICES       dptrain --devices (default auto: the split that trains fastest)
 #   DPTRAIN_ARGS  extra arguments for `dptrain train`
 #   IMITATE=avx2  imitate an AVX2-only CPU (oneDNN, ATen, XLA)
@@ -64,11 +64,6 @@ amx | avx512_bf16)
     ;;
 *) goal=0.8 ;;
 esac
-if [[ " $PEERS " == *" torch "* ]]; then
-    pytorch_anchor_check /usr/bin/python3
-    pytorch_venv
-    pytorch_configs "bench/lenet_pytorch.py --epochs 1 --threads 2"
-fi
-peer_configs lenet "--epochs 1 --threads 2"
+peer_configs lenet "--epochs 1 --threads 2" "bench/lenet_pytorch.py --epochs 1 --threads 2"
 exec python3 bench/vs_peers.py --rounds "$ROUNDS" --unit sec/epoch --goal "$goal" \
     --drop-over 60 --drop-framework jax "${configs[@]}"

@@ -51,19 +51,25 @@ peer_venv_for() {
     esac
 }
 
-# peer_configs MODEL ARGS: appends to the array `configs` (bench/vs_peers.py
-# --config) the configurations of every peer named in PEERS other than torch
-# (bench/pytorch_venv.sh's pytorch_configs adds those) for bench/peer_*.py
-# --model MODEL ARGS, installing each peer's venv on first use; a peer that
-# cannot be installed is reported in one line and left out.
+# peer_configs MODEL ARGS TORCH_ARGS: appends to the array `configs`
+# (bench/vs_peers.py --config) the configurations of every peer named in
+# PEERS, in that order: torch (bench/pytorch_venv.sh's pytorch_configs with
+# TORCH_ARGS, after pytorch_anchor_check), and bench/peer_*.py --model MODEL
+# ARGS, installing each peer's venv on first use; a peer that cannot be
+# installed is reported in one line and left out.
 #   tf:   fp32 and mixed_bfloat16, each with and without jit_compile=True;
 #   ipex: ipex.optimize bf16 (autocast) and fp32, channels_last for ResNet;
 #   jax:  jit, fp32 and bf16.
 peer_configs() {
-    local model=$1 args=$2 p v cl=""
+    local model=$1 args=$2 torch_args=$3 p v cl=""
     [[ $model == resnet18 ]] && cl=" --channels-last"
     for p in $PEERS; do
-        [[ $p == torch ]] && continue
+        if [[ $p == torch ]]; then
+            pytorch_anchor_check /usr/bin/python3
+            pytorch_venv
+            pytorch_configs "$torch_args"
+            continue
+        fi
         peer_venv_for "$p"
         [[ -n $PEER_PY ]] || continue
         local run="$PEER_PY bench/peer_$p.py --model $model $args"
@@ -88,11 +94,14 @@ peer_configs() {
     done
 }
 
-# peers_check: PEERS (default "torch tf ipex jax") names only known peers.
+# peers_check: PEERS (default "torch tf ipex jax") names only known peers,
+# each once.
 peers_check() {
     PEERS=${PEERS-torch tf ipex jax}
-    local p
+    local p seen=" "
     for p in $PEERS; do
+        [[ $seen == *" $p "* ]] && { echo "error: PEERS='$PEERS': '$p' twice" >&2; exit 2; }
+        seen+="$p "
         case $p in
         torch | tf | ipex | jax) ;;
         *) echo "error: PEERS='$PEERS': '$p' is not one of torch tf ipex jax" >&2; exit 2 ;;

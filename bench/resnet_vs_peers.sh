@@ -29,7 +29,7 @@
 # round is several minutes on 2 cores.
 #
 # Environment:
-#   PEERS         the peers to run (default "torch tf ipex jax")
+#   PEERS         the peers to run, in this order (default "torch tf ipex jax")
 #   DEVICES       dptrain devices (default 1)
 #   DPTRAIN_ARGS  extra arguments for build/bench_step (after its own)
 #   IMITATE=avx2  imitate an AVX2-only CPU (oneDNN, ATen, XLA)
@@ -67,11 +67,6 @@ amx | avx512_bf16)
 *) goal=0.8 ;;
 esac
 common="--batch-size 256 --lr 0.1 --threads 2 --warmup 2 --steps 10"
-if [[ " $PEERS " == *" torch "* ]]; then
-    pytorch_anchor_check /usr/bin/python3
-    pytorch_venv
-    pytorch_configs "bench/resnet_pytorch.py $common"
-fi
-peer_configs resnet18 "$common"
+peer_configs resnet18 "$common" "bench/resnet_pytorch.py $common"
 exec python3 bench/vs_peers.py --rounds "$ROUNDS" --unit sec/step --goal "$goal" \
     --drop-over 60 --drop-framework jax "${configs[@]}"
