@@ -38,7 +38,7 @@ def main():
                          "[0.0547: 4682 samples/s, bench/scaling.sh, 1 core]")
     ap.add_argument("--resnet-step", type=float, default=3.6,
                     help="seconds per ResNet-18 step (batch 256) on one node "
-                         "[3.6: bench/resnet_vs_pytorch.sh, 2 cores]")
+                         "[3.6: bench/resnet_vs_peers.sh, 2 cores]")
     ap.add_argument("--latency", type=float, default=50.0,
                     help="microseconds per message [50: TCP between nodes]")
     ap.add_argument("--hidden", type=float, default=0.0,

@@ -54,7 +54,7 @@ bench_imitation() {
 }
 
 # pytorch_configs SCRIPT_ARGS: appends to the array `configs` the PyTorch
-# configurations of bench/vs_pytorch.py for bench/SCRIPT ARGS: the current
+# configurations of bench/vs_peers.py for bench/SCRIPT ARGS: the current
 # release (when pytorch_venv found it) in fp32 and bf16 autocast, each NCHW
 # and channels_last, then Debian's python3-torch in fp32.
 pytorch_configs() {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Runs dptrain and PyTorch configurations side by side, alternating, and
 prints every run, the medians, the CPU, the fastest PyTorch and dptrain's
-ratio to it. bench/lenet_vs_pytorch.sh and bench/resnet_vs_pytorch.sh call
-it with their configurations; it needs only the standard library.
+ratio to it; it needs only the standard library. The peer benchmarks
+(bench/lenet_vs_peers.sh, bench/resnet_vs_peers.sh) run bench/vs_peers.py,
+which uses its cpu() and its readers of the figures, as
+bench/python_vs_c.py and bench/images_vs_torchvision.py do.
 
   vs_pytorch.py --rounds 3 --unit sec/epoch --goal 0.6 \
       --config 'dptrain fp32=dptrain:build/dptrain train ...' \
