@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import signal
 import statistics
 import subprocess
@@ -34,7 +33,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_pytorch import cpu, seconds_from_metrics, seconds_from_output  # noqa: E402
+from vs_pytorch import (  # noqa: E402
+    command_argv,
+    cpu,
+    seconds_from_metrics,
+    seconds_from_output,
+)
 
 
 class LeftOut(Exception):
@@ -61,13 +65,7 @@ def last_line(text):
 
 def run(kind, command, tmp):
     """(seconds, test accuracy or None) of one run."""
-    argv = shlex.split(command)
-    metrics = None
-    if kind == "dptrain" and "bench_step" not in argv[0]:
-        metrics = os.path.join(tmp, "metrics.jsonl")
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        argv += ["--metrics", metrics]
+    argv, metrics = command_argv(kind, command, tmp)
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except OSError as e:

@@ -68,7 +68,9 @@ def seconds_from_output(text):
     return float(found[-1])
 
 
-def run(kind, command, tmp):
+def command_argv(kind, command, tmp):
+    """(argv, metrics path or None): a dptrain train run writes its
+    --metrics into tmp (bench_step prints SEC_PER_STEP instead)."""
     argv = shlex.split(command)
     metrics = None
     if kind == "dptrain" and "bench_step" not in argv[0]:
@@ -76,6 +78,11 @@ def run(kind, command, tmp):
         if os.path.exists(metrics):
             os.remove(metrics)
         argv += ["--metrics", metrics]
+    return argv, metrics
+
+
+def run(kind, command, tmp):
+    argv, metrics = command_argv(kind, command, tmp)
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}:\n{p.stdout}")
