@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,6 +30,15 @@ struct dp__stream {
     uint64_t head;      /* next seq to push - 1 == pushed so far */
     uint64_t completed; /* commands run so far */
     int waiters;
+    /* The least `completed` a waiter on `done` needs (UINT64_MAX: none):
+     * the worker wakes the waiters when it gets there, not after every
+     * command. A device waiting for another's gradients would otherwise be
+     * woken, to sleep again, by each of the other's commands (two futex
+     * calls and two context switches each, on the cores the devices
+     * share). Every waiter that wakes short of its own sequence number
+     * registers it again. */
+    uint64_t wake_at;
+    uint64_t wakeups; /* broadcasts on `done`, for dp__stream_wakeups */
     int stop;
     int error; /* sticky: first failure */
     void (*worker_init)(void *);
@@ -42,6 +52,16 @@ struct dp__stream {
     } prof[64];
     int nprof;
 };
+
+/* Sleeps on `done` (under mu) until the worker has completed `seq`. */
+static void wait_done(dp__stream *s, uint64_t seq)
+{
+    s->waiters++;
+    if (seq < s->wake_at)
+        s->wake_at = seq;
+    pthread_cond_wait(&s->done, &s->mu);
+    s->waiters--;
+}
 
 static void profile_add(dp__stream *s, const char *name, double seconds)
 {
@@ -68,11 +88,8 @@ void dp__stream_log_profile(dp__stream *s)
         return;
     pthread_mutex_lock(&s->mu);
     /* The table is whole once every command pushed so far has run. */
-    while (s->completed < s->head) {
-        s->waiters++;
-        pthread_cond_wait(&s->done, &s->mu);
-        s->waiters--;
-    }
+    while (s->completed < s->head)
+        wait_done(s, s->head);
     qsort(s->prof, (size_t)s->nprof, sizeof s->prof[0], prof_cmp);
     double total = 0;
     for (int i = 0; i < s->nprof; i++)
@@ -111,8 +128,11 @@ static void *worker_main(void *arg)
         if (rc < 0 && s->error == 0)
             s->error = rc;
         s->completed++;
-        if (s->waiters)
+        if (s->waiters && s->completed >= s->wake_at) {
+            s->wake_at = UINT64_MAX;
+            s->wakeups++;
             pthread_cond_broadcast(&s->done);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -133,6 +153,7 @@ int dp__stream_init(dp__stream **out, const char *name, void (*worker_init)(void
     const char *prof = getenv("DP_PROFILE");
     s->profile = prof && *prof && strcmp(prof, "0") != 0;
     s->ctx = ctx;
+    s->wake_at = UINT64_MAX;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->nonempty, NULL);
     /* `done` times its waits on the monotonic clock (dp__stream_wait_for),
@@ -177,11 +198,8 @@ uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, c
     DP_ASSERT(size <= DP__CMD_ARGS_MAX);
     DP_ASSERT(!dp__stream_is_worker(s));
     pthread_mutex_lock(&s->mu);
-    while (s->head - s->completed >= RING_SLOTS) {
-        s->waiters++;
-        pthread_cond_wait(&s->done, &s->mu);
-        s->waiters--;
-    }
+    while (s->head - s->completed >= RING_SLOTS)
+        wait_done(s, s->head - RING_SLOTS + 1);
     slot *sl = &s->ring[s->head % RING_SLOTS];
     sl->fn = fn;
     sl->name = name;
@@ -191,6 +209,14 @@ uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, c
     pthread_cond_signal(&s->nonempty);
     pthread_mutex_unlock(&s->mu);
     return seq;
+}
+
+uint64_t dp__stream_wakeups(dp__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t n = s->wakeups;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 uint64_t dp__stream_last(dp__stream *s)
@@ -204,11 +230,8 @@ uint64_t dp__stream_last(dp__stream *s)
 int dp__stream_wait(dp__stream *s, uint64_t seq)
 {
     pthread_mutex_lock(&s->mu);
-    while (s->completed < seq) {
-        s->waiters++;
-        pthread_cond_wait(&s->done, &s->mu);
-        s->waiters--;
-    }
+    while (s->completed < seq)
+        wait_done(s, seq);
     int rc = s->error;
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -241,6 +264,8 @@ int dp__stream_wait_for(dp__stream *s, uint64_t seq, double seconds)
     int timed_out = 0;
     while (s->completed < seq && !timed_out) {
         s->waiters++;
+        if (seq < s->wake_at)
+            s->wake_at = seq;
         timed_out = pthread_cond_timedwait(&s->done, &s->mu, &deadline) == ETIMEDOUT;
         s->waiters--;
     }

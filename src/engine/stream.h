@@ -40,6 +40,10 @@ uint64_t dp__stream_push_named(dp__stream *s, dp__cmd_fn fn, const char *name, c
  * name; this waits for the commands pushed so far and logs the table (at
  * DP_LOG_INFO), slowest first. */
 void dp__stream_log_profile(dp__stream *s);
+/* How many times the worker has woken the threads waiting for its
+ * commands: once when the least sequence number one of them waits for has
+ * run, not after every command (a test's view of the engine's wakeups). */
+uint64_t dp__stream_wakeups(dp__stream *s);
 /* Sequence number of the last command pushed (0: none). */
 uint64_t dp__stream_last(dp__stream *s);
 /* Blocks until command `seq` has run; returns the sticky error or 0. */
