@@ -18,17 +18,11 @@
  * ones); eval normalises with the running statistics. The loop is compiled
  * for AVX-512, AVX2 and plain x86-64, the CPU picking at load time. */
 #include "core/bf16.h"
+#include "device/cpu/clones.h"
 #include "device/cpu/cpu.h"
 
 #include <math.h>
 #include <string.h>
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define LANE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LANE_CLONES
-#endif
 
 /* Rows of the sweep: N H W rows of C channels in NHWC, N C rows of HW
  * positions of one channel in NCHW. Per channel: mean, scale = gamma /
@@ -50,7 +44,7 @@ enum { PAR_MIN = 32768 };
  * (over_rows): a function GCC outlines for an OpenMP region does not
  * inherit the clones' targets, so the vector loop lives in the clone. */
 #define APPLY_KERNEL(NAME, T, LOAD, STORE)                                                         \
-    LANE_CLONES static void NAME(const apply_pass *p, int64_t row0, int64_t row1)                  \
+    DP_CPU_CLONES static void NAME(const apply_pass *p, int64_t row0, int64_t row1)                \
     {                                                                                              \
         const T *x = p->x, *r = p->r;                                                              \
         T *y = p->y;                                                                               \

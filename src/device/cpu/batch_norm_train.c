@@ -23,6 +23,7 @@
  * picking at load time. */
 #include "core/bf16.h"
 #include "core/pairwise.h"
+#include "device/cpu/clones.h"
 #include "device/cpu/cpu.h"
 
 #include <math.h>
@@ -53,13 +54,6 @@ typedef struct pass {
     double *s1, *s2;
 } pass;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define LANE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LANE_CLONES
-#endif
-
 #define F32_LOAD(v) (v)
 #define F32_STORE(v) (v)
 
@@ -71,19 +65,19 @@ typedef struct pass {
  *   NAME_dx:      dx = scale (dy - shift - xhat slope).
  * EACH(c, k) visits element k of channel c, lanes of LANES side by side. */
 #define BN_KERNELS(NAME, T, LOAD, STORE)                                                           \
-    LANE_CLONES static void NAME##_sums_x(const pass *p, int64_t c0, int64_t c1)                   \
+    DP_CPU_CLONES static void NAME##_sums_x(const pass *p, int64_t c0, int64_t c1)                 \
     {                                                                                              \
         const T *x = p->x;                                                                         \
         SUM_LANES(p, c0, c1, double v = LOAD(x[k]), v, v * v);                                     \
     }                                                                                              \
-    LANE_CLONES static void NAME##_sums_dy(const pass *p, int64_t c0, int64_t c1)                  \
+    DP_CPU_CLONES static void NAME##_sums_dy(const pass *p, int64_t c0, int64_t c1)                \
     {                                                                                              \
         const T *x = p->x, *dy = p->dy;                                                            \
         SUM_LANES(p, c0, c1, float g = LOAD(dy[k]);                                                \
                   float xhat = (LOAD(x[k]) - p->mean[c]) * p->inv_std[c], (double)g,               \
                   (double)g * (double)xhat);                                                       \
     }                                                                                              \
-    LANE_CLONES static void NAME##_dx(const pass *p, int64_t c0, int64_t c1)                       \
+    DP_CPU_CLONES static void NAME##_dx(const pass *p, int64_t c0, int64_t c1)                     \
     {                                                                                              \
         const T *x = p->x, *dy = p->dy;                                                            \
         T *dx = p->dx;                                                                             \

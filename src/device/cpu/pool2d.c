@@ -4,6 +4,7 @@
  * tensors run oneDNN's bf16 pooling, or, on a CPU where it has none, its
  * f32 pooling over converted copies (the same sums, rounded once). */
 #include "core/bf16.h"
+#include "device/cpu/clones.h"
 #include "device/cpu/cpu.h"
 
 #include <string.h>
@@ -133,21 +134,15 @@ static int run_forward(void *p, void *ctx)
  * and cloned for AVX-512 and AVX2 (the library is built for baseline
  * x86-64), so the bf16 conversions run vectorised: the scalar loop took
  * a quarter of a bf16 LeNet step (bench/PROFILE.md). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define POOL_CLONES
-#endif
 
 #define F32_SAME(v) (v)
 
 /* ROW_NHWC(d, m, g): one NHWC row, Q windows of kw positions of C values;
  * ROW_NCHW: one NCHW row, g the channel's Q window gradients. */
 #define MASKED_ROWS(NAME, T, LOAD, STORE)                                                          \
-    POOL_CLONES static void NAME##_row_nhwc(T *restrict d, const T *restrict m,                    \
-                                            const T *restrict g, int64_t Q, int kw, int64_t C,     \
-                                            float inv)                                             \
+    DP_CPU_CLONES static void NAME##_row_nhwc(T *restrict d, const T *restrict m,                  \
+                                              const T *restrict g, int64_t Q, int kw, int64_t C,   \
+                                              float inv)                                           \
     {                                                                                              \
         for (int64_t q = 0; q < Q; q++, g += C)                                                    \
             for (int j = 0; j < kw; j++, d += C, m += C)                                           \
@@ -157,8 +152,8 @@ static int run_forward(void *p, void *ctx)
                     d[c] = LOAD(m[c]) > 0.0f ? v : (T)0;                                           \
                 }                                                                                  \
     }                                                                                              \
-    POOL_CLONES static void NAME##_row_nchw(T *restrict d, const T *restrict m,                    \
-                                            const T *restrict g, int64_t Q, int kw, float inv)     \
+    DP_CPU_CLONES static void NAME##_row_nchw(T *restrict d, const T *restrict m,                  \
+                                              const T *restrict g, int64_t Q, int kw, float inv)   \
     {                                                                                              \
         for (int64_t q = 0; q < Q; q++)                                                            \
             for (int j = 0; j < kw; j++) {                                                         \
@@ -196,8 +191,8 @@ static void avg_backward_masked(const dp__pool2d_args *a)
         }
         const char *g = dy + (size_t)(((r / H) * P + ph) * gw) * es;
         if (bf16 && nhwc)
-            masked_bf16_row_nhwc((dp__bf16 *)d, (const dp__bf16 *)m, (const dp__bf16 *)g, Q, kw,
-                                 C, inv);
+            masked_bf16_row_nhwc((dp__bf16 *)d, (const dp__bf16 *)m, (const dp__bf16 *)g, Q, kw, C,
+                                 inv);
         else if (bf16)
             masked_bf16_row_nchw((dp__bf16 *)d, (const dp__bf16 *)m, (const dp__bf16 *)g, Q, kw,
                                  inv);
