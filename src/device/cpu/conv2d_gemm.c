@@ -26,6 +26,9 @@
 #include <string.h>
 
 #define CHUNK_BYTES ((size_t)64 << 20)
+/* Columns a chunk of which stays in a core's L2 cache while the product
+ * reads it: half a MiB, the smallest L2 of the CPUs measured. */
+#define CACHE_BYTES ((size_t)512 << 10)
 
 /* The product of one pass over a chunk of `rows` rows (see the top). */
 static int pass_matmul(dp__cpu *cpu, dp__conv_pass pass, const dp__conv2d_args *a, int64_t rows,
@@ -96,14 +99,32 @@ static void im2col(const geom *g, const char *x, char *col, int64_t n0, int64_t 
     for (int64_t row = 0; row < rows; row++) {
         int64_t n = n0 + row / (g->P * g->Q), p = row / g->Q % g->P, q = row % g->Q;
         char *dst = col + (size_t)row * (size_t)g->kc * g->esize;
+        int64_t w0 = q * g->sw - g->pw;
         for (int64_t r = 0; r < g->R; r++) {
             int64_t h = p * g->sh - g->ph + r * g->dh;
-            for (int64_t s = 0; s < g->S; s++, dst += cb) {
-                int64_t w = q * g->sw - g->pw + s * g->dw;
-                if (h < 0 || h >= g->H || w < 0 || w >= g->W)
-                    memset(dst, 0, cb);
-                else
-                    memcpy(dst, x + (size_t)((n * g->H + h) * g->W + w) * cb, cb);
+            if (h < 0 || h >= g->H) {
+                memset(dst, 0, cb * (size_t)g->S);
+                dst += cb * (size_t)g->S;
+            } else if (g->dw == 1) {
+                /* The row's taps are adjacent pixels, C channels each, in
+                 * NHWC: one copy of those inside x (a 5x5 kernel's row of
+                 * 20 channels is 100 values), zeros for the padding. */
+                int64_t lo = w0 < 0 ? -w0 : 0, hi = g->W - w0 < g->S ? g->W - w0 : g->S;
+                if (hi < lo)
+                    hi = lo;
+                memset(dst, 0, cb * (size_t)lo);
+                memcpy(dst + cb * (size_t)lo, x + (size_t)((n * g->H + h) * g->W + w0 + lo) * cb,
+                       cb * (size_t)(hi - lo));
+                memset(dst + cb * (size_t)hi, 0, cb * (size_t)(g->S - hi));
+                dst += cb * (size_t)g->S;
+            } else {
+                for (int64_t s = 0; s < g->S; s++, dst += cb) {
+                    int64_t w = w0 + s * g->dw;
+                    if (w < 0 || w >= g->W)
+                        memset(dst, 0, cb);
+                    else
+                        memcpy(dst, x + (size_t)((n * g->H + h) * g->W + w) * cb, cb);
+                }
             }
         }
     }
@@ -261,8 +282,22 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
     int64_t per_sample = g.P * g.Q;
     size_t sample_bytes =
         (size_t)(per_sample * g.kc) * (pass == DP__CONV_BACKWARD_DATA ? 4 : g.esize);
-    /* Chunks of equal size (the matrix product runs best on one shape). */
-    int64_t most = (int64_t)(CHUNK_BYTES / (sample_bytes ? sample_bytes : 1));
+    /* Chunks of equal size (the matrix product runs best on one shape), of
+     * columns that fit CACHE_BYTES: two devices sharing a CPU, each
+     * streaming all 10 MB of LeNet's second layer's columns through the
+     * caches, ran its weight pass 1.4x slower than one alone, and slower
+     * than oneDNN's direct kernel, which the chooser, timing one device,
+     * did not see (bench/PROFILE.md). But at least kc and 4 K rows, so that
+     * the product's other operand, and the weight gradient (K kc floats)
+     * it adds into once a chunk, count for little beside the columns; and
+     * within CHUNK_BYTES. */
+    size_t per = sample_bytes ? sample_bytes : 1;
+    int64_t rows_least = g.kc > 4 * g.K ? g.kc : 4 * g.K;
+    int64_t most = (int64_t)(CACHE_BYTES / per);
+    if (most * per_sample < rows_least)
+        most = (rows_least + per_sample - 1) / (per_sample ? per_sample : 1);
+    if (most > (int64_t)(CHUNK_BYTES / per))
+        most = (int64_t)(CHUNK_BYTES / per);
     most = most < 1 ? 1 : most > g.N ? g.N : most;
     int64_t nchunks = (g.N + most - 1) / most;
     int64_t chunk = nchunks ? (g.N + nchunks - 1) / nchunks : 1;
