@@ -26,6 +26,11 @@ typedef struct dp__device_ops {
     const char *kind; /* "cpu", "cuda": for names and messages only */
     unsigned caps;    /* dp_device_cap flags every device of the backend has;
                        * open may add those of the hardware (dev->caps) */
+    /* Runs nothing (the meta device): a forward traced on it is read back
+     * from the tape as the model's layers (dp_model_summary, ONNX export),
+     * so an op that fuses layers a kernel of its own runs (conv2d with its
+     * average pool) records them apart there. */
+    bool traces;
 
     /* Lifetime: open fills dev->impl and dev->stream. */
     int (*open)(dp_device_t *dev);

@@ -94,6 +94,31 @@ typedef struct dp__conv2d_args {
     int dilation_h, dilation_w, groups;
 } dp__conv2d_args;
 
+/* conv2d_pool: a convolution (conv: x, w, b, geometry, fuse_relu,
+ * precision) and a pool x pool average pooling of stride pool and no
+ * padding after it, in one kernel. conv.y is the pooled output (N, K,
+ * P / pool, Q / pool), stored NHWC, for the convolution's P x Q
+ * (dp__conv_out); rows and columns of the convolution past the last whole
+ * window are neither computed nor pooled (floor mode). The convolution's
+ * groups are 1 and its C R S at most DP__CONV_POOL_MAX_TAPS.
+ * mask: with fuse_relu, one bit per convolution output under a window,
+ * set where the ReLU passed the value: 16-bit words (N, pool (P / pool),
+ * pool (Q / pool), ceil(K / DP__CONV_POOL_LANES)), channel k in bit k % 16
+ * of word k / 16 (the bits past K the kernel's own). The forward writes it
+ * when it is not NULL, the backward reads it.
+ * forward:  y = avg_pool(relu(conv(x, w) + b))
+ * backward: dw, db from conv.dy (N, K, P / pool, Q / pool) through
+ *           the pool and the mask (written, =); there is no dx
+ *           pass (the op fuses only where x needs no gradient).
+ * Precisions as conv2d's: under bf16 the convolution's output is rounded
+ * to bf16 before the ReLU and the mean, as the unfused ops round it. */
+enum { DP__CONV_POOL_MAX_TAPS = 32, DP__CONV_POOL_LANES = 16 };
+typedef struct dp__conv2d_pool_args {
+    dp__conv2d_args conv;
+    int pool;
+    uint16_t *mask;
+} dp__conv2d_pool_args;
+
 /* The output size of a convolution over `in` with padding pad_begin and
  * pad_end, a kernel of k taps spread by dilation, and stride. */
 static inline int64_t dp__conv_out(int64_t in, int pad_begin, int pad_end, int64_t k, int dilation,

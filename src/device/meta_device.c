@@ -87,6 +87,7 @@ DP__OP_LIST(LINE)
 
 const dp__device_ops dp__meta_ops = {
     .kind = "meta",
+    .traces = true,
     .caps = DP_DEVICE_DETERMINISTIC,
     .open = meta_open,
     .close = meta_close,

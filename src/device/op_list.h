@@ -62,6 +62,7 @@
     X(eltwise,               dp__eltwise_args,        ONE,    ALL,     NONE)                      \
     X(conv2d,                dp__conv2d_args,         FDW,    ALL,     CONV)                      \
     X(pool2d,                dp__pool2d_args,         FB,     ALL,     NONE)                      \
+    X(conv2d_pool,           dp__conv2d_pool_args,    FB,     ONLY(cpu), NONE)                    \
     X(max_pool2d,            dp__pool2d_args,         NONE,   NONE,    ELEMENTS)                  \
     X(avg_pool2d,            dp__pool2d_args,         NONE,   NONE,    ELEMENTS)                  \
     X(adaptive_avg_pool,     dp__adaptive_pool_args,  FB,     ALL,     NONE)                      \

@@ -9,23 +9,34 @@
  *
  * Weights N(0, 0.01^2), biases 0; parameter names and shapes are the seed's
  * W1..b4, so W3 is (800, 128) and used as torch.mm(h, W3) + b3. The ReLUs
- * after the convolutions are fused into them. */
+ * after the convolutions are fused into them, and the first convolution
+ * with its ReLU and pool runs as one kernel (ops/conv_pool.h). */
 #include "nn/builtins.h"
 
 #include "core/internal.h"
+#include "ops/conv_pool.h"
 
 #include <string.h>
 
 enum { LENET_LAYERS = 8 };
 
 /* Rows 0-7 of its summary: conv (ReLU fused), avgpool, conv (ReLU fused),
- * avgpool, flatten, linear, relu, linear; any row may start a range. */
+ * avgpool, flatten, linear, relu, linear. Any row but 1 may start a range:
+ * the first convolution and its pool run as one kernel, whose float sums
+ * are in another order than the two ops' apart, and a pipeline cut
+ * between them would not give the whole forward's bits. */
 static int lenet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int last, bool train,
                                 dp_tensor_t **y)
 {
     (void)train;
     if (first < 0 || first > last || last >= LENET_LAYERS) {
         DP_ERROR("lenet: layers %d-%d: the model has layers 0-%d", first, last, LENET_LAYERS - 1);
+        return DP_EINVAL;
+    }
+    if (first == 1 || last == 0) {
+        DP_ERROR("lenet: layers %d-%d: layers 0 and 1 (the first convolution and its pool) run "
+                 "as one kernel, so no range starts at layer 1",
+                 first, last);
         return DP_EINVAL;
     }
     dp_params_t *P = dp_model_params(m);
@@ -36,7 +47,14 @@ static int lenet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int la
         switch (i) {
         case 0:
         case 2:
-            DP_TRY(dp_conv2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1), &conv_relu));
+            if (i + 1 <= last) {
+                /* with its pool, in one kernel where that runs */
+                DP_TRY(dp__conv2d_avg_pool2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1),
+                                             &conv_relu, &pool2));
+                i++;
+            } else {
+                DP_TRY(dp_conv2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1), &conv_relu));
+            }
             break;
         case 1:
         case 3:
@@ -63,6 +81,13 @@ static int lenet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int la
 static int lenet_forward(dp_model_t *m, dp_tensor_t *x, bool train, dp_tensor_t **logits)
 {
     return lenet_forward_layers(m, x, 0, LENET_LAYERS - 1, train, logits);
+}
+
+static void lenet_stage_starts(const dp_model_def *def, dp_layer_summary *rows, int n)
+{
+    (void)def;
+    if (n > 1)
+        rows[1].can_start = false; /* see lenet_forward_layers */
 }
 
 static int64_t pooled(int64_t n)
@@ -92,6 +117,7 @@ int dp__lenet_def(dp_model_def *def, const int64_t *in_chw)
                           .params = s,
                           .nparams = 8,
                           .forward = lenet_forward,
-                          .forward_layers = lenet_forward_layers};
+                          .forward_layers = lenet_forward_layers,
+                          .stage_starts = lenet_stage_starts};
     return 0;
 }

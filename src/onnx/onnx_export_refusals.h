@@ -24,6 +24,8 @@ KERNEL(bias_grad)
 KERNEL(batch_norm)
 KERNEL(batch_norm_sums)
 KERNEL(batch_norm_add)
+REFUSE(conv2d_pool, "a training run's conv2d + avg_pool2d in one kernel; a traced forward "
+                    "records them apart")
 KERNEL(accuracy)
 KERNEL(optimizer_step)
 KERNEL(grad_clip)

@@ -18,6 +18,13 @@ typedef struct dp__conv_node {
     dp_conv_algo algo;
 } dp__conv_node;
 
+/* conv2d_pool (ops/conv_pool.h): the convolution's node and the average
+ * pool's window (and stride). */
+typedef struct dp__conv_pool_node {
+    dp__conv_node conv;
+    int pool;
+} dp__conv_pool_node;
+
 /* conv_transpose2d: its geometry (the output padding follows from the
  * input's and output's shapes). */
 typedef struct dp__conv_transpose_node {
@@ -86,6 +93,7 @@ typedef struct dp__narrow_node {
 } dp__narrow_node;
 
 _Static_assert(sizeof(dp__conv_node) <= DP__NODE_PARAMS &&
+                   sizeof(dp__conv_pool_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__reduce_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__conv_transpose_node) <= DP__NODE_PARAMS &&
                    sizeof(dp__pool_node) <= DP__NODE_PARAMS &&

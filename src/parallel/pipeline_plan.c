@@ -160,8 +160,9 @@ int dp_pipeline_parse_stages(const char *text, const bool *can_start, int nlayer
             return DP_EINVAL;
         }
         if (!may_start(can_start, (int)a)) {
-            DP_ERROR("`stages` %s: layer %ld is inside a residual block; a stage starts at a "
-                     "block",
+            DP_ERROR("`stages` %s: layer %ld cannot start a stage (it is inside a residual "
+                     "block, or runs in one kernel with the layer before it; `dptrain model` "
+                     "marks where a stage may start)",
                      t, a);
             return DP_EINVAL;
         }

@@ -211,8 +211,13 @@ static void test_lenet(void **state)
     (void)state;
     const dp_model_def *def;
     assert_int_equal(dp_model_builtin(&def, "lenet", NULL), 0);
-    assert_int_equal(check_splits(def, 8), 7);
+    /* every row but the first pool, which runs with its convolution */
+    assert_int_equal(check_splits(def, 8), 6);
     dp_model_t *m = new_model(def);
+    assert_int_equal(try_range(m, 1, 7), DP_EINVAL);
+    tu_assert_error_mentions("lenet: layers 1-7: layers 0 and 1 (the first convolution and its "
+                             "pool) run as one kernel, so no range starts at layer 1");
+    assert_int_equal(try_range(m, 0, 0), DP_EINVAL);
     assert_int_equal(try_range(m, 3, 2), DP_EINVAL);
     assert_int_equal(try_range(m, 0, 8), DP_EINVAL);
     tu_assert_error_mentions("lenet: layers 0-8: the model has layers 0-7");

@@ -336,7 +336,9 @@ static void test_explicit_stages(void **state)
         if (i == 0) {
             assert_int_equal(rc, 1);
             assert_int_equal(mu_count(out, "\n"), 1);
-            assert_non_null(strstr(out, "--stages 0-4,5-68: layer 5 is inside a residual block"));
+            assert_non_null(strstr(
+                out,
+                "--stages 0-4,5-68: layer 5 cannot start a stage (it is inside a residual block"));
         } else {
             assert_int_equal(rc, 0);
             assert_non_null(strstr(out, "pipeline stage 1: layers 10-68 on cpu:1"));

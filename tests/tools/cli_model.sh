@@ -113,9 +113,12 @@ expect_error "a stage list that skips a layer" \
 expect_error "a stage list that repeats a layer" \
   "^dptrain: error: --stages 0-3,3-7: layer 3 is in two stages$" lenet --stages 0-3,3-7
 expect_error "a stage inside a residual block" \
-  "--stages 0-4,5-55: layer 5 is inside a residual block" resnet18 --stages 0-4,5-55
+  "--stages 0-4,5-55: layer 5 cannot start a stage (it is inside a residual block" resnet18 --stages 0-4,5-55
+expect_error "a stage at LeNet's first pool, which runs with its convolution" \
+  "--stages 0-0,1-7: layer 1 cannot start a stage (it is inside a residual block, or runs in one kernel with the layer before it" \
+  lenet --stages 0-0,1-7
 expect_error "more stages than layers" \
-  "^dptrain: error: --pipeline 9: the model has 8 layers where a stage may start$" \
+  "^dptrain: error: --pipeline 9: the model has 7 layers where a stage may start$" \
   lenet --pipeline 9
 expect_error "--pipeline and --stages disagree" \
   "--pipeline 3 and --stages 0-3,4-7 (2 stages) disagree" lenet --pipeline 3 --stages 0-3,4-7

@@ -61,7 +61,7 @@ else
     "$bin" train --devices 2 --pipeline 2 --stages 0-3,5-7 "${small[@]}"
   expect_error "a layer in two stages" 1 "--stages 0-4,4-7: layer 4 is in two stages" -- \
     "$bin" train --devices 2 --pipeline 2 --stages 0-4,4-7 "${small[@]}"
-  expect_error "stage inside a residual block" 1 "layer 4 is inside a residual block" -- \
+  expect_error "stage inside a residual block" 1 "layer 4 cannot start a stage \\(it is inside a residual block" -- \
     "$bin" train --model resnet18 --devices 2 --pipeline 2 --stages 0-3,4-55 "${small[@]}"
   expect_error "stage list against --pipeline" 1 "--stages 0-1,2-4,5-7 has 3 stages, --pipeline is 2" -- \
     "$bin" train --devices 2 --pipeline 2 --stages 0-1,2-4,5-7 "${small[@]}"
