@@ -135,23 +135,10 @@ int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp_
                              dp__conv_kernel weights, dp__conv_kernel data)
 {
     dp_device_t *dev = x->dev;
-    dp_tensor_t *dw = NULL, *db = NULL, *dx = NULL;
-    DP_TRY(dp__grad_begin(w, &dw));
-    DP_TRY(dp__grad_begin(b, &db));
-    if (dw || db) {
-        /* oneDNN computes dw and db together; a bias that needs no gradient
-         * still gets one, into a scratch tensor. */
-        dp_tensor_t *scratch_db = NULL, *scratch_dw = NULL;
-        if (!db && b)
-            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
-        if (!dw)
-            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-        dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
-        weights_block wb = {dev, a, weights, b != NULL};
-        DP_TRY(dp__split_sums(dev, x->shape[0], b ? 2 : 1, out, weights_of_rows, &wb));
-        DP_TRY(dp__grad_end(w, dw));
-        DP_TRY(dp__grad_end(b, db));
-    }
+    dp_tensor_t *dx = NULL;
+    /* oneDNN computes dw and db together */
+    weights_block wb = {dev, a, weights, b != NULL};
+    DP_TRY(dp__weight_grad_sums(dev, x->shape[0], w, b, weights_of_rows, &wb));
     DP_TRY(dp__grad_begin(x, &dx));
     if (dx) {
         a->dx = dp__desc(dx);

@@ -93,25 +93,11 @@ static int conv_pool_backward(dp__node *node)
     a.conv.dy = dp__desc(y->ag->grad);
     a.conv.fuse_relu = cp->conv.relu;
     a.conv.precision = cp->conv.precision;
-    dp_tensor_t *dw = NULL, *db = NULL;
-    DP_TRY(dp__grad_begin(w, &dw));
-    DP_TRY(dp__grad_begin(b, &db));
-    if (!dw && !db)
-        return 0;
-    /* The kernel gives dw and db together; one that needs no gradient gets
-     * it into a scratch tensor. */
-    dp_tensor_t *scratch_dw = NULL, *scratch_db = NULL;
-    if (!dw)
-        DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-    if (!db && b)
-        DP_TRY(dp__tape_alloc_like(&scratch_db, b));
-    dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
+    /* the kernel writes dw and db together */
     weights_block wb = {x->dev, &a,
                         y->shape[2] * cp->pool * y->shape[3] * cp->pool * mask_words(w->shape[0]),
                         b != NULL};
-    DP_TRY(dp__split_sums(x->dev, x->shape[0], b ? 2 : 1, out, weights_of_rows, &wb));
-    DP_TRY(dp__grad_end(w, dw));
-    return dp__grad_end(b, db);
+    return dp__weight_grad_sums(x->dev, x->shape[0], w, b, weights_of_rows, &wb);
 }
 
 int dp__conv2d_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,

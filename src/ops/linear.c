@@ -52,24 +52,12 @@ static int linear_backward(dp__node *node)
     dp_device_t *dev = x->dev;
     int64_t N = x->shape[0], Din = x->shape[1], Dout = node->output->shape[1];
     int out_in = ln->layout == DP_WEIGHT_OUT_IN;
-    dp_tensor_t *dx, *dw, *db;
+    dp_tensor_t *dx;
 
-    DP_TRY(dp__grad_begin(w, &dw));
-    DP_TRY(dp__grad_begin(b, &db));
-    if (dw || db) {
-        /* dw's and db's sums over the batch, block by block when the sums
-         * are split-invariant; one that needs no gradient goes to scratch */
-        dp_tensor_t *scratch_dw = NULL, *scratch_db = NULL;
-        if (!dw)
-            DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
-        if (!db && b)
-            DP_TRY(dp__tape_alloc_like(&scratch_db, b));
-        dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
-        weights_block wb = {dev, x, dy, Din, Dout, out_in, ln->precision, b != NULL};
-        DP_TRY(dp__split_sums(dev, N, b ? 2 : 1, out, weights_of_rows, &wb));
-        DP_TRY(dp__grad_end(w, dw));
-        DP_TRY(dp__grad_end(b, db));
-    }
+    /* dw's and db's sums over the batch, block by block when the sums are
+     * split-invariant */
+    weights_block wb = {dev, x, dy, Din, Dout, out_in, ln->precision, b != NULL};
+    DP_TRY(dp__weight_grad_sums(dev, N, w, b, weights_of_rows, &wb));
     DP_TRY(dp__grad_begin(x, &dx));
     if (dx) { /* dx (N, Din) = dy w^T (in-out) or dy w (out-in) */
         dp__gemm_args g = {.trans_b = !out_in,

@@ -68,6 +68,13 @@ int dp__conv_rows(dp_device_t *dev, dp__conv_kernel kernel, const dp__conv2d_arg
 typedef int (*dp__block_sum)(void *ctx, int64_t row0, int64_t count, dp_tensor_t *const *out);
 int dp__split_sums(dp_device_t *dev, int64_t rows, int n, dp_tensor_t *const *out, dp__block_sum fn,
                    void *ctx);
+/* The gradients of an op's weight w and bias b (NULL: none), which fn
+ * writes together, as dp__split_sums over the batch's `rows`: each into its
+ * parameter's gradient where it needs one (dp__grad_begin and _end), into
+ * a scratch tensor where it does not; nothing when neither needs one.
+ * Linear layers and the convolutions share it. */
+int dp__weight_grad_sums(dp_device_t *dev, int64_t rows, dp_tensor_t *w, dp_tensor_t *b,
+                         dp__block_sum fn, void *ctx);
 /* fn(ctx, row0, count) over the batch's rows: once for all, or block by
  * block when split-invariant sums are set (a per-sample kernel then sees
  * the same shapes on every split of the batch). */

@@ -132,3 +132,22 @@ int dp__gemm_rows(dp_device_t *dev, const dp__gemm_args *g)
     gemm_rows gr = {dev, g};
     return dp__for_blocks(g->m, gemm_of_rows, &gr);
 }
+
+int dp__weight_grad_sums(dp_device_t *dev, int64_t rows, dp_tensor_t *w, dp_tensor_t *b,
+                         dp__block_sum fn, void *ctx)
+{
+    dp_tensor_t *dw = NULL, *db = NULL;
+    DP_TRY(dp__grad_begin(w, &dw));
+    DP_TRY(dp__grad_begin(b, &db));
+    if (!dw && !db)
+        return 0;
+    dp_tensor_t *scratch_dw = NULL, *scratch_db = NULL;
+    if (!dw)
+        DP_TRY(dp__tape_alloc_like(&scratch_dw, w));
+    if (!db && b)
+        DP_TRY(dp__tape_alloc_like(&scratch_db, b));
+    dp_tensor_t *out[2] = {dw ? dw : scratch_dw, db ? db : scratch_db};
+    DP_TRY(dp__split_sums(dev, rows, b ? 2 : 1, out, fn, ctx));
+    DP_TRY(dp__grad_end(w, dw));
+    return dp__grad_end(b, db);
+}
