@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The seed's LeNet in TensorFlow, for profiling against dptrain (bench/PROFILE.md).
+"""The seed's LeNet in TensorFlow, for profiling against dptrain (bench/PROFILE_LENET.md).
 
 The same network as bench/lenet_pytorch.py and src/nn/lenet.c, in TF's own
 NHWC: conv 3x3 (1->20) -> relu -> avgpool 2 -> conv 5x5 (20->50) -> relu ->

@@ -287,7 +287,7 @@ int dp__cpu_conv_gemm(dp_device_t *dev, dp__conv_pass pass, const dp__conv2d_arg
      * streaming all 10 MB of LeNet's second layer's columns through the
      * caches, ran its weight pass 1.4x slower than one alone, and slower
      * than oneDNN's direct kernel, which the chooser, timing one device,
-     * did not see (bench/PROFILE.md). But at least kc and 4 K rows, so that
+     * did not see (bench/PROFILE_LENET.md). But at least kc and 4 K rows, so that
      * the product's other operand, and the weight gradient (K kc floats)
      * it adds into once a chunk, count for little beside the columns; and
      * within CHUNK_BYTES. */

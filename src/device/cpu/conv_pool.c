@@ -9,7 +9,7 @@
  * 20x26x26 output of every image (blocked, then reordered to NHWC),
  * pooling reads it back, the backward writes the masked gradient at that
  * size and oneDNN's weight pass reads it: 1.8 ms of a 9.8 ms bf16 step on
- * a Zen 5 core, for 31 MFLOP (bench/PROFILE.md). Here that activation
+ * a Zen 5 core, for 31 MFLOP (bench/PROFILE_LENET.md). Here that activation
  * lives only in registers: per image the input is read, the pooled output
  * and one byte per ReLU decision written; the backward reads the pooled
  * gradient, those bytes and the input.

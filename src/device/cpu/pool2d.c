@@ -133,7 +133,7 @@ static int run_forward(void *p, void *ctx)
  * values of one channel. The inner loops are branch-free over C (or W)
  * and cloned for AVX-512 and AVX2 (the library is built for baseline
  * x86-64), so the bf16 conversions run vectorised: the scalar loop took
- * a quarter of a bf16 LeNet step (bench/PROFILE.md). */
+ * a quarter of a bf16 LeNet step (bench/PROFILE_LENET.md). */
 
 #define F32_SAME(v) (v)
 
