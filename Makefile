@@ -147,7 +147,7 @@ test-asan: deps $(PY_VENV)/.ready
 # Devices are threads: the engine, the loader and every multi-device test run
 # under ThreadSanitizer. Each device gets one kernel thread there, so no
 # OpenMP team (libgomp is not instrumented) starts.
-TSAN_TESTS = ^(test_engine|test_executor|test_engine.first_kernels_at_once|test_data_(idx|loader)|test_parallel_(collectives|models|batch_norm)|test_buckets|test_pipeline_(equals|schedule)|test_split_invariant|test_train|test_resume|cli_demo|test_image_stream|test_shards_(lane|train))$$
+TSAN_TESTS = ^(test_engine|test_stream_wake|test_executor|test_engine.first_kernels_at_once|test_data_(idx|loader)|test_parallel_(collectives|models|batch_norm)|test_buckets|test_pipeline_(equals|schedule)|test_split_invariant|test_train|test_resume|cli_demo|test_image_stream|test_shards_(lane|train))$$
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDP_SANITIZE=thread -DDP_WERROR=ON -DDP_CUDA=OFF \
 	  -DDP_PYTHON=OFF
