@@ -341,6 +341,12 @@ int dp_loader_init(dp_loader_t **out, const dp_dataset *ds, const dp_loader_opti
 /* Starts epoch `epoch` (from 0) at batch `first_batch` (0 normally; resuming
  * passes where it stopped). */
 int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch);
+/* Starts epoch `epoch` reading the samples in the caller's order: order[0..n)
+ * is a permutation of 0 .. n-1 (n = dp_loader_num_samples), copied; the
+ * shuffle flag is passed over. For a front end that reproduces another
+ * framework's sampler (the Python DataLoader draws PyTorch's). A dataset of
+ * shards, which reads in its own order, is refused with DP_EINVAL. */
+int dp_loader_start_epoch_in_order(dp_loader_t *l, int64_t epoch, const int64_t *order);
 /* 1 and the next batch, or 0 at the end of the epoch. The batch's memory
  * stays valid until the next call of dp_loader_next or dp_loader_start_epoch.
  * A sample that did not decode: with bad_images stop, its error code

@@ -234,7 +234,49 @@ nomem:
     return DP_ENOMEM;
 }
 
+/* The caller's order is a permutation of 0 .. n-1: each index once. */
+static int check_order(const dp_loader_t *l, const int64_t *order)
+{
+    uint8_t *seen = dp__calloc((size_t)DP_MAX(l->n, 1), 1);
+    if (!seen) {
+        DP_ERROR("loader: out of memory checking an order of %lld samples", (long long)l->n);
+        return DP_ENOMEM;
+    }
+    int rc = DP_OK;
+    for (int64_t i = 0; i < l->n && rc == DP_OK; i++) {
+        int64_t k = order[i];
+        if (k < 0 || k >= l->n || seen[k]) {
+            DP_ERROR("loader: the order's entry %lld is %lld: %s", (long long)i, (long long)k,
+                     k < 0 || k >= l->n ? "outside the dataset" : "a sample already in the order");
+            rc = DP_EINVAL;
+        } else {
+            seen[k] = 1;
+        }
+    }
+    dp__free(seen);
+    return rc;
+}
+
+static int start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch, const int64_t *order);
+
 int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
+{
+    return start_epoch(l, epoch, first_batch, NULL);
+}
+
+int dp_loader_start_epoch_in_order(dp_loader_t *l, int64_t epoch, const int64_t *order)
+{
+    DP_ASSERT(l && order);
+    const dp__source_ops *ops = l->ds->source ? l->ds->source->ops : NULL;
+    if (ops && ops->plan) {
+        DP_ERROR("loader: this dataset is read in its own order (shards); it takes no order");
+        return DP_EINVAL;
+    }
+    int rc = check_order(l, order);
+    return rc < 0 ? rc : start_epoch(l, epoch, 0, order);
+}
+
+static int start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch, const int64_t *order)
 {
     DP_ASSERT(l);
     if (epoch < 0) {
@@ -263,14 +305,14 @@ int dp_loader_start_epoch(dp_loader_t *l, int64_t epoch, int64_t first_batch)
         rc = ops->plan(l->ds->source->self, l->seed, epoch, l->shuffle, first_batch * l->batch_size,
                        l->perm);
     for (int64_t i = 0; !(ops && ops->plan) && i < l->n; i++)
-        l->perm[i] = i;
+        l->perm[i] = order ? order[i] : i;
     if (rc < 0) {
         pthread_mutex_lock(&l->mu);
         l->started = false; /* no epoch to hand batches of */
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
-    if (l->shuffle && !(ops && ops->plan)) {
+    if (l->shuffle && !order && !(ops && ops->plan)) {
         dp_rng rng;
         dp_rng_init(&rng, l->seed, (uint64_t)epoch);
         for (int64_t i = l->n - 1; i > 0; i--) {

@@ -155,6 +155,55 @@ static void test_loader_shuffle(void **state)
     free_ds(&ds);
 }
 
+/* The caller's order (the Python DataLoader's, drawn as PyTorch draws it):
+ * the batches follow it whatever the shuffle flag, the next plain epoch is
+ * the loader's own again, and an order that is not a permutation is refused
+ * before any batch. */
+static void test_loader_caller_order(void **state)
+{
+    (void)state;
+    tu_quiet_log();
+    enum { N = 21 };
+    dp_dataset ds = make_ds(N);
+    int64_t order[N];
+    for (int i = 0; i < N; i++)
+        order[i] = (i * 8) % N; /* 8 and 21 are coprime: each index once */
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        dp_loader_t *l;
+        dp_loader_options opt = {.batch_size = 4, .shuffle = shuffle, .seed = 5, .workers = 3};
+        assert_int_equal(dp_loader_init(&l, &ds, &opt), 0);
+        assert_int_equal(dp_loader_start_epoch_in_order(l, 2, order), 0);
+        dp_batch b;
+        int64_t pos = 0;
+        while (dp_loader_next(l, &b) == 1) {
+            check_batch_rows(&b);
+            for (int64_t r = 0; r < b.n; r++)
+                assert_int_equal(b.y[r], order[pos + r]);
+            pos += b.n;
+        }
+        assert_int_equal(pos, N);
+        int32_t own[N], again[N];
+        run_epoch(l, 2, 0, own, NULL);
+        bool equals_caller = true;
+        for (int i = 0; i < N; i++)
+            equals_caller = equals_caller && own[i] == order[i];
+        assert_false(equals_caller);
+        run_epoch(l, 2, 0, again, NULL);
+        assert_memory_equal(own, again, sizeof own);
+
+        int64_t bad[N];
+        memcpy(bad, order, sizeof bad);
+        bad[5] = bad[6];
+        assert_int_equal(dp_loader_start_epoch_in_order(l, 0, bad), DP_EINVAL);
+        tu_assert_error_mentions("already in the order");
+        bad[5] = N;
+        assert_int_equal(dp_loader_start_epoch_in_order(l, 0, bad), DP_EINVAL);
+        tu_assert_error_mentions("outside the dataset");
+        dp_loader_close(l);
+    }
+    free_ds(&ds);
+}
+
 static void test_loader_limit(void **state)
 {
     (void)state;
@@ -312,13 +361,10 @@ static void test_loader_invalid(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loader_batches),
-        cmocka_unit_test(test_loader_shuffle),
-        cmocka_unit_test(test_loader_limit),
-        cmocka_unit_test(test_loader_first_batch),
-        cmocka_unit_test(test_loader_prefetch),
-        cmocka_unit_test(test_loader_restart_and_close),
-        cmocka_unit_test(test_loader_invalid),
+        cmocka_unit_test(test_loader_batches),           cmocka_unit_test(test_loader_shuffle),
+        cmocka_unit_test(test_loader_caller_order),      cmocka_unit_test(test_loader_limit),
+        cmocka_unit_test(test_loader_first_batch),       cmocka_unit_test(test_loader_prefetch),
+        cmocka_unit_test(test_loader_restart_and_close), cmocka_unit_test(test_loader_invalid),
     };
     return tu_run(argc, argv, tests, NULL, NULL);
 }
