@@ -16,6 +16,7 @@ from ._tensor import Tensor, Size
 from ._creation import (tensor, from_numpy, as_tensor, zeros, ones, full, empty, zeros_like,
                         ones_like, full_like, empty_like, arange, randn, rand, normal, randn_like,
                         rand_like, manual_seed, initial_seed, seed, randperm)
+from ._random import Generator, default_generator, get_rng_state, set_rng_state
 from ._grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                          autocast, get_precision)
 from ._serialization import save, load

@@ -3,9 +3,9 @@
 with PyTorch's signatures (`randn(2, 3)`, `randn((2, 3))`, `randn(size=(2,
 3))`).
 
-Random numbers come from the library's counter-based generator: each draw
-takes the next seed of a stream that `manual_seed` restarts, so a script
-seeded once draws the same numbers on every run and every device."""
+Random numbers come from PyTorch's CPU generator (_random.py): a script
+seeded with `manual_seed(s)` draws the numbers PyTorch draws for s, made on
+the host and copied to the device."""
 
 import numpy as np
 
@@ -13,58 +13,12 @@ import _dptrain
 
 from . import _dtype
 from ._device import as_device, host_device
+from ._random import manual_seed, initial_seed, seed, next_seed, _gen
 
 __all__ = ["tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty", "zeros_like",
            "ones_like", "full_like", "empty_like", "arange", "randn", "rand", "normal",
            "randn_like", "rand_like", "manual_seed", "initial_seed", "seed", "next_seed",
            "randperm"]
-
-# A fixed default seed: an unseeded script draws the same numbers on every
-# run (PyTorch seeds its default generator from the clock; docs/python.md
-# lists this among the differences).
-_DEFAULT_SEED = 67280421310721
-_seed = _DEFAULT_SEED
-_draws = 0
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def manual_seed(seed):
-    """Restarts the stream of draws from `seed` (an int), as torch.manual_seed."""
-    global _seed, _draws
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"manual_seed(): seed must be an int, not {type(seed).__name__}")
-    _seed = seed & _MASK64
-    _draws = 0
-    _dptrain.dropout_seed(_seed)
-
-
-def initial_seed():
-    return _seed
-
-
-def seed():
-    """Seeds from the clock, as torch.seed(); returns the seed."""
-    import time
-    s = time.time_ns() & _MASK64
-    manual_seed(s)
-    return s
-
-
-def next_seed():
-    """The seed of the next draw: a pure function of manual_seed's seed and
-    how many draws came before."""
-    global _draws
-    s = _splitmix64(_seed ^ _splitmix64(_draws))
-    _draws += 1
-    return s
-
 
 def _size(args, kw, func):
     """The shape from randn(2, 3), randn((2, 3)), randn([2, 3]) or size=
@@ -204,27 +158,41 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _random(kind, size, dtype, device, requires_grad):
-    name = _device_name(device, kind)
-    draw = getattr(_dptrain, kind)
-    t = draw(size, next_seed(), name)
-    if dtype is not None and _dtype.as_dtype(dtype, kind) is not _dtype.float32:
-        if _dtype.as_dtype(dtype, kind) is _dtype.int32:
-            raise TypeError(f"{kind}(): random numbers are floating point, not int32")
+def _random(draw, size, dtype, device, requires_grad, func):
+    """A float32 tensor of `size` from draw(n) -> n float32 as bytes, then
+    cast to dtype (bf16 draws are float32 draws rounded: PyTorch draws bf16
+    by another kernel, so those differ from PyTorch's)."""
+    if dtype is not None and _dtype.as_dtype(dtype, func) is _dtype.int32:
+        raise TypeError(f"{func}(): random numbers are floating point, not int32")
+    name = _device_name(device, func)
+    n = 1
+    for d in size:
+        n *= d
+    t = _dptrain.from_bytes(draw(n), size, "float32", name)
+    if dtype is not None and _dtype.as_dtype(dtype, func) is not _dtype.float32:
         t = t.cast("bfloat16")
     return _finish(t, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
-    """Standard normal numbers, from the library's generator."""
-    return _random("randn", _size(size, kw, "randn"), dtype, device,
-                   requires_grad)
+    """Standard normal numbers: torch.randn's for the same generator state."""
+    rng = _gen(generator, "randn")._rng
+    return _random(lambda n: rng.normal(n, 0.0, 1.0), _size(size, kw, "randn"), dtype,
+                   device, requires_grad, "randn")
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
-    """Uniform numbers in [0, 1), from the library's generator."""
-    return _random("rand", _size(size, kw, "rand"), dtype, device,
-                   requires_grad)
+    """Uniform numbers in [0, 1): torch.rand's for the same generator state."""
+    rng = _gen(generator, "rand")._rng
+    return _random(lambda n: rng.uniform(n, 0.0, 1.0), _size(size, kw, "rand"), dtype,
+                   device, requires_grad, "rand")
+
+
+def uniform(low, high, size, *, generator=None, dtype=None, device=None):
+    """U[low, high) numbers, as torch.empty(size).uniform_(low, high)."""
+    rng = _gen(generator, "uniform_")._rng
+    return _random(lambda n: rng.uniform(n, float(low), float(high)), tuple(size), dtype,
+                   device, False, "uniform_")
 
 
 def randn_like(t, dtype=None, device=None, requires_grad=False):
@@ -239,19 +207,23 @@ def rand_like(t, dtype=None, device=None, requires_grad=False):
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
-    """normal(mean, std, size): N(mean, std^2) numbers of float mean and std."""
+    """normal(mean, std, size): N(mean, std^2) numbers of float mean and std,
+    as torch.normal's (and Tensor.normal_'s)."""
     if size is None:
         raise TypeError("normal(): give size= (tensor means and stds are not supported)")
     if not isinstance(std, (int, float)) or std < 0:
         raise ValueError(f"normal(): std must be a number >= 0, not {std!r}")
-    with _no_grad():
-        t = randn(size, dtype=dtype, device=device) * float(std) + float(mean)
-    return _finish(t, requires_grad)
+    rng = _gen(generator, "normal")._rng
+    return _random(lambda n: rng.normal(n, float(mean), float(std)), _size((size,), {}, "normal"),
+                   dtype, device, requires_grad, "normal")
 
 
-def randperm(n, *, dtype=None, device=None):
-    """A permutation of 0 .. n-1 drawn from the library's stream of seeds."""
-    order = np.random.Generator(np.random.PCG64(next_seed())).permutation(n)
+def randperm(n, *, generator=None, dtype=None, device=None):
+    """A permutation of 0 .. n-1: torch.randperm's for the same generator
+    state (int32, dptrain's integer type)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"randperm(): n must be an int >= 0, not {n!r}")
+    order = np.frombuffer(_gen(generator, "randperm")._rng.randperm(n), np.int64)
     return tensor(order.astype(np.int32), dtype=dtype, device=device)
 
 

@@ -1,6 +1,5 @@
-/* creation.c - tensors from host data, filled, or drawn: from_bytes, full,
- * randn and rand (the library's counter-based RNG: the numbers for a seed
- * are the same on every device and every run). */
+/* creation.c - tensors from host data or filled: from_bytes, full (random
+ * tensors are drawn on the host by torch_rng.c and passed to from_bytes). */
 #include "dpy.h"
 
 #include <stdlib.h>
@@ -69,63 +68,10 @@ static PyObject *py_full(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     return dpy_tensor_wrap(t, DPY_OWN_SELF, NULL);
 }
 
-/* randn/rand(shape, seed, device): float32 draws N(0, 1) or U[0, 1), the
- * element i being the counter-based generator's draw i of stream 0. */
-static PyObject *draw(const char *func, bool normal, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3)
-        return PyErr_Format(PyExc_TypeError, "%s(shape, seed, device): 3 arguments, %zd given",
-                            func, nargs);
-    int64_t shape[DP_MAX_DIMS];
-    int ndim = dpy_shape_parse(args[0], func, "shape", shape);
-    if (ndim < 0)
-        return NULL;
-    if (!PyLong_Check(args[1]))
-        return PyErr_Format(PyExc_TypeError, "%s(): seed must be an int, not %R", func, args[1]);
-    unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[1]);
-    if (PyErr_Occurred())
-        return NULL;
-    dp_device_t *dev = dpy_device_arg(args[2]);
-    if (!dev)
-        return NULL;
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    if (numel > ((int64_t)1 << 31))
-        return PyErr_Format(PyExc_ValueError, "%s(): %lld elements is too many", func,
-                            (long long)numel);
-    float *host = malloc((size_t)(numel ? numel : 1) * sizeof *host);
-    if (!host)
-        return PyErr_NoMemory();
-    dp_rng rng;
-    dp_rng_init(&rng, seed, 0);
-    for (int64_t i = 0; i < numel; i++)
-        host[i] = normal ? dp_rng_normal(&rng) : dp_rng_uniform(&rng);
-    dp_tensor_t *t;
-    int rc = dp_tensor_from_host(&t, dev, DP_F32, ndim, shape, host);
-    free(host);
-    if (rc < 0)
-        return dpy_raise(rc);
-    return dpy_tensor_wrap(t, DPY_OWN_SELF, NULL);
-}
-
-static PyObject *py_randn(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
-{
-    return draw("randn", true, args, nargs);
-}
-
-static PyObject *py_rand(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
-{
-    return draw("rand", false, args, nargs);
-}
-
-
 static PyMethodDef creation_functions[] = {
     {"from_bytes", DPY_FASTCALL(py_from_bytes),
      "from_bytes(data, shape, dtype, device) -> a tensor holding a copy of data (row-major)"},
     {"full", DPY_FASTCALL(py_full), "full(shape, value, dtype, device) -> a filled tensor"},
-    {"randn", DPY_FASTCALL(py_randn), "randn(shape, seed, device) -> N(0, 1) draws (float32)"},
-    {"rand", DPY_FASTCALL(py_rand), "rand(shape, seed, device) -> U[0, 1) draws (float32)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -271,20 +271,40 @@ static void loader_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-/* start_epoch(epoch): the epoch's order (a pure function of seed and epoch). */
-static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
+/* start_epoch(epoch[, order]): the epoch's order, a pure function of seed
+ * and epoch, or `order`: n int64 (bytes-like, a permutation of 0 .. n-1)
+ * that the Python DataLoader drew as PyTorch's sampler would. */
+static PyObject *loader_start_epoch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     dpy_loader *o = (dpy_loader *)self;
+    if (nargs < 1 || nargs > 2)
+        return PyErr_Format(PyExc_TypeError, "Loader.start_epoch(epoch[, order]): 1 or 2 "
+                                             "arguments, %zd given", nargs);
     long long epoch;
-    if (dpy_int_arg(arg, "Loader.start_epoch", "epoch", &epoch) < 0)
+    if (dpy_int_arg(args[0], "Loader.start_epoch", "epoch", &epoch) < 0)
         return NULL;
     if (epoch < 0)
         return PyErr_Format(PyExc_ValueError, "Loader.start_epoch(): epoch must be >= 0, not %lld",
                             epoch);
+    Py_buffer view = {0};
+    if (nargs == 2) {
+        if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        int64_t n = dp_loader_num_samples(o->loader);
+        if ((size_t)view.len != (size_t)n * sizeof(int64_t)) {
+            PyBuffer_Release(&view);
+            return PyErr_Format(PyExc_ValueError, "Loader.start_epoch(): order has %zd bytes, "
+                                "%lld int64 (one per sample) need %lld", view.len, (long long)n,
+                                (long long)n * 8);
+        }
+    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = dp_loader_start_epoch(o->loader, epoch, 0);
+    rc = view.buf ? dp_loader_start_epoch_in_order(o->loader, epoch, view.buf)
+                  : dp_loader_start_epoch(o->loader, epoch, 0);
     Py_END_ALLOW_THREADS
+    if (view.buf)
+        PyBuffer_Release(&view);
     if (rc < 0)
         return dpy_raise(rc);
     o->in_epoch = true;
@@ -347,7 +367,8 @@ static PyObject *loader_num_samples(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef loader_methods[] = {
-    {"start_epoch", loader_start_epoch, METH_O, "start_epoch(epoch): begins an epoch's batches"},
+    {"start_epoch", DPY_FASTCALL(loader_start_epoch),
+     "start_epoch(epoch[, order]): begins an epoch's batches"},
     {"next", loader_next, METH_NOARGS,
      "next() -> (X float32 (N, C, H, W), y int32 (N)) on the host, or None after the last batch"},
     {"num_batches", loader_num_batches, METH_NOARGS, "num_batches() -> batches in an epoch"},

@@ -187,7 +187,7 @@ void dpy_errors_init(void);        /* errors.c: the log callback */
 int dpy_device_add(PyObject *m);   /* device.c: devices, waits, precision */
 int dpy_autograd_add(PyObject *m); /* autograd.c: grad mode */
 int dpy_tensor_add(PyObject *m);   /* tensor.c and its companions */
-int dpy_creation_add(PyObject *m); /* creation.c: from_bytes, full, randn, rand */
+int dpy_creation_add(PyObject *m); /* creation.c: from_bytes, full */
 int dpy_dlpack_add(PyObject *m);   /* dlpack.c: from_dlpack */
 int dpy_ops_add(PyObject *m);      /* ops_nn.c, ops_tensor.c */
 int dpy_optim_add(PyObject *m);    /* optim.c */
@@ -196,6 +196,7 @@ int dpy_parallel_add(PyObject *m); /* parallel.c: scatter, gather, allreduce */
 int dpy_data_add(PyObject *m);     /* data.c (datasets, loaders) */
 int dpy_model_add(PyObject *m);    /* model.c (Python modules as dptrain models) */
 int dpy_train_add(PyObject *m);    /* train.c (dp_train) */
+int dpy_torch_rng_add(PyObject *m); /* torch_rng.c: PyTorch's CPU generator */
 
 #define DPY_FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 

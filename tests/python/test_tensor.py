@@ -27,15 +27,24 @@ def test_from_bytes_round_trip_and_attributes():
     assert T([2.5]).item() == 2.5 and float(T([2.5])) == 2.5 and int(T([7], "int32")) == 7
 
 
-def test_full_randn_rand():
+def test_full_and_torch_rng():
     assert C.full((2, 2), 3.5, "float32", "cpu").tolist() == [[3.5, 3.5], [3.5, 3.5]]
     assert C.full(3, 2, "int32", "cpu").tolist() == [2, 2, 2]
-    a, b = N(C.randn((1000,), 5, "cpu")), N(C.randn((1000,), 5, "cpu:1"))
-    np.testing.assert_array_equal(a, b)  # same seed, same numbers on every device
-    assert not np.array_equal(a, N(C.randn((1000,), 6, "cpu")))
+    g = C.TorchRNG(5)
+    a = np.frombuffer(g.normal(1000, 0.0, 1.0), np.float32)
+    assert not np.array_equal(a, np.frombuffer(g.normal(1000, 0.0, 1.0), np.float32))
+    g.manual_seed(5)  # restarts the stream
+    np.testing.assert_array_equal(a, np.frombuffer(g.normal(1000, 0.0, 1.0), np.float32))
     assert abs(a.mean()) < 0.1 and abs(a.std() - 1) < 0.1
-    u = N(C.rand((1000,), 5, "cpu"))
+    u = np.frombuffer(C.TorchRNG(5).uniform(1000, 0.0, 1.0), np.float32)
     assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
+    # on any device the same numbers: they are drawn on the host
+    x = C.from_bytes(a.tobytes(), (1000,), "float32", "cpu:1")
+    np.testing.assert_array_equal(N(x), a)
+    with pytest.raises(ValueError, match="not a state"):
+        g.set_state(b"x")
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        g.normal(-1, 0.0, 1.0)
 
 
 def test_bfloat16_cast_rounds_to_nearest_even():

@@ -1,6 +1,7 @@
 """nn.init: PyTorch's initialisers, each filling a tensor in place (under
 no_grad) with draws from dptrain's generator, by PyTorch's formulas for
-the bounds and standard deviations."""
+the bounds and standard deviations: after the same manual_seed, the same
+numbers as PyTorch's (_random.py)."""
 
 import math
 
@@ -71,7 +72,8 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
     if not a <= b:
         raise ValueError(f"uniform_(): expects a <= b, got a={a}, b={b}")
     with no_grad():
-        values = _creation.rand(tuple(tensor.shape), device=tensor.device) * float(b - a) + float(a)
+        values = _creation.uniform(a, b, tuple(tensor.shape), generator=generator,
+                                   device=tensor.device)
     return _fill_from(tensor, values)
 
 
@@ -81,8 +83,8 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     if std < 0:
         raise ValueError(f"normal_(): std must be >= 0, got {std}")
     with no_grad():
-        values = _creation.randn(tuple(tensor.shape), device=tensor.device) * float(std)
-        values = values + float(mean)
+        values = _creation.normal(float(mean), float(std), tuple(tensor.shape),
+                                  generator=generator, device=tensor.device)
     return _fill_from(tensor, values)
 
 
@@ -107,13 +109,13 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     _check(tensor, "xavier_normal_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -122,8 +124,9 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     fan = _fan(tensor, mode)
     if fan == 0:
         return tensor
-    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return uniform_(tensor, -bound, bound)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std  # PyTorch's order of operations: its bits
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -131,7 +134,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     fan = _fan(tensor, mode)
     if fan == 0:
         return tensor
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
 
 
 # PyTorch's deprecated names without the underscore.

@@ -19,7 +19,7 @@ import numpy as np
 
 import _dptrain
 
-from .. import _creation
+from .. import _creation, _random
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "DataLoader", "default_collate", "random_split"]
 
@@ -63,8 +63,8 @@ class Subset(Dataset):
 
 
 def random_split(dataset, lengths, generator=None):
-    """Subsets of the given lengths (or fractions) in a random order drawn
-    from dptrain's generator."""
+    """Subsets of the given lengths (or fractions) in a random order: torch's
+    randperm(n) from the generator, so the same subsets as PyTorch's."""
     n = len(dataset)
     if all(isinstance(x, float) for x in lengths) and abs(sum(lengths) - 1) < 1e-9:
         counts = [int(x * n) for x in lengths]
@@ -73,7 +73,8 @@ def random_split(dataset, lengths, generator=None):
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = np.random.Generator(np.random.PCG64(_creation.next_seed())).permutation(n).tolist()
+    order = np.frombuffer(_random._gen(generator, "random_split")._rng.randperm(n),
+                          np.int64).tolist()
     out, start = [], 0
     for k in lengths:
         out.append(Subset(dataset, order[start:start + k]))
@@ -144,8 +145,10 @@ class DataLoader:
         self.drop_last = drop_last
         self.num_workers = num_workers
         self.collate_fn = collate_fn or default_collate
+        self.generator = generator
+        _random._gen(generator, "DataLoader")
         self._epoch = 0
-        self._seed = _creation.next_seed()
+        self._seed = _creation.next_seed()  # the C loader's augmentations
         self._c_loader = None
         c_dataset = getattr(dataset, "_c_dataset", None)
         if c_dataset is not None and collate_fn is None:
@@ -160,13 +163,35 @@ class DataLoader:
     def __iter__(self):
         epoch = self._epoch
         self._epoch += 1
+        order = self._order()
         if self._c_loader is not None:
-            return self._c_batches(epoch)
-        return self._python_batches(epoch)
+            return self._c_batches(epoch, order)
+        return self._python_batches(order)
 
-    def _c_batches(self, epoch):
+    def _order(self):
+        """The epoch's sample order, drawn as PyTorch's DataLoader draws it:
+        a seed for its workers from the generator, then, when shuffling,
+        RandomSampler's seed and torch.randperm from a generator of that
+        seed (or from `generator` itself when one was given). So the same
+        generator state gives PyTorch's batches, and the draws after an
+        epoch are PyTorch's too. None: file order."""
+        gen = _random._gen(self.generator, "DataLoader")
+        gen._rng.random_int64()  # _BaseDataLoaderIter's base_seed
+        if not self.shuffle:
+            return None
+        n = len(self.dataset)
+        if self.generator is None:
+            rng = _random.Generator().manual_seed(gen._rng.random_int64())._rng
+        else:
+            rng = gen._rng
+        return rng.randperm(n)
+
+    def _c_batches(self, epoch, order):
         loader = self._c_loader
-        loader.start_epoch(epoch)
+        if order is None:
+            loader.start_epoch(epoch)
+        else:
+            loader.start_epoch(epoch, order)
         while True:
             batch = loader.next()
             if batch is None:
@@ -175,15 +200,9 @@ class DataLoader:
                 continue
             yield batch
 
-    def _order(self, epoch):
+    def _python_batches(self, order):
         n = len(self.dataset)
-        if not self.shuffle:
-            return np.arange(n)
-        rng = np.random.Generator(np.random.PCG64([self._seed, epoch]))
-        return rng.permutation(n)
-
-    def _python_batches(self, epoch):
-        order = self._order(epoch)
+        order = np.arange(n) if order is None else np.frombuffer(order, np.int64)
         tensors = getattr(self.dataset, "tensors", None)
         if isinstance(self.dataset, TensorDataset) and self.collate_fn is default_collate:
             # The rows of each batch gathered from the tensors' host values.
