@@ -246,53 +246,24 @@ static PyObject *new_bytes(int64_t n, size_t size, void **buf)
     return b;
 }
 
-/* out[0..n) = U[from, to): u * (to - from) + from in one rounding, as the
- * PyTorch wheel's compiler fused it. */
+/* out[0..n) = U[low, high): u * (to - from) + from in one rounding, as the
+ * PyTorch wheel's compiler fused it, with from and to PyTorch's floats. */
 FMA_CLONES
-static void uniform_fill(dpy_torch_rng *g, float *out, int64_t n, float from, float to)
+static void uniform_fill(dpy_torch_rng *g, float *out, int64_t n, double low, double high)
 {
-    float range = to - from;
+    float from = (float)low, range = (float)high - from;
     for (int64_t i = 0; i < n; i++)
         out[i] = fmaf(uniform_float(g), range, from);
 }
 
-/* uniform(n, low, high) -> bytes of n float32 in [low, high), as
- * Tensor.uniform_(low, high): u * (high - low) + low, in float. */
-static PyObject *rng_uniform(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* out[0..n) = N(mean, std^2), as normal_(mean, std) on a contiguous float
+ * tensor (torch.randn for 0 and 1). */
+static void normal_fill(dpy_torch_rng *g, float *out, int64_t n, double mean, double std)
 {
-    if (nargs != 3)
-        return PyErr_Format(PyExc_TypeError, "TorchRNG.uniform(n, low, high): 3 arguments");
-    int64_t n = count_arg(args[0], "uniform");
-    double low = PyFloat_AsDouble(args[1]), high = PyFloat_AsDouble(args[2]);
-    if (n < 0 || PyErr_Occurred())
-        return NULL;
-    float *out;
-    PyObject *b = new_bytes(n, sizeof(float), (void **)&out);
-    if (!b)
-        return NULL;
-    uniform_fill((dpy_torch_rng *)self, out, n, (float)low, (float)high);
-    return b;
-}
-
-/* normal(n, mean, std) -> bytes of n float32, as torch.randn(n) * std + mean
- * drawn by normal_(mean, std) on a contiguous float tensor. */
-static PyObject *rng_normal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3)
-        return PyErr_Format(PyExc_TypeError, "TorchRNG.normal(n, mean, std): 3 arguments");
-    int64_t n = count_arg(args[0], "normal");
-    double mean = PyFloat_AsDouble(args[1]), std = PyFloat_AsDouble(args[2]);
-    if (n < 0 || PyErr_Occurred())
-        return NULL;
-    float *out;
-    PyObject *b = new_bytes(n, sizeof(float), (void **)&out);
-    if (!b)
-        return NULL;
-    dpy_torch_rng *g = (dpy_torch_rng *)self;
     if (n < 16) {
         for (int64_t i = 0; i < n; i++)
             out[i] = (float)normal_double(g, mean, std);
-        return b;
+        return;
     }
     for (int64_t i = 0; i < n; i++)
         out[i] = uniform_float(g);
@@ -303,7 +274,37 @@ static PyObject *rng_normal(PyObject *self, PyObject *const *args, Py_ssize_t na
             out[i] = uniform_float(g);
         normal_block16(out + n - 16, (float)mean, (float)std);
     }
-    return b;
+}
+
+/* NAME(n, a, b) -> bytes of n float32 from fill(g, out, n, a, b). */
+static PyObject *draw_floats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             const char *name,
+                             void (*fill)(dpy_torch_rng *, float *, int64_t, double, double))
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "TorchRNG.%s(): 3 arguments, %zd given", name,
+                            nargs);
+    int64_t n = count_arg(args[0], name);
+    double a = PyFloat_AsDouble(args[1]), b = PyFloat_AsDouble(args[2]);
+    if (n < 0 || PyErr_Occurred())
+        return NULL;
+    float *out;
+    PyObject *bytes = new_bytes(n, sizeof(float), (void **)&out);
+    if (bytes)
+        fill((dpy_torch_rng *)self, out, n, a, b);
+    return bytes;
+}
+
+/* uniform(n, low, high): U[low, high), as Tensor.uniform_(low, high). */
+static PyObject *rng_uniform(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return draw_floats(self, args, nargs, "uniform", uniform_fill);
+}
+
+/* normal(n, mean, std): as Tensor.normal_(mean, std). */
+static PyObject *rng_normal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return draw_floats(self, args, nargs, "normal", normal_fill);
 }
 
 /* randperm(n) -> bytes of n int64, torch.randperm(n)'s order. */
