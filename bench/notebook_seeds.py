@@ -12,7 +12,10 @@ the dptrain imports turned back into the chapter's torch/torchvision ones:
     what it computes on 2 GPUs (each replica its own chunk of the batch and
     its own batch-norm statistics, the running statistics device_ids[0]'s).
 PyTorch reads the same Fashion-MNIST files (Debian's, unpacked where
-torchvision's FashionMNIST looks for them).
+torchvision's FashionMNIST looks for them). dptrain's generator is
+PyTorch's (python/dptrain/_random.py), so under one seed the two frameworks
+start from the same weights and see the same batches; they part only by
+their arithmetic's rounding.
 
 usage: notebook_seeds.py --notebook lenet_from_scratch|resnet18_concise
                          --framework dptrain|torch --seed S

@@ -171,3 +171,30 @@ def test_dataloader_batches_and_later_draws_equal_pytorch():
     split_t = torch.utils.data.random_split(range(30), [10, 20])
     split_o = dptrain.utils.data.random_split(range(30), [10, 20])
     assert [list(s) for s in split_t] == [list(s) for s in split_o]
+
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+@needs_torch
+@pytest.mark.skipif(not os.path.isdir(FASHION),
+                    reason="Debian's dataset-fashion-mnist is not installed")
+def test_fashion_mnist_loader_visits_pytorchs_order(tmp_path):
+    # The built-in set's batches come from the C loader (its worker threads):
+    # shuffled, they hold the samples PyTorch's DataLoader picks, epoch after
+    # epoch, as seed 003's load_data_fashion_mnist makes them.
+    from dptrain.vision import datasets, transforms
+    test = datasets.FashionMNIST(str(tmp_path), train=False, transform=transforms.ToTensor(),
+                                 download=True)
+    n = len(test)
+    in_file_order = dptrain.utils.data.DataLoader(test, batch_size=1000)
+    labels = np.concatenate([y.numpy() for _, y in in_file_order])
+    torch.manual_seed(11)
+    dptrain.manual_seed(11)
+    theirs = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(n)),
+                                         batch_size=256, shuffle=True)
+    ours = dptrain.utils.data.DataLoader(test, batch_size=256, shuffle=True, num_workers=2)
+    for _ in range(2):
+        for (idx,), (X, y) in zip(theirs, ours):
+            np.testing.assert_array_equal(y.numpy(), labels[idx.numpy()])
+    assert np.array_equal(bits(torch.randn(30)), bits(dptrain.randn(30)))
