@@ -16,8 +16,15 @@ needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed
 
 
 def twin_models():
+    """Two equal models; the first layer's unit 0 is dead (its bias -100), so
+    its row, its bias and the next layer's column 0 get gradients of exactly
+    0 (Adam's eps is what keeps their update 0 rather than 0/0)."""
     dptrain.manual_seed(11)
     ours = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    with dptrain.no_grad():
+        bias = ours[0].bias.detach().numpy().copy()
+        bias[0] = -100.0
+        ours[0].bias.copy_(dptrain.tensor(bias))
     theirs = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
     theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy())
                             for k, v in ours.state_dict().items()})
