@@ -225,8 +225,3 @@ def randperm(n, *, generator=None, dtype=None, device=None):
         raise ValueError(f"randperm(): n must be an int >= 0, not {n!r}")
     order = np.frombuffer(_gen(generator, "randperm")._rng.randperm(n), np.int64)
     return tensor(order.astype(np.int32), dtype=dtype, device=device)
-
-
-def _no_grad():
-    from ._grad_mode import no_grad
-    return no_grad()

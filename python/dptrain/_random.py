@@ -15,6 +15,8 @@ system at start-up; dptrain's starts from a fixed seed, 67280421310721 (the
 default that PyTorch's generators are given in C++), so an unseeded script
 draws the same numbers on every run."""
 
+import os
+
 import _dptrain
 
 __all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed",
@@ -53,7 +55,6 @@ class Generator:
 
     def seed(self):
         """Seeds from the operating system, as torch.Generator.seed()."""
-        import os
         s = int.from_bytes(os.urandom(8), "little")
         self._rng.manual_seed(s)
         return s
@@ -95,7 +96,7 @@ def initial_seed():
 
 def seed():
     """Seeds from the operating system, as torch.seed(); returns the seed."""
-    s = default_generator.seed()
+    s = int.from_bytes(os.urandom(8), "little")
     manual_seed(s)
     return s
 

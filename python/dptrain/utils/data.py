@@ -181,7 +181,7 @@ class DataLoader:
             return None
         n = len(self.dataset)
         if self.generator is None:
-            rng = _random.Generator().manual_seed(gen._rng.random_int64())._rng
+            rng = _dptrain.TorchRNG(gen._rng.random_int64())  # RandomSampler's own
         else:
             rng = gen._rng
         return rng.randperm(n)
