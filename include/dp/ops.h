@@ -145,6 +145,13 @@ typedef struct dp_conv2d_params {
  * P = (H + t + b - d (R - 1) - 1) / stride_h + 1, Q likewise. */
 int dp_conv2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
               const dp_conv2d_params *p);
+/* What dp_conv2d(x, w, b, p) would check, and the shape (N, K, P, Q) and
+ * dtype its output would have under the precision in force, without
+ * computing it: a front end that defers the convolution (to run it with
+ * the ReLU and pool that follow as one op) reports a wrong call at the
+ * call, with dp_conv2d's message. */
+int dp_conv2d_output(int64_t shape[4], dp_dtype *dtype, const dp_tensor_t *x, const dp_tensor_t *w,
+                     const dp_tensor_t *b, const dp_conv2d_params *p);
 
 /* ConvTranspose2d's geometry: the convolution whose transpose it is (stride,
  * padding in either of dp_conv2d_params's two forms, dilation, groups),
@@ -196,6 +203,19 @@ typedef struct dp_pool2d_params {
  * divisor neither oneDNN nor cuDNN computes. */
 int dp_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
 int dp_max_pool2d(dp_tensor_t **y, dp_tensor_t *x, const dp_pool2d_params *p);
+
+/* y = dp_avg_pool2d(dp_conv2d(x, w, b, conv), pool): their semantics and
+ * gradients, in one kernel where the device has one and the layer fits it:
+ * the pool's window square, its stride the window, no padding, no
+ * ceil_mode; the convolution ungrouped with at most 32 inputs an output
+ * (C R S: a first layer); x needing no gradient (there is no dx pass).
+ * Elsewhere, and on a device that traces (the meta device: a summary or an
+ * ONNX export reads the layers apart), the two ops run one after the
+ * other. Against them, f32 and bf16 differ only in the order of the
+ * convolution's float sums. The built-in LeNet's layers run here, and the
+ * Python front end's conv2d -> relu -> avg_pool2d calls. */
+int dp_conv2d_avg_pool2d(dp_tensor_t **y, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+                         const dp_conv2d_params *conv, const dp_pool2d_params *pool);
 
 /* y = max(x, 0), any shape. */
 int dp_relu(dp_tensor_t **y, dp_tensor_t *x);

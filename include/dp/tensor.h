@@ -194,6 +194,18 @@ int dp_tensor_wrap_host(dp_tensor_t **out, dp_device_t *dev, dp_dtype dtype, int
  * reading, and before writing wait for every command reading it
  * (dp_device_sync of its device, and of the devices it was copied to). */
 void *dp_tensor_host_data(const dp_tensor_t *t);
+/* Marks t's memory (and its parameter buffer's, for a view of one) as
+ * written outside the library from now on: a DLPack consumer's view. */
+void dp_tensor_set_shared(dp_tensor_t *t);
+/* Whether t's memory may change without a library call: marked shared (t
+ * or the buffer it is a view of), host memory it wraps
+ * (dp_tensor_wrap_host), or a view whose owner the library does not track.
+ * A front end that defers an op keeps its inputs' values only where this
+ * is false. */
+bool dp_tensor_is_shared(const dp_tensor_t *t);
+/* Whether a and b may hold some of the same bytes (numpy's
+ * may_share_memory): on one device, their memory ranges meet. */
+bool dp_tensor_may_share_memory(const dp_tensor_t *a, const dp_tensor_t *b);
 /* Enqueues dst = src: the same element count and dtype, any two devices,
  * any layouts (the values are copied in logical order; dst keeps its
  * layout). Not recorded for autograd: in-place assignment, `a[:] = b`.

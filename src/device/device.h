@@ -144,6 +144,8 @@ struct dp_tensor {
     void (*release)(void *ctx);
     void *release_ctx;
     const char *name; /* a parameter's name, or NULL */
+    /* Its memory was handed to a writer outside the library (dp_tensor_set_shared). */
+    int shared;
     /* Set and read by autograd only, as PyTorch's TensorImpl keeps its
      * autograd_meta_: non-NULL when the tensor requires a gradient or was
      * recorded on a tape. The device layer never looks inside (the type is

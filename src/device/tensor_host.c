@@ -61,7 +61,36 @@ void *dp_tensor_host_data(const dp_tensor_t *t)
     return t->data;
 }
 
+void dp_tensor_set_shared(dp_tensor_t *t)
+{
+    t->shared = 1;
+    if (t->base)
+        ((dp_tensor_t *)t->base)->shared = 1;
+}
+
+bool dp_tensor_is_shared(const dp_tensor_t *t)
+{
+    if (t->shared || t->release)
+        return true;
+    if (t->base)
+        return t->base->shared;
+    return !t->owns_data;
+}
+
+bool dp_tensor_may_share_memory(const dp_tensor_t *a, const dp_tensor_t *b)
+{
+    if (!a || !b)
+        return false;
+    if (a == b)
+        return true;
+    if (a->dev != b->dev || !a->data || !b->data)
+        return false;
+    const char *a0 = a->data, *b0 = b->data;
+    return a0 < b0 + b->bytes && b0 < a0 + a->bytes;
+}
+
 int dp_tensor_wait_for(const dp_tensor_t *t, double seconds)
 {
-    return dp__stream_wait_seconds(t->dev->stream, dp__tensor_ready_seq(t), seconds, "dp_tensor_wait_for");
+    return dp__stream_wait_seconds(t->dev->stream, dp__tensor_ready_seq(t), seconds,
+                                   "dp_tensor_wait_for");
 }

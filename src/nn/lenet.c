@@ -10,11 +10,11 @@
  * Weights N(0, 0.01^2), biases 0; parameter names and shapes are the seed's
  * W1..b4, so W3 is (800, 128) and used as torch.mm(h, W3) + b3. The ReLUs
  * after the convolutions are fused into them, and the first convolution
- * with its ReLU and pool runs as one kernel (ops/conv_pool.h). */
+ * with its ReLU and pool runs as one kernel (dp_conv2d_avg_pool2d, dp/ops.h). */
 #include "nn/builtins.h"
 
 #include "core/internal.h"
-#include "ops/conv_pool.h"
+#include "dp/ops.h"
 
 #include <string.h>
 
@@ -49,8 +49,8 @@ static int lenet_forward_layers(dp_model_t *m, dp_tensor_t *x, int first, int la
         case 2:
             if (i + 1 <= last) {
                 /* with its pool, in one kernel where that runs */
-                DP_TRY(dp__conv2d_avg_pool2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1),
-                                             &conv_relu, &pool2));
+                DP_TRY(dp_conv2d_avg_pool2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1),
+                                            &conv_relu, &pool2));
                 i++;
             } else {
                 DP_TRY(dp_conv2d(&h, h, dp_params_get(P, i), dp_params_get(P, i + 1), &conv_relu));

@@ -148,23 +148,18 @@ int dp__conv_backward_passes(dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b, dp_
     return 0;
 }
 
-int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
-              const dp_conv2d_params *params)
+/* dp_conv2d's checks, with the geometry g and y's shape (N, K, P, Q), for
+ * x in the type the precision gives it (the shapes do not depend on it). */
+static int conv2d_check(const char *op, const dp_tensor_t *x, const dp_tensor_t *w,
+                        const dp_tensor_t *b, const dp_conv2d_params *p, dp__conv_geom *g,
+                        int64_t shape[4])
 {
-    const char *op = dp__op_name(DP__OP_conv2d);
     char xs[64], ws[64];
-    dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
-    dp__conv_geom g;
-    DP_TRY(dp__conv_geometry(op, &p, &g));
-    DP_TRY(dp__check_weight_args(op, x, w, b, 4));
-    dp_tensor_t *ts[] = {x, w, b};
-    dp_precision prec = dp_get_precision();
-    DP_TRY(dp__precision_check(op, x->dev, prec));
-    /* the activations in the precision's type, as autocast casts them */
-    DP_TRY(prec == DP_PRECISION_FP32 ? dp__as_f32(&x) : dp_cast(&x, x, DP_BF16));
-    ts[0] = x;
+    DP_TRY(dp__conv_geometry(op, p, g));
+    DP_TRY(dp__check_weight_args(op, (dp_tensor_t *)x, (dp_tensor_t *)w, (dp_tensor_t *)b, 4));
+    DP_TRY(dp__precision_check(op, x->dev, dp_get_precision()));
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3], G = g.groups;
+    int64_t K = w->shape[0], R = w->shape[2], S = w->shape[3], G = g->groups;
     if (C % G != 0 || K % G != 0) {
         DP_ERROR("%s: groups %lld must divide the input's %lld channels and the weight's %lld "
                  "outputs",
@@ -172,24 +167,54 @@ int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
         return DP_ESHAPE;
     }
     /* the dilated kernel's extent must fit the padded input */
-    int64_t span_h = (int64_t)g.dilation_h * (R - 1) + 1;
-    int64_t span_w = (int64_t)g.dilation_w * (S - 1) + 1;
+    int64_t span_h = (int64_t)g->dilation_h * (R - 1) + 1;
+    int64_t span_w = (int64_t)g->dilation_w * (S - 1) + 1;
     if (w->shape[1] * G != C || (b && b->shape[0] != K)) {
         DP_ERROR("%s: input %s does not fit weight %s (groups %lld)", op,
                  dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws),
                  (long long)G);
         return DP_ESHAPE;
     }
-    if (H + g.pad_h + g.pad_bottom < span_h || W + g.pad_w + g.pad_right < span_w) {
+    if (H + g->pad_h + g->pad_bottom < span_h || W + g->pad_w + g->pad_right < span_w) {
         DP_ERROR("%s: the %lld x %lld kernel dilated by %d x %d spans %lld x %lld, more than "
                  "input %s padded to %lld x %lld",
-                 op, (long long)R, (long long)S, g.dilation_h, g.dilation_w, (long long)span_h,
+                 op, (long long)R, (long long)S, g->dilation_h, g->dilation_w, (long long)span_h,
                  (long long)span_w, dp_tensor_shape_str(x, xs, sizeof xs),
-                 (long long)(H + g.pad_h + g.pad_bottom), (long long)(W + g.pad_w + g.pad_right));
+                 (long long)(H + g->pad_h + g->pad_bottom),
+                 (long long)(W + g->pad_w + g->pad_right));
         return DP_ESHAPE;
     }
-    int64_t shape[4] = {N, K, dp__conv_out(H, g.pad_h, g.pad_bottom, R, g.dilation_h, g.stride_h),
-                        dp__conv_out(W, g.pad_w, g.pad_right, S, g.dilation_w, g.stride_w)};
+    shape[0] = N;
+    shape[1] = K;
+    shape[2] = dp__conv_out(H, g->pad_h, g->pad_bottom, R, g->dilation_h, g->stride_h);
+    shape[3] = dp__conv_out(W, g->pad_w, g->pad_right, S, g->dilation_w, g->stride_w);
+    return 0;
+}
+
+int dp_conv2d_output(int64_t shape[4], dp_dtype *dtype, const dp_tensor_t *x, const dp_tensor_t *w,
+                     const dp_tensor_t *b, const dp_conv2d_params *params)
+{
+    dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
+    dp__conv_geom g;
+    DP_TRY(conv2d_check(dp__op_name(DP__OP_conv2d), x, w, b, &p, &g, shape));
+    *dtype = dp_get_precision() == DP_PRECISION_FP32 ? DP_F32 : DP_BF16;
+    return 0;
+}
+
+int dp_conv2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+              const dp_conv2d_params *params)
+{
+    const char *op = dp__op_name(DP__OP_conv2d);
+    dp_conv2d_params p = params ? *params : (dp_conv2d_params){0};
+    dp__conv_geom g;
+    int64_t shape[4];
+    DP_TRY(conv2d_check(op, x, w, b, &p, &g, shape));
+    dp_tensor_t *ts[] = {x, w, b};
+    dp_precision prec = dp_get_precision();
+    /* the activations in the precision's type, as autocast casts them */
+    DP_TRY(prec == DP_PRECISION_FP32 ? dp__as_f32(&x) : dp_cast(&x, x, DP_BF16));
+    ts[0] = x;
+    int64_t N = shape[0];
     dp_tensor_t *y;
     DP_TRY(dp__tape_alloc(&y, x->dev, x->dtype, 4, shape, 1));
     dp__conv2d_args a;

@@ -1,4 +1,4 @@
-/* conv2d [ReLU] -> avg_pool2d in one kernel (ops/conv_pool.h).
+/* conv2d [ReLU] -> avg_pool2d in one kernel (dp_conv2d_avg_pool2d, dp/ops.h).
  *
  * Forward: y (N, K, P', Q') NHWC, the pool over the convolution's P x Q
  * (P' = P / k, Q' = Q / k for a k x k window); with the ReLU, a bit per
@@ -8,8 +8,6 @@
  * gradient, the mask and x, by blocks of rows as dp_conv2d's weight pass
  * (split-invariant sums alike). The node is the op's own, conv2d_pool:
  * only training runs record it; traces keep conv2d and avg_pool2d. */
-#include "ops/conv_pool.h"
-
 #include "ops/nodes.h"
 
 #include <string.h>
@@ -26,7 +24,7 @@ static int pool_window(const dp_pool2d_params *p)
 }
 
 /* Whether the conv2d_pool kernel runs this layer: the device has it and
- * does not trace, the layer fits (ops/conv_pool.h), and its x of 4-D f32
+ * does not trace, the layer fits (dp_conv2d_avg_pool2d, dp/ops.h), and its x of 4-D f32
  * or bf16 needs no gradient. Anything doubtful runs unfused, where the two
  * ops check and name what is wrong. */
 static bool fusable(const dp_tensor_t *x, const dp_tensor_t *w, const dp_tensor_t *b,
@@ -100,8 +98,8 @@ static int conv_pool_backward(dp__node *node)
     return dp__weight_grad_sums(x->dev, x->shape[0], w, b, weights_of_rows, &wb);
 }
 
-int dp__conv2d_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
-                          const dp_conv2d_params *conv, const dp_pool2d_params *pool)
+int dp_conv2d_avg_pool2d(dp_tensor_t **out, dp_tensor_t *x, dp_tensor_t *w, dp_tensor_t *b,
+                         const dp_conv2d_params *conv, const dp_pool2d_params *pool)
 {
     const char *op = dp__op_name(DP__OP_conv2d);
     dp_conv2d_params p = conv ? *conv : (dp_conv2d_params){0};

@@ -18,7 +18,7 @@ typedef struct dp__conv_node {
     dp_conv_algo algo;
 } dp__conv_node;
 
-/* conv2d_pool (ops/conv_pool.h): the convolution's node and the average
+/* conv2d_pool (dp_conv2d_avg_pool2d, dp/ops.h): the convolution's node and the average
  * pool's window (and stride). */
 typedef struct dp__conv_pool_node {
     dp__conv_node conv;

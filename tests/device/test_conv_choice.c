@@ -238,7 +238,7 @@ static bool native_bf16(void)
 /* Every (device, shape, pass) the trace holds ran the table's choice, and
  * each shape and pass ran on both devices: LeNet's second convolution makes
  * 2 x 3 entries (the first runs with its pool in one kernel of its own,
- * ops/conv_pool.h, which the chooser has no candidates for). */
+ * dp_conv2d_avg_pool2d, which the chooser has no candidates for). */
 static void replicas_run_the_measured_kernels(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* conv2d [ReLU] -> avg_pool2d in one kernel (dp__conv2d_avg_pool2d, the
+/* conv2d [ReLU] -> avg_pool2d in one kernel (dp_conv2d_avg_pool2d, the
  * CPU's conv2d_pool, src/device/cpu/conv_pool.c), against the two ops run
  * one after the other: the pooled values and d/dW, d/db, in f32 and in
  * bf16 (native where the CPU has it, else the reference path), and a
@@ -18,7 +18,7 @@
 #include "gradcheck.h"
 
 #include "autograd/tape.h"
-#include "ops/conv_pool.h"
+#include "dp/ops.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@
 typedef struct case_ctx {
     dp_conv2d_params conv;
     int pool;
-    bool fused; /* dp__conv2d_avg_pool2d, else dp_conv2d then dp_avg_pool2d */
+    bool fused; /* dp_conv2d_avg_pool2d, else dp_conv2d then dp_avg_pool2d */
 } case_ctx;
 
 /* Whether the active tape holds a conv2d_pool node (a check of which path
@@ -47,7 +47,7 @@ static int build(dp_tensor_t **out, dp_tensor_t *const *in, const void *ctx)
     const case_ctx *c = ctx;
     dp_pool2d_params pool = {.kernel_h = c->pool, .kernel_w = c->pool};
     if (c->fused)
-        return dp__conv2d_avg_pool2d(out, in[0], in[1], in[2], &c->conv, &pool);
+        return dp_conv2d_avg_pool2d(out, in[0], in[1], in[2], &c->conv, &pool);
     dp_tensor_t *h;
     int rc = dp_conv2d(&h, in[0], in[1], in[2], &c->conv);
     return rc ? rc : dp_avg_pool2d(out, h, &pool);
