@@ -9,7 +9,10 @@ device, allreduce of every gradient (data[0][:] += data[i].to(...), then
 data[i][:] = data[0].to(...)), the seed's sgd on every device, and
 torch.cuda.synchronize() after each batch where the framework has devices to
 wait for (dptrain always; PyTorch on a CPU computes before returning). Its
-stray print() in allreduce is left out.
+stray print() in allreduce is left out. Both frameworks time each
+convolution shape's kernels (PyTorch's cudnn.benchmark, which its CPU path
+does not use; dptrain's conv_algo("auto"), which `dptrain train` does by
+default, reading the same cache file).
 
 What differs between the frameworks is data only: Fashion-MNIST's IDX files
 are read with numpy and held in memory as the framework's tensors before
@@ -72,6 +75,11 @@ def main():
     F = importlib.import_module(args.framework + ".nn.functional")
     if args.framework == "torch":
         torch.set_num_threads(args.threads)
+        torch.backends.cudnn.benchmark = True  # each shape's fastest kernels (a GPU's)
+    else:
+        # each shape's fastest kernels, as `dptrain train` times them (its
+        # default) and keeps them in the same cache file
+        torch.backends.conv_algo("auto")
     torch.manual_seed(args.seed)
 
     def try_gpu(i=0):

@@ -170,6 +170,13 @@ static void release_backwarded(void)
     Py_DECREF(tape); /* the last reference where every object let go: dp_tape_close */
 }
 
+void dpy_tape_replace_output(dpy_tape *tape, dpy_tensor *from, dpy_tensor *to)
+{
+    for (Py_ssize_t i = 0; i < tape->noutputs; i++)
+        if (tape->outputs[i] == from)
+            tape->outputs[i] = to;
+}
+
 uint64_t dpy_backward_count(void)
 {
     return backward_count;
@@ -284,6 +291,9 @@ static bool losses_pending(dpy_tape *tape)
 
 PyObject *dpy_backward(dpy_tensor *loss)
 {
+    /* the backward adds into gradients, which a deferred conv2d may read */
+    if (dpy_lazy_compute_all() < 0)
+        return NULL;
     if (loss->graph_freed)
         return PyErr_Format(PyExc_RuntimeError,
                             "backward(): Trying to backward through the graph a second time (or "

@@ -218,6 +218,8 @@ static PyObject *m_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     } else {
         ctx->owner = self;
         Py_INCREF(self);
+        /* the consumer may write it: no deferred conv2d keeps it (lazy.c) */
+        dp_tensor_set_shared(t);
     }
     for (int i = 0; i < dp_tensor_ndim(t); i++)
         ctx->shape[i] = dp_tensor_dim(t, i);

@@ -64,6 +64,8 @@ typedef struct dpy_tensor {
      * the old keeper): views of that memory (.grad, detach(), a DLPack
      * capsule, a recorded op) stay valid while this object lives. */
     PyObject *retired;
+    /* A deferred convolution's recipe (lazy.c): t is NULL until it is read. */
+    struct dpy_lazy *lazy;
 } dpy_tensor;
 
 /* The module's state, process-wide (one interpreter). */
@@ -112,6 +114,36 @@ PyObject *dpy_wrap_new(dp_tensor_t *y);
  * their outputs to the library's tape, kept by this object. */
 extern PyObject *dpy_library_tape_keeper;
 
+/* ---- deferred convolutions (lazy.c) --------------------------------------
+ * conv2d returns a deferred object where its inputs allow, relu of one
+ * another, and avg_pool2d of either runs dp_conv2d_avg_pool2d. */
+/* The deferred object of conv2d(x, w, b, p) (objects checked by the
+ * caller), NULL with an exception (dp_conv2d's checks), or
+ * Py_NotImplemented, borrowed, where it must run now. */
+PyObject *dpy_lazy_conv2d(PyObject *x, PyObject *w, PyObject *b, const dp_conv2d_params *p);
+/* Whether o is a deferred object made under the settings in force now. */
+bool dpy_lazy_is_conv(PyObject *o);
+/* relu of a deferred object (dpy_lazy_is_conv): another deferred object,
+ * or Py_NotImplemented (borrowed) where the relu must run. */
+PyObject *dpy_lazy_relu(PyObject *h);
+/* avg_pool2d of a deferred object (dpy_lazy_is_conv), as one op. */
+PyObject *dpy_lazy_avg_pool2d(PyObject *h, const dp_pool2d_params *pool);
+/* Computes a deferred object's value: 0, or -1 with an exception. */
+int dpy_lazy_compute(dpy_tensor *o);
+/* The recipes not yet computed or dropped (NULL: none). */
+extern struct dpy_lazy *dpy_lazy_live;
+/* Computes the deferred objects with an input sharing memory with t, before
+ * a call reads or writes t: 0, or -1 with an exception. */
+int dpy_lazy_before_access(const dp_tensor_t *t);
+/* Computes every deferred object, before a call that writes tensors it
+ * does not ask for by object (an optimizer's step, a backward). */
+int dpy_lazy_compute_all(void);
+/* A deferred object's shape, dtype and device; false for any other. */
+bool dpy_lazy_meta(PyObject *o, int *ndim, const int64_t **shape, dp_dtype *dtype,
+                   dp_device_t **dev);
+/* Drops o's recipe (o is dying). */
+void dpy_lazy_release(dpy_tensor *o);
+
 /* ---- autograd (autograd.c) ---------------------------------------------- */
 extern bool dpy_grad_enabled;
 /* The current tape, a borrowed reference (made on first use); NULL with
@@ -123,6 +155,9 @@ int dpy_tape_keep(dpy_tape *tape, PyObject *const *inputs, int n);
 /* A tensor object died holding an output of `tape`. */
 void dpy_tape_release_output(dpy_tape *tape);
 uint64_t dpy_backward_count(void);
+/* `from` (about to die) gave its tensor of `tape` to `to`: the tape's list
+ * of its objects names `to` instead. */
+void dpy_tape_replace_output(dpy_tape *tape, struct dpy_tensor *from, struct dpy_tensor *to);
 PyObject *dpy_backward(dpy_tensor *loss);
 
 /* ---- errors --------------------------------------------------------------- */
@@ -197,6 +232,8 @@ int dpy_data_add(PyObject *m);     /* data.c (datasets, loaders) */
 int dpy_model_add(PyObject *m);    /* model.c (Python modules as dptrain models) */
 int dpy_train_add(PyObject *m);    /* train.c (dp_train) */
 int dpy_torch_rng_add(PyObject *m); /* torch_rng.c: PyTorch's CPU generator */
+int dpy_lazy_add(PyObject *m);      /* lazy.c: deferred convolutions */
+int dpy_kernels_add(PyObject *m);   /* kernels.c: the convolutions' kernel choice */
 
 #define DPY_FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 

@@ -183,6 +183,8 @@ static int set_fill(tensor_set *s, PyObject *module, const char *method, const c
  * back at its own (p NULL). */
 static void set_point(tensor_set *s, dp_params_t *p)
 {
+    /* (A deferred conv2d keeps the tensors of its call, lazy.c: re-pointing
+     * the objects does not change what it reads.) */
     for (int i = 0; i < s->n; i++) {
         dpy_tensor *o = (dpy_tensor *)s->objs[i];
         if (p) {

@@ -42,7 +42,7 @@ PyMODINIT_FUNC PyInit__dptrain(void)
         dpy_tensor_add,   dpy_creation_add, dpy_dlpack_add, dpy_autograd_add,
         dpy_device_add,   dpy_ops_add,      dpy_optim_add,  dpy_io_add,
         dpy_parallel_add, dpy_data_add,     dpy_model_add,  dpy_train_add,
-        dpy_torch_rng_add,
+        dpy_torch_rng_add, dpy_lazy_add,     dpy_kernels_add,
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i](m) < 0) {

@@ -99,6 +99,9 @@ static PyObject *py_conv2d(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
                           .groups = (int)groups,
                           .dilation_h = dil[0],
                           .dilation_w = dil[1]};
+    PyObject *deferred = dpy_lazy_conv2d(args[0], args[1], b ? args[2] : NULL, &p);
+    if (deferred != Py_NotImplemented)
+        return deferred;
     dp_tensor_t *y = NULL;
     dpy_op op;
     PyObject *in[3] = {args[0], args[1], b ? args[2] : NULL}; /* no bias: None is no input */
@@ -241,9 +244,16 @@ static PyObject *py_avg_pool2d(PyObject *m, PyObject *const *args, Py_ssize_t na
     if (dpy_nargs("avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad)",
                   nargs, 6) < 0)
         return NULL;
-    TENSOR_ARG(x, 0, f, "input");
     dp_pool2d_params p;
     bool include_pad;
+    if (dpy_lazy_is_conv(args[0])) { /* the input is 4-D */
+        if (pool_params(args, f, &p, false) < 0 ||
+            dpy_bool_arg(args[5], f, "count_include_pad", &include_pad) < 0)
+            return NULL;
+        p.exclude_pad = !include_pad;
+        return dpy_lazy_avg_pool2d(args[0], &p);
+    }
+    TENSOR_ARG(x, 0, f, "input");
     if (dpy_check_rank(x, f, "input", 4, 4) < 0 || pool_params(args, f, &p, false) < 0 ||
         dpy_bool_arg(args[5], f, "count_include_pad", &include_pad) < 0)
         return NULL;

@@ -28,6 +28,11 @@ static PyObject *unary(PyObject *const *args, Py_ssize_t nargs, const char *f, u
 
 static PyObject *py_relu(PyObject *m, PyObject *const *args, Py_ssize_t n)
 {
+    if (n == 1 && dpy_lazy_is_conv(args[0])) {
+        PyObject *deferred = dpy_lazy_relu(args[0]);
+        if (deferred != Py_NotImplemented)
+            return deferred;
+    }
     return unary(args, n, "relu", dp_relu);
 }
 static PyObject *py_sigmoid(PyObject *m, PyObject *const *args, Py_ssize_t n)

@@ -49,6 +49,8 @@ static void optimizer_dealloc(PyObject *self)
 
 static int pack_group(dpy_optimizer *o, group *g, PyObject *seq, const dp_optimizer_options *opt)
 {
+    if (dpy_lazy_compute_all() < 0)
+        return -1;
     dp_param_spec *specs = calloc((size_t)g->n, sizeof *specs);
     g->names = calloc((size_t)g->n, sizeof *g->names);
     if (!specs || !g->names) {
@@ -198,6 +200,9 @@ static PyObject *m_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double scale = 1.0;
     if (nargs > 1 || (nargs == 1 && dpy_float_arg(args[0], "step", "grad_scale", &scale) < 0))
         return nargs > 1 ? PyErr_Format(PyExc_TypeError, "step(grad_scale=1.0)") : NULL;
+    /* the step writes parameters, which a deferred conv2d may read */
+    if (dpy_lazy_compute_all() < 0)
+        return NULL;
     for (int g = 0; g < o->ngroups; g++) {
         int rc = dp_params_finish_grad(o->groups[g].params);
         if (rc == 0)

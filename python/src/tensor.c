@@ -17,10 +17,15 @@ dp_tensor_t *dpy_tensor_get(PyObject *o)
         PyErr_Format(PyExc_TypeError, "expected a Tensor, not %R", (PyObject *)Py_TYPE(o));
         return NULL;
     }
-    dp_tensor_t *t = ((dpy_tensor *)o)->t;
+    dpy_tensor *d = (dpy_tensor *)o;
+    if (d->lazy && dpy_lazy_compute(d) < 0)
+        return NULL;
+    dp_tensor_t *t = d->t;
     if (!t)
         PyErr_SetString(PyExc_RuntimeError, "this tensor has no storage (a parameter buffer "
                                             "failed to take it over)");
+    else if (dpy_lazy_live && dpy_lazy_before_access(t) < 0)
+        return NULL;
     return t;
 }
 
@@ -53,6 +58,7 @@ PyObject *dpy_tensor_wrap(dp_tensor_t *t, dpy_owner owner, PyObject *keeper)
     o->backward_done = 0;
     o->grad_epoch = 0;
     o->retired = NULL;
+    o->lazy = NULL;
     return (PyObject *)o;
 }
 
@@ -60,6 +66,7 @@ static void tensor_dealloc(PyObject *self)
 {
     dpy_tensor *o = (dpy_tensor *)self;
     PyTypeObject *tp = Py_TYPE(self);
+    dpy_lazy_release(o);
     if (o->owner == DPY_OWN_SELF)
         dp_tensor_free(o->t);
     else if (o->owner == DPY_OWN_TAPE)
@@ -79,28 +86,64 @@ static void tensor_dealloc(PyObject *self)
     if (!t)                                                                                        \
         return fail;
 
+/* What a tensor is without its values: a deferred object (lazy.c) answers
+ * from its recipe, so checking a dtype does not compute it. */
+typedef struct meta {
+    int ndim;
+    int64_t shape[DP_MAX_DIMS];
+    dp_dtype dtype;
+    dp_device_t *dev;
+} meta;
+
+static int meta_of(PyObject *self, meta *m)
+{
+    const int64_t *shape;
+    if (dpy_lazy_meta(self, &m->ndim, &shape, &m->dtype, &m->dev)) {
+        for (int i = 0; i < m->ndim; i++)
+            m->shape[i] = shape[i];
+        return 0;
+    }
+    GET_T(self, -1);
+    m->ndim = dp_tensor_ndim(t);
+    for (int i = 0; i < m->ndim; i++)
+        m->shape[i] = dp_tensor_dim(t, i);
+    m->dtype = dp_tensor_dtype(t);
+    m->dev = dp_tensor_device(t);
+    return 0;
+}
+
 static PyObject *get_shape(PyObject *self, void *c)
 {
-    GET_T(self, NULL);
-    return dpy_shape_tuple(t);
+    meta m;
+    if (meta_of(self, &m) < 0)
+        return NULL;
+    PyObject *tuple = PyTuple_New(m.ndim);
+    for (int i = 0; tuple && i < m.ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(m.shape[i]);
+        if (!v)
+            Py_CLEAR(tuple);
+        else
+            PyTuple_SetItem(tuple, i, v);
+    }
+    return tuple;
 }
 
 static PyObject *get_ndim(PyObject *self, void *c)
 {
-    GET_T(self, NULL);
-    return PyLong_FromLong(dp_tensor_ndim(t));
+    meta m;
+    return meta_of(self, &m) < 0 ? NULL : PyLong_FromLong(m.ndim);
 }
 
 static PyObject *get_dtype(PyObject *self, void *c)
 {
-    GET_T(self, NULL);
-    return PyUnicode_FromString(dpy_dtype_name(dp_tensor_dtype(t)));
+    meta m;
+    return meta_of(self, &m) < 0 ? NULL : PyUnicode_FromString(dpy_dtype_name(m.dtype));
 }
 
 static PyObject *get_device(PyObject *self, void *c)
 {
-    GET_T(self, NULL);
-    return PyUnicode_FromString(dp_device_name(dp_tensor_device(t)));
+    meta m;
+    return meta_of(self, &m) < 0 ? NULL : PyUnicode_FromString(dp_device_name(m.dev));
 }
 
 static PyObject *get_requires_grad(PyObject *self, void *c)
@@ -188,14 +231,19 @@ static PyGetSetDef tensor_getset[] = {
 
 static PyObject *tensor_numel(PyObject *self, PyObject *unused)
 {
-    GET_T(self, NULL);
-    return PyLong_FromLongLong(dp_tensor_numel(t));
+    meta m;
+    if (meta_of(self, &m) < 0)
+        return NULL;
+    int64_t n = 1;
+    for (int i = 0; i < m.ndim; i++)
+        n *= m.shape[i];
+    return PyLong_FromLongLong(n);
 }
 
 static PyObject *tensor_dim(PyObject *self, PyObject *unused)
 {
-    GET_T(self, NULL);
-    return PyLong_FromLong(dp_tensor_ndim(t));
+    meta m;
+    return meta_of(self, &m) < 0 ? NULL : PyLong_FromLong(m.ndim);
 }
 
 static PyObject *tensor_backward(PyObject *self, PyObject *unused)

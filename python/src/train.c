@@ -215,6 +215,9 @@ static PyObject *py_train(PyObject *self, PyObject *args, PyObject *kwargs)
         o.callback_user = mm;
     }
     int rc = dp_train_options_check(&o);
+    /* the run writes the model's parameters, which a deferred conv2d may read */
+    if (rc == 0 && dpy_lazy_compute_all() < 0)
+        goto done;
     if (rc < 0) {
         dpy_raise(rc);
         goto done;

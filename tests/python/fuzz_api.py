@@ -169,7 +169,7 @@ class Fuzz:
 
     def functional(self):
         x = self.tensor()
-        kind = int(self.rng.integers(8))
+        kind = int(self.rng.integers(9))
         self.note(f"functional {kind} of {tuple(x.shape)} {x.dtype} {x.device}")
         k = int(self.rng.integers(0, 4))
         if kind == 0:
@@ -189,6 +189,16 @@ class Fuzz:
             self.keep(nn.BatchNorm2d(c).to(x.device)(x))
         elif kind == 6:
             self.keep(F.dropout(x, p=float(self.rng.uniform(-0.5, 1.5))))
+        elif kind == 8:  # conv2d -> relu -> avg_pool2d, which the front end runs as one op
+            shape = (int(self.rng.integers(1, 4)),) + tuple(x.shape[1:2]) + (k, k)
+            w = torch.randn(size=shape).to(x.device)
+            b = torch.zeros(shape[0]).to(x.device) if self.rng.integers(2) else None
+            h = F.conv2d(x, w, b)
+            r = F.relu(h) if self.rng.integers(4) else h
+            for kept in (h, r, w):  # read, written or freed later, or dying now
+                if self.rng.integers(2):
+                    self.keep(kept)
+            self.keep(F.avg_pool2d(r, kernel_size=int(self.rng.integers(1, 4))))
         else:
             rows = x.shape[0] if x.shape else 1
             labels = torch.tensor(self.rng.integers(-1, 5, size=rows).tolist())
@@ -333,7 +343,10 @@ def main():
         torch.waitall()
     except ALLOWED as e:  # an asynchronous error of the last calls
         refused[type(e).__name__] += 1
+    import _dptrain
+    deferred, fused, computed = _dptrain._fusion_stats()
     print(f"fuzz_api: {calls} calls, refused {dict(refused)}, {fuzz.checked} value checks, "
+          f"{deferred} conv2d deferred ({fused} pools fused, {computed} computed later), "
           f"no crash", flush=True)
     for (why, action), (call, log, trace) in failures.items():
         print(f"fuzz_api: FAIL: seed {args.seed} call {call} ({action}): {why}; last actions:")

@@ -8,9 +8,10 @@
  *   torch.from_numpy(W) on cuda:0 / .to(cuda:1)  dp_tensor_from_host on each device
  *   p.requires_grad_()                       dp_tensor_set_requires_grad(p, NULL)
  *   nn.parallel.scatter(X, devices)          dp_scatter
- *   F.conv2d(input=X, weight=W, bias=b)      dp_conv2d (stride 1, no padding)
- *   F.relu                                   dp_relu
- *   F.avg_pool2d(kernel (2, 2), stride (2, 2)) dp_avg_pool2d
+ *   F.conv2d(input=X, weight=W, bias=b),     dp_conv2d_avg_pool2d (stride 1, no
+ *   then F.relu and F.avg_pool2d (kernel      padding, ReLU fused): the front end
+ *   (2, 2), stride (2, 2)) of the result      defers conv2d and relu to make this
+ *                                            one call (python/src/lazy.c)
  *   h2.reshape(h2.shape[0], -1)              dp_reshape (N, 800)
  *   torch.mm(h, W) + b                       dp_matmul, dp_binary(ADD) (b broadcast)
  *   CrossEntropyLoss(reduction="none")(..).sum() dp_cross_entropy(DP_REDUCE_NONE), dp_sum(-1)
@@ -47,7 +48,7 @@ static const struct {
     do {                                                                                           \
         int try_rc_ = (expr);                                                                      \
         if (try_rc_ < 0) {                                                                         \
-            fprintf(stderr, "lenet_calls: %s: %s (%s)\n", #expr, dp_strerror(try_rc_),            \
+            fprintf(stderr, "lenet_calls: %s: %s (%s)\n", #expr, dp_strerror(try_rc_),             \
                     dp_last_error());                                                              \
             exit(1);                                                                               \
         }                                                                                          \
@@ -97,16 +98,11 @@ static void write_tensor(const char *dir, const char *name, const dp_tensor_t *t
 /* y_hat (N, 10) = the seed's lenet(X (N, 1, 28, 28), W). */
 static dp_tensor_t *lenet(dp_tensor_t *X, dp_tensor_t *const *W)
 {
-    const dp_conv2d_params conv = {0};
+    const dp_conv2d_params conv_relu = {.relu = true};
     const dp_pool2d_params pool = {.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2};
-    dp_tensor_t *h1_conv, *h1_act, *h1, *h2_conv, *h2_act, *h2_pool, *h2, *h3_mm, *h3_lin, *h3,
-        *y_mm, *y_hat;
-    TRY(dp_conv2d(&h1_conv, X, W[0], W[1], &conv));
-    TRY(dp_relu(&h1_act, h1_conv));
-    TRY(dp_avg_pool2d(&h1, h1_act, &pool));
-    TRY(dp_conv2d(&h2_conv, h1, W[2], W[3], &conv));
-    TRY(dp_relu(&h2_act, h2_conv));
-    TRY(dp_avg_pool2d(&h2_pool, h2_act, &pool));
+    dp_tensor_t *h1, *h2_pool, *h2, *h3_mm, *h3_lin, *h3, *y_mm, *y_hat;
+    TRY(dp_conv2d_avg_pool2d(&h1, X, W[0], W[1], &conv_relu, &pool));
+    TRY(dp_conv2d_avg_pool2d(&h2_pool, h1, W[2], W[3], &conv_relu, &pool));
     int64_t flat[2] = {dp_tensor_dim(h2_pool, 0), 800};
     TRY(dp_reshape(&h2, h2_pool, 2, flat));
     TRY(dp_matmul(&h3_mm, h2, W[4]));
