@@ -30,8 +30,12 @@
 #include <stdlib.h>
 
 struct dpy_lazy {
-    PyObject *x, *w, *b; /* the inputs' objects (b may be NULL), kept alive */
-    dp_tensor_t *xt, *wt, *bt; /* their tensors at the call */
+    /* The inputs' objects (b may be NULL), kept alive. Their tensors are
+     * read when the recipe runs, not kept: an object's tensor may be
+     * replaced by a copy of the same values (its tape released after a
+     * backward, autograd.c), and the old one freed. */
+    PyObject *x, *w, *b;
+    dp_device_t *dev;
     dp_conv2d_params p;  /* p.relu: a relu of the deferred convolution */
     bool grad;           /* grad mode at the call */
     dp_precision precision;
@@ -43,6 +47,12 @@ struct dpy_lazy {
 };
 
 static bool enabled = true;
+
+static dp_tensor_t *tensor_of(PyObject *o)
+{
+    return o ? ((dpy_tensor *)o)->t : NULL;
+}
+
 struct dpy_lazy *dpy_lazy_live; /* every recipe not yet computed or dropped */
 #define live dpy_lazy_live
 static unsigned long long stat_deferred, stat_fused, stat_computed;
@@ -133,9 +143,7 @@ PyObject *dpy_lazy_conv2d(PyObject *x, PyObject *w, PyObject *b, const dp_conv2d
     Py_INCREF(x);
     Py_INCREF(w);
     Py_XINCREF(b);
-    r->xt = xt;
-    r->wt = wt;
-    r->bt = bt;
+    r->dev = dp_tensor_device(xt);
     r->p = *p;
     r->grad = dpy_grad_enabled;
     r->precision = dp_get_precision();
@@ -173,7 +181,8 @@ PyObject *dpy_lazy_avg_pool2d(PyObject *h, const dp_pool2d_params *pool)
     dp_tensor_t *y = NULL;
     dpy_op op;
     dpy_op_begin(&op, in, 3);
-    int rc = dp_conv2d_avg_pool2d(&y, r->xt, r->wt, r->bt, &r->p, pool);
+    int rc = dp_conv2d_avg_pool2d(&y, tensor_of(r->x), tensor_of(r->w), tensor_of(r->b), &r->p,
+                                  pool);
     if (rc == 0)
         stat_fused++;
     return dpy_op_end(&op, rc, y);
@@ -196,7 +205,7 @@ static int compute(dpy_tensor *o)
     dp_tensor_t *y = NULL;
     dpy_op op;
     dpy_op_begin(&op, in, 3);
-    int rc = dp_conv2d(&y, r->xt, r->wt, r->bt, &r->p);
+    int rc = dp_conv2d(&y, tensor_of(r->x), tensor_of(r->w), tensor_of(r->b), &r->p);
     PyObject *made = dpy_op_end(&op, rc, y);
     dp_set_conv_algo(algo);
     dp_set_precision(precision);
@@ -232,8 +241,9 @@ int dpy_lazy_before_access(const dp_tensor_t *t)
     struct dpy_lazy *r = live;
     while (r) {
         struct dpy_lazy *next = r->next;
-        if (dp_tensor_may_share_memory(t, r->xt) || dp_tensor_may_share_memory(t, r->wt) ||
-            dp_tensor_may_share_memory(t, r->bt)) {
+        if (dp_tensor_may_share_memory(t, tensor_of(r->x)) ||
+            dp_tensor_may_share_memory(t, tensor_of(r->w)) ||
+            dp_tensor_may_share_memory(t, tensor_of(r->b))) {
             /* computing may free `next` (an object dying with a tape copy),
              * so start over from the head: the list only shrinks */
             if (compute(r->owner) < 0)
@@ -262,7 +272,7 @@ bool dpy_lazy_meta(PyObject *o, int *ndim, const int64_t **shape, dp_dtype *dtyp
     *ndim = 4;
     *shape = r->shape;
     *dtype = r->dtype;
-    *dev = dp_tensor_device(r->xt);
+    *dev = r->dev;
     return true;
 }
 

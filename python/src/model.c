@@ -183,8 +183,8 @@ static int set_fill(tensor_set *s, PyObject *module, const char *method, const c
  * back at its own (p NULL). */
 static void set_point(tensor_set *s, dp_params_t *p)
 {
-    /* (A deferred conv2d keeps the tensors of its call, lazy.c: re-pointing
-     * the objects does not change what it reads.) */
+    /* (No deferred conv2d of the objects is computed meanwhile: none is made
+     * under the library's tape, and dptrain.train computes them first.) */
     for (int i = 0; i < s->n; i++) {
         dpy_tensor *o = (dpy_tensor *)s->objs[i];
         if (p) {

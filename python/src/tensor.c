@@ -197,6 +197,8 @@ static int set_grad(PyObject *self, PyObject *value, void *c)
     }
     if (!value || value == Py_None) {
         /* The next backward writes the gradient afresh. */
+        if (o->requires_grad && dpy_lazy_live && dpy_lazy_before_access(dp_tensor_grad(t)) < 0)
+            return -1;
         if (o->requires_grad)
             dp_zero_grad(&t, 1);
         o->grad_epoch = dpy_backward_count();
@@ -210,6 +212,9 @@ static int set_grad(PyObject *self, PyObject *value, void *c)
                         ".grad can be set only on a tensor that requires grad (requires_grad_())");
         return -1;
     }
+    /* a deferred conv2d may read the gradient this writes */
+    if (dpy_lazy_live && dpy_lazy_before_access(dp_tensor_grad(t)) < 0)
+        return -1;
     if (dpy_copy_into(dp_tensor_grad(t), src, "grad") < 0)
         return -1;
     o->grad_epoch = 0;
