@@ -10,7 +10,7 @@ program can see changes.
 - its inputs written in place after the call (an in-place op, `[:] =`,
   zero_(), an optimizer's step) leave it the value it had at the call;
 - a backward adding into a gradient that a deferred conv2d reads computes
-  it first;
+  it first, and an input whose tape was released is read from its copy;
 - gradients through the conv's and relu's own objects, used beside the pool,
   equal the separate ops';
 - inputs whose memory a DLPack consumer may write are never deferred;
@@ -159,6 +159,23 @@ def test_a_backward_into_an_input_leaves_the_value_of_the_call():
     assert delta(before)["computed"] == 1
     assert np.array_equal(h.numpy(), want)
     assert np.array_equal(g.numpy(), 4 * P[0].detach().numpy())
+
+
+def test_an_input_whose_tape_was_released_is_read_from_its_copy():
+    # x is an output of a backwarded step; the next step's first recorded op
+    # hands it a copy and frees its tape's tensors (python-internals.md)
+    X, P = params(10)
+    Xg = X.clone().requires_grad_()
+    x = Xg * 2.0
+    x.sum().backward()
+    h = F.conv2d(x, P[0], P[1])
+    (Xg * 3.0).sum()  # the next step's first recorded op
+    junk = [dptrain.full((6, 1, 28, 28), 7.0).to(DEV) for _ in range(4)]  # reuses freed memory
+    got = h.detach().numpy()
+    dptrain.backends.fusion(False)
+    with dptrain.no_grad():
+        want = F.conv2d(X * 2.0, P[0], P[1]).numpy()
+    assert np.array_equal(got, want) and len(junk) == 4
 
 
 def test_gradients_through_the_intermediates_equal_the_separate_ops():
