@@ -59,16 +59,12 @@ static PyObject *py_cache_save(PyObject *m, PyObject *arg)
     char *lines = dp_conv_choices_save_measured();
     if (!lines)
         return PyErr_NoMemory();
-    int rc = 0;
-    if (on != Py_None && lines[0])
-        rc = dp_conv_algo_cache_add(path, lines);
-    bool wrote = on != Py_None && lines[0];
+    bool write = on != Py_None && lines[0];
+    int rc = write ? dp_conv_algo_cache_add(path, lines) : 0;
     free(lines);
     if (rc < 0)
         return dpy_raise(rc);
-    if (!wrote)
-        Py_RETURN_NONE;
-    return PyUnicode_FromString(path);
+    return write ? PyUnicode_FromString(path) : Py_NewRef(Py_None);
 }
 
 static PyMethodDef kernel_functions[] = {

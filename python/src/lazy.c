@@ -191,7 +191,7 @@ PyObject *dpy_lazy_avg_pool2d(PyObject *h, const dp_pool2d_params *pool)
 /* Computes o's value by the call its recipe stands for, in its settings,
  * and gives o the tensor (and the tape's ownership) that call's object
  * would have had. 0, or -1 with an exception (o is then left empty). */
-static int compute(dpy_tensor *o)
+int dpy_lazy_compute(dpy_tensor *o)
 {
     struct dpy_lazy *r = o->lazy;
     o->lazy = NULL;
@@ -230,11 +230,6 @@ static int compute(dpy_tensor *o)
     return 0;
 }
 
-int dpy_lazy_compute(dpy_tensor *o)
-{
-    return compute(o);
-}
-
 /* Computes every deferred object one of whose inputs shares memory with t. */
 int dpy_lazy_before_access(const dp_tensor_t *t)
 {
@@ -246,7 +241,7 @@ int dpy_lazy_before_access(const dp_tensor_t *t)
             dp_tensor_may_share_memory(t, tensor_of(r->b))) {
             /* computing may free `next` (an object dying with a tape copy),
              * so start over from the head: the list only shrinks */
-            if (compute(r->owner) < 0)
+            if (dpy_lazy_compute(r->owner) < 0)
                 return -1;
             next = live;
         }
@@ -258,7 +253,7 @@ int dpy_lazy_before_access(const dp_tensor_t *t)
 int dpy_lazy_compute_all(void)
 {
     while (live)
-        if (compute(live->owner) < 0)
+        if (dpy_lazy_compute(live->owner) < 0)
             return -1;
     return 0;
 }
