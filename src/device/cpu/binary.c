@@ -11,6 +11,7 @@
 #include "device/binary_math.h"
 #include "device/cpu/cpu.h"
 
+#include <omp.h>
 #include <string.h>
 
 #define PAR_MIN 32768
@@ -117,22 +118,63 @@ static inline float grad_of(const dp__binary_args *a, int which, int64_t i, int6
                            a->b[dp__binary_at(a->b_bcast, i, n, c, a->C)]);
 }
 
+/* Whether operand `which`'s gradient is dy or -dy (add, sub), and which
+ * sign; the loops then read dy alone. */
+static bool grad_is_dy(const dp__binary_args *a, int which, float *sign)
+{
+    *sign = a->op == DP__BINARY_SUB && which ? -1.0f : 1.0f;
+    return a->op == DP__BINARY_ADD || a->op == DP__BINARY_SUB;
+}
+
 /* out[0 .. |bc|) = the sums of operand `which`'s gradient over the
  * elements that read each of its values. */
 static int reduce(const dp__binary_args *a, int which, int bc, float *out)
 {
     int64_t N = a->N, C = a->C, HW = a->HW, per = C * HW;
     if (bc == DP__BCAST_CHANNEL) {
-#pragma omp parallel for if (N * per > PAR_MIN)
-        for (int64_t c = 0; c < C; c++) {
-            double s = 0.0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t h = 0; h < HW; h++) {
-                    int64_t i = n * per + (a->nhwc ? h * C + c : c * HW + h);
-                    s += grad_of(a, which, i, n, c);
+        /* Each thread a block of channels, each channel's sum in the order
+         * of n, then h, whatever the blocks; memory walked in its order
+         * into a row of accumulators. Channel by channel down the rows
+         * (a linear layer's bias: its channels are columns) and a grad_of
+         * per element, the seed LeNet's two bias gradients took 36 us a
+         * call; rows in order and dy read alone, 8 (AMD EPYC Zen 5). */
+        double *sums = dp__calloc((size_t)C, sizeof *sums);
+        if (!sums)
+            return DP_ENOMEM;
+#pragma omp parallel if (N * per > PAR_MIN)
+        {
+            int nt = omp_get_num_threads(), t = omp_get_thread_num();
+            int64_t c0 = C * t / nt, c1 = C * (t + 1) / nt;
+            float sign;
+            bool dy_only = grad_is_dy(a, which, &sign);
+            for (int64_t n = 0; n < N; n++) {
+                const float *dy = a->dy + n * per;
+                if (a->nhwc && dy_only) {
+                    for (int64_t h = 0; h < HW; h++)
+                        for (int64_t c = c0; c < c1; c++)
+                            sums[c] += dy[h * C + c];
+                } else if (a->nhwc) {
+                    for (int64_t h = 0; h < HW; h++)
+                        for (int64_t c = c0; c < c1; c++)
+                            sums[c] += grad_of(a, which, n * per + h * C + c, n, c);
+                } else if (dy_only) {
+                    for (int64_t c = c0; c < c1; c++)
+                        for (int64_t h = 0; h < HW; h++)
+                            sums[c] += dy[c * HW + h];
+                } else {
+                    for (int64_t c = c0; c < c1; c++)
+                        for (int64_t h = 0; h < HW; h++)
+                            sums[c] += grad_of(a, which, n * per + c * HW + h, n, c);
                 }
-            out[c] = (float)s;
+            }
         }
+        /* -dy's sums are dy's negated, bit for bit (rounding is symmetric),
+         * but for a zero: +0 either way, as 0 - s gives. */
+        float sign;
+        bool negate = grad_is_dy(a, which, &sign) && sign < 0;
+        for (int64_t c = 0; c < C; c++)
+            out[c] = (float)(negate ? 0.0 - sums[c] : sums[c]);
+        dp__free(sums);
     } else if (bc == DP__BCAST_SAMPLE_CHANNEL) {
 #pragma omp parallel for collapse(2) if (N * per > PAR_MIN)
         for (int64_t n = 0; n < N; n++)
@@ -183,11 +225,29 @@ static int run_backward(void *p, void *ctx)
             DP_TRY(reduce(a, which, bcs[which], out));
             continue;
         }
-#pragma omp parallel for collapse(2) if (N * per > PAR_MIN)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t j = 0; j < per; j++)
-                out[n * per + j] =
-                    grad_of(a, which, n * per + j, n, dp__binary_channel(j, C, HW, a->nhwc));
+        float sign;
+        if (grad_is_dy(a, which, &sign)) {
+            if (sign > 0)
+                memcpy(out, a->dy, (size_t)(N * per) * sizeof *out);
+            else
+                for (int64_t i = 0; i < N * per; i++)
+                    out[i] = -a->dy[i];
+            continue;
+        }
+        /* In memory order, the channel counted, not divided out. */
+#pragma omp parallel for if (N * per > PAR_MIN)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t i = n * per;
+            if (a->nhwc) {
+                for (int64_t h = 0; h < HW; h++)
+                    for (int64_t c = 0; c < C; c++, i++)
+                        out[i] = grad_of(a, which, i, n, c);
+            } else {
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t h = 0; h < HW; h++, i++)
+                        out[i] = grad_of(a, which, i, n, c);
+            }
+        }
     }
     return 0;
 }
