@@ -86,8 +86,10 @@ $(PY_TORCH_VENV)/.ready: | deps
 	  "numpy==$$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')"
 	touch $@
 
-# Interoperability with real PyTorch: installs Debian's python3-torch and
-# libopenblas0-pthread (without it torch runs the reference BLAS), then runs
+# Interoperability with real PyTorch: installs Debian's python3-torch,
+# python3-torchvision (before the Python tests: test_transforms_torchvision
+# compares against it) and libopenblas0-pthread (without it torch runs the
+# reference BLAS), then runs
 # tests/train/cli_pytorch.sh (checkpoints both ways) and
 # tests/optim/cli_pytorch_recipe.sh (optimizers, schedules, clipping, label
 # smoothing step by step), where a missing torch is a failure, not a skip;
@@ -101,7 +103,7 @@ $(PY_TORCH_VENV)/.ready: | deps
 # then every pytorch-converted and pytorch-operator case of Debian's
 # libonnx-testdata through the ONNX loader (tests/onnx/test_onnx_conformance.c).
 test-interop: build
-	@scripts/install-deps.sh python3-torch libopenblas0-pthread
+	@scripts/install-deps.sh python3-torch python3-torchvision libopenblas0-pthread
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_pytorch.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/optim/cli_pytorch_recipe.sh $(BUILD)/dptrain
 	DP_REQUIRE_TORCH=1 bash tests/device/cpu/cli_bn_float64.sh $(BUILD)/dptrain
@@ -110,7 +112,6 @@ test-interop: build
 	cd $(BUILD) && DP_REQUIRE_TORCH=1 DP_PY_VENV=py-torch-venv ctest --output-on-failure -j $(JOBS) -L torch
 	@scripts/install-deps.sh python3-venv
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/train/cli_tensorboard.sh $(BUILD)/dptrain
-	@scripts/install-deps.sh python3-torchvision
 	DP_REQUIRE_TORCH=1 bash tests/data/cli_augment_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-onnx
 	DP_SOURCE_DIR=$(CURDIR) DP_REQUIRE_TORCH=1 $(BUILD)/tests/test_onnx_torch
