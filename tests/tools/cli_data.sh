@@ -8,6 +8,10 @@ set -u
 dptrain=$1
 PY=/usr/bin/python3
 if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
+  if [[ ${DP_REQUIRE_TORCH:-0} == 1 ]]; then
+    echo "FAIL: $PY cannot import numpy, and DP_REQUIRE_TORCH=1 (make test-interop) needs it"
+    exit 1
+  fi
   echo "SKIP cli_data: $PY has no numpy (apt-get install python3-numpy)"
   exit 77
 fi
