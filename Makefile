@@ -91,7 +91,8 @@ $(PY_TORCH_VENV)/.ready: | deps
 # compares against it) and libopenblas0-pthread (without it torch runs the
 # reference BLAS); reruns cli_data and cli_imagenet_recipe, which `make
 # test` skips on a machine whose /usr/bin/python3 lacks numpy, torch and
-# torchvision (a new one), with those now required; then runs
+# torchvision (a new one), with those now required, and cli_onnx_export's
+# onnx.checker part once python3-onnx is in; then runs
 # tests/train/cli_pytorch.sh (checkpoints both ways) and
 # tests/optim/cli_pytorch_recipe.sh (optimizers, schedules, clipping, label
 # smoothing step by step), where a missing torch is a failure, not a skip;
@@ -118,6 +119,7 @@ test-interop: build
 	DP_REQUIRE_TORCH=1 bash tests/data/cli_augment_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh python3-onnx
 	DP_SOURCE_DIR=$(CURDIR) DP_REQUIRE_TORCH=1 $(BUILD)/tests/test_onnx_torch
+	cd $(BUILD) && DP_REQUIRE_TORCH=1 ctest --output-on-failure -R '^cli_onnx_export$$'
 	DP_BUILD_DIR=$(CURDIR)/$(BUILD) DP_REQUIRE_TORCH=1 bash tests/onnx/cli_onnx_torchvision.sh $(BUILD)/dptrain
 	@scripts/install-deps.sh libonnx-testdata
 	DP_REQUIRE_ONNX_TESTDATA=1 $(BUILD)/tests/test_onnx_conformance
