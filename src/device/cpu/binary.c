@@ -230,6 +230,7 @@ static int run_backward(void *p, void *ctx)
             if (sign > 0)
                 memcpy(out, a->dy, (size_t)(N * per) * sizeof *out);
             else
+#pragma omp parallel for if (N * per > PAR_MIN)
                 for (int64_t i = 0; i < N * per; i++)
                     out[i] = -a->dy[i];
             continue;
